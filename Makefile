@@ -1,0 +1,45 @@
+# Pitwall — two commands: `make run` (set up + start the dashboard) and `make test`.
+PY      ?= python3.11
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+.PHONY: run test setup system-deps sglang-cpu bench lint clean
+
+$(VPY):
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+
+$(STAMP): $(VPY) pyproject.toml
+	$(VPY) -m pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+## run: set up and start the runner + dashboard on http://127.0.0.1:8501 (demo when no servers)
+run: setup
+	$(VENV)/bin/pitwall up
+
+## system-deps: Debian packages the browser tests need (chromium); needs root
+system-deps:
+	bash scripts/system_deps.sh
+
+## test: set up and run the whole test suite
+test: setup system-deps
+	$(VPY) -m pytest
+
+## sglang-cpu: build the real SGLang 0.5.23 CPU environment (outside the repo) for the real_sglang tier
+sglang-cpu:
+	bash scripts/sglang_cpu/build_env.sh
+
+## bench: run every benchmark in bench/ and print their tables
+bench: setup
+	for b in bench/*.py; do echo "== $$b"; $(VPY) $$b || exit 1; done
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy collectors storage dashboard/services simulator
+
+clean:
+	rm -rf $(VENV) .pytest_cache

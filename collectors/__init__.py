@@ -1,0 +1,1 @@
+"""Collectors: turn what an SGLang server says and does into Samples and Events."""

@@ -1,0 +1,73 @@
+"""The one table of collectors the runner runs (STYLE.md rule 2).
+
+Each row: name, factory. A factory takes the probe settings dict and returns a Collector.
+The runner adds its built-in `self` collector on top of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from collectors.base import Collector
+
+
+def _log(_: dict[str, Any]) -> Collector:
+    from collectors.sglang_log import SGLangLogCollector
+
+    return SGLangLogCollector()
+
+
+def _metrics(_: dict[str, Any]) -> Collector:
+    from collectors.sglang_metrics import SGLangMetricsCollector
+
+    return SGLangMetricsCollector()
+
+
+def _api(_: dict[str, Any]) -> Collector:
+    from collectors.sglang_api import SGLangApiCollector
+
+    return SGLangApiCollector()
+
+
+def _gpu(_: dict[str, Any]) -> Collector:
+    from collectors.gpu import GpuCollector
+
+    return GpuCollector()
+
+
+def _canary(probe: dict[str, Any]) -> Collector:
+    from collectors.canary import CanaryCollector
+
+    return CanaryCollector(interval_s=float(probe.get("canary_interval_s", 30.0)))
+
+
+COLLECTORS: tuple[tuple[str, Callable[[dict[str, Any]], Collector]], ...] = (
+    ("sglang_log", _log),
+    ("sglang_metrics", _metrics),
+    ("sglang_api", _api),
+    ("gpu", _gpu),
+    ("canary", _canary),
+)
+
+
+def build_collectors(
+    probe: dict[str, Any], names: set[str] | None = None
+) -> tuple[list[Collector], list[str]]:
+    """Instantiate the registry (or the named subset); returns (collectors, errors).
+
+    A collector that cannot be built (a broken install, say) is reported, not fatal: the
+    others still run. A canary interval of 0 turns the canary off.
+    """
+    out: list[Collector] = []
+    errors: list[str] = []
+    for name, factory in COLLECTORS:
+        if names is not None and name not in names:
+            continue
+        if name == "canary" and float(probe.get("canary_interval_s", 30.0)) <= 0:
+            continue
+        try:
+            out.append(factory(probe))
+        except Exception as exc:
+            errors.append(f"Collector {name} could not start: {type(exc).__name__}: {exc}")
+    return out, errors

@@ -1,0 +1,383 @@
+"""Pure parsing of one SGLang log line: Prefill/Decode records and single-line events.
+
+Owns the line-level grammar of reference/sglang-interfaces.md §1-2 (0.1.14 -> 0.5.23) and the
+diffusion prefix of §6. Multi-line grouping (tracebacks, hard-wrapped NCCL messages) lives in
+sglang_log_stream.py; file following in sglang_log_tail.py.
+
+A record is found wherever its header sits in the physical line, so foreign prefixes (a log
+shipper's timestamp, a file name), a lost opening bracket and a progress bar glued in front are
+all survived. The SGLang prefix is read from the text right before the header:
+
+    [YYYY-MM-DD HH:MM:SS(.mmm) DPd PPp ATTN_CPc MOE_DPm TPt EPe]   0.3.4+ (ranks optional)
+    [HH:MM:SS TPn]                                                 0.2.14-0.3.3 (no date)
+    [MM-DD HH:MM:SS]                                               diffusion server (§6)
+    [gpu_id=N] / [gpu=N]                                           0.1.20-0.2.13 (no time)
+
+Fields are collected generically as ``key: value`` pairs that start at a field separator
+(``, `` or ``. ``), so field order and optional fields do not matter and hybrid-model keys
+(``full token usage``) are never read as ``token usage``. A pair counts only when it is intact:
+followed by a separator, or at the end of the line when its key is one that legitimately ends a
+record (``#queue-req``, ``input throughput``, ...). A line cut by a narrow terminal therefore
+keeps its earlier pairs and drops the cut one — a value is never invented. (A cut that lands
+exactly inside the value of a legitimate last field, e.g. ``#queue-req: 1`` of ``12``, cannot be
+told from an intact line; nothing can.)
+
+Values: ints and floats as written, ``True``/``False`` as booleans, percentages as the number
+written (``cache hit rate: 20.00%`` -> 20.0; it is SGLang's lifetime-cumulative figure, ≤0.4.3).
+``token usage`` and friends are 0-1 ratios as SGLang prints them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Canonical field names for SGLang's raw keys (all versions). Anything else is slugged.
+KEY_MAP: dict[str, str] = {
+    "#new-seq": "new_seq",
+    "#seq": "new_seq",
+    "#new-token": "new_token",
+    "#new_token": "new_token",
+    "#cached-token": "cached_token",
+    "#cached_token": "cached_token",
+    "cache hit rate": "cache_hit_rate",
+    "tree_cache_hit_rate": "cache_hit_rate",
+    "token usage": "token_usage",
+    "#token": "num_token",
+    "#running-req": "running_req",
+    "#running_req": "running_req",
+    "#queue-req": "queue_req",
+    "#remaining_req": "queue_req",
+    "gen throughput (token/s)": "gen_throughput",
+    "input throughput (token/s)": "input_throughput",
+    "largest-len": "largest_len",
+    "pre-allocated usage": "pre_allocated_usage",
+}
+
+#: Keys that may legitimately end a record with nothing after them (see module docstring).
+TERMINAL_KEYS = frozenset({
+    "queue_req", "input_throughput", "gen_throughput", "cuda_graph", "cpu_graph", "npu_graph",
+    "musa_graph", "transferring_req", "time", "fwd_occupancy", "fwd_idle_occupancy",
+    "est_write_bw_gb_s_per_gpu", "est_prefill_tflops_s_per_gpu", "inflight_req",
+    "optimistic_req", "waiting_image_req",
+})
+
+#: Record kinds; event kinds are the DESIGN.md taxonomy names.
+RECORD_KINDS = ("prefill", "decode")
+EVENT_KINDS = (
+    "server_ready", "oom", "prefill_oom", "decode_retract", "nccl_timeout", "crash",
+    "warmup_failed", "bad_cli_flag", "port_in_use", "health_check_failed",
+)
+RANK_NAMES = {"DP": "dp", "PP": "pp", "ATTN_CP": "attn_cp", "MOE_DP": "moe_dp", "TP": "tp",
+              "EP": "ep"}
+
+MESSAGE_MAX = 300
+EXCERPT_MAX = 4000
+#: Fields are read from at most this much of a record body; real records are < 2 KiB.
+BODY_MAX = 16384
+
+# --- cheap prefilter: a line that matches none of these can produce nothing -----------------
+# Kept as plain substrings so the same list drives the str and bytes forms.
+PREFILTER_WORDS = (
+    "batch", "#running", "ready to roll", "out of memory", "OutOfMemory", "Not enough memory",
+    "Retract", "atchdog", "NCCL", "[Rank", "Traceback", "xception", "sigquit", "armup",
+    "error:", "already in use", "Health check failed",
+)
+PREFILTER = re.compile("|".join(re.escape(w) for w in PREFILTER_WORDS))
+PREFILTER_B = re.compile("|".join(re.escape(w) for w in PREFILTER_WORDS).encode())
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+_HEAD = re.compile(
+    r"(Prefill batch|Decode batch|new fill batch)(?: ?\[(\d+)\])?"
+    r"(?:\(mixed #running-req: (\d+)\))?(?:[.,] ?| (?=#))"
+)
+_LEGACY_DECODE = re.compile(r"#running-req: \d+, #token: \d+")
+_TS = r"(?:\d{4}-\d{2}-\d{2} |\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?"
+_RANKS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
+#: The SGLang prefix ending exactly where the record header starts.
+_PREFIX_TAIL = re.compile(
+    rf"\[?(?P<ts>{_TS})(?P<ranks>{_RANKS})\] (?:\[gpu(?:_id)?=(?P<gpu>\d+)\] )?$"
+    r"|\[gpu(?:_id)?=(?P<gpu2>\d+)\] $"
+)
+#: The SGLang prefix anywhere near the start of an event line.
+_PREFIX_ANY = re.compile(
+    rf"\[?(?P<ts>{_TS})(?P<ranks>{_RANKS})\] (?:\[gpu(?:_id)?=(?P<gpu>\d+)\] )?"
+    r"|\[gpu(?:_id)?=(?P<gpu2>\d+)\] "
+)
+#: A date-time in a foreign prefix (Python logging config, log shipper), used when no SGLang
+#: prefix is present.
+_ANY_DATETIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+_RANK = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
+_KV = re.compile(
+    r"(?:^|(?<=, )|(?<=\. ))([#A-Za-z][^:,]*?): (-?\d+(?:\.\d+)?%?|True|False)"
+    r"(,|\. |(?<=%)\.\s*$|\s*$)"
+)
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(slots=True)
+class LogRecord:
+    """One recognised record or event.
+
+    `line_no` is the 1-based physical line (the first line of a grouped event); `timestamp` is
+    the text inside the SGLang prefix as written (None when the line has none); `ranks` maps
+    tp/dp/pp/ep/attn_cp/moe_dp (and `gpu` for the 0.1.20-0.2.13 ``[gpu=N]`` form) to ints.
+    Events also carry `message` (one cleaned line) and `raw` (the excerpt, all grouped lines).
+    """
+
+    line_no: int
+    kind: str
+    timestamp: str | None = None
+    ranks: dict[str, int] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
+    message: str | None = None
+    raw: str | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"line_no": self.line_no, "kind": self.kind,
+                             "timestamp": self.timestamp, "ranks": self.ranks,
+                             "fields": self.fields}
+        if self.message is not None:
+            d["message"] = self.message
+        return d
+
+
+_slug_cache: dict[str, str] = dict(KEY_MAP)
+
+
+def canonical_key(raw: str) -> str:
+    """``#new-token`` -> ``new_token``; unknown keys are slugged (``est. read BW (GB/s per
+    GPU)`` -> ``est_read_bw_gb_s_per_gpu``)."""
+    name = _slug_cache.get(raw)
+    if name is None:
+        name = _SLUG.sub("_", raw.lower()).strip("_") or "field"
+        if len(_slug_cache) < 4096:  # bounded: garbage lines must not grow it forever
+            _slug_cache[raw] = name
+    return name
+
+
+def parse_fields(body: str) -> dict[str, Any]:
+    """The intact ``key: value`` pairs of a record body (text after the header)."""
+    out: dict[str, Any] = {}
+    if len(body) > BODY_MAX:
+        body = body[:BODY_MAX]
+    for key, val, end in _KV.findall(body):
+        name = _slug_cache.get(key) or canonical_key(key)
+        if (not end or end.isspace()) and name not in TERMINAL_KEYS:
+            continue  # ends the line without being a record's last field: cut mid-value
+        if name in out:
+            continue
+        c = val[0]
+        if c == "T":
+            out[name] = True
+        elif c == "F":
+            out[name] = False
+        else:
+            if val[-1] == "%":
+                val = val[:-1]
+            out[name] = float(val) if "." in val else int(val)
+    return out
+
+
+def clean_line(text: str) -> str:
+    """Drop the line ending, ANSI colour codes and a progress bar before a carriage return."""
+    if text.endswith("\n"):
+        text = text[:-1]
+    if text.endswith("\r"):
+        text = text[:-1]
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        # tqdm redraws with bare CRs; keep the segment that holds something we read
+        parts = text.split("\r")
+        text = next((p for p in reversed(parts) if PREFILTER.search(p)), parts[-1])
+    return text
+
+
+def decode_line(line: str | bytes) -> tuple[str, bool]:
+    """(text, ok): bytes are read as UTF-8; invalid bytes become U+FFFD and ok is False."""
+    if isinstance(line, str):
+        return line, True
+    try:
+        return line.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return line.decode("utf-8", "replace"), False
+
+
+def _ranks(ranks_text: str | None, gpu: str | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if ranks_text:
+        for name, num in _RANK.findall(ranks_text):
+            out[RANK_NAMES[name]] = int(num)
+    if gpu is not None:
+        out["gpu"] = int(gpu)
+    return out
+
+
+def _prefix_before(pre: str) -> tuple[str | None, dict[str, int]]:
+    """Timestamp and ranks from the text in front of a record header."""
+    if not pre:
+        return None, {}
+    pre = pre[-200:]
+    m = _PREFIX_TAIL.search(pre)
+    if m is not None:
+        return m["ts"], _ranks(m["ranks"], m["gpu"] or m["gpu2"])
+    dts = _ANY_DATETIME.findall(pre)
+    return (dts[-1] if dts else None), {}
+
+
+def split_prefix(text: str) -> tuple[str | None, dict[str, int], str]:
+    """(timestamp, ranks, message) of an event line; the message is what follows the prefix."""
+    head = text[:300]
+    m = _PREFIX_ANY.search(head)
+    if m is not None:
+        return m["ts"], _ranks(m["ranks"], m["gpu"] or m["gpu2"]), text[m.end():].strip()
+    dts = _ANY_DATETIME.findall(head)
+    return (dts[-1] if dts else None), {}, text.strip()
+
+
+def parse_record(text: str, line_no: int = 0) -> LogRecord | None:
+    """A Prefill/Decode record from a cleaned line, or None (None also when no pair is intact)."""
+    m = _HEAD.search(text)
+    if m is not None:
+        head = m[1]
+        kind = "decode" if head[0] == "D" else "prefill"
+        fields = parse_fields(text[m.end():])
+        if m[2] is not None:
+            fields["iteration"] = int(m[2])
+        if m[3] is not None:
+            fields["mixed_running_req"] = int(m[3])
+        start = m.start()
+    else:
+        m = _LEGACY_DECODE.search(text)
+        if m is None:
+            return None
+        kind = "decode"
+        start = m.start()
+        fields = parse_fields(text[start:])
+    if not fields:
+        return None
+    ts, ranks = _prefix_before(text[:start])
+    return LogRecord(line_no, kind, ts, ranks, fields)
+
+
+# --- single-line events ---------------------------------------------------------------------
+
+_RETRACT = re.compile(
+    r"(?:Decode out of memory happened|KV cache pool is full\. Retract requests)\."
+    r" #retracted_reqs: (\d+)"
+)
+_RATIO = re.compile(r"#new_token_ratio: (\d+(?:\.\d+)?) -> (\d+(?:\.\d+)?)")
+_GAINED = re.compile(r"#new_tokens_gained: (\d+)")
+_OOM = re.compile(
+    r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|OutOfMemoryError"
+    r"|Not enough memory\. Please try to increase|Decode out of memory\. (?:Try|This)"
+)
+_TRY_ALLOC = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(GiB|MiB|KiB|GB|MB)")
+_BAD_FLAG = re.compile(
+    r"error: (?:unrecognized arguments|argument [^:]+: (?:invalid|expected|ignored)"
+    r"|the following arguments are required|ambiguous option)"
+)
+_PORT = re.compile(r"[Aa]ddress already in use|[Pp]ort \d+ (?:is )?already in use")
+_WARMUP = re.compile(r"warmup error|[Ww]armup (?:request )?failed")
+#: Scheduler crashes that open a grouped event (sglang_log_stream.py groups what follows).
+CRASH_START = re.compile(
+    r"Traceback \(most recent call last\)|\w+ hit an exception|Exception in ModelTpServer"
+    r"|Exception in run_tp_server|Received sigquit from a child process"
+    r"|[Ww]atchdog timeout \(self\.watchdog_timeout"
+)
+#: NCCL hang phrases, compared with all whitespace removed (hard wraps may add or eat spaces).
+NCCL_PHRASES = ("Watchdogcaughtcollectiveoperationtimeout", "ProcessGroupNCCL'swatchdoggotstuck")
+_WS = re.compile(r"\s+")
+
+_UNITS = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "GB": 10**9, "MB": 10**6}
+
+
+def nccl_match(text: str) -> bool:
+    squeezed = _WS.sub("", text)
+    return any(p in squeezed for p in NCCL_PHRASES)
+
+
+def classify_event(text: str) -> tuple[str, dict[str, Any]] | None:
+    """(kind, fields) of a single-line event in a cleaned line, crash starts excluded."""
+    if "etract" in text or "happened" in text:
+        m = _RETRACT.search(text)
+        if m is not None:
+            fields: dict[str, Any] = {"retracted_req": int(m[1])}
+            r = _RATIO.search(text)
+            if r is not None:
+                fields["new_token_ratio_before"] = float(r[1])
+                fields["new_token_ratio_after"] = float(r[2])
+            g = _GAINED.search(text)
+            if g is not None:
+                fields["new_tokens_gained"] = int(g[1])
+            return "decode_retract", fields
+    if "Prefill out of memory" in text:
+        return "prefill_oom", {}
+    if "emory" in text:
+        m = _OOM.search(text)
+        if m is not None:
+            fields = {}
+            a = _TRY_ALLOC.search(text)
+            if a is not None:
+                fields["tried_to_allocate_bytes"] = int(float(a[1]) * _UNITS[a[2]])
+            return "oom", fields
+    if nccl_match(text):
+        return "nccl_timeout", {}
+    if "ready to roll" in text and "The server is fired up" in text:
+        return "server_ready", {}
+    if "armup" in text and _WARMUP.search(text):
+        return "warmup_failed", {}
+    if "error:" in text and _BAD_FLAG.search(text):
+        return "bad_cli_flag", {}
+    if "already in use" in text and _PORT.search(text):
+        return "port_in_use", {}
+    if "Health check failed" in text:
+        return "health_check_failed", {}
+    return None
+
+
+def make_event(kind: str, text: str, line_no: int, fields: dict[str, Any] | None = None,
+               raw: str | None = None) -> LogRecord:
+    ts, ranks, msg = split_prefix(text)
+    return LogRecord(line_no, kind, ts, ranks, fields or {}, message=msg[:MESSAGE_MAX],
+                     raw=excerpt(raw if raw is not None else text))
+
+
+def excerpt(text: str) -> str:
+    """At most EXCERPT_MAX characters: the head and the tail, which say what and why."""
+    if len(text) <= EXCERPT_MAX:
+        return text
+    half = EXCERPT_MAX // 2
+    return text[:half] + "\n[... cut ...]\n" + text[-half:]
+
+
+def parse_line(line: str | bytes, line_no: int = 1) -> LogRecord | None:
+    """One physical line -> a record, a single-line event, or None. Never raises.
+
+    Multi-line events need parse_stream (sglang_log_stream.py): here a crash start becomes a
+    one-line `crash` event and a hard-wrapped NCCL message is only seen when whole.
+    """
+    text, _ = decode_line(line)
+    text = clean_line(text)
+    if not PREFILTER.search(text):
+        return None
+    return parse_clean(text, line_no)
+
+
+def parse_clean(text: str, line_no: int) -> LogRecord | None:
+    """parse_line for a line already cleaned and known to pass the prefilter."""
+    if "batch" in text or "#running" in text:
+        rec = parse_record(text, line_no)
+        if rec is not None:
+            return rec
+    ev = classify_event(text)
+    if ev is not None:
+        return make_event(ev[0], text, line_no, ev[1])
+    if CRASH_START.search(text):
+        return make_event("crash", text, line_no)
+    return None

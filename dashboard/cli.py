@@ -1,0 +1,281 @@
+"""The `pitwall` command line. `main(argv) -> int`; errors are one readable line, never a traceback.
+
+Subcommands:
+  up            start the runner and the dashboard (what `make run` calls)
+  collect       run the runner in the foreground (collectors, supervisor, intents)
+  status        runner, database and servers at a glance
+  parse-log     parse an SGLang log file (JSON lines)
+  parse-metrics parse a Prometheus /metrics payload (JSON)
+  probe         run a probe / load sweep against a server
+  profiles      list, validate and diff launch profiles
+  launch / stop / relaunch   manage a managed server through the runner
+  export        export a scorecard (md, html, csv, json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dashboard import __version__
+from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class CliError(Exception):
+    """A failure to report as one line; `code` is the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _engine(settings: Settings):  # type: ignore[no-untyped-def]
+    from sqlalchemy.exc import OperationalError
+
+    from storage.db import SchemaError, make_engine
+
+    try:
+        return make_engine(settings.database_url)
+    except SchemaError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except OperationalError as exc:
+        msg = str(exc.orig) if exc.orig else str(exc)
+        if "locked" in msg:
+            raise CliError(
+                "The database is locked by another process for too long; retry, or stop the "
+                "process holding it.",
+            ) from None
+        raise CliError(f"Cannot open the database {settings.database_url}: {msg}.") from None
+
+
+# --------------------------------------------------------------------------------------------
+# up
+
+
+def _popen(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # Own process group, so shutdown reaches the whole tree (no orphans).
+    return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, start_new_session=True)
+
+
+def _stop_group(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(5)
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    host = args.host or settings.host
+    port = args.port or settings.port
+    exposed = host not in ("127.0.0.1", "localhost", "::1")
+    if exposed and not settings.password:
+        raise CliError(
+            f"Refusing to listen on {host} without authentication: set PITWALL_PASSWORD "
+            "(or password in pitwall.toml), or bind to 127.0.0.1.",
+            EXIT_USAGE,
+        )
+    _engine(settings)  # create / check the database before starting anything
+    env = dict(os.environ)
+    env["PITWALL_HOST"] = host
+    env["PITWALL_PORT"] = str(port)
+    env["PITWALL_DATA_DIR"] = str(settings.data_dir)
+    env["PITWALL_DATABASE_URL"] = settings.database_url
+    env["PITWALL_MANAGED_RUNNER"] = "1"  # app.py: `pitwall up` owns the runner
+    if settings.config_path:
+        env["PITWALL_CONFIG"] = str(settings.config_path)
+    runner = _popen([sys.executable, "-m", "dashboard", "collect"], env)
+    app = _popen(
+        [
+            sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app.py"),
+            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
+            "--browser.gatherUsageStats", "false",
+        ],
+        env,
+    )
+    stopping = False
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    shown = "localhost" if host == "127.0.0.1" else host
+    print(f"Pitwall {__version__} is starting: http://{shown}:{port}  (Ctrl-C stops everything)", flush=True)
+    if settings.demo_active:
+        print("No servers configured: running the demo (bundled SGLang simulator, profile 'demo').", flush=True)
+    code = EXIT_OK
+    try:
+        while not stopping:
+            if runner.poll() is not None:
+                print(f"pitwall: the runner exited with code {runner.returncode}; stopping.", file=sys.stderr)
+                code = EXIT_FAIL
+                break
+            if app.poll() is not None:
+                print(f"pitwall: the dashboard exited with code {app.returncode}; stopping.", file=sys.stderr)
+                code = EXIT_FAIL
+                break
+            time.sleep(0.2)
+    finally:
+        _stop_group(app)
+        _stop_group(runner, timeout=30.0)
+    print("Pitwall stopped.", flush=True)
+    return code
+
+
+# --------------------------------------------------------------------------------------------
+# collect
+
+
+def build_runner(settings: Settings, engine):  # type: ignore[no-untyped-def]
+    """The runner with every collector of the registry and the intent handlers wired in."""
+    from collectors.registry import build_collectors
+    from collectors.runner import Runner
+    from dashboard.services import wiring
+
+    from storage import repo
+
+    supervisor, handlers = wiring.runner_parts(settings, engine)
+    collectors, errors = build_collectors(settings.probe)
+    for err in errors:
+        logging.getLogger("pitwall.runner").error(err)
+        repo.add_event(engine, kind="collector_error", message=err, severity="error")
+    return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers)
+
+
+def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
+    from collectors.runner import LeaseHeld
+    from dashboard.services.servers import sync_servers
+
+    logging.basicConfig(
+        level=logging.INFO, format="[%(asctime)s] pitwall-runner %(levelname)s %(message)s"
+    )
+    engine = _engine(settings)
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    sync_servers(engine, settings)
+    runner = build_runner(settings, engine)
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        runner.run(duration_s=args.duration)
+    except LeaseHeld as exc:
+        raise CliError(str(exc)) from None
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# status
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from dashboard.services import health
+
+    engine = _engine(settings)
+    report = health.runner_health(engine, settings.database_url)
+    print(f"database   {settings.database_url}  ({health.fmt_bytes(report.db_bytes)})")
+    print(f"runner     {report.summary}")
+    for server in report.servers:
+        print(f"server     {server}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        import importlib
+
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise CliError(f"This Pitwall build lacks {module} ({exc}).") from None
+        result: int = getattr(mod, func)(argv)
+        return result
+
+    return run
+
+
+# Subcommands implemented by their own modules take the rest of the command line.
+DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
+    "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang_log", "parse_log_cli")),
+    "parse-metrics": ("parse a Prometheus /metrics payload into JSON", _delegate("collectors.sglang_metrics", "parse_metrics_cli")),
+    "probe": ("run a probe / load sweep against a server", _delegate("collectors.probe.cli", "probe_cli")),
+    "profiles": ("list, validate and diff launch profiles", _delegate("dashboard.services.profiles_cli", "profiles_cli")),
+    "launch": ("start a managed server under a profile", _delegate("dashboard.services.profiles_cli", "launch_cli")),
+    "stop": ("stop a managed server", _delegate("dashboard.services.profiles_cli", "stop_cli")),
+    "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.profiles_cli", "relaunch_cli")),
+    "export": ("export a scorecard as md, html, csv or json", _delegate("dashboard.services.export_cli", "export_cli")),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pitwall",
+        description="Pitwall: the operator's cockpit for SGLang servers.",
+    )
+    p.add_argument("--version", action="version", version=f"pitwall {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    up = sub.add_parser("up", help="start the runner and the dashboard (Ctrl-C stops both)")
+    up.add_argument("--host", help="address to bind (default 127.0.0.1, or PITWALL_HOST)")
+    up.add_argument("--port", type=int, help="port (default 8501, or PITWALL_PORT)")
+    col = sub.add_parser("collect", help="run the runner in the foreground")
+    col.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    sub.add_parser("status", help="runner, database and servers at a glance")
+    for name, (help_text, _) in DELEGATED.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return p
+
+
+COMMANDS = {"up": cmd_up, "collect": cmd_collect, "status": cmd_status}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in DELEGATED:
+            return DELEGATED[argv[0]][1](argv[1:])
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not args.command:
+            parser.print_help()
+            return EXIT_USAGE
+        settings = load_settings()
+        return COMMANDS[args.command](args, settings)
+    except SettingsError as exc:
+        print(f"pitwall: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CliError as exc:
+        print(f"pitwall: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""Collection health: is the runner alive, how big is the database, what does each table hold.
+
+Used by the About / health page and `pitwall status`. The runner is "alive" when its lease
+heartbeat is younger than LEASE_TTL_S (it renews every 2 s).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Engine
+
+from collectors.runner import LEASE_TTL_S, SELF_SERVER_ID
+from storage import repo
+from storage.db import database_size_bytes
+
+
+@dataclass
+class RunnerHealth:
+    alive: bool
+    holder: str | None
+    heartbeat_age_s: float | None
+    started_at: float | None
+    db_bytes: int | None
+    counts: dict[str, int] = field(default_factory=dict)
+    servers: list[str] = field(default_factory=list)
+    self_metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def summary(self) -> str:
+        if self.holder is None:
+            return "not running — start it with `pitwall up` (or `pitwall collect`)"
+        if not self.alive:
+            return (
+                f"stopped — last heartbeat from {self.holder} {self.heartbeat_age_s:.0f} s ago; "
+                "start it with `pitwall up`"
+            )
+        return f"running as {self.holder}, heartbeat {self.heartbeat_age_s:.1f} s ago"
+
+
+def runner_alive(engine: Engine, now: float | None = None) -> bool:
+    lease = repo.get_lease(engine)
+    now = time.time() if now is None else now
+    return lease is not None and now - lease.heartbeat_at < LEASE_TTL_S
+
+
+def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
+    now = time.time()
+    lease = repo.get_lease(engine)
+    latest = repo.latest_samples(
+        engine, server_id=SELF_SERVER_ID, metrics=("self.cpu_pct", "self.loop_lag_s", "self.rows_per_s")
+    )
+    servers = []
+    for s in repo.list_servers(engine):
+        kind = "managed" if s.managed else "watched"
+        servers.append(f"{s.name}  {s.base_url}  ({kind}, {s.kind})")
+    return RunnerHealth(
+        alive=lease is not None and now - lease.heartbeat_at < LEASE_TTL_S,
+        holder=lease.holder if lease else None,
+        heartbeat_age_s=(now - lease.heartbeat_at) if lease else None,
+        started_at=lease.started_at if lease else None,
+        db_bytes=database_size_bytes(database_url),
+        counts=repo.table_counts(engine),
+        servers=servers,
+        self_metrics={k: v for k, (_, v) in latest.items()},
+    )
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "size n/a"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

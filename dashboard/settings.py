@@ -1,0 +1,301 @@
+"""One Settings object from `pitwall.toml` plus `PITWALL_*` environment variables.
+
+Read by entry points only (CLI, app.py, runner); everything else receives values. Precedence:
+environment variable > pitwall.toml > default. The file is `./pitwall.toml`, or the path in
+`PITWALL_CONFIG`. Every setting is declared once in SETTINGS (the README's settings table is
+checked against it by a meta-test). An invalid value raises SettingsError naming the key and
+the expected form; the CLI turns it into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+class SettingsError(ValueError):
+    """A setting has the wrong form; the message names the key and the expected form."""
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    key: str  # key in pitwall.toml (dotted for tables)
+    env: str | None  # PITWALL_* variable, when one exists
+    kind: str  # "str" | "int" | "float" | "bool" | "path" | "list[int]" | "servers"
+    default: Any
+    help: str
+
+
+SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec("data_dir", "PITWALL_DATA_DIR", "path", "~/.local/share/pitwall",
+                "Folder for the database, launch logs and exports."),
+    SettingSpec("database_url", "PITWALL_DATABASE_URL", "str", None,
+                "SQLAlchemy URL; default `sqlite:///<data_dir>/pitwall.db`. PostgreSQL URLs work too."),
+    SettingSpec("host", "PITWALL_HOST", "str", "127.0.0.1",
+                "Address the dashboard binds to. Anything but loopback requires a password."),
+    SettingSpec("port", "PITWALL_PORT", "int", 8501, "Dashboard port."),
+    SettingSpec("demo", "PITWALL_DEMO", "str", "auto",
+                "`auto` starts the bundled simulator when no server is configured; `on`; `off`."),
+    SettingSpec("demo_port", "PITWALL_DEMO_PORT", "int", 30100,
+                "Port of the demo server (the bundled simulator) when the demo runs."),
+    SettingSpec("profiles_dir", "PITWALL_PROFILES_DIR", "path", None,
+                "Folder of launch profiles (one TOML each); default: the repository's `profiles/`."),
+    SettingSpec("password", "PITWALL_PASSWORD", "str", None,
+                "Operator password for relaunch and profile edits (required when not on loopback)."),
+    SettingSpec("read_only", "PITWALL_READ_ONLY", "bool", False,
+                "Hide every control that changes a server or a profile."),
+    SettingSpec("electricity_usd_per_kwh", "PITWALL_ELECTRICITY_USD_PER_KWH", "float", None,
+                "Electricity price; enables energy cost on scorecards."),
+    SettingSpec("probe.concurrency", None, "list[int]", [1, 4, 8, 16],
+                "Default closed-loop concurrency levels of a sweep."),
+    SettingSpec("probe.max_new_tokens", None, "int", 128, "Default output length of probe requests."),
+    SettingSpec("probe.timeout_s", None, "float", 120.0, "Per-request timeout of probes, seconds."),
+    SettingSpec("probe.canary_interval_s", "PITWALL_CANARY_INTERVAL_S", "float", 30.0,
+                "Seconds between canary requests to each server (0 turns the canary off)."),
+    SettingSpec("servers", None, "servers", [],
+                "`[[servers]]` tables: name, base_url, kind, managed, log_path, gpu_indices, "
+                "gpu_hourly_usd, python, profile, api_key."),
+)
+
+SERVER_KEYS = {
+    "name": str,
+    "base_url": str,
+    "kind": str,
+    "managed": bool,
+    "log_path": str,
+    "gpu_indices": list,
+    "gpu_hourly_usd": (int, float),
+    "python": str,
+    "profile": str,
+    "api_key": str,
+}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    name: str
+    base_url: str
+    kind: str = "llm"
+    managed: bool = False
+    log_path: str | None = None
+    gpu_indices: list[int] | None = None
+    gpu_hourly_usd: float | None = None
+    python: str | None = None
+    profile: str | None = None
+    api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    database_url: str
+    host: str = "127.0.0.1"
+    port: int = 8501
+    demo: str = "auto"
+    demo_port: int = 30100
+    profiles_dir: Path = REPO_ROOT / "profiles"
+    password: str | None = None
+    read_only: bool = False
+    electricity_usd_per_kwh: float | None = None
+    probe: dict[str, Any] = field(default_factory=dict)
+    servers: list[ServerConfig] = field(default_factory=list)
+    slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
+    config_path: Path | None = None
+
+    @property
+    def exposed(self) -> bool:
+        """True when the dashboard listens on anything but loopback."""
+        return self.host not in ("127.0.0.1", "localhost", "::1")
+
+    @property
+    def demo_active(self) -> bool:
+        return self.demo == "on" or (self.demo == "auto" and not self.servers)
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def exports_dir(self) -> Path:
+        return self.data_dir / "exports"
+
+
+def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
+    where = f"{spec.key} ({origin})"
+    try:
+        if value is None:
+            return None
+        if spec.kind in ("str",):
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if spec.kind == "path":
+            if not isinstance(value, str | Path):
+                raise TypeError
+            return Path(os.path.expanduser(str(value)))
+        if spec.kind == "int":
+            if isinstance(value, bool):
+                raise TypeError
+            return int(value)
+        if spec.kind == "float":
+            if isinstance(value, bool):
+                raise TypeError
+            return float(value)
+        if spec.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            low = str(value).strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError
+        if spec.kind == "list[int]":
+            items = value.split(",") if isinstance(value, str) else value
+            out = [int(x) for x in items]
+            if not out or any(x <= 0 for x in out):
+                raise ValueError
+            return out
+    except (TypeError, ValueError):
+        forms = {
+            "str": "a string",
+            "path": "a folder path",
+            "int": "a whole number, e.g. 8501",
+            "float": "a number, e.g. 0.12",
+            "bool": "true or false",
+            "list[int]": "positive whole numbers, e.g. [1, 4, 8, 16] or 1,4,8,16",
+        }
+        raise SettingsError(f"Setting {where} is {value!r}; expected {forms[spec.kind]}.") from None
+    return value
+
+
+def _servers(raw: Any) -> list[ServerConfig]:
+    if not isinstance(raw, list):
+        raise SettingsError("Setting servers must be a list of [[servers]] tables.")
+    out: list[ServerConfig] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        where = f"servers[{i}]"
+        if not isinstance(item, dict):
+            raise SettingsError(f"Setting {where} must be a table with at least name and base_url.")
+        for key, value in item.items():
+            if key not in SERVER_KEYS:
+                raise SettingsError(
+                    f"Setting {where}.{key} is unknown; expected one of {', '.join(SERVER_KEYS)}."
+                )
+            want = SERVER_KEYS[key]
+            if isinstance(value, bool) and want is not bool:
+                raise SettingsError(f"Setting {where}.{key} is {value!r}; expected {_form(want)}.")
+            if not isinstance(value, want):  # type: ignore[arg-type]
+                raise SettingsError(f"Setting {where}.{key} is {value!r}; expected {_form(want)}.")
+        for key in ("name", "base_url"):
+            if not item.get(key):
+                raise SettingsError(f"Setting {where}.{key} is missing; every server needs one.")
+        if not str(item["base_url"]).startswith(("http://", "https://")):
+            raise SettingsError(
+                f"Setting {where}.base_url is {item['base_url']!r}; expected a URL such as "
+                "http://127.0.0.1:30000."
+            )
+        if item.get("kind", "llm") not in ("llm", "image"):
+            raise SettingsError(f"Setting {where}.kind is {item['kind']!r}; expected llm or image.")
+        gpus = item.get("gpu_indices")
+        if gpus is not None and not all(isinstance(g, int) and g >= 0 for g in gpus):
+            raise SettingsError(f"Setting {where}.gpu_indices is {gpus!r}; expected e.g. [0, 1].")
+        price = item.get("gpu_hourly_usd")
+        if price is not None and price < 0:
+            raise SettingsError(f"Setting {where}.gpu_hourly_usd is {price}; expected >= 0 USD.")
+        if item["name"] in seen:
+            raise SettingsError(f"Setting {where}.name {item['name']!r} is used twice.")
+        seen.add(item["name"])
+        out.append(ServerConfig(**{k: (float(v) if k == "gpu_hourly_usd" else v) for k, v in item.items()}))
+    return out
+
+
+def _form(want: Any) -> str:
+    if want is bool:
+        return "true or false"
+    if want is list:
+        return "a list"
+    if want == (int, float):
+        return "a number"
+    return "a string"
+
+
+def _lookup(data: dict[str, Any], dotted: str) -> Any:
+    cur: Any = data
+    for part in dotted.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) -> Settings:
+    """Build Settings from the environment and the config file; raise SettingsError if invalid."""
+    env = dict(os.environ) if env is None else env
+    cwd = cwd or Path.cwd()
+    config_path: Path | None = None
+    data: dict[str, Any] = {}
+    if env.get("PITWALL_CONFIG"):
+        config_path = Path(env["PITWALL_CONFIG"]).expanduser()
+        if not config_path.exists():
+            raise SettingsError(
+                f"PITWALL_CONFIG points at {config_path}, which does not exist; fix the path or unset it."
+            )
+    elif (cwd / "pitwall.toml").exists():
+        config_path = cwd / "pitwall.toml"
+    if config_path is not None:
+        try:
+            data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"{config_path} is not valid TOML ({exc}); fix the file.") from None
+    known_top = {s.key.split(".")[0] for s in SETTINGS} | {"slo"}
+    for key in data:
+        if key not in known_top:
+            raise SettingsError(
+                f"Setting {key} in {config_path} is unknown; expected one of {', '.join(sorted(known_top))}."
+            )
+
+    values: dict[str, Any] = {}
+    for spec in SETTINGS:
+        if spec.kind == "servers":
+            continue
+        raw, origin = spec.default, "default"
+        file_value = _lookup(data, spec.key)
+        if file_value is not None:
+            raw, origin = file_value, str(config_path.name if config_path else "file")
+        if spec.env and env.get(spec.env) not in (None, ""):
+            raw, origin = env[spec.env], spec.env
+        values[spec.key] = _convert(spec, raw, origin)
+
+    if values["demo"] not in ("auto", "on", "off"):
+        raise SettingsError(f"Setting demo is {values['demo']!r}; expected auto, on or off.")
+    if not (0 < values["port"] < 65536):
+        raise SettingsError(f"Setting port is {values['port']}; expected 1-65535.")
+    data_dir: Path = values["data_dir"]
+    if not data_dir.is_absolute():
+        data_dir = (cwd / data_dir).resolve()
+    database_url = values["database_url"] or f"sqlite:///{data_dir / 'pitwall.db'}"
+    profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
+    probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
+    return Settings(
+        data_dir=data_dir,
+        database_url=database_url,
+        host=values["host"],
+        port=values["port"],
+        demo=values["demo"],
+        demo_port=values["demo_port"],
+        profiles_dir=Path(profiles_dir),
+        password=values["password"],
+        read_only=values["read_only"],
+        electricity_usd_per_kwh=values["electricity_usd_per_kwh"],
+        probe=probe,
+        servers=_servers(data.get("servers", [])),
+        slo=dict(data.get("slo") or {}),
+        config_path=config_path,
+    )

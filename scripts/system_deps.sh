@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Debian packages Pitwall's tests need: chromium (headless browser tests through Playwright).
+# Installs them when missing and running as root; otherwise says what to install. The browser
+# tests skip, with the reason, when chromium is absent.
+set -euo pipefail
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "Installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" fonts-dejavu-core >/dev/null
+else
+  echo "NOTE: install these Debian packages for the browser tests: ${missing[*]} (sudo apt-get install ${missing[*]})" >&2
+fi

@@ -1,0 +1,201 @@
+"""Roofline cost model: GPU specs, model shape, KV pool size and step times (model seconds).
+
+Everything here is pure arithmetic on the launch settings; the scheduler asks it how long one
+prefill or decode forward takes and sleeps that long (divided by ``--sim-speed``).
+
+GPU table (per GPU; dense BF16 tensor FLOP/s, HBM bytes/s, NVLink bytes/s one direction):
+
+| gpu  | memory  | HBM BW    | BF16 dense  | NVLink   |
+|------|---------|-----------|-------------|----------|
+| a100 | 80 GB   | 2.039 TB/s| 312 TFLOP/s | 300 GB/s |
+| h100 | 80 GB   | 3.35 TB/s | 989 TFLOP/s | 450 GB/s |
+| h200 | 141 GB  | 4.8 TB/s  | 989 TFLOP/s | 450 GB/s |
+| b200 | 180 GB  | 8.0 TB/s  | 2250 TFLOP/s| 900 GB/s |
+| b300 | 288 GB  | 8.0 TB/s  | 2250 TFLOP/s| 900 GB/s |
+
+Model: ``--sim-model-params`` (e.g. ``8e9`` or ``8B``) or the first ``<N>B``/``<N>b`` in the
+model path (default 8B). Layer count, hidden size and KV heads come from the nearest Llama-3-like
+shape (1B/3B/8B/70B/405B); KV bytes per token = 2 (K,V) x layers x kv_heads x head_dim x
+kv dtype bytes (2 for auto/bf16, 1 for fp8, 0.5 for fp4).
+
+Step times (seconds of model time; constants below):
+
+- decode step = max(memory, compute) + overhead + tp_comm, where
+  memory = (weight_bytes/tp + KV bytes read/tp) / (HBM_BW x MEM_EFF),
+  compute = 2 x params x batch / (tp x FLOPS x MFU), overhead = STEP_OVERHEAD_S
+  (+ NO_GRAPH_PER_LAYER_S x layers when the batch runs without CUDA graphs: --disable-cuda-graph
+  or batch > --cuda-graph-max-bs-decode), tp_comm = 2 x layers x (NCCL_LATENCY_S +
+  2(tp-1)/tp x batch x hidden x 2 B / NVLINK_BW) when tp > 1.
+- prefill step = max(memory, compute) + overhead + tp_comm with
+  compute = (2 x params x new_tokens + 4 x layers x hidden x new_tokens x (cached + new/2)) /
+  (tp x FLOPS x MFU) (the second term is attention over the prefix and the causal half).
+- fp8 weights (``--quantization fp8`` etc.) halve weight bytes and double FLOPS; 4-bit
+  (awq/gptq/...) quarter weight bytes; ``--enable-torch-compile`` takes TORCH_COMPILE_GAIN off
+  decode steps up to --torch-compile-max-bs.
+
+KV pool: kv_bytes = mem_fraction_static x GPU memory - weight_bytes/tp - ACTIVATION_RESERVE (per
+GPU); max_total_num_tokens = kv_bytes / (kv bytes per token / tp), capped by --max-total-tokens.
+Default mem_fraction_static (auto) = 0.88 for tp 1 (0.85 for tp > 1).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+GB = 1e9
+GIB = 1024**3
+
+MEM_EFF = 0.80  # achievable fraction of HBM bandwidth
+MFU = 0.55  # achievable fraction of dense tensor FLOP/s
+STEP_OVERHEAD_S = 0.0015  # scheduler + sampling + launch per forward with CUDA graphs
+NO_GRAPH_PER_LAYER_S = 60e-6  # kernel-launch cost per layer without CUDA graphs
+NCCL_LATENCY_S = 8e-6  # per all-reduce
+TORCH_COMPILE_GAIN = 0.05
+ACTIVATION_RESERVE_BYTES = 2 * GB
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    memory_bytes: float
+    hbm_bw: float  # bytes/s
+    bf16_flops: float  # FLOP/s dense
+    nvlink_bw: float  # bytes/s
+    chunked_prefill_size: int  # SGLang's auto default for this class of GPU
+
+
+GPUS: dict[str, GpuSpec] = {
+    "a100": GpuSpec("NVIDIA A100-SXM4-80GB", 80 * GB, 2.039e12, 312e12, 300e9, 4096),
+    "h100": GpuSpec("NVIDIA H100 80GB HBM3", 80 * GB, 3.35e12, 989e12, 450e9, 8192),
+    "h200": GpuSpec("NVIDIA H200", 141 * GB, 4.8e12, 989e12, 450e9, 8192),
+    "b200": GpuSpec("NVIDIA B200", 180 * GB, 8.0e12, 2250e12, 900e9, 16384),
+    "b300": GpuSpec("NVIDIA B300", 288 * GB, 8.0e12, 2250e12, 900e9, 16384),
+}
+
+# (params, layers, hidden, kv_heads, head_dim): Llama-3-family shapes.
+_SHAPES: list[tuple[float, int, int, int, int]] = [
+    (1.2e9, 16, 2048, 8, 64),
+    (3.2e9, 28, 3072, 8, 128),
+    (8.0e9, 32, 4096, 8, 128),
+    (70e9, 80, 8192, 8, 128),
+    (405e9, 126, 16384, 8, 128),
+]
+
+_FP8_QUANT = {"fp8", "modelopt_fp8", "w8a8_fp8", "w8a8_int8", "compressed-tensors"}
+_INT4_QUANT = {"awq", "gptq", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "moe_wna16",
+               "mxfp4", "modelopt_fp4"}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    params: float
+    layers: int
+    hidden: int
+    kv_heads: int
+    head_dim: int
+    arch: str = "LlamaForCausalLM"
+
+
+def parse_params(text: str) -> float | None:
+    """``"8e9"``, ``"8B"``, ``"0.5b"``, ``"70000000000"`` -> parameter count, else None."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bBmM]?)\s*", text)
+    if m:
+        scale = {"b": 1e9, "m": 1e6, "": 1.0}[m.group(2).lower()]
+        return float(m.group(1)) * scale
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def infer_params(model_path: str) -> float:
+    """First ``<N>B`` token of the model name (``Llama-3.1-8B-Instruct`` -> 8e9), default 8e9."""
+    m = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", model_path.rsplit("/", 1)[-1])
+    return float(m.group(1)) * 1e9 if m else 8e9
+
+
+def model_shape(params: float) -> ModelShape:
+    """Nearest shape by log-distance, hidden scaled so 12 x layers x hidden^2 ~ params."""
+    best = min(_SHAPES, key=lambda s: abs(math.log(s[0] / params)))
+    _, layers, _, kv_heads, head_dim = best
+    hidden = int(math.sqrt(params / (12 * layers)) // 128 * 128) or 128
+    return ModelShape(params, layers, hidden, kv_heads, head_dim)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    gpu: GpuSpec
+    shape: ModelShape
+    tp: int
+    weight_bytes_per_param: float
+    flops_mult: float
+    kv_dtype_bytes: float
+    cuda_graph: bool
+    cuda_graph_max_bs: int
+    torch_compile: bool
+    torch_compile_max_bs: int
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.shape.params * self.weight_bytes_per_param
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        s = self.shape
+        return 2 * s.layers * s.kv_heads * s.head_dim * self.kv_dtype_bytes
+
+    def kv_pool_tokens(self, mem_fraction_static: float) -> int:
+        """KV tokens that fit per GPU; <= 0 means the weights do not fit."""
+        free = (mem_fraction_static * self.gpu.memory_bytes - self.weight_bytes / self.tp
+                - ACTIVATION_RESERVE_BYTES)
+        return int(free / (self.kv_bytes_per_token / self.tp))
+
+    def _comm(self, tokens: int) -> float:
+        if self.tp <= 1:
+            return 0.0
+        msg = tokens * self.shape.hidden * 2
+        per = NCCL_LATENCY_S + 2 * (self.tp - 1) / self.tp * msg / self.gpu.nvlink_bw
+        return 2 * self.shape.layers * per
+
+    def uses_graph(self, batch: int) -> bool:
+        return self.cuda_graph and batch <= self.cuda_graph_max_bs
+
+    def _overhead(self, graph: bool) -> float:
+        return STEP_OVERHEAD_S + (0.0 if graph else NO_GRAPH_PER_LAYER_S * self.shape.layers)
+
+    def decode_time(self, batch: int, kv_tokens: int) -> float:
+        """One decode forward of ``batch`` requests reading ``kv_tokens`` cached tokens."""
+        mem = (self.weight_bytes + kv_tokens * self.kv_bytes_per_token) / self.tp
+        t_mem = mem / (self.gpu.hbm_bw * MEM_EFF)
+        t_cmp = 2 * self.shape.params * batch / (self.tp * self.gpu.bf16_flops * self.flops_mult
+                                                 * MFU)
+        t = max(t_mem, t_cmp)
+        if self.torch_compile and batch <= self.torch_compile_max_bs:
+            t *= 1 - TORCH_COMPILE_GAIN
+        return t + self._overhead(self.uses_graph(batch)) + self._comm(batch)
+
+    def prefill_time(self, new_tokens: int, cached_tokens: int) -> float:
+        """One prefill (extend) forward of ``new_tokens`` on top of ``cached_tokens`` prefix."""
+        s = self.shape
+        flops = (2 * s.params * new_tokens
+                 + 4 * s.layers * s.hidden * new_tokens * (cached_tokens + new_tokens / 2))
+        t_cmp = flops / (self.tp * self.gpu.bf16_flops * self.flops_mult * MFU)
+        t_mem = (self.weight_bytes / self.tp) / (self.gpu.hbm_bw * MEM_EFF)
+        # SGLang runs prefill eagerly (no prefill graphs by default).
+        return max(t_cmp, t_mem) + self._overhead(False) + self._comm(new_tokens)
+
+
+def make_cost_model(*, gpu: str, params: float, tp: int, quantization: str | None,
+                    kv_cache_dtype: str, cuda_graph: bool, cuda_graph_max_bs: int,
+                    torch_compile: bool, torch_compile_max_bs: int) -> CostModel:
+    wbytes, fmult = 2.0, 1.0
+    if quantization in _FP8_QUANT:
+        wbytes, fmult = 1.0, 2.0
+    elif quantization in _INT4_QUANT:
+        wbytes = 0.5
+    kv = {"auto": 2.0, "bf16": 2.0, "bfloat16": 2.0, "fp8_e5m2": 1.0, "fp8_e4m3": 1.0,
+          "mxfp8": 1.0, "nvfp4": 0.5, "fp4_mx_block16": 0.5}.get(kv_cache_dtype, 2.0)
+    return CostModel(GPUS[gpu], model_shape(params), tp, wbytes, fmult, kv, cuda_graph,
+                     cuda_graph_max_bs, torch_compile, torch_compile_max_bs)

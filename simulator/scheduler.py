@@ -1,0 +1,487 @@
+"""Continuous-batching scheduler on a model clock (one asyncio task per DP rank).
+
+Each iteration runs either one prefill batch (when requests wait and fit) or one decode step of
+the running batch, like SGLang's event loop without overlap. The forward takes
+``costmodel`` seconds of *model time*; the task sleeps until the wall-clock deadline
+``anchor_wall + (model_time - anchor_model) / speed`` so the pace is exact on average.
+
+Memory: a KV pool of ``max_total_num_tokens`` slots shared by the radix tree (cached prefixes,
+evictable when unlocked) and requests' private slots (uncached prompt part, generated tokens).
+Admission reserves ``extend + min(max_new_tokens, 4096) x new_token_ratio`` per request
+(new_token_ratio starts at 0.7 x --schedule-conservativeness, decays to 0.14 of that per decode
+step, and jumps up after a retraction). A decode step that cannot get one slot per request
+retracts requests (fewest output tokens, longest input first) back to the queue front.
+
+Scheduling lag = how far the task's wall clock runs behind its model clock, as a fraction of busy
+model time divided by speed; ``lag_ratio()`` reports it (exposed in /server_info internal_states).
+All durations the simulator reports (latencies, throughputs) are model seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from simulator import logfmt
+from simulator.costmodel import CostModel
+from simulator.faults import Faults
+from simulator.radix import Node, RadixCache
+from simulator.tokenizer import Generator
+
+CLIP_MAX_NEW_TOKENS = 4096
+RETRACT_DECODE_STEPS = 20
+
+
+@dataclass
+class SimRequest:
+    rid: str
+    input_ids: list[int]
+    max_new_tokens: int
+    gen: Generator
+    stream: bool = False
+    priority: int = 0
+    is_health: bool = False
+    arrival_model: float = 0.0
+    output_ids: list[int] = field(default_factory=list)
+    target: list[int] = field(default_factory=list)  # ids to prefill on (re)admission
+    filled: int = 0
+    tree_len: int = 0
+    node: Node | None = None
+    private: int = 0
+    admitted: bool = False
+    cached_tokens: int = 0
+    num_retractions: int = 0
+    queue_start_model: float = 0.0
+    queue_time: float = 0.0
+    first_token_model: float | None = None
+    last_token_model: float | None = None
+    itls: list[float] = field(default_factory=list)
+    finish_model: float | None = None
+    finish_reason: dict[str, object] | None = None
+    finished: bool = False
+    aborted: bool = False
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class SchedConfig:
+    max_total_tokens: int
+    max_running_requests: int
+    chunked_prefill_size: int
+    max_prefill_tokens: int
+    policy: str
+    radix: bool
+    decode_log_interval: int
+    speed: float
+    seed: int
+    conservativeness: float
+    cost: CostModel
+    tags: str
+    faults: Faults
+
+
+FatalHook = Callable[[str, str], None]
+
+
+class Scheduler:
+    def __init__(self, cfg: SchedConfig, log: logfmt.LogWriter, on_fatal: FatalHook,
+                 on_finish: Callable[[SimRequest], None] | None = None,
+                 on_stats: Callable[[Scheduler], None] | None = None) -> None:
+        self.cfg = cfg
+        self.log = log
+        self.on_fatal = on_fatal
+        self.on_finish = on_finish
+        self.on_stats = on_stats
+        self.tree = RadixCache()
+        self.pool = cfg.max_total_tokens
+        self.private_total = 0
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.chunked: SimRequest | None = None
+        self.init_ratio = min(0.7 * cfg.conservativeness, 1.0)
+        self.min_ratio = self.init_ratio * 0.14
+        self.ratio_decay = (self.init_ratio - self.min_ratio) / 600
+        self.new_token_ratio = self.init_ratio
+        self.rng = random.Random(cfg.seed)
+        self._wake = asyncio.Event()
+        self.model_time = 0.0
+        self.anchor_wall = 0.0
+        self.anchor_model = 0.0
+        self.busy = False
+        self.hung = False
+        # stats
+        self.admitted_count = 0
+        self.finished_count = 0
+        self.decode_ct = 0
+        self.last_decode_log_model = 0.0
+        self.decode_tokens_since_log = 0
+        self.last_prefill_log_model = 0.0
+        self.last_gen_throughput = 0.0
+        self.last_cache_hit_rate = 0.0
+        self.last_cuda_graph = True
+        self.retracted_total = 0
+        self.last_retracted = 0
+        self.lag_done_s = 0.0
+        self.busy_done_s = 0.0
+        self.cur_lag_s = 0.0
+        self.max_lag_s = 0.0
+
+    # ----------------------------------------------------------------- memory
+    def used(self) -> int:
+        return self.tree.total_size + self.private_total
+
+    def token_usage(self) -> float:
+        return (self.used() - self.tree.evictable_size) / self.pool
+
+    def num_used(self) -> int:
+        return self.used() - self.tree.evictable_size
+
+    def available(self) -> int:
+        return self.pool - self.used() + self.tree.evictable_size
+
+    def _alloc(self, req: SimRequest, n: int) -> bool:
+        free = self.pool - self.used()
+        if free < n:
+            want = min(max(n - free, self.pool // 64), self.tree.evictable_size)
+            self.tree.evict(want)
+            if self.pool - self.used() < n:
+                return False
+        req.private += n
+        self.private_total += n
+        return True
+
+    def _release(self, req: SimRequest) -> None:
+        """Give the request's slots to the tree (radix) or back to the pool."""
+        if self.cfg.radix and req.filled > 0:
+            seq = req.target[:req.filled] + req.output_ids[len(req.target) - len(req.input_ids):]
+            self.tree.insert(seq[:req.tree_len + req.private])
+        self.private_total -= req.private
+        req.private = 0
+        if req.node is not None:
+            self.tree.dec_lock(req.node)
+            req.node = None
+        req.tree_len = 0
+        req.filled = 0
+
+    # ----------------------------------------------------------------- clock
+    def now_model(self) -> float:
+        t = self.anchor_model + (asyncio.get_running_loop().time() - self.anchor_wall) * \
+            self.cfg.speed
+        return min(t, self.model_time) if self.busy else t
+
+    def lag_ratio(self) -> float:
+        busy = self.busy_done_s + ((self.model_time - self.anchor_model) / self.cfg.speed
+                                   if self.busy else 0.0)
+        lag = self.lag_done_s + (self.cur_lag_s if self.busy else 0.0)
+        return lag / busy if busy > 0 else 0.0
+
+    def submit(self, req: SimRequest) -> None:
+        req.arrival_model = self.now_model()
+        req.queue_start_model = req.arrival_model
+        req.target = list(req.input_ids)
+        self.waiting.append(req)
+        self._wake.set()
+
+    def flush_cache(self) -> bool:
+        if self.running or self.waiting or self.chunked:
+            return False
+        self.tree.reset()
+        return True
+
+    def pending_tokens(self) -> int:
+        n = sum(len(r.target) for r in self.waiting)
+        if self.chunked is not None:
+            n += len(self.chunked.target) - self.chunked.filled
+        return n
+
+    # ----------------------------------------------------------------- loop
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.anchor_wall = loop.time()
+        while True:
+            if self.hung:
+                await asyncio.Event().wait()
+            if not (self.waiting or self.running or self.chunked):
+                if self.busy:
+                    self.busy = False
+                    self.lag_done_s += self.cur_lag_s
+                    self.busy_done_s += (self.model_time - self.anchor_model) / self.cfg.speed
+                    self.cur_lag_s = 0.0
+                    self.anchor_wall, self.anchor_model = loop.time(), self.model_time
+                self._wake.clear()
+                await self._wake.wait()
+                self.model_time = self.now_model()
+                self.anchor_wall, self.anchor_model = loop.time(), self.model_time
+                self.busy = True
+            self._drop_aborted()
+            if self._check_faults():
+                continue
+            batch = self._prefill_batch()
+            if batch is not None:
+                dt = self.cfg.cost.prefill_time(sum(b[1] for b in batch),
+                                                sum(b[3] for b in batch))
+            elif self.running:
+                dt = self._decode_prepare()
+                if dt is None:
+                    continue
+            else:
+                await asyncio.sleep(0.001)  # waiting requests that cannot fit: let aborts land
+                continue
+            self.model_time += dt
+            target = self.anchor_wall + (self.model_time - self.anchor_model) / self.cfg.speed
+            delay = target - loop.time()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            if self.hung:
+                continue
+            if batch is not None:
+                self._prefill_done(batch)
+            else:
+                self._decode_done()
+            self.cur_lag_s = max(0.0, loop.time() - target)
+            self.max_lag_s = max(self.max_lag_s, self.cur_lag_s)
+
+    # ----------------------------------------------------------------- faults
+    def _check_faults(self) -> bool:
+        f = self.cfg.faults
+        n = self.finished_count
+        if f.hang_after is not None and n >= f.hang_after:
+            self.hung = True
+            return True
+        if f.nccl_timeout_after is not None and n >= f.nccl_timeout_after:
+            self.hung = True
+            self.on_fatal("nccl", "")
+            return True
+        if f.crash_after is not None and n >= f.crash_after:
+            self.hung = True
+            self.on_fatal("crash", "")
+            return True
+        return False
+
+    def _drop_aborted(self) -> None:
+        for queue in (self.waiting,):
+            if any(r.aborted for r in queue):
+                keep = [r for r in queue if not r.aborted]
+                queue.clear()
+                queue.extend(keep)
+        if any(r.aborted for r in self.running):
+            for r in self.running:
+                if r.aborted:
+                    self._release(r)
+            self.running = [r for r in self.running if not r.aborted]
+        if self.chunked is not None and self.chunked.aborted:
+            self._release(self.chunked)
+            self.chunked = None
+
+    # ----------------------------------------------------------------- prefill
+    def _order_waiting(self) -> list[SimRequest]:
+        reqs = list(self.waiting)
+        pol = self.cfg.policy
+        if pol == "lpm" and self.cfg.radix and len(reqs) <= 128:
+            return sorted(reqs, key=lambda r: -self.tree.match_prefix(r.target[:-1])[0])
+        if pol == "random":
+            self.rng.shuffle(reqs)
+        elif pol == "lof":
+            reqs.sort(key=lambda r: -r.max_new_tokens)
+        elif pol == "priority":
+            reqs.sort(key=lambda r: -r.priority)
+        elif pol == "shortest-prefill-first":
+            reqs.sort(key=lambda r: len(r.target))
+        return reqs
+
+    def _reserve(self, r: SimRequest) -> float:
+        left = min(r.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS)
+        return max(left, 0) * self.new_token_ratio
+
+    def _prefill_batch(self) -> list[tuple[SimRequest, int, int, int]] | None:
+        if not self.waiting and self.chunked is None:
+            return None
+        cfg = self.cfg
+        rem_total = self.available() - sum(self._reserve(r) for r in self.running)
+        rem_input = cfg.max_prefill_tokens
+        rem_chunk = cfg.chunked_prefill_size if cfg.chunked_prefill_size > 0 else 1 << 62
+        batch: list[tuple[SimRequest, int, int, int]] = []
+        if self.chunked is not None:
+            r = self.chunked
+            take = min(len(r.target) - r.filled, rem_chunk)
+            if not self._alloc(r, take):
+                return None
+            batch.append((r, take, 0, r.filled))
+            rem_chunk -= take
+            rem_input -= take
+            rem_total -= take
+            if r.filled + take < len(r.target):
+                return batch
+            self.chunked = None
+        n_running = len(self.running)
+        admitted: list[SimRequest] = []
+        for r in self._order_waiting() if self.waiting else []:
+            if n_running + len(admitted) >= cfg.max_running_requests or rem_chunk <= 0:
+                break
+            prefix, node = (self.tree.match_prefix(r.target[:-1]) if cfg.radix
+                            else (0, self.tree.root))
+            ext = len(r.target) - prefix
+            need = ext + self._reserve(r)
+            empty = not self.running and not batch
+            if need > rem_total and not (empty and ext <= self.available()):
+                break
+            if ext > rem_input and batch:
+                break
+            if (cfg.faults.oom_after is not None and not r.is_health
+                    and self.admitted_count >= cfg.faults.oom_after):
+                self.on_fatal("oom", f"{ext}")
+                self.hung = True
+                return None
+            take = min(ext, rem_chunk)
+            if cfg.radix and prefix > 0:
+                self.tree.inc_lock(node)
+                r.node, r.tree_len = node, prefix
+            r.filled = prefix
+            if not self._alloc(r, take):
+                if r.node is not None:
+                    self.tree.dec_lock(r.node)
+                    r.node, r.tree_len = None, 0
+                r.filled = 0
+                break
+            if not r.admitted:
+                r.cached_tokens = prefix
+                r.admitted = True
+                if not r.is_health:
+                    self.admitted_count += 1
+            r.queue_time += self.model_time - r.queue_start_model
+            batch.append((r, take, prefix, prefix))
+            admitted.append(r)
+            rem_total -= need
+            rem_input -= take
+            rem_chunk -= take
+            if take < ext:
+                self.chunked = r
+                break
+        for r in admitted:
+            self.waiting.remove(r)
+        if not batch:
+            return None
+        new_tok = sum(b[1] for b in batch)
+        cached = sum(b[2] for b in batch)
+        self.last_cache_hit_rate = cached / (cached + new_tok) if cached + new_tok else 0.0
+        since = self.model_time - self.last_prefill_log_model
+        tput = new_tok / since if since > 0 else 0.0
+        self.last_prefill_log_model = self.model_time
+        self.log.log(logfmt.prefill_line(
+            new_seq=len(admitted), new_token=new_tok, cached_token=cached,
+            token_usage=self.token_usage(), running_req=len(self.running),
+            queue_req=len(self.waiting), pending_token=self.pending_tokens(), cuda_graph=False,
+            input_throughput=tput), tags=self.cfg.tags)
+        return batch
+
+    def _prefill_done(self, batch: list[tuple[SimRequest, int, int, int]]) -> None:
+        for r, take, _, _ in batch:
+            if r.aborted:
+                continue
+            r.filled += take
+            if self.cfg.radix:
+                _, node = self.tree.insert(r.target[:r.filled])
+                self.private_total -= r.filled - r.tree_len
+                r.private -= r.filled - r.tree_len
+                self.tree.inc_lock(node)
+                if r.node is not None:
+                    self.tree.dec_lock(r.node)
+                r.node, r.tree_len = node, r.filled
+            if r.filled < len(r.target):
+                continue
+            self._emit_token(r)
+            if not r.finished:
+                self.running.append(r)
+        if self.on_stats:
+            self.on_stats(self)
+
+    # ----------------------------------------------------------------- decode
+    def _decode_prepare(self) -> float | None:
+        f = self.cfg.faults
+        if f.oom_at_usage is not None and self.token_usage() >= f.oom_at_usage:
+            self.hung = True
+            self.on_fatal("decode_oom", "")
+            return None
+        need = len(self.running)
+        if self.available() < need:
+            self._retract(need)
+            if not self.running:
+                return None
+        for r in self.running:
+            if not self._alloc(r, 1):  # cannot happen after retraction; keep the invariant
+                return None
+        batch = len(self.running)
+        kv = sum(len(r.input_ids) + len(r.output_ids) for r in self.running)
+        self.last_cuda_graph = self.cfg.cost.uses_graph(batch)
+        return self.cfg.cost.decode_time(batch, kv)
+
+    def _retract(self, need: int) -> None:
+        old = self.new_token_ratio
+        order = sorted(self.running, key=lambda r: (len(r.output_ids), -len(r.input_ids)),
+                       reverse=True)
+        retracted: list[SimRequest] = []
+        before = self.available()
+        while order and self.available() < len(order):
+            r = order.pop()
+            self._release(r)
+            r.target = r.input_ids + r.output_ids
+            r.num_retractions += 1
+            r.queue_start_model = self.model_time
+            retracted.append(r)
+        self.running = [r for r in self.running if r not in retracted]
+        for r in reversed(retracted):
+            self.waiting.appendleft(r)
+        decoded = sum(len(r.output_ids) for r in self.running)
+        total_max = sum(r.max_new_tokens for r in self.running) or 1
+        self.new_token_ratio = min((decoded + RETRACT_DECODE_STEPS * len(self.running))
+                                   / total_max, 1.0)
+        self.retracted_total += len(retracted)
+        self.last_retracted = len(retracted)
+        self.log.log(logfmt.retract_line(retracted=len(retracted),
+                                         tokens_gained=self.available() - before,
+                                         old_ratio=old, new_ratio=self.new_token_ratio),
+                     level="warning", tags=self.cfg.tags)
+
+    def _decode_done(self) -> None:
+        self.decode_ct += 1
+        n = 0
+        for r in self.running:
+            if not r.aborted:
+                self._emit_token(r)
+                n += 1
+        self.decode_tokens_since_log += n
+        self.running = [r for r in self.running if not r.finished and not r.aborted]
+        self.new_token_ratio = max(self.new_token_ratio - self.ratio_decay, self.min_ratio)
+        if self.decode_ct % max(self.cfg.decode_log_interval, 1) == 0:
+            since = self.model_time - self.last_decode_log_model
+            self.last_gen_throughput = self.decode_tokens_since_log / since if since > 0 else 0.0
+            self.last_decode_log_model = self.model_time
+            self.decode_tokens_since_log = 0
+            self.log.log(logfmt.decode_line(
+                running_req=len(self.running), num_token=self.num_used(),
+                token_usage=self.token_usage(), cuda_graph=self.last_cuda_graph,
+                gen_throughput=self.last_gen_throughput, queue_req=len(self.waiting)),
+                tags=self.cfg.tags)
+            if self.on_stats:
+                self.on_stats(self)
+
+    def _emit_token(self, r: SimRequest) -> None:
+        now = self.model_time
+        r.output_ids.append(r.gen.next_id())
+        if r.first_token_model is None:
+            r.first_token_model = now
+        elif r.last_token_model is not None:
+            r.itls.append(now - r.last_token_model)
+        r.last_token_model = now
+        if len(r.output_ids) >= r.max_new_tokens:
+            r.finished = True
+            r.finish_model = now
+            r.finish_reason = {"type": "length", "length": r.max_new_tokens}
+            self._release(r)
+            if not r.is_health:
+                self.finished_count += 1
+            if self.on_finish:
+                self.on_finish(r)
+        r.event.set()

@@ -1,0 +1,145 @@
+"""Engine factory, SQLite pragmas and schema creation / versioning.
+
+`make_engine(url)` is the one way to open the database. For SQLite it turns on WAL,
+`synchronous=NORMAL` and a `busy_timeout`, so the runner (one writer) and the dashboard (readers)
+never block each other for long, and a runner killed mid-write leaves a database that opens with
+every committed batch intact. PostgreSQL URLs work too (the SQL in repo.py is portable).
+
+Schema versioning: the `meta` table holds `schema_version`. A new database is stamped with
+`SCHEMA_VERSION`; an older one is upgraded by the steps in `_UPGRADES`; a newer one (made by a
+later Pitwall) is refused with a `SchemaError` that says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import event, inspect, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import OperationalError
+from sqlmodel import SQLModel, create_engine
+
+from storage import models
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+class SchemaError(RuntimeError):
+    """The database cannot be used by this Pitwall; the message says what to do."""
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind a `sqlite:///...` URL, or None for other databases / in-memory."""
+    if not url.startswith("sqlite:"):
+        return None
+    path = url.split("///", 1)[1] if "///" in url else ""
+    if not path or path == ":memory:":
+        return None
+    return Path(path)
+
+
+def _set_sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cur.execute("PRAGMA foreign_keys=OFF")
+    cur.close()
+
+
+def make_engine(url: str, *, create: bool = True) -> Engine:
+    """Open (and by default create or upgrade) the database at `url`."""
+    kwargs: dict = {}
+    path = sqlite_path(url)
+    if url.startswith("sqlite:"):
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite:"):
+        event.listen(engine, "connect", _set_sqlite_pragmas)
+    if create:
+        ensure_schema(engine)
+    return engine
+
+
+# Each step upgrades the schema from version N to N+1 (key N). Empty while there is one version.
+_UPGRADES: dict[int, Callable[[Connection], None]] = {}
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create missing tables, then check / upgrade the schema version."""
+    try:
+        existing = set(inspect(engine).get_table_names())
+    except OperationalError as exc:
+        raise SchemaError(f"Cannot open the database ({exc.orig}); check the path and permissions.") from exc
+    version = _read_version(engine) if "meta" in existing else None
+    if existing and version is None:
+        raise SchemaError(
+            "This database was not made by Pitwall (no schema_version in table meta); "
+            "point PITWALL_DATABASE_URL at a new file."
+        )
+    if version is not None and version > models.SCHEMA_VERSION:
+        raise SchemaError(
+            f"The database has schema version {version}, newer than this Pitwall "
+            f"({models.SCHEMA_VERSION}); upgrade Pitwall or use another database file."
+        )
+    with engine.begin() as conn:
+        if version is not None:
+            while version < models.SCHEMA_VERSION:
+                step = _UPGRADES.get(version)
+                if step is None:
+                    raise SchemaError(
+                        f"No upgrade path from schema version {version}; export what you need "
+                        "and start a new database file."
+                    )
+                step(conn)
+                version += 1
+        SQLModel.metadata.create_all(conn)
+        _write_version(conn, models.SCHEMA_VERSION)
+
+
+def _read_version(engine: Engine) -> int | None:
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")).first()
+    return int(row[0]) if row else None
+
+
+def _write_version(conn: Connection, version: int) -> None:
+    conn.execute(text("DELETE FROM meta WHERE key = 'schema_version'"))
+    conn.execute(
+        text("INSERT INTO meta (key, value) VALUES ('schema_version', :v)"), {"v": str(version)}
+    )
+    if not conn.execute(text("SELECT 1 FROM meta WHERE key = 'created_at'")).first():
+        conn.execute(
+            text("INSERT INTO meta (key, value) VALUES ('created_at', :v)"), {"v": str(time.time())}
+        )
+
+
+def database_size_bytes(url: str) -> int | None:
+    """Size of the SQLite file plus its WAL, or None when not a file database."""
+    path = sqlite_path(url)
+    if path is None or not path.exists():
+        return None
+    total = path.stat().st_size
+    wal = Path(str(path) + "-wal")
+    if wal.exists():
+        total += wal.stat().st_size
+    return total
+
+
+def integrity_ok(url: str) -> bool:
+    """`PRAGMA integrity_check` on a SQLite file (True for other databases)."""
+    path = sqlite_path(url)
+    if path is None:
+        return True
+    import sqlite3
+
+    con = sqlite3.connect(os.fspath(path))
+    try:
+        return con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        con.close()

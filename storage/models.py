@@ -1,0 +1,227 @@
+"""Every table Pitwall stores, as SQLModel classes.
+
+Conventions (../DESIGN.md): base units everywhere (seconds, bytes, watts, USD), the unit in the
+column name, missing is NULL (never 0). Timestamps are Unix epoch seconds (float, UTC), which
+keeps SQL bucketing (`CAST(ts / 60 AS INTEGER)`) portable between SQLite and PostgreSQL.
+JSON columns hold plain dicts/lists (flags, env, argv, specs, reports).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+#: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
+SCHEMA_VERSION = 1
+
+
+def _json(default: Any = None) -> Any:
+    return Field(default=default, sa_column=Column(JSON, nullable=True))
+
+
+class Meta(SQLModel, table=True):
+    """Key/value facts about the database itself (schema_version, created_by)."""
+
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class RunnerLease(SQLModel, table=True):
+    """The single-instance lease of `pitwall collect`: one row, refreshed every few seconds."""
+
+    id: int = Field(default=1, primary_key=True)
+    holder: str  # "host:pid"
+    pid: int
+    host: str
+    started_at: float
+    heartbeat_at: float
+
+
+class CollectorState(SQLModel, table=True):
+    """Small persistent state of a collector (a log tailer's offset, last counter values)."""
+
+    key: str = Field(primary_key=True)  # "<collector>:<server_id>:<what>"
+    value: dict[str, Any] | None = _json()
+    updated_at: float = 0.0
+
+
+class Server(SQLModel, table=True):
+    """An SGLang server Pitwall watches; `managed` servers are started and stopped by Pitwall."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    base_url: str
+    engine: str = "sglang"
+    kind: str = "llm"  # "llm" | "image"
+    managed: bool = False
+    log_path: str | None = None
+    gpu_indices: list[int] | None = _json()
+    gpu_hourly_usd: float | None = None  # price of ONE GPU-hour
+    python: str | None = None  # interpreter used to launch a managed server
+    profile: str | None = None  # profile a managed server starts with
+    api_key: str | None = None
+    updated_at: float = 0.0
+
+
+class Profile(SQLModel, table=True):
+    """A named launch profile: the flags and env of `python -m sglang.launch_server`."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True)
+    description: str = ""
+    model_path: str = ""
+    entrypoint: str = "sglang.launch_server"
+    flags: dict[str, Any] | None = _json()
+    env: dict[str, str] | None = _json()
+    source_path: str | None = None
+    content_hash: str = ""
+    updated_at: float = 0.0
+
+
+class Launch(SQLModel, table=True):
+    """One run of a server process (managed), or one observed server incarnation (unmanaged)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    server_id: int = Field(index=True, foreign_key="server.id")
+    profile_id: int | None = Field(default=None, foreign_key="profile.id")
+    profile_name: str | None = None
+    profile_hash: str | None = None
+    argv: list[str] | None = _json()
+    env: dict[str, str] | None = _json()
+    pid: int | None = None
+    log_path: str | None = None
+    sglang_version: str | None = None
+    server_args: dict[str, Any] | None = _json()
+    status: str = "starting"  # starting | ready | stopped | exited | failed
+    started_at: float = 0.0
+    ready_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    end_reason: str | None = None
+
+
+class Intent(SQLModel, table=True):
+    """Desired state written by the UI/CLI and carried out by the runner.
+
+    State machine: pending -> running -> done | failed (or cancelled while pending).
+    """
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str  # relaunch | launch | stop | probe
+    server_id: int | None = Field(default=None, index=True)
+    payload: dict[str, Any] | None = _json()
+    state: str = Field(default="pending", index=True)
+    requested_by: str = "cli"
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    progress: dict[str, Any] | None = _json()  # {"stage": "...", "fraction": 0..1, "detail": "..."}
+    message: str | None = None
+    result: dict[str, Any] | None = _json()
+
+
+class Sample(SQLModel, table=True):
+    """Long-format time series: one value of one metric of one server at one instant."""
+
+    __table_args__ = (Index("ix_sample_server_metric_ts", "server_id", "metric", "ts"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: float
+    server_id: int
+    launch_id: int | None = None
+    source: str  # log | metrics | gpu | probe | api | self
+    metric: str
+    value: float
+
+
+class Rollup(SQLModel, table=True):
+    """Per-minute aggregate of Sample (ts = start of the minute) for long windows."""
+
+    __table_args__ = (UniqueConstraint("server_id", "metric", "ts", name="uq_rollup_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: float
+    server_id: int
+    metric: str
+    count: int
+    avg: float
+    min: float
+    max: float
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+
+class Event(SQLModel, table=True):
+    """Something that happened: a taxonomy kind (DESIGN.md), a sentence, and the raw excerpt."""
+
+    __table_args__ = (Index("ix_event_server_ts", "server_id", "ts"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: float
+    server_id: int | None = None
+    launch_id: int | None = None
+    kind: str = Field(index=True)
+    severity: str = "info"  # info | warning | error | critical
+    message: str = ""
+    raw: str | None = None
+
+
+class ProbeRun(SQLModel, table=True):
+    """A probe sweep: what was sent (spec + fingerprint), how far it got, and its report."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    server_id: int | None = Field(default=None, index=True)
+    launch_id: int | None = None
+    url: str
+    api: str
+    name: str | None = None
+    spec: dict[str, Any] | None = _json()
+    fingerprint: str = ""
+    fingerprint_detail: dict[str, Any] | None = _json()
+    status: str = "pending"  # pending | running | done | failed | aborted
+    progress: float = 0.0
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    report: dict[str, Any] | None = _json()  # the per-level summary (CLI --json shape)
+    trusted: bool | None = None
+    baseline_run_id: int | None = None
+    error: str | None = None
+
+
+class ProbeRequest(SQLModel, table=True):
+    """One request of a sweep, with client-side timings (seconds)."""
+
+    __table_args__ = (Index("ix_probereq_run_level", "run_id", "level"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int = Field(foreign_key="proberun.id")
+    level: float
+    seq: int = 0
+    warmup: bool = False
+    start_ts: float = 0.0
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] | None = _json()  # every inter-token gap, per token
+    tpot_s: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_cached: int | None = None
+    ok: bool = False
+    error_kind: str | None = None
+    http_status: int | None = None
+    output_hash: str | None = None
+
+
+class Audit(SQLModel, table=True):
+    """Who did what when: relaunches, profile edits, exports, with a diff."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    ts: float
+    actor: str
+    action: str
+    target: str = ""
+    detail: dict[str, Any] | None = _json()

@@ -1,0 +1,674 @@
+"""Keyword-only read/write functions: the only SQL in Pitwall.
+
+Rules (reference/perf-baselines.md): time-series rows are written with SQLAlchemy Core
+`insert()` executemany in batches, never per-row ORM adds (12x slower); percentile reads select the
+value column over an indexed window and compute with numpy, never ORDER BY/OFFSET; charts read
+SQL-bucketed series (`CAST(ts / bucket AS INTEGER)`), long windows read Rollup. Everything here is
+portable SQL (SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Integer, and_, cast, delete, func, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import Session
+
+from storage.models import (
+    Audit,
+    CollectorState,
+    Event,
+    Intent,
+    Launch,
+    ProbeRequest,
+    ProbeRun,
+    Profile,
+    Rollup,
+    RunnerLease,
+    Sample,
+    Server,
+)
+
+SAMPLE = Sample.__table__  # type: ignore[attr-defined]
+EVENT = Event.__table__  # type: ignore[attr-defined]
+ROLLUP = Rollup.__table__  # type: ignore[attr-defined]
+PROBE_REQUEST = ProbeRequest.__table__  # type: ignore[attr-defined]
+COLLECTOR_STATE = CollectorState.__table__  # type: ignore[attr-defined]
+INTENT = Intent.__table__  # type: ignore[attr-defined]
+LEASE = RunnerLease.__table__  # type: ignore[attr-defined]
+
+# ---------------------------------------------------------------------------------------------
+# batched writes (the hot path)
+
+
+def insert_samples(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert Sample rows (dicts with ts, server_id, launch_id, source, metric, value)."""
+    if rows:
+        conn.execute(insert(SAMPLE), list(rows))
+    return len(rows)
+
+
+def insert_events(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert Event rows (dicts with ts, server_id, launch_id, kind, severity, message, raw)."""
+    if rows:
+        conn.execute(insert(EVENT), list(rows))
+    return len(rows)
+
+
+def add_event(
+    engine: Engine,
+    *,
+    kind: str,
+    message: str,
+    server_id: int | None = None,
+    launch_id: int | None = None,
+    severity: str = "info",
+    raw: str | None = None,
+    ts: float | None = None,
+) -> None:
+    """Write one Event right away (low-rate paths: supervisor, CLI)."""
+    with engine.begin() as conn:
+        insert_events(
+            conn,
+            rows=[
+                {
+                    "ts": ts if ts is not None else time.time(),
+                    "server_id": server_id,
+                    "launch_id": launch_id,
+                    "kind": kind,
+                    "severity": severity,
+                    "message": message,
+                    "raw": raw,
+                }
+            ],
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# collector state (offsets, last counter values); saved in the same transaction as the rows
+
+
+def load_state(engine: Engine, *, key: str) -> dict[str, Any] | None:
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(COLLECTOR_STATE.c.value).where(COLLECTOR_STATE.c.key == key)
+        ).first()
+    return row[0] if row else None
+
+
+def save_state(conn: Connection, *, key: str, value: dict[str, Any]) -> None:
+    now = time.time()
+    res = conn.execute(
+        update(COLLECTOR_STATE)
+        .where(COLLECTOR_STATE.c.key == key)
+        .values(value=value, updated_at=now)
+    )
+    if res.rowcount == 0:
+        conn.execute(insert(COLLECTOR_STATE).values(key=key, value=value, updated_at=now))
+
+
+# ---------------------------------------------------------------------------------------------
+# runner lease (single instance per database)
+
+
+def acquire_lease(
+    engine: Engine, *, holder: str, pid: int, host: str, ttl_s: float, now: float | None = None
+) -> tuple[bool, RunnerLease | None]:
+    """Take the runner lease if free or stale (no heartbeat for ttl_s); return (ok, current)."""
+    now = time.time() if now is None else now
+    with engine.begin() as conn:
+        row = conn.execute(select(LEASE).where(LEASE.c.id == 1)).mappings().first()
+        if row is not None and row["holder"] != holder and now - row["heartbeat_at"] < ttl_s:
+            return False, RunnerLease(**row)
+        values = dict(holder=holder, pid=pid, host=host, started_at=now, heartbeat_at=now)
+        if row is None:
+            conn.execute(insert(LEASE).values(id=1, **values))
+        else:
+            conn.execute(update(LEASE).where(LEASE.c.id == 1).values(**values))
+    return True, RunnerLease(id=1, **values)
+
+
+def renew_lease(engine: Engine, *, holder: str, now: float | None = None) -> bool:
+    """Refresh the heartbeat; False when another runner took the lease over."""
+    now = time.time() if now is None else now
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(LEASE)
+            .where(and_(LEASE.c.id == 1, LEASE.c.holder == holder))
+            .values(heartbeat_at=now)
+        )
+    return res.rowcount == 1
+
+
+def release_lease(engine: Engine, *, holder: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(delete(LEASE).where(and_(LEASE.c.id == 1, LEASE.c.holder == holder)))
+
+
+def get_lease(engine: Engine) -> RunnerLease | None:
+    with Session(engine) as s:
+        return s.get(RunnerLease, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# servers and profiles
+
+
+def upsert_server(engine: Engine, *, name: str, **fields: Any) -> Server:
+    with Session(engine, expire_on_commit=False) as s:
+        srv = s.execute(select(Server).where(Server.name == name)).scalars().first()
+        if srv is None:
+            srv = Server(name=name, **fields)
+        else:
+            for k, v in fields.items():
+                setattr(srv, k, v)
+        srv.updated_at = time.time()
+        s.add(srv)
+        s.commit()
+        s.refresh(srv)
+        return srv
+
+
+def list_servers(engine: Engine) -> list[Server]:
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.execute(select(Server).order_by(Server.name)).scalars())
+
+
+def get_server(engine: Engine, *, name: str | None = None, id: int | None = None) -> Server | None:
+    with Session(engine, expire_on_commit=False) as s:
+        if id is not None:
+            return s.get(Server, id)
+        return s.execute(select(Server).where(Server.name == name)).scalars().first()
+
+
+def upsert_profile(engine: Engine, *, name: str, **fields: Any) -> Profile:
+    with Session(engine, expire_on_commit=False) as s:
+        prof = s.execute(select(Profile).where(Profile.name == name)).scalars().first()
+        if prof is None:
+            prof = Profile(name=name, **fields)
+        else:
+            for k, v in fields.items():
+                setattr(prof, k, v)
+        prof.updated_at = time.time()
+        s.add(prof)
+        s.commit()
+        s.refresh(prof)
+        return prof
+
+
+def list_profiles(engine: Engine) -> list[Profile]:
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.execute(select(Profile).order_by(Profile.name)).scalars())
+
+
+def get_profile(engine: Engine, *, name: str | None = None, id: int | None = None) -> Profile | None:
+    with Session(engine, expire_on_commit=False) as s:
+        if id is not None:
+            return s.get(Profile, id)
+        return s.execute(select(Profile).where(Profile.name == name)).scalars().first()
+
+
+def delete_profile(engine: Engine, *, name: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(delete(Profile.__table__).where(Profile.__table__.c.name == name))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# launches
+
+
+def create_launch(engine: Engine, **fields: Any) -> Launch:
+    fields.setdefault("started_at", time.time())
+    with Session(engine, expire_on_commit=False) as s:
+        launch = Launch(**fields)
+        s.add(launch)
+        s.commit()
+        s.refresh(launch)
+        return launch
+
+
+def update_launch(engine: Engine, *, launch_id: int, **fields: Any) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(Launch.__table__).where(Launch.__table__.c.id == launch_id).values(**fields)  # type: ignore[attr-defined]
+        )
+
+
+def get_launch(engine: Engine, *, launch_id: int) -> Launch | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(Launch, launch_id)
+
+
+def latest_launch(engine: Engine, *, server_id: int) -> Launch | None:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Launch).where(Launch.server_id == server_id).order_by(Launch.id.desc())  # type: ignore[union-attr]
+        return s.execute(q).scalars().first()
+
+
+def list_launches(engine: Engine, *, server_id: int | None = None, limit: int = 100) -> list[Launch]:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Launch).order_by(Launch.id.desc()).limit(limit)  # type: ignore[union-attr]
+        if server_id is not None:
+            q = q.where(Launch.server_id == server_id)
+        return list(s.execute(q).scalars())
+
+
+# ---------------------------------------------------------------------------------------------
+# intents (desired state written by UI/CLI, carried out by the runner)
+
+
+def create_intent(
+    engine: Engine,
+    *,
+    kind: str,
+    server_id: int | None,
+    payload: dict[str, Any] | None = None,
+    requested_by: str = "cli",
+) -> Intent:
+    with Session(engine, expire_on_commit=False) as s:
+        intent = Intent(
+            kind=kind,
+            server_id=server_id,
+            payload=payload or {},
+            requested_by=requested_by,
+            created_at=time.time(),
+        )
+        s.add(intent)
+        s.commit()
+        s.refresh(intent)
+        return intent
+
+
+def claim_next_intent(engine: Engine, *, kinds: Iterable[str] | None = None) -> Intent | None:
+    """Move the oldest pending intent to running and return it (None when there is none).
+
+    The UPDATE is guarded by `state = 'pending'`, so two runners (or a stale one) can never
+    claim the same intent.
+    """
+    with engine.begin() as conn:
+        q = select(INTENT.c.id).where(INTENT.c.state == "pending").order_by(INTENT.c.id).limit(1)
+        if kinds is not None:
+            q = q.where(INTENT.c.kind.in_(list(kinds)))
+        row = conn.execute(q).first()
+        if row is None:
+            return None
+        res = conn.execute(
+            update(INTENT)
+            .where(and_(INTENT.c.id == row[0], INTENT.c.state == "pending"))
+            .values(state="running", started_at=time.time())
+        )
+        if res.rowcount != 1:
+            return None
+    return get_intent(engine, intent_id=row[0])
+
+
+def update_intent(engine: Engine, *, intent_id: int, **fields: Any) -> None:
+    if fields.get("state") in ("done", "failed", "cancelled") and "finished_at" not in fields:
+        fields["finished_at"] = time.time()
+    with engine.begin() as conn:
+        conn.execute(update(INTENT).where(INTENT.c.id == intent_id).values(**fields))
+
+
+def get_intent(engine: Engine, *, intent_id: int) -> Intent | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(Intent, intent_id)
+
+
+def list_intents(
+    engine: Engine,
+    *,
+    server_id: int | None = None,
+    states: Iterable[str] | None = None,
+    kinds: Iterable[str] | None = None,
+    limit: int = 50,
+) -> list[Intent]:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Intent).order_by(Intent.id.desc()).limit(limit)  # type: ignore[union-attr]
+        if server_id is not None:
+            q = q.where(Intent.server_id == server_id)
+        if states is not None:
+            q = q.where(Intent.state.in_(list(states)))  # type: ignore[attr-defined]
+        if kinds is not None:
+            q = q.where(Intent.kind.in_(list(kinds)))  # type: ignore[attr-defined]
+        return list(s.execute(q).scalars())
+
+
+def fail_stale_intents(engine: Engine, *, reason: str) -> int:
+    """Intents left `running` by a runner that died are failed with `reason` (runner start)."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(INTENT)
+            .where(INTENT.c.state == "running")
+            .values(state="failed", message=reason, finished_at=time.time())
+        )
+    return res.rowcount
+
+
+# ---------------------------------------------------------------------------------------------
+# samples: reads
+
+
+def sample_values(
+    engine: Engine, *, server_id: int, metric: str, since: float, until: float | None = None
+) -> np.ndarray:
+    """The values of one metric in [since, until) as a float array (for exact percentiles)."""
+    q = select(SAMPLE.c.value).where(
+        and_(SAMPLE.c.server_id == server_id, SAMPLE.c.metric == metric, SAMPLE.c.ts >= since)
+    )
+    if until is not None:
+        q = q.where(SAMPLE.c.ts < until)
+    with engine.connect() as conn:
+        vals = conn.execute(q).scalars().all()
+    return np.asarray(vals, dtype=float)
+
+
+def sample_sum(
+    engine: Engine, *, server_id: int, metric: str, since: float, until: float | None = None
+) -> tuple[float, int]:
+    """(sum, count) of one metric over a window."""
+    q = select(func.coalesce(func.sum(SAMPLE.c.value), 0.0), func.count()).where(
+        and_(SAMPLE.c.server_id == server_id, SAMPLE.c.metric == metric, SAMPLE.c.ts >= since)
+    )
+    if until is not None:
+        q = q.where(SAMPLE.c.ts < until)
+    with engine.connect() as conn:
+        total, count = conn.execute(q).one()
+    return float(total), int(count)
+
+
+def latest_samples(
+    engine: Engine, *, server_id: int, metrics: Iterable[str], max_age_s: float | None = None
+) -> dict[str, tuple[float, float]]:
+    """{metric: (ts, value)} of the newest sample of each metric (one indexed lookup each)."""
+    out: dict[str, tuple[float, float]] = {}
+    now = time.time()
+    with engine.connect() as conn:
+        for metric in metrics:
+            q = (
+                select(SAMPLE.c.ts, SAMPLE.c.value)
+                .where(and_(SAMPLE.c.server_id == server_id, SAMPLE.c.metric == metric))
+                .order_by(SAMPLE.c.ts.desc())
+                .limit(1)
+            )
+            if max_age_s is not None:
+                q = q.where(SAMPLE.c.ts >= now - max_age_s)
+            row = conn.execute(q).first()
+            if row is not None:
+                out[metric] = (float(row[0]), float(row[1]))
+    return out
+
+
+def metric_names(engine: Engine, *, server_id: int, prefix: str = "") -> list[str]:
+    """Distinct metric keys stored for a server (optionally with a prefix)."""
+    q = select(SAMPLE.c.metric).where(SAMPLE.c.server_id == server_id).distinct()
+    if prefix:
+        q = q.where(SAMPLE.c.metric.like(prefix + "%"))
+    with engine.connect() as conn:
+        return sorted(conn.execute(q).scalars().all())
+
+
+def bucketed_series(
+    engine: Engine,
+    *,
+    server_id: int,
+    metrics: Sequence[str],
+    since: float,
+    until: float,
+    max_points: int = 1500,
+) -> pd.DataFrame:
+    """Time-bucketed avg/min/max per metric over [since, until), <= max_points per series.
+
+    Windows whose buckets are a minute or longer read the Rollup table (written by
+    `compute_rollups`), falling back to raw samples for minutes not rolled up yet.
+    Columns: metric, ts (bucket start, epoch s), avg, min, max.
+    """
+    span = max(until - since, 1.0)
+    bucket = max(1, int(np.ceil(span / max_points)))
+    frames = []
+    with engine.connect() as conn:
+        if bucket >= 60:
+            bucket = int(np.ceil(bucket / 60) * 60)
+            b = cast(ROLLUP.c.ts / bucket, Integer)
+            q = (
+                select(
+                    ROLLUP.c.metric,
+                    (b * bucket).label("ts"),
+                    (func.sum(ROLLUP.c.avg * ROLLUP.c.count) / func.sum(ROLLUP.c.count)).label(
+                        "avg"
+                    ),
+                    func.min(ROLLUP.c.min).label("min"),
+                    func.max(ROLLUP.c.max).label("max"),
+                )
+                .where(
+                    and_(
+                        ROLLUP.c.server_id == server_id,
+                        ROLLUP.c.metric.in_(list(metrics)),
+                        ROLLUP.c.ts >= since,
+                        ROLLUP.c.ts < until,
+                    )
+                )
+                .group_by(ROLLUP.c.metric, b)
+            )
+            frames.append(pd.DataFrame(conn.execute(q).mappings().all()))
+            rolled_until = conn.execute(
+                select(func.max(ROLLUP.c.ts)).where(ROLLUP.c.server_id == server_id)
+            ).scalar()
+            raw_since = since if rolled_until is None else max(since, float(rolled_until) + 60)
+        else:
+            raw_since = since
+        if raw_since < until:
+            b = cast(SAMPLE.c.ts / bucket, Integer)
+            q = (
+                select(
+                    SAMPLE.c.metric,
+                    (b * bucket).label("ts"),
+                    func.avg(SAMPLE.c.value).label("avg"),
+                    func.min(SAMPLE.c.value).label("min"),
+                    func.max(SAMPLE.c.value).label("max"),
+                )
+                .where(
+                    and_(
+                        SAMPLE.c.server_id == server_id,
+                        SAMPLE.c.metric.in_(list(metrics)),
+                        SAMPLE.c.ts >= raw_since,
+                        SAMPLE.c.ts < until,
+                    )
+                )
+                .group_by(SAMPLE.c.metric, b)
+            )
+            frames.append(pd.DataFrame(conn.execute(q).mappings().all()))
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=["metric", "ts", "avg", "min", "max"])
+    df = pd.concat(frames, ignore_index=True)
+    df["ts"] = df["ts"].astype(float)
+    return df.sort_values(["metric", "ts"]).reset_index(drop=True)
+
+
+def compute_rollups(engine: Engine, *, until: float, lookback_s: float = 3600) -> int:
+    """Write per-minute Rollup rows for complete minutes in [until - lookback_s, until).
+
+    Idempotent: minutes already rolled up are skipped. Percentiles are exact per minute
+    (numpy over that minute's values). Returns the number of rows written.
+    """
+    end = int(until // 60) * 60
+    start = end - int(lookback_s)
+    with engine.begin() as conn:
+        done = conn.execute(
+            select(ROLLUP.c.server_id, ROLLUP.c.metric, func.max(ROLLUP.c.ts)).group_by(
+                ROLLUP.c.server_id, ROLLUP.c.metric
+            )
+        ).all()
+        last = {(r[0], r[1]): float(r[2]) for r in done}
+        res = conn.execute(
+            select(SAMPLE.c.server_id, SAMPLE.c.metric, SAMPLE.c.ts, SAMPLE.c.value).where(
+                and_(SAMPLE.c.ts >= start, SAMPLE.c.ts < end)
+            )
+        ).all()
+        if not res:
+            return 0
+        df = pd.DataFrame(res, columns=["server_id", "metric", "ts", "value"])
+        df["minute"] = (df["ts"] // 60).astype("int64") * 60
+        rows = []
+        for (sid, metric, minute), g in df.groupby(["server_id", "metric", "minute"]):
+            if minute <= last.get((sid, metric), -1):
+                continue
+            v = g["value"].to_numpy(dtype=float)
+            p50, p95, p99 = np.percentile(v, [50, 95, 99])
+            rows.append(
+                {
+                    "ts": float(minute),
+                    "server_id": int(sid),
+                    "metric": metric,
+                    "count": int(v.size),
+                    "avg": float(v.mean()),
+                    "min": float(v.min()),
+                    "max": float(v.max()),
+                    "p50": float(p50),
+                    "p95": float(p95),
+                    "p99": float(p99),
+                }
+            )
+        if rows:
+            conn.execute(insert(ROLLUP), rows)
+    return len(rows)
+
+
+def insert_rollups(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
+    if rows:
+        conn.execute(insert(ROLLUP), list(rows))
+    return len(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# events
+
+
+def list_events(
+    engine: Engine,
+    *,
+    server_id: int | None = None,
+    kinds: Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    limit: int = 200,
+) -> pd.DataFrame:
+    q = select(EVENT).order_by(EVENT.c.ts.desc(), EVENT.c.id.desc()).limit(limit)
+    if server_id is not None:
+        q = q.where(EVENT.c.server_id == server_id)
+    if kinds is not None:
+        q = q.where(EVENT.c.kind.in_(list(kinds)))
+    if since is not None:
+        q = q.where(EVENT.c.ts >= since)
+    if until is not None:
+        q = q.where(EVENT.c.ts < until)
+    with engine.connect() as conn:
+        rows = conn.execute(q).mappings().all()
+    cols = ["id", "ts", "server_id", "launch_id", "kind", "severity", "message", "raw"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def count_events(
+    engine: Engine,
+    *,
+    server_id: int | None,
+    since: float,
+    until: float | None = None,
+    launch_id: int | None = None,
+) -> dict[str, int]:
+    """{kind: count} over a window."""
+    q = select(EVENT.c.kind, func.count()).where(EVENT.c.ts >= since).group_by(EVENT.c.kind)
+    if server_id is not None:
+        q = q.where(EVENT.c.server_id == server_id)
+    if launch_id is not None:
+        q = q.where(EVENT.c.launch_id == launch_id)
+    if until is not None:
+        q = q.where(EVENT.c.ts < until)
+    with engine.connect() as conn:
+        return {k: int(n) for k, n in conn.execute(q).all()}
+
+
+# ---------------------------------------------------------------------------------------------
+# probe runs
+
+
+def create_probe_run(engine: Engine, **fields: Any) -> ProbeRun:
+    fields.setdefault("created_at", time.time())
+    with Session(engine, expire_on_commit=False) as s:
+        run = ProbeRun(**fields)
+        s.add(run)
+        s.commit()
+        s.refresh(run)
+        return run
+
+
+def update_probe_run(engine: Engine, *, run_id: int, **fields: Any) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(ProbeRun.__table__).where(ProbeRun.__table__.c.id == run_id).values(**fields)  # type: ignore[attr-defined]
+        )
+
+
+def insert_probe_requests(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
+    if rows:
+        conn.execute(insert(PROBE_REQUEST), list(rows))
+    return len(rows)
+
+
+def get_probe_run(engine: Engine, *, run_id: int) -> ProbeRun | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(ProbeRun, run_id)
+
+
+def list_probe_runs(
+    engine: Engine, *, server_id: int | None = None, limit: int = 100
+) -> list[ProbeRun]:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(ProbeRun).order_by(ProbeRun.id.desc()).limit(limit)  # type: ignore[union-attr]
+        if server_id is not None:
+            q = q.where(ProbeRun.server_id == server_id)
+        return list(s.execute(q).scalars())
+
+
+def probe_requests(engine: Engine, *, run_id: int) -> pd.DataFrame:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(PROBE_REQUEST).where(PROBE_REQUEST.c.run_id == run_id).order_by(
+                PROBE_REQUEST.c.id
+            )
+        ).mappings().all()
+    return pd.DataFrame(rows, columns=[c.name for c in PROBE_REQUEST.columns])
+
+
+# ---------------------------------------------------------------------------------------------
+# audit and housekeeping
+
+
+def add_audit(
+    engine: Engine, *, actor: str, action: str, target: str = "", detail: dict[str, Any] | None = None
+) -> None:
+    with Session(engine) as s:
+        s.add(Audit(ts=time.time(), actor=actor, action=action, target=target, detail=detail))
+        s.commit()
+
+
+def list_audit(engine: Engine, *, limit: int = 200) -> list[Audit]:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Audit).order_by(Audit.id.desc()).limit(limit)  # type: ignore[union-attr]
+        return list(s.execute(q).scalars())
+
+
+def table_counts(engine: Engine) -> dict[str, int]:
+    """Row count of every Pitwall table (About / health page)."""
+    from sqlmodel import SQLModel
+
+    out: dict[str, int] = {}
+    with engine.connect() as conn:
+        for name, table in sorted(SQLModel.metadata.tables.items()):
+            out[name] = int(conn.execute(select(func.count()).select_from(table)).scalar() or 0)
+    return out
