@@ -277,13 +277,9 @@ class Runner:
         if not (batch.samples or batch.events or batch.states):
             return 0
         with self.engine.begin() as conn:
-            repo.insert_samples(
+            repo.insert_sample_tuples(
                 conn,
-                rows=[
-                    {"ts": s.ts, "server_id": s.server_id, "launch_id": s.launch_id, "source": s.source,
-                     "metric": s.metric, "value": s.value}
-                    for s in batch.samples
-                ],
+                rows=[(s.ts, s.server_id, s.launch_id, s.source, s.metric, s.value) for s in batch.samples],
             )
             repo.insert_events(
                 conn,

@@ -112,10 +112,6 @@ _ANY_DATETIME = re.compile(
     r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
 )
 _RANK = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
-_KV = re.compile(
-    r"(?:^|(?<=, )|(?<=\. ))([#A-Za-z][^:,]*?): (-?\d+(?:\.\d+)?%?|True|False)"
-    r"(,|\. |(?<=%)\.\s*$|\s*$)"
-)
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
@@ -160,27 +156,85 @@ def canonical_key(raw: str) -> str:
     return name
 
 
+def _number(v: str) -> int | float | bool | None:
+    """A value as written: ``12``, ``-3``, ``0.25``, ``20.00%`` (-> 20.0), ``True``; else None.
+
+    Stricter than float(): ``nan``, ``1e5``, ``1_0``, `` 1`` and cut values like ``0.`` are not
+    SGLang numbers, so they are refused instead of being read as something never written.
+    """
+    if len(v) > 30:
+        return None  # not an SGLang number (and a float of it could overflow to inf)
+    if v[-1:] == "%":
+        v = v[:-1]
+    if v.isdigit():
+        try:
+            return int(v)
+        except ValueError:  # non-ASCII digits such as '²'
+            return None
+    if v == "True":
+        return True
+    if v == "False":
+        return False
+    a, dot, b = v.partition(".")
+    if a[:1] == "-":
+        a = a[1:]
+    if a.isdigit() and a.isascii() and (not dot or (b.isdigit() and b.isascii())):
+        return float(v) if dot else int(v)
+    return None
+
+
 def parse_fields(body: str) -> dict[str, Any]:
-    """The intact ``key: value`` pairs of a record body (text after the header)."""
+    """The intact ``key: value`` pairs of a record body (text after the header).
+
+    Fields are separated by ``, `` (0.1.20+) or ``. `` (0.1.14). Every pair but the last is
+    followed by a separator, so it is intact; the last one is kept only when the record ended
+    with a separator or its key is in TERMINAL_KEYS (see the module docstring).
+    """
     out: dict[str, Any] = {}
     if len(body) > BODY_MAX:
         body = body[:BODY_MAX]
-    for key, val, end in _KV.findall(body):
-        name = _slug_cache.get(key) or canonical_key(key)
-        if (not end or end.isspace()) and name not in TERMINAL_KEYS:
-            continue  # ends the line without being a record's last field: cut mid-value
+    items = body.split(", ") if ", " in body else body.split(". ")
+    tail = items.pop()
+    fast = body.isascii()  # then str.isdigit() means ASCII digits only
+    keys = _slug_cache
+    for item in items:
+        key, sep, val = item.partition(": ")
+        name = keys.get(key)
+        if name is None:
+            if not sep or not _valid_key(key):
+                continue
+            name = canonical_key(key)
         if name in out:
             continue
-        c = val[0]
-        if c == "T":
-            out[name] = True
-        elif c == "F":
-            out[name] = False
-        else:
-            if val[-1] == "%":
-                val = val[:-1]
-            out[name] = float(val) if "." in val else int(val)
+        if fast and len(val) <= 30:
+            # hot path: most values are plain ints, floats or booleans
+            if val.isdigit():
+                out[name] = int(val)
+                continue
+            r = val.replace(".", "", 1)
+            if r.isdigit() and val[0] != "." and val[-1] != ".":
+                out[name] = float(val)
+                continue
+        num = _number(val)
+        if num is not None:
+            out[name] = num
+    key, sep, val = tail.partition(": ")
+    if sep and _valid_key(key):
+        name = canonical_key(key)
+        val = val.rstrip()
+        if val[-1:] in (",", "."):
+            val = val[:-1]  # a closing separator: the pair is whole
+        elif name not in TERMINAL_KEYS:
+            return out  # the line ends inside or right after this value: maybe cut
+        if name not in out:
+            num = _number(val)
+            if num is not None:
+                out[name] = num
     return out
+
+
+def _valid_key(key: str) -> bool:
+    return bool(key) and (key[0] == "#" or key[0].isalpha()) and ":" not in key
 
 
 def clean_line(text: str) -> str:
@@ -222,12 +276,25 @@ def _prefix_before(pre: str) -> tuple[str | None, dict[str, int]]:
     """Timestamp and ranks from the text in front of a record header."""
     if not pre:
         return None, {}
-    pre = pre[-200:]
-    m = _PREFIX_TAIL.search(pre)
+    hit = _prefix_cache.get(pre)
+    if hit is not None:
+        return hit[0], dict(hit[1])
+    short = pre[-200:]
+    m = _PREFIX_TAIL.search(short)
     if m is not None:
-        return m["ts"], _ranks(m["ranks"], m["gpu"] or m["gpu2"])
-    dts = _ANY_DATETIME.findall(pre)
-    return (dts[-1] if dts else None), {}
+        ts, ranks = m["ts"], _ranks(m["ranks"], m["gpu"] or m["gpu2"])
+    else:
+        dts = _ANY_DATETIME.findall(short)
+        ts, ranks = (dts[-1] if dts else None), {}
+    if len(pre) <= 80:
+        # a busy server writes many lines per second with the same prefix
+        if len(_prefix_cache) >= 512:
+            _prefix_cache.clear()
+        _prefix_cache[pre] = (ts, ranks)
+    return ts, dict(ranks)
+
+
+_prefix_cache: dict[str, tuple[str | None, dict[str, int]]] = {}
 
 
 def split_prefix(text: str) -> tuple[str | None, dict[str, int], str]:

@@ -95,6 +95,7 @@ class Scheduler:
         self.on_fatal = on_fatal
         self.on_finish = on_finish
         self.on_stats = on_stats
+        self.on_first: Callable[[SimRequest], None] | None = None
         self.tree = RadixCache()
         self.pool = cfg.max_total_tokens
         self.private_total = 0
@@ -114,6 +115,7 @@ class Scheduler:
         self.hung = False
         # stats
         self.admitted_count = 0
+        self.tokens_emitted = 0
         self.finished_count = 0
         self.decode_ct = 0
         self.last_decode_log_model = 0.0
@@ -224,9 +226,10 @@ class Scheduler:
                 dt = self.cfg.cost.prefill_time(sum(b[1] for b in batch),
                                                 sum(b[3] for b in batch))
             elif self.running:
-                dt = self._decode_prepare()
-                if dt is None:
+                step = self._decode_prepare()
+                if step is None:
                     continue
+                dt = step
             else:
                 await asyncio.sleep(0.001)  # waiting requests that cannot fit: let aborts land
                 continue
@@ -469,9 +472,12 @@ class Scheduler:
 
     def _emit_token(self, r: SimRequest) -> None:
         now = self.model_time
+        self.tokens_emitted += 1
         r.output_ids.append(r.gen.next_id())
         if r.first_token_model is None:
             r.first_token_model = now
+            if self.on_first:
+                self.on_first(r)
         elif r.last_token_model is not None:
             r.itls.append(now - r.last_token_model)
         r.last_token_model = now

@@ -7,8 +7,6 @@ window) live in the URL's query parameters so a link can be shared with a collea
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 
 import streamlit as st
@@ -58,13 +56,7 @@ def ensure_runner(ctx: AppContext) -> None:
         return
     if health.runner_alive(ctx.engine):
         return
-    subprocess.Popen(
-        [sys.executable, "-m", "dashboard", "collect"],
-        cwd=REPO_ROOT,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    health.start_runner_detached(str(REPO_ROOT))
     st.session_state["_runner_started"] = True
 
 

@@ -6,6 +6,8 @@ heartbeat is younger than LEASE_TTL_S (it renews every 2 s).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -43,6 +45,20 @@ def runner_alive(engine: Engine, now: float | None = None) -> bool:
     lease = repo.get_lease(engine)
     now = time.time() if now is None else now
     return lease is not None and now - lease.heartbeat_at < LEASE_TTL_S
+
+
+def start_runner_detached(repo_root: str) -> None:
+    """Start `python -m dashboard collect` in its own session; it outlives this process.
+
+    Safe to call when one may already be running: the runner's lease lets only one collect.
+    """
+    subprocess.Popen(
+        [sys.executable, "-m", "dashboard", "collect"],
+        cwd=repo_root,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def runner_health(engine: Engine, database_url: str) -> RunnerHealth:

@@ -17,6 +17,7 @@
 #   $DIR/shim                     PYTHONPATH entry holding the sgl_kernel stub
 #   $DIR/model                    tiny LlamaForCausalLM config + locally trained tokenizer
 #   $DIR/recipe.sha256            hash of this script, requirements.txt, make_tiny_model.py and shims
+#   $DIR/pip-freeze.txt           what pip resolved (diagnostics)
 #   $DIR/pitwall-sglang-cpu.env   KEY=VALUE lines (PYTHON, SHIM, MODEL, VENV, ...) for tests/launcher
 # DIR defaults to ${PITWALL_SGLANG_CPU_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pitwall/sglang-cpu}.
 #
@@ -117,6 +118,9 @@ step "smoke import: sglang server args with the shim on PYTHONPATH"
 SGLANG_USE_CPU_ENGINE=1 PYTHONPATH="$DIR/shim" "$VENV/bin/python" -c \
   'import sglang; from sglang.srt.server_args import ServerArgs; print("sglang", sglang.__version__)'
 
+# What pip resolved, for diagnosing a CI/local difference (unpinned requirements follow the index).
+"$VENV/bin/pip" freeze --all > "$DIR/pip-freeze.txt"
+
 cat > "$ENV_FILE" <<ENV
 # Written by scripts/sglang_cpu/build_env.sh; paths of the real-SGLang CPU test environment.
 PYTHON=$VENV/bin/python
@@ -126,6 +130,7 @@ MODEL=$DIR/model
 SGLANG_VERSION=$SGLANG_VERSION
 TORCH_VERSION=$TORCH_VERSION
 RECIPE_SHA256=$HASH
+BUILD_SECONDS=$((SECONDS - T0))
 ENV
 echo "$HASH" > "$DIR/recipe.sha256"
 step "done"

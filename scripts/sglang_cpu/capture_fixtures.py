@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,7 +38,7 @@ SHARED_PREFIX = (
 )
 
 
-def post_json(url: str, body: dict[str, object], timeout_s: float = 120.0) -> tuple[int, bytes]:
+def post_json(url: str, body: Mapping[str, object], timeout_s: float = 120.0) -> tuple[int, bytes]:
     req = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
@@ -48,7 +49,7 @@ def post_json(url: str, body: dict[str, object], timeout_s: float = 120.0) -> tu
         return int(err.code), err.read()
 
 
-def post_stream(url: str, body: dict[str, object], timeout_s: float = 120.0) -> tuple[int, str, bytes]:
+def post_stream(url: str, body: Mapping[str, object], timeout_s: float = 120.0) -> tuple[int, str, bytes]:
     """(status, content-type, raw body bytes) of a streamed response, read to the end."""
     req = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
@@ -93,11 +94,26 @@ def pretty(raw: bytes) -> str:
 def run_flag_error(env: dict[str, str], flags: list[str]) -> str:
     """stderr + exit code of the real parser rejecting `flags` (argparse exits before any model work)."""
     argv = [env["PYTHON"], "-m", "sglang.launch_server", "--model-path", env["MODEL"], *flags]
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, env=rs.server_environ(env), timeout=300, check=False
+    proc = subprocess.run(  # argparse wraps usage to $COLUMNS: fix it for a stable fixture
+        argv, capture_output=True, text=True, env={**rs.server_environ(env), "COLUMNS": "100"},
+        timeout=300, check=False,
     )
     shown = " ".join(["python -m sglang.launch_server --model-path <MODEL_DIR>", *flags])
     return f"$ {shown}\n# exit code: {proc.returncode}\n# stderr:\n{proc.stderr}# stdout:\n{proc.stdout}"
+
+
+def watch_health(base: str, t0: float, stop: threading.Event, out: list[str]) -> None:
+    """Record each change of GET /health while the server starts (refused -> 503? -> 200)."""
+    last = None
+    while not stop.is_set():
+        try:
+            status: object = rs.http_get(base + "/health", timeout_s=5.0)[0]
+        except OSError as err:
+            status = type(err).__name__
+        if status != last:
+            out.append(f"t+{time.monotonic() - t0:5.1f} s GET /health during startup -> {status}")
+            last = status
+        stop.wait(0.25)
 
 
 def traffic(base: str, rec: dict[str, object]) -> dict[str, bytes | str]:
@@ -206,12 +222,24 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="pitwall-capture-"))
     clean = Sanitizer(env, {str(work): "<WORK>"})
     rec: dict[str, object] = {}
-    server = rs.RealServer(env=env, log_path=work / "server.log")
-    server.start()
+    server = rs.RealServer(env=env, log_path=work / "server.log", port=rs.free_port())
+    startup_health: list[str] = []
+    stop_watch = threading.Event()
+    watcher = threading.Thread(
+        target=watch_health, args=(server.base_url, time.monotonic(), stop_watch, startup_health)
+    )
+    watcher.start()
+    try:
+        server.start()
+    finally:
+        stop_watch.set()
+        watcher.join(timeout=10)
+    startup_health.append(f"t+{server.ready_s or 0.0:5.1f} s ready line logged")
     rec["ready_s"] = round(server.ready_s or 0.0, 1)
     rec["argv"] = [clean(a) for a in server.argv()]
     try:
         captures = traffic(server.base_url, rec)
+        captures["health"] = "\n".join(startup_health) + "\n" + str(captures["health"])
     finally:
         t0 = time.monotonic()
         rec["exit_code"] = server.stop()

@@ -74,3 +74,6 @@ def kv_keys(line: str) -> list[str]:
     body = line.split("] ", 1)[-1]
     body = body.split(", ", 1)[1] if ", " in body else ""
     return [part.split(": ", 1)[0] for part in body.split(", ") if ": " in part]
+
+
+parse_env_file = rs.parse_env_file

@@ -1,0 +1,174 @@
+"""`pitwall probe`: run a probe / load sweep from the command line.
+
+    pitwall probe --url URL --api generate|completions|chat|images
+                  (--concurrency 1,4,8,16 | --rate 2,4,8) [--requests N] [--max-new-tokens N]
+                  [--prompt-set builtin|synthetic|shared-prefix|FILE.jsonl] [--json] [--no-store]
+                  [--db URL] [--baseline RUN_ID] ...
+
+Shows a progress bar on stderr, stores the run (ProbeRun + ProbeRequest rows) unless --no-store,
+prints a table, or with --json exactly `report.public_report()`. Exit codes: 0 done, 1 the sweep
+was aborted (error rate) or failed, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from collectors.probe.report import format_table, public_report
+from collectors.probe.sweep import SweepSpec, run_sweep
+from collectors.probe.workloads import APIS, WorkloadError, WorkloadSpec
+
+DEFAULT_DB_URL = "sqlite:///pitwall.db"
+
+
+def open_engine(url: str) -> Engine:
+    """The lead's storage.db.make_engine when present (pragmas, schema), else a plain engine."""
+    try:
+        from storage.db import make_engine
+    except ImportError:  # pragma: no cover - storage.db ships with Pitwall
+        from sqlmodel import SQLModel, create_engine
+
+        engine = create_engine(url)
+        SQLModel.metadata.create_all(engine)
+        return engine
+    return make_engine(url)
+
+
+def _levels(text: str, kind: type) -> list[float]:
+    try:
+        vals = [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise argparse.ArgumentTypeError("levels must be positive numbers, e.g. 1,4,8,16")
+    return [float(v) for v in vals]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pitwall probe", description="Run a probe / load sweep against a server.")
+    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--api", choices=APIS, default="generate")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=lambda s: _levels(s, int), help="closed-loop levels (default 1,4,8,16)")
+    load.add_argument("--rate", type=lambda s: _levels(s, float), help="open-loop Poisson levels, requests/s")
+    p.add_argument("--requests", type=int, default=None, help="measured requests per level (default max(50, 5 x level))")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up requests per level (default: the level)")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--model", default=None, help="model name (default: asked from /v1/models)")
+    p.add_argument("--prompt-set", default="builtin", help="builtin | synthetic | shared-prefix | FILE.jsonl")
+    p.add_argument("--input-tokens", type=int, default=128, help="synthetic prompt length, words (~tokens)")
+    p.add_argument("--num-prompts", type=int, default=32, help="synthetic prompt count")
+    p.add_argument("--prefix-tokens", type=int, default=512, help="shared-prefix template length")
+    p.add_argument("--prefix-templates", type=int, default=4)
+    p.add_argument("--suffixes", type=int, default=8, help="shared-prefix suffixes per template")
+    p.add_argument("--image-size", default="512x512")
+    p.add_argument("--image-steps", type=int, default=None)
+    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds")
+    p.add_argument("--max-duration", type=float, default=None, help="per-level time limit, seconds")
+    p.add_argument("--abort-error-rate", type=float, default=0.5, help="stop when this fraction fails (after 10 requests)")
+    p.add_argument("--api-key", default=os.environ.get("PITWALL_PROBE_API_KEY"), help="bearer token (env PITWALL_PROBE_API_KEY)")
+    p.add_argument("--baseline", type=int, default=None, help="ProbeRun id to compare outputs with")
+    p.add_argument("--name", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-store", action="store_true", help="do not store the run")
+    p.add_argument("--db", default=os.environ.get("PITWALL_DATABASE_URL", DEFAULT_DB_URL), help="database URL")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def spec_from_args(args: argparse.Namespace) -> SweepSpec:
+    mode, levels = ("rate", args.rate) if args.rate else ("concurrency", args.concurrency or [1.0, 4.0, 8.0, 16.0])
+    wl = WorkloadSpec(
+        prompt_set=args.prompt_set, input_tokens=args.input_tokens, num_prompts=args.num_prompts,
+        prefix_templates=args.prefix_templates, suffixes_per_template=args.suffixes,
+        prefix_tokens=args.prefix_tokens, seed=args.seed, max_new_tokens=args.max_new_tokens,
+        ignore_eos=args.ignore_eos, temperature=args.temperature, top_p=args.top_p,
+        top_k=args.top_k, model=args.model, image_size=args.image_size, image_steps=args.image_steps,
+    )
+    return SweepSpec(
+        url=args.url, api=args.api, mode=mode, levels=levels, requests=args.requests,
+        warmup=args.warmup, timeout_s=args.timeout, max_duration_s=args.max_duration,
+        abort_error_rate=args.abort_error_rate, api_key=args.api_key, workload=wl, seed=args.seed,
+        baseline_run_id=args.baseline, name=args.name,
+    )
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self._last < 0.1 and done < total):
+            return
+        self._last = now
+        frac = done / max(total, 1)
+        bar = "#" * int(frac * 30)
+        sys.stderr.write(f"\r[{bar:<30}] {frac:4.0%} {done}/{total} {label:<10}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def probe_cli(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        spec = spec_from_args(args)
+        spec.validate()
+    except (ValueError, WorkloadError) as exc:
+        print(f"pitwall probe: {exc}", file=sys.stderr)
+        return 2
+    engine = None
+    if not args.no_store:
+        try:
+            engine = open_engine(args.db)
+        except Exception as exc:
+            print(f"pitwall probe: cannot open the database {args.db} ({exc}); pass --db or --no-store.", file=sys.stderr)
+            return 2
+    bar = ProgressBar(enabled=not args.no_progress and sys.stderr.isatty())
+    try:
+        report: dict[str, Any] = asyncio.run(run_sweep(spec, engine=engine, on_progress=bar))
+    except WorkloadError as exc:
+        bar.close()
+        print(f"pitwall probe: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        bar.close()
+        print("pitwall probe: interrupted; the run is stored as failed.", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        bar.close()
+        print(f"pitwall probe: the sweep failed ({type(exc).__name__}: {exc}).", file=sys.stderr)
+        return 1
+    bar.close()
+    if args.json:
+        print(json.dumps(public_report(report), indent=2))
+    else:
+        print(f"fingerprint {report['fingerprint']}  run {report.get('run_id') or '(not stored)'}  status {report['status']}")
+        print(format_table(report))
+        cons = report.get("consistency")
+        if cons:
+            print(f"consistency vs run {cons['baseline_run_id']}: {cons.get('differing')} of "
+                  f"{cons.get('compared')} outputs differ" + (f" ({'; '.join(cons['warnings'])})" if cons.get("warnings") else ""))
+    if report.get("error"):
+        print(f"pitwall probe: {report['error']}", file=sys.stderr)
+    return 0 if report["status"] == "done" else 1

@@ -1,0 +1,206 @@
+"""The probe's HTTP client: one aiohttp request -> one `RequestRecord` with client-side timings.
+
+aiohttp, not httpx: httpx's pool collapses at >= 64 concurrent streams (perf-baselines.md §4).
+Each stream is read to its end (drained after `[DONE]`, so the keep-alive connection is reused)
+and parsed in the same read loop that stamps the times, with `time.perf_counter()`
+(CLOCK_MONOTONIC on Linux, the same clock a same-host test server stamps with).
+
+Timings (seconds):
+
+| field | meaning |
+|---|---|
+| ttft_s | request start -> first chunk with non-empty text on any channel (content or reasoning) |
+| itl_s | every gap between token-carrying chunks after the first, split evenly over the tokens the chunk carries (a chunk of k tokens after gap g adds k values g/k) |
+| tpot_s | (last token time - first token time) / (tokens_out - 1), tokens_out from meta_info / usage |
+| e2e_s | request start -> response body fully read (images: the per-request image latency) |
+
+Error kinds: `timeout` (per-request timeout hit), `connect_refused` (no connection), `http_<code>`
+(non-2xx status, or an error object with a code inside the stream), `server_error` (error object
+without a code), `stream_broken` (connection lost mid-response, or a stream that ended without
+`[DONE]`), `invalid_response` (body not the promised SSE / JSON shape).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from collectors.probe.sse import (
+    InvalidResponse,
+    ServerStreamError,
+    StreamParser,
+    parse_full_response,
+    parse_image_response,
+)
+
+MAX_ERROR_BODY = 2048
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as the client saw it (ProbeRequest columns + fields for tests and the bench)."""
+
+    level: float
+    seq: int
+    warmup: bool = False
+    request_id: str = ""
+    start_ts: float = 0.0  # wall clock (epoch s) at start
+    t_start: float = 0.0  # perf_counter at start
+    t_end: float = 0.0  # perf_counter when the body was fully read
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+    tpot_s: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    tokens_cached: int | None = None
+    images: int | None = None
+    ok: bool = False
+    error_kind: str | None = None
+    error_detail: str | None = None
+    http_status: int | None = None
+    output_hash: str | None = None
+
+    def row(self, run_id: int) -> dict[str, Any]:
+        """The ProbeRequest row of this record."""
+        return {
+            "run_id": run_id, "level": self.level, "seq": self.seq, "warmup": self.warmup,
+            "start_ts": self.start_ts, "ttft_s": self.ttft_s, "e2e_s": self.e2e_s,
+            "itl_s": self.itl_s or None, "tpot_s": self.tpot_s, "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out, "tokens_cached": self.tokens_cached, "ok": self.ok,
+            "error_kind": self.error_kind, "http_status": self.http_status,
+            "output_hash": self.output_hash,
+        }
+
+
+def make_session(*, api_key: str | None = None) -> aiohttp.ClientSession:
+    """One session per sweep: unlimited connector (no silent concurrency cap), no aiohttp timeout
+    (the per-request timeout is ours), a large line buffer for cumulative /generate chunks."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=False)
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers=headers,
+        timeout=aiohttp.ClientTimeout(total=None),
+        read_bufsize=1 << 20,  # SSE lines up to 2 MiB (aiohttp's line limit is 2x this)
+    )
+
+
+async def send(
+    session: aiohttp.ClientSession,
+    url: str,
+    api: str,
+    body: dict[str, Any],
+    *,
+    level: float = 0.0,
+    seq: int = 0,
+    warmup: bool = False,
+    timeout_s: float = 120.0,
+) -> RequestRecord:
+    """Send one request and read it to the end; never raises for server-side failures."""
+    rec = RequestRecord(level=level, seq=seq, warmup=warmup, request_id=uuid.uuid4().hex)
+    headers = {"X-Request-Id": rec.request_id}
+    rec.start_ts = time.time()
+    rec.t_start = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.post(url, json=body, headers=headers) as resp:
+                rec.http_status = resp.status
+                if resp.status >= 300:
+                    text = await resp.content.read(MAX_ERROR_BODY)
+                    rec.error_kind = f"http_{resp.status}"
+                    rec.error_detail = text.decode("utf-8", "replace")[:200]
+                    await resp.read()  # drain so the connection can be reused
+                elif api == "images":
+                    await _read_image(resp, rec)
+                else:
+                    await _read_stream(resp, api, rec)
+    except TimeoutError:
+        rec.error_kind, rec.error_detail = "timeout", f"no complete answer within {timeout_s:g} s"
+    except aiohttp.ClientConnectorError as exc:
+        rec.error_kind, rec.error_detail = "connect_refused", str(exc)[:200]
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError,
+            ConnectionError) as exc:
+        rec.error_kind, rec.error_detail = "stream_broken", f"{type(exc).__name__}: {exc}"[:200]
+    except (InvalidResponse, aiohttp.ContentTypeError, json.JSONDecodeError, UnicodeDecodeError,
+            ValueError) as exc:
+        rec.error_kind, rec.error_detail = "invalid_response", str(exc)[:200]
+    except ServerStreamError as exc:
+        rec.error_kind, rec.error_detail = exc.kind, str(exc)
+    except aiohttp.ClientError as exc:
+        rec.error_kind, rec.error_detail = "stream_broken", f"{type(exc).__name__}: {exc}"[:200]
+    rec.t_end = time.perf_counter()
+    rec.e2e_s = rec.t_end - rec.t_start
+    rec.ok = rec.error_kind is None
+    return rec
+
+
+async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecord) -> None:
+    ctype = resp.headers.get("Content-Type", "")
+    if "text/event-stream" not in ctype:
+        if "json" in ctype:  # the server ignored stream=true: one JSON answer
+            obj = json.loads(await resp.read())
+            now = time.perf_counter()
+            parser = parse_full_response(api, obj)
+            if parser.visible:
+                rec.ttft_s = now - rec.t_start
+            _finish(rec, parser, now, now)
+            return
+        raise InvalidResponse(f"expected text/event-stream, got {ctype or 'no content type'!r}")
+    parser = StreamParser(api)
+    t_first: float | None = None
+    t_prev = 0.0
+    itl = rec.itl_s
+    async for line in resp.content:
+        n = parser.feed(line)
+        if n == 0 and (t_first is not None or not parser.visible):
+            continue
+        now = time.perf_counter()
+        if t_first is None:
+            if not parser.visible:
+                continue
+            t_first = t_prev = now
+            rec.ttft_s = now - rec.t_start
+            continue
+        gap = (now - t_prev) / n
+        itl.extend([gap] * n)
+        t_prev = now
+    if not parser.done:
+        raise aiohttp.ClientPayloadError("stream ended without [DONE]")
+    _finish(rec, parser, t_first, t_prev)
+
+
+def _finish(rec: RequestRecord, parser: StreamParser, t_first: float | None, t_last: float) -> None:
+    rec.tokens_in = parser.tokens_in
+    rec.tokens_cached = parser.tokens_cached
+    rec.tokens_out = parser.tokens_out if parser.tokens_out is not None else parser.counted
+    if t_first is not None and rec.tokens_out and rec.tokens_out > 1:
+        rec.tpot_s = (t_last - t_first) / (rec.tokens_out - 1)
+    rec.output_hash = parser.output_hash()
+
+
+async def _read_image(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
+    raw = await resp.read()
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError:
+        raise InvalidResponse(f"image response is not JSON: {raw[:80]!r}") from None
+    rec.images, rec.output_hash = parse_image_response(obj)
+
+
+async def get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 3.0) -> Any:
+    """GET a small JSON document (model discovery); None on any failure."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.get(url) as resp:
+                if resp.status != 200:
+                    return None
+                return json.loads(await resp.read())
+    except (TimeoutError, aiohttp.ClientError, ValueError, OSError):
+        return None

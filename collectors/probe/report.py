@@ -1,0 +1,168 @@
+"""Per-level report of a sweep, computed exactly from the per-request records with numpy.
+
+Percentiles are `numpy.percentile` (linear interpolation) over every measured (non-warm-up)
+successful request: TTFT, TPOT and E2E one value per request, ITL pooled over every per-token gap
+of those requests. Failed requests count in `errors`, never in the latency figures.
+
+Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.report is the full dict):
+
+| key | meaning |
+|---|---|
+| concurrency / rate | the requested level (workers, or requests/s) |
+| requests, ok | measured requests sent / succeeded (warm-up excluded) |
+| errors | {error kind: count} |
+| ttft_s, itl_s, tpot_s, e2e_s | {p50, p95, p99, mean, max} seconds, None when no data |
+| throughput.rps / .output_tok_s | successful requests / output tokens over the measured window (first measured start -> last measured end) |
+| throughput.images_per_min | images API only |
+| achieved | concurrency = Σ e2e / window (Little's law); rate = starts / start span; start lag p99 (open loop) |
+| success_rate | ok / requests |
+| self_check | loop_lag_p99_s, client_cpu_pct (% of one core), trusted, reasons |
+
+Self-check thresholds (perf-baselines.md §1): loop lag p99 > 5 ms or client CPU > 70 % make the
+level `trusted: false`, because above them the client's own queueing shows up in its latencies.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from collectors.probe.client import RequestRecord
+from collectors.probe.pacing import LevelResult
+
+LOOP_LAG_P99_MAX_S = 0.005
+CLIENT_CPU_MAX_PCT = 70.0
+START_LAG_P99_MAX_S = 0.010  # open loop: starts later than this behind schedule = rate not met
+PUBLIC_STAT_KEYS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+
+
+def stats(values: list[float] | np.ndarray) -> dict[str, float | None]:
+    """p50/p95/p99/mean/max (numpy, linear interpolation); all None when there are no values."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
+    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
+    return {"p50": float(p50), "p95": float(p95), "p99": float(p99),
+            "mean": float(arr.mean()), "max": float(arr.max())}
+
+
+def self_check(loop_lag_s: list[float], cpu_pct: float) -> dict[str, Any]:
+    lag_p99 = float(np.percentile(loop_lag_s, 99)) if loop_lag_s else None
+    reasons = []
+    if lag_p99 is not None and lag_p99 > LOOP_LAG_P99_MAX_S:
+        reasons.append(f"client event-loop lag p99 {lag_p99 * 1000:.1f} ms > {LOOP_LAG_P99_MAX_S * 1000:g} ms")
+    if cpu_pct > CLIENT_CPU_MAX_PCT:
+        reasons.append(f"client CPU {cpu_pct:.0f} % > {CLIENT_CPU_MAX_PCT:g} % of one core")
+    return {"loop_lag_p99_s": lag_p99, "client_cpu_pct": round(cpu_pct, 1),
+            "trusted": not reasons, "reasons": reasons}
+
+
+def level_report(result: LevelResult, api: str = "generate") -> dict[str, Any]:
+    """The full report of one level."""
+    plan = result.plan
+    measured = [r for r in result.records if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    errors = Counter(r.error_kind or "unknown" for r in measured if not r.ok)
+    window = _window(measured)
+    itl = [g for r in ok for g in r.itl_s]
+    tokens_out = sum(r.tokens_out or 0 for r in ok)
+    images = sum(r.images or 0 for r in ok)
+    throughput: dict[str, float | None] = {
+        "rps": len(ok) / window if window else None,
+        "output_tok_s": tokens_out / window if window and api != "images" else None,
+    }
+    if api == "images":
+        throughput["images_per_min"] = images / window * 60.0 if window else None
+    achieved: dict[str, Any] = {}
+    if plan.mode == "concurrency":
+        busy = sum(r.e2e_s or 0.0 for r in measured)
+        achieved["concurrency"] = busy / window if window else None
+    else:
+        starts = sorted(r.t_start for r in measured)
+        span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
+        achieved["rate"] = (len(starts) - 1) / span if span > 0 else None
+        lag = result.start_lag_s[plan.warmup:] or result.start_lag_s
+        achieved["start_lag_p99_s"] = float(np.percentile(lag, 99)) if lag else None
+    check = self_check(result.loop_lag_s, result.cpu_pct)
+    if plan.mode == "rate" and (achieved.get("start_lag_p99_s") or 0.0) > START_LAG_P99_MAX_S:
+        check["trusted"] = False
+        check["reasons"].append(
+            f"open-loop starts ran {achieved['start_lag_p99_s'] * 1000:.1f} ms (p99) behind schedule"
+        )
+    key = "concurrency" if plan.mode == "concurrency" else "rate"
+    value: float | int = int(plan.value) if plan.mode == "concurrency" else plan.value
+    out: dict[str, Any] = {
+        key: value,
+        "requests": len(measured),
+        "ok": len(ok),
+        "errors": dict(sorted(errors.items())),
+        "ttft_s": stats([r.ttft_s for r in ok if r.ttft_s is not None]),
+        "itl_s": stats(itl),
+        "tpot_s": stats([r.tpot_s for r in ok if r.tpot_s is not None]),
+        "e2e_s": stats([r.e2e_s for r in ok if r.e2e_s is not None]),
+        "throughput": throughput,
+        "self_check": check,
+        "success_rate": len(ok) / len(measured) if measured else None,
+        "achieved": achieved,
+        "planned_requests": plan.requests,
+        "warmup": plan.warmup,
+        "window_s": window,
+        "stopped": result.stopped,
+    }
+    return out
+
+
+def _window(records: list[RequestRecord]) -> float:
+    if not records:
+        return 0.0
+    return max(r.t_end for r in records) - min(r.t_start for r in records)
+
+
+def public_report(full: dict[str, Any]) -> dict[str, Any]:
+    """Exactly the `pitwall probe --json` shape of the issue, from a full sweep report."""
+    levels = []
+    for lv in full.get("levels", []):
+        key = "concurrency" if "concurrency" in lv else "rate"
+        sc = lv["self_check"]
+        levels.append({
+            key: lv[key], "requests": lv["requests"], "ok": lv["ok"], "errors": lv["errors"],
+            **{k: lv[k] for k in PUBLIC_STAT_KEYS},
+            "throughput": {"rps": lv["throughput"]["rps"],
+                           "output_tok_s": lv["throughput"]["output_tok_s"]},
+            "self_check": {"loop_lag_p99_s": sc["loop_lag_p99_s"],
+                           "client_cpu_pct": sc["client_cpu_pct"], "trusted": sc["trusted"]},
+        })
+    return {"fingerprint": full.get("fingerprint"), "levels": levels}
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1000:.1f}"
+
+
+def format_table(full: dict[str, Any]) -> str:
+    """A fixed-width text table of a sweep report (milliseconds for latencies)."""
+    head = (f"{'level':>9} {'req':>5} {'ok':>5} {'TTFT p50/p99 ms':>17} {'ITL p50/p99 ms':>16} "
+            f"{'TPOT p50 ms':>11} {'E2E p50/p99 ms':>17} {'rps':>8} {'tok/s':>9} trusted")
+    lines = [head]
+    for lv in full.get("levels", []):
+        label = f"c={lv['concurrency']}" if "concurrency" in lv else f"r={lv['rate']:g}"
+        tp = lv["throughput"]
+        rps = "-" if tp["rps"] is None else f"{tp['rps']:.2f}"
+        tok = tp.get("output_tok_s")
+        tok_s = f"{tok:.1f}" if tok is not None else (
+            f"{tp['images_per_min']:.1f}/m" if tp.get("images_per_min") is not None else "-")
+        sc = lv["self_check"]
+        trusted = "yes" if sc["trusted"] else "NO: " + "; ".join(sc.get("reasons", []))
+        lines.append(
+            f"{label:>9} {lv['requests']:>5} {lv['ok']:>5} "
+            f"{_ms(lv['ttft_s']['p50']) + '/' + _ms(lv['ttft_s']['p99']):>17} "
+            f"{_ms(lv['itl_s']['p50']) + '/' + _ms(lv['itl_s']['p99']):>16} "
+            f"{_ms(lv['tpot_s']['p50']):>11} "
+            f"{_ms(lv['e2e_s']['p50']) + '/' + _ms(lv['e2e_s']['p99']):>17} "
+            f"{rps:>8} {tok_s:>9} {trusted}"
+        )
+        if lv["errors"]:
+            lines.append(" " * 10 + "errors: " + ", ".join(f"{k}={n}" for k, n in lv["errors"].items()))
+    return "\n".join(lines)

@@ -1,0 +1,312 @@
+"""A whole probe sweep: levels one after another, records stored, report built.
+
+Entry points:
+- `await run_sweep(spec, engine=...)` in-process (tests, the CLI: the CLI process *is* the one
+  process of its sweep);
+- `python -m collectors.probe.sweep --spec spec.json --db URL [--run-id N]`: one subprocess per
+  sweep, what the runner starts for a dashboard `probe` intent (`run_sweep_subprocess()`), so a
+  sweep's event loop never shares a core's GIL with the collectors.
+
+One process drives every level; aiohttp holds about c=128 streams at 100 tok/s on one core
+(perf-baselines.md §4). Spreading one level over several processes is not implemented: above
+that the self-check marks the level untrusted (client CPU / loop lag) instead.
+
+Progress: `ProbeRun.progress` (0..1 = finished requests / planned requests, warm-up included) is
+written at most once a second from a worker thread, so the database never stalls the event loop;
+ProbeRequest rows are written between levels, never during one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from collectors.probe import store
+from collectors.probe.client import RequestRecord, get_json, make_session, send
+from collectors.probe.consistency import compare_outputs, consistency_warnings
+from collectors.probe.fingerprint import fingerprint_detail, fingerprint_hash
+from collectors.probe.pacing import LevelPlan, run_level
+from collectors.probe.report import level_report
+from collectors.probe.workloads import APIS, WorkloadSpec, build_prompts, request_body
+
+#: on_progress(finished requests, planned requests, level label)
+ProgressFn = Callable[[int, int, str], None]
+
+
+@dataclass(slots=True)
+class SweepSpec:
+    """Everything a sweep needs; JSON-able (`to_dict` / `from_dict`), stored as ProbeRun.spec."""
+
+    url: str
+    api: str = "generate"
+    mode: str = "concurrency"  # concurrency | rate
+    levels: list[float] = field(default_factory=lambda: [1, 4, 8, 16])
+    requests: int | None = None  # measured requests per level; None -> max(50, 5 x level)
+    warmup: int | None = None  # warm-up requests per level; None -> the level (at least 1)
+    timeout_s: float = 120.0
+    max_duration_s: float | None = None  # per level
+    abort_error_rate: float | None = 0.5
+    abort_min_requests: int = 10
+    stagger_s: float = 0.002
+    api_key: str | None = None
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    seed: int = 0
+    discover_model: bool = True
+    baseline_run_id: int | None = None
+    server_id: int | None = None
+    launch_id: int | None = None
+    name: str | None = None
+
+    def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
+        d = asdict(self)
+        if redact and d.get("api_key"):
+            d["api_key"] = "***"  # never store a secret in ProbeRun.spec
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepSpec:
+        data = dict(data)
+        wl = data.pop("workload", None) or {}
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"Unknown sweep field(s) {unknown}; known: {sorted(known)}.")
+        return cls(**data, workload=WorkloadSpec.from_dict(wl))
+
+    def validate(self) -> None:
+        if self.api not in APIS:
+            raise ValueError(f"Unknown API {self.api!r}; use one of {list(APIS)}.")
+        if self.mode not in ("concurrency", "rate"):
+            raise ValueError(f"Unknown load mode {self.mode!r}; use 'concurrency' or 'rate'.")
+        if not self.levels or any(v <= 0 for v in self.levels):
+            raise ValueError("Levels must be a non-empty list of positive numbers.")
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"URL {self.url!r} must start with http:// or https://.")
+
+    def requests_for(self, level: float) -> int:
+        return self.requests if self.requests is not None else max(50, math.ceil(5 * level))
+
+    def warmup_for(self, level: float) -> int:
+        return self.warmup if self.warmup is not None else max(1, math.ceil(level))
+
+
+async def _discover_model(session: Any, url: str) -> str | None:
+    models = await get_json(session, url + "/v1/models")
+    if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+        mid = models["data"][0].get("id") if isinstance(models["data"][0], dict) else None
+        if mid:
+            return str(mid)
+    info = await get_json(session, url + "/model_info")
+    if isinstance(info, dict) and info.get("model_path"):
+        return str(info["model_path"])
+    return None
+
+
+async def run_sweep(
+    spec: SweepSpec,
+    *,
+    engine: Engine | None = None,
+    run_id: int | None = None,
+    on_progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Run every level; store the run when `engine` is given; return the full report."""
+    spec.validate()
+    prompts = build_prompts(spec.workload)  # WorkloadError before anything is stored
+    base = spec.url.rstrip("/")
+    bodies = [request_body(spec.api, p, spec.workload) for p in prompts]
+    planned = [spec.requests_for(v) + spec.warmup_for(v) for v in spec.levels]
+    total = sum(planned)
+    report: dict[str, Any] = {"run_id": run_id, "status": "running", "levels": []}
+    state = {"done": 0, "label": "", "written": -1.0}
+
+    async with make_session(api_key=spec.api_key) as session:
+        model = spec.workload.model
+        if model is None and spec.discover_model:
+            model = await _discover_model(session, base)
+        detail = fingerprint_detail(
+            api=spec.api, model=model, workload=spec.workload, prompts=prompts, mode=spec.mode,
+            levels=spec.levels, requests_per_level=[spec.requests_for(v) for v in spec.levels],
+            warmup_per_level=[spec.warmup_for(v) for v in spec.levels],
+        )
+        fp = fingerprint_hash(detail)
+        report.update(fingerprint=fp, fingerprint_detail=detail, n_prompts=len(prompts))
+        if engine is not None:
+            fields = dict(url=spec.url, api=spec.api, spec=spec.to_dict(), fingerprint=fp,
+                          fingerprint_detail=detail)
+            if run_id is None:
+                run_id = await asyncio.to_thread(
+                    store.create_run, engine, server_id=spec.server_id, launch_id=spec.launch_id,
+                    name=spec.name, baseline_run_id=spec.baseline_run_id, **fields)
+            else:
+                await asyncio.to_thread(store.update_run, engine, run_id=run_id, **fields)
+            report["run_id"] = run_id
+            await asyncio.to_thread(store.update_run, engine, run_id=run_id, status="running",
+                                    started_at=time.time(), progress=0.0)
+        writer = asyncio.create_task(_progress_writer(engine, run_id, state, total)) if engine else None
+        status, error = "failed", "interrupted before the sweep finished"
+        try:
+            for i, value in enumerate(spec.levels):
+                label = f"c={int(value)}" if spec.mode == "concurrency" else f"r={value:g}/s"
+                state["label"] = label
+                plan = LevelPlan(
+                    mode=spec.mode, value=value, requests=spec.requests_for(value),
+                    warmup=spec.warmup_for(value), stagger_s=spec.stagger_s,
+                    max_duration_s=spec.max_duration_s, abort_error_rate=spec.abort_error_rate,
+                    abort_min_requests=spec.abort_min_requests, seed=spec.seed + i,
+                )
+
+                async def one(seq: int, warm: bool, value: float = value) -> RequestRecord:
+                    path, body = bodies[seq % len(bodies)]
+                    return await send(session, base + path, spec.api, body, level=value,
+                                      seq=seq, warmup=warm, timeout_s=spec.timeout_s)
+
+                def done(_rec: RequestRecord) -> None:
+                    state["done"] += 1
+                    if on_progress is not None:
+                        on_progress(int(state["done"]), total, str(state["label"]))
+
+                result = await run_level(plan, one, done)
+                lv = level_report(result, spec.api)
+                report["levels"].append(lv)
+                state["done"] = sum(planned[: i + 1])
+                if engine is not None and run_id is not None:
+                    await asyncio.to_thread(store.insert_requests, engine, run_id=run_id,
+                                            records=result.records)
+                    await asyncio.to_thread(store.update_run, engine, run_id=run_id,
+                                            report=_jsonable(report))
+                if result.stopped == "error_rate":
+                    status = "aborted"
+                    error = (f"Stopped at {label}: more than {spec.abort_error_rate:.0%} of requests "
+                             f"failed ({lv['errors']}); check the server and the URL / API.")
+                    break
+            else:
+                status, error = "done", None
+        except Exception as exc:  # stored as a failed run; the CLI turns it into one sentence
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            if writer is not None:
+                writer.cancel()
+            report["status"], report["error"] = status, error
+            report["trusted"] = bool(report["levels"]) and all(
+                lv["self_check"]["trusted"] for lv in report["levels"])
+            if engine is not None and run_id is not None:
+                if spec.baseline_run_id is not None and status != "failed":
+                    report["consistency"] = await asyncio.to_thread(
+                        _consistency, engine, spec.baseline_run_id, run_id, detail, len(prompts))
+                await asyncio.to_thread(
+                    store.update_run, engine, run_id=run_id, status=status, error=error,
+                    progress=1.0 if status == "done" else state["done"] / max(total, 1),
+                    finished_at=time.time(), report=_jsonable(report), trusted=report["trusted"])
+    return report
+
+
+def _consistency(engine: Engine, baseline_id: int, run_id: int, detail: dict[str, Any],
+                 n_prompts: int) -> dict[str, Any]:
+    base = store.get_run(engine, run_id=baseline_id)
+    if base is None:
+        return {"baseline_run_id": baseline_id, "error": f"baseline run {baseline_id} not found"}
+    out = compare_outputs(store.output_rows(engine, run_id=baseline_id),
+                          store.output_rows(engine, run_id=run_id), n_prompts)
+    return {"baseline_run_id": baseline_id, **out,
+            "warnings": consistency_warnings(base.get("fingerprint_detail"), detail)}
+
+
+async def _progress_writer(engine: Engine | None, run_id: int | None, state: dict[str, Any],
+                           total: int) -> None:
+    while engine is not None and run_id is not None:
+        await asyncio.sleep(1.0)
+        frac = min(state["done"] / max(total, 1), 0.999)
+        if frac != state["written"]:
+            state["written"] = frac
+            await asyncio.to_thread(store.update_run, engine, run_id=run_id, progress=frac)
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))
+
+
+# ---------------------------------------------------------------------------------------------
+# one subprocess per sweep
+
+
+def sweep_argv(spec_path: str | Path, db_url: str, run_id: int | None = None) -> list[str]:
+    """The argument list of a sweep subprocess (no shell)."""
+    argv = [sys.executable, "-m", "collectors.probe.sweep", "--spec", os.fspath(spec_path), "--db", db_url]
+    if run_id is not None:
+        argv += ["--run-id", str(run_id)]
+    return argv
+
+
+def run_sweep_subprocess(engine: Engine, db_url: str, spec: SweepSpec,
+                         *, timeout_s: float | None = None) -> int:
+    """Create the ProbeRun (pending, visible at once), run the sweep in its own process, wait.
+
+    What the runner's `probe` intent handler calls; returns the run id. A subprocess that dies
+    leaves the run `failed` with the tail of its stderr."""
+    spec.validate()
+    run_id = store.create_run(engine, url=spec.url, api=spec.api, spec=spec.to_dict(),
+                              fingerprint="", fingerprint_detail={}, server_id=spec.server_id,
+                              launch_id=spec.launch_id, name=spec.name,
+                              baseline_run_id=spec.baseline_run_id)
+    with tempfile.TemporaryDirectory(prefix="pitwall-sweep-") as tmp:
+        path = Path(tmp) / "spec.json"
+        path.write_text(json.dumps(spec.to_dict(redact=False)), encoding="utf-8")
+        os.chmod(path, 0o600)
+        try:
+            proc = subprocess.run(sweep_argv(path, db_url, run_id), capture_output=True, text=True,
+                                  timeout=timeout_s, check=False)
+            tail = proc.stderr.strip().splitlines()[-1:] if proc.stderr else []
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            code, tail = None, [f"sweep did not finish within {timeout_s:g} s and was killed"]
+    row = store.get_run(engine, run_id=run_id)
+    if row and row["status"] in ("pending", "running"):
+        store.update_run(engine, run_id=run_id, status="failed", finished_at=time.time(),
+                         error=(tail[0] if tail else f"sweep process exited with code {code}"))
+    return run_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m collectors.probe.sweep",
+                                description="Run one probe sweep described by a JSON spec.")
+    p.add_argument("--spec", required=True, help="path of a SweepSpec JSON file")
+    p.add_argument("--db", default=None, help="database URL to store the run in")
+    p.add_argument("--run-id", type=int, default=None, help="existing ProbeRun to fill")
+    p.add_argument("--json-out", default=None, help="write the full report here")
+    args = p.parse_args(argv)
+    try:
+        spec = SweepSpec.from_dict(json.loads(Path(args.spec).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"pitwall sweep: cannot read the spec {args.spec} ({exc}); fix the file.", file=sys.stderr)
+        return 2
+    engine = None
+    if args.db:
+        from collectors.probe.cli import open_engine
+
+        engine = open_engine(args.db)
+    try:
+        report = asyncio.run(run_sweep(spec, engine=engine, run_id=args.run_id))
+    except Exception as exc:
+        print(f"pitwall sweep: failed ({type(exc).__name__}: {exc}).", file=sys.stderr)
+        return 1
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
+    return 0 if report["status"] in ("done", "aborted") else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

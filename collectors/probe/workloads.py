@@ -1,0 +1,237 @@
+"""Probe workloads: which prompts are sent, with which output length and sampling params.
+
+A workload is a `WorkloadSpec` (JSON-able) that `build_prompts()` turns into a deterministic list
+of `Prompt`s; request *i* of a level uses prompt `i % len(prompts)`, so two runs of the same spec
+send the same prompts in the same order (which the output-consistency check relies on).
+
+Prompt sets (`WorkloadSpec.prompt_set`):
+
+| name | what |
+|---|---|
+| `builtin` | the small hand-written set shipped in collectors/probe/prompts/builtin.jsonl (24 prompts) |
+| `synthetic` | `num_prompts` prompts of exactly `input_tokens` words each (seeded), for controlled input length |
+| `shared-prefix` | `prefix_templates` × `suffixes_per_template` prompts: a template prefix of `prefix_tokens` words shared by its suffixes, like templated product prompts; exercises the radix cache |
+| a path ending `.jsonl` | one JSON object per line: `{"prompt": str}` (or `"text"`), or `{"messages": [...]}` for chat; optional `"id"`, `"max_new_tokens"` |
+
+Input length: synthetic words are common one-syllable English words, which Llama/Qwen-style BPE
+tokenizers encode as one token each (with the leading space), so `input_tokens` words ≈ that many
+tokens. The server's own count (`meta_info.prompt_tokens` / `usage.prompt_tokens`) is recorded per
+request as `tokens_in`; cross-check there.
+
+`request_body(api, prompt, spec)` is pure: it returns the URL path and JSON body for one request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+BUILTIN_SETS = ("builtin", "synthetic", "shared-prefix")
+APIS = ("generate", "completions", "chat", "images")
+API_PATHS = {
+    "generate": "/generate",
+    "completions": "/v1/completions",
+    "chat": "/v1/chat/completions",
+    "images": "/v1/images/generations",
+}
+
+# One-token-ish words (with a leading space) for synthetic prompts.
+_WORDS = (
+    "the time day way man world life hand part child eye place work week case point home water "
+    "room book word side kind head house face friend month light night game line end door tree "
+    "road car city team bird fish rain wind snow fire stone river field ship king song story"
+).split()
+
+
+class WorkloadError(ValueError):
+    """A workload that cannot be built; the message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt: `text` (generate/completions/images) or `messages` (chat; text is derived)."""
+
+    id: str
+    text: str
+    messages: tuple[dict[str, str], ...] | None = None
+    max_new_tokens: int | None = None  # per-prompt override from a JSONL file
+
+
+@dataclass(slots=True)
+class WorkloadSpec:
+    """What each request carries. All fields are JSON-able; see the module docstring."""
+
+    prompt_set: str = "builtin"
+    input_tokens: int = 128  # synthetic
+    num_prompts: int = 32  # synthetic
+    prefix_templates: int = 4  # shared-prefix
+    suffixes_per_template: int = 8  # shared-prefix
+    prefix_tokens: int = 512  # shared-prefix
+    seed: int = 0
+    max_new_tokens: int = 128
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: list[str] | None = None
+    model: str | None = None  # OpenAI "model"; None -> "default"
+    image_size: str = "512x512"
+    image_steps: int | None = None
+    images_per_request: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)  # merged into every body
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkloadSpec:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise WorkloadError(f"Unknown workload field(s) {unknown}; known: {sorted(known)}.")
+        return cls(**data)
+
+    def sampling_params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"temperature": self.temperature}
+        if self.top_p is not None:
+            out["top_p"] = self.top_p
+        if self.top_k is not None:
+            out["top_k"] = self.top_k
+        if self.stop:
+            out["stop"] = list(self.stop)
+        return out
+
+
+def synthetic_text(n_words: int, rng: random.Random) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(n_words))
+
+
+def parse_jsonl(text: str, source: str = "<prompts>") -> list[Prompt]:
+    """Prompts from JSONL text; a bad line raises WorkloadError naming the line."""
+    out: list[Prompt] = []
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise WorkloadError(f"{source} line {lineno} is not JSON ({exc.msg}); fix or remove it.") from None
+        if not isinstance(obj, dict):
+            raise WorkloadError(f"{source} line {lineno} must be a JSON object with a \"prompt\".")
+        pid = str(obj.get("id", f"p{len(out)}"))
+        mnt = obj.get("max_new_tokens")
+        mnt = int(mnt) if isinstance(mnt, int | float) else None
+        if isinstance(obj.get("messages"), list) and obj["messages"]:
+            msgs = tuple({"role": str(m["role"]), "content": str(m["content"])} for m in obj["messages"])
+            text_ = "\n".join(m["content"] for m in msgs)
+            out.append(Prompt(pid, text_, msgs, mnt))
+            continue
+        prompt = obj.get("prompt", obj.get("text"))
+        if not isinstance(prompt, str) or not prompt:
+            raise WorkloadError(
+                f"{source} line {lineno} has no \"prompt\" string (or \"messages\" list); add one."
+            )
+        out.append(Prompt(pid, prompt, None, mnt))
+    if not out:
+        raise WorkloadError(f"{source} holds no prompts; add lines like {{\"prompt\": \"...\"}}.")
+    return out
+
+
+def build_prompts(spec: WorkloadSpec, base_dir: Path | None = None) -> list[Prompt]:
+    """The deterministic prompt list of a workload."""
+    name = spec.prompt_set
+    rng = random.Random(spec.seed)
+    if name == "builtin":
+        path = PROMPTS_DIR / "builtin.jsonl"
+        return parse_jsonl(path.read_text(encoding="utf-8"), "builtin prompt set")
+    if name == "synthetic":
+        if spec.input_tokens < 1 or spec.num_prompts < 1:
+            raise WorkloadError("Synthetic prompts need input_tokens >= 1 and num_prompts >= 1.")
+        return [Prompt(f"s{i}", synthetic_text(spec.input_tokens, rng)) for i in range(spec.num_prompts)]
+    if name == "shared-prefix":
+        if min(spec.prefix_templates, spec.suffixes_per_template, spec.prefix_tokens) < 1:
+            raise WorkloadError("Shared-prefix prompts need templates, suffixes and prefix_tokens >= 1.")
+        questions = build_prompts(WorkloadSpec(prompt_set="builtin"))
+        out = []
+        for t in range(spec.prefix_templates):
+            prefix = f"Template {t}. " + synthetic_text(spec.prefix_tokens, rng)
+            for s in range(spec.suffixes_per_template):
+                q = questions[(t * spec.suffixes_per_template + s) % len(questions)].text
+                out.append(Prompt(f"t{t}s{s}", f"{prefix}\n\nQuestion: {q}"))
+        return out
+    path = Path(name)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    if path.suffix != ".jsonl" or not path.is_file():
+        raise WorkloadError(
+            f"Prompt set {name!r} is neither one of {list(BUILTIN_SETS)} nor an existing .jsonl file."
+        )
+    return parse_jsonl(path.read_text(encoding="utf-8"), str(path.name))
+
+
+def prompts_hash(prompts: list[Prompt]) -> str:
+    """Content hash of a prompt list (ids, texts, messages, per-prompt lengths), 16 hex chars."""
+    h = hashlib.sha256()
+    for p in prompts:
+        h.update(json.dumps([p.id, p.text, p.messages, p.max_new_tokens]).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:16]
+
+
+def length_summary(prompts: list[Prompt]) -> dict[str, Any]:
+    """Input-length distribution in words and characters (min / p50 / max, mean)."""
+    words = sorted(len(p.text.split()) for p in prompts)
+    chars = sorted(len(p.text) for p in prompts)
+
+    def stats(v: list[int]) -> dict[str, float]:
+        return {"min": v[0], "p50": v[len(v) // 2], "max": v[-1], "mean": round(sum(v) / len(v), 2)}
+
+    return {"n": len(prompts), "words": stats(words), "chars": stats(chars)}
+
+
+def request_body(api: str, prompt: Prompt, spec: WorkloadSpec) -> tuple[str, dict[str, Any]]:
+    """(URL path, JSON body) for one request of `api` (see API_PATHS)."""
+    max_new = prompt.max_new_tokens or spec.max_new_tokens
+    body: dict[str, Any]
+    if api == "generate":
+        sp = spec.sampling_params() | {"max_new_tokens": max_new}
+        if spec.ignore_eos:
+            sp["ignore_eos"] = True
+        body = {"text": prompt.text, "sampling_params": sp, "stream": True}
+    elif api in ("completions", "chat"):
+        body = {
+            "model": spec.model or "default",
+            "max_tokens": max_new,
+            "stream": True,
+            # usage (prompt/completion/cached tokens) arrives in a final chunk
+            "stream_options": {"include_usage": True},
+        } | spec.sampling_params()
+        if spec.ignore_eos:
+            body["ignore_eos"] = True  # SGLang extension of the OpenAI API
+        if api == "chat":
+            msgs = prompt.messages or ({"role": "user", "content": prompt.text},)
+            body["messages"] = [dict(m) for m in msgs]
+        else:
+            body["prompt"] = prompt.text
+    elif api == "images":
+        body = {
+            "prompt": prompt.text,
+            "n": spec.images_per_request,
+            "size": spec.image_size,
+            "response_format": "b64_json",
+        }
+        if spec.model:
+            body["model"] = spec.model
+        if spec.image_steps is not None:
+            body["num_inference_steps"] = spec.image_steps
+        body["seed"] = spec.seed
+    else:
+        raise WorkloadError(f"Unknown API {api!r}; use one of {list(APIS)}.")
+    body.update(spec.extra)
+    return API_PATHS[api], body

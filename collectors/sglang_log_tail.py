@@ -1,0 +1,204 @@
+"""Following one log file: complete lines only, across rotation and truncation, from a saved offset.
+
+`LogTailer.read()` returns the complete lines appended since the last call, each with the byte
+offset just past it, and never a partial line: an unterminated tail stays in the file and is
+read again, whole, once its newline arrives. The tailer's position is a plain dict
+(`TailState`) that the caller persists; `LogTailer(path, state)` resumes from it.
+
+Identity of the file: (st_dev, st_ino) plus the first bytes of the file (`head`, up to 64).
+
+- **rotation** (the path now names another inode): the old file, still open, is drained to its
+  end first — including a last line without newline, since nobody will finish it — then the
+  new file is read from offset 0. After a restart the old file is looked for next to the path
+  (``path.1``, ``path.0``, ``path-*``, ...: any sibling starting with the name and holding the
+  saved inode) and drained from the saved offset; if it cannot be found, the lines written to
+  it after the last saved offset are lost (the only loss case; documented in sglang_log.py).
+- **truncation** (size < offset, or the first bytes changed — copytruncate that regrew past the
+  old offset): read again from offset 0.
+- **bounded work**: at most `max_bytes` per call, so a huge backlog is read over several polls.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from typing import IO, Any
+
+HEAD_BYTES = 64
+
+
+@dataclass(slots=True)
+class TailState:
+    """Where the tailer stands; `to_dict()`/`from_dict()` round-trip through storage JSON."""
+
+    dev: int = 0
+    ino: int = 0
+    offset: int = 0  # byte offset of the next unread line in the file (dev, ino)
+    head: str = ""  # first bytes of that file, latin-1 decoded (JSON-safe, lossless)
+    line_no: int = 0  # physical lines before `offset` (1-based numbering continues from it)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dev": self.dev, "ino": self.ino, "offset": self.offset, "head": self.head,
+                "line_no": self.line_no}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> TailState | None:
+        if not d:
+            return None
+        try:
+            return cls(int(d["dev"]), int(d["ino"]), int(d["offset"]), str(d.get("head", "")),
+                       int(d.get("line_no", 0)))
+        except (KeyError, TypeError, ValueError):
+            return None  # unreadable state: start over rather than fail forever
+
+
+@dataclass(slots=True)
+class Line:
+    data: bytes  # the line without its newline
+    start: int  # offset of its first byte in file (dev, ino)
+    end: int  # offset just past the line (and its newline)
+    dev: int
+    ino: int
+    line_no: int
+
+
+class LogTailer:
+    """Follows `path`; see the module docstring."""
+
+    def __init__(self, path: str, state: TailState | None = None, *,
+                 max_bytes: int = 4 << 20, start_at_end: bool = False) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._f: IO[bytes] | None = None
+        self._st = state
+        self._start_at_end = start_at_end and state is None
+        self._pending_old: tuple[IO[bytes], TailState] | None = None
+        self._heads: dict[tuple[int, int], str] = {}
+        if state is not None:
+            self._pending_old = self._find_rotated(state)
+
+    @property
+    def state(self) -> TailState | None:
+        """Position after the last line returned by read()."""
+        return self._st
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+        if self._pending_old is not None:
+            self._pending_old[0].close()
+            self._pending_old = None
+
+    def read(self) -> list[Line]:
+        """Complete lines appended since the last call (at most ~max_bytes of them)."""
+        out: list[Line] = []
+        try:
+            pst: os.stat_result | None = os.stat(self.path)
+        except FileNotFoundError:
+            pst = None  # not created yet, or between rotate and re-create: keep the open file
+        st = self._st
+        if (pst is not None and self._f is not None and st is not None
+                and (pst.st_dev, pst.st_ino) != (st.dev, st.ino)):
+            # rotated while we had it open: finish the old file first, then the new one
+            self._pending_old = (self._f, st)
+            self._f, self._st = None, None
+        if self._pending_old is not None:
+            f, old = self._pending_old
+            if not self._drain(f, old, out, final=True):
+                return out  # more of the old file next time
+            f.close()
+            self._pending_old = None
+            if self._f is None:
+                self._st = None
+        if pst is None and self._f is None:
+            return out
+        st = self._st
+        if self._f is None:
+            if st is not None and pst is not None and (pst.st_dev, pst.st_ino) != (st.dev, st.ino):
+                st = None  # the saved file is gone: this is another one
+            try:
+                self._f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls
+            except OSError:
+                return out
+            fst = os.fstat(self._f.fileno())
+            if st is None or (fst.st_dev, fst.st_ino) != (st.dev, st.ino):
+                st = TailState(fst.st_dev, fst.st_ino, 0, "", 0)
+                if self._start_at_end:
+                    st.offset = fst.st_size
+            self._start_at_end = False
+            self._st = st
+        assert self._f is not None and st is not None
+        size = os.fstat(self._f.fileno()).st_size
+        if size < st.offset or not self._head_matches(self._f, st):
+            st.offset, st.line_no, st.head = 0, 0, ""  # truncated or replaced in place
+        self._drain(self._f, st, out, final=False)
+        return out
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _head_matches(self, f: IO[bytes], st: TailState) -> bool:
+        if not st.head or st.offset == 0:
+            return True
+        f.seek(0)
+        now = f.read(len(st.head)).decode("latin-1")
+        return now == st.head
+
+    def _drain(self, f: IO[bytes], st: TailState, out: list[Line], *, final: bool) -> bool:
+        """Append complete lines from st.offset; `final`: the file will not grow any more.
+
+        Returns True when the end of the file was reached.
+        """
+        if len(st.head) < HEAD_BYTES:
+            f.seek(0)
+            st.head = f.read(HEAD_BYTES).decode("latin-1")
+        self._heads[(st.dev, st.ino)] = st.head
+        f.seek(st.offset)
+        data = f.read(self.max_bytes)
+        if len(data) == self.max_bytes and b"\n" not in data:
+            data += f.readline()  # one line longer than the budget: take it whole if complete
+        at_eof = st.offset + len(data) >= os.fstat(f.fileno()).st_size
+        cut = data.rfind(b"\n") + 1
+        if final and at_eof:
+            cut = len(data)  # an unterminated last line that nobody will finish
+        if cut == 0:
+            return at_eof
+        chunk = data[:cut] if cut < len(data) else data
+        parts = chunk.split(b"\n")
+        if chunk.endswith(b"\n"):
+            parts.pop()
+        start = st.offset
+        limit = st.offset + len(chunk)
+        for part in parts:
+            end = min(start + len(part) + 1, limit)
+            st.line_no += 1
+            out.append(Line(part, start, end, st.dev, st.ino, st.line_no))
+            start = end
+        st.offset = limit
+        return at_eof and cut == len(data)
+
+    def head_of(self, dev: int, ino: int) -> str:
+        """The first bytes of a file this tailer has read (for a TailState to persist)."""
+        return self._heads.get((dev, ino), "")
+
+    def _find_rotated(self, st: TailState) -> tuple[IO[bytes], TailState] | None:
+        """After a restart: the saved file under a rotated name, if it is not at `path` now."""
+        try:
+            pst = os.stat(self.path)
+            if (pst.st_dev, pst.st_ino) == (st.dev, st.ino):
+                return None
+        except FileNotFoundError:
+            pass
+        for cand in sorted(glob.glob(glob.escape(self.path) + "?*")):
+            try:
+                cst = os.stat(cand)
+            except OSError:
+                continue
+            if (cst.st_dev, cst.st_ino) == (st.dev, st.ino) and cst.st_size >= st.offset:
+                try:
+                    f = open(cand, "rb")  # noqa: SIM115 - closed once drained
+                except OSError:
+                    return None
+                return f, TailState(st.dev, st.ino, st.offset, st.head, st.line_no)
+        return None

@@ -1,0 +1,225 @@
+"""METRIC_SPECS: every scorecard figure declared once (key, label, dimension, units, direction, formula).
+
+Scorecards (scorecard.py), SLO grading (slo.py), comparisons (compare.py), charts and every export
+read this table; the README's metric table is `metric_table_markdown()` pasted verbatim (a
+meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's `[slo]` table.
+
+Units: `unit` is the base unit the value is stored and exported in (`s`, `ratio` 0-1, `req_s`,
+`tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`); `display` is what a person reads
+(`fmt_value(value, unit)` in dashboard/components/format.py does the conversion). `better` is
+`lower`, `higher` or `none` (informational, never coloured or graded).
+
+Where the inputs come from (Sample keys are the collectors' contract, DESIGN.md):
+- probe figures: ProbeRequest rows of the scorecard's probe run, exact numpy percentiles
+  (linear interpolation), measured (non-warm-up) successful requests of the headline level;
+- canary figures (no probe run): `canary.ttft_s` / `canary.e2e_s` samples in the window;
+- server figures: `metrics.*` / `log.*` samples in the window, energy from `gpu.<i>.energy_j`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DIMENSIONS = ("latency", "throughput", "cost", "stability")
+DIMENSION_LABELS = {
+    "latency": "Latency",
+    "throughput": "Throughput",
+    "cost": "Cost",
+    "stability": "Stability",
+}
+DISPLAY = {
+    "s": "ms / s",
+    "ratio": "%",
+    "rps": "req/s",
+    "tok_s": "tok/s",
+    "img_min": "img/min",
+    "usd": "USD",
+    "usd_h": "USD/h",
+    "j": "J",
+    "w": "W",
+    "count": "count",
+    "x": "×",
+}
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    key: str  # unique; also the [slo] key
+    label: str
+    dimension: str  # one of DIMENSIONS
+    unit: str  # base unit of the value (see module docstring)
+    better: str  # "lower" | "higher" | "none"
+    formula: str  # how the value is computed, in words, with its inputs
+
+    @property
+    def display(self) -> str:
+        return DISPLAY.get(self.unit, self.unit)
+
+
+_LAT_NAMES = {
+    "ttft": ("TTFT", "time to first token"),
+    "itl": ("ITL", "inter-token latency, pooled over every per-token gap"),
+    "tpot": ("TPOT", "time per output token, (e2e - ttft) / (tokens_out - 1) per request"),
+    "e2e": ("E2E", "end-to-end request latency"),
+}
+_SERVER_HIST = {
+    "ttft": "metrics.ttft_p{p}_s",
+    "itl": "metrics.itl_p{p}_s",
+    "e2e": "metrics.e2e_p{p}_s",
+}
+
+
+def _latency_specs() -> list[MetricSpec]:
+    out: list[MetricSpec] = []
+    for name, (short, meaning) in _LAT_NAMES.items():
+        for p in (50, 95, 99):
+            canary = (
+                f"; without probes: p{p} of `canary.{name}_s` samples (labelled canary only)"
+                if name in ("ttft", "e2e")
+                else ""
+            )
+            out.append(
+                MetricSpec(
+                    f"{name}_p{p}_s",
+                    f"{short} p{p}",
+                    "latency",
+                    "s",
+                    "lower",
+                    f"p{p} of the probe's {meaning} (exact, ProbeRequest rows){canary}",
+                )
+            )
+    for p in (50, 95, 99):
+        out.append(
+            MetricSpec(
+                f"image_p{p}_s",
+                f"Per-image latency p{p}",
+                "latency",
+                "s",
+                "lower",
+                f"image servers: p{p} of e2e_s / images per request over the probe's requests",
+            )
+        )
+    for name, key in _SERVER_HIST.items():
+        for p in (50, 95, 99):
+            out.append(
+                MetricSpec(
+                    f"server_{name}_p{p}_s",
+                    f"Server {_LAT_NAMES[name][0]} p{p} (histogram)",
+                    "latency",
+                    "s",
+                    "lower",
+                    f"mean of `{key.format(p=p)}` samples in the window (the server's histogram "
+                    f"estimate); flagged when any `metrics.{name}_clamped` sample is 1 (the "
+                    "quantile hit the last finite bucket, so the true value is higher)",
+                )
+            )
+    return out
+
+
+METRIC_SPECS: tuple[MetricSpec, ...] = (
+    *_latency_specs(),
+    # -- throughput ---------------------------------------------------------------------------
+    MetricSpec("rps", "Requests/s", "throughput", "rps", "higher",
+               "probe: successful requests / level window (first start -> last end); "
+               "without probes: mean of `metrics.requests_per_s`"),
+    MetricSpec("output_tok_s", "Output tokens/s", "throughput", "tok_s", "higher",
+               "probe: Σ tokens_out of successful requests / level window; without probes: mean "
+               "of `metrics.generation_tokens_per_s`, else `log.gen_throughput_tok_s`"),
+    MetricSpec("input_tok_s", "Input tokens/s", "throughput", "tok_s", "higher",
+               "probe: Σ tokens_in of successful requests / level window; without probes: mean "
+               "of `metrics.prompt_tokens_per_s`, else `log.input_throughput_tok_s`"),
+    MetricSpec("images_per_min", "Images/min", "throughput", "img_min", "higher",
+               "image servers: images of successful requests / level window × 60"),
+    MetricSpec("server_gen_tok_s", "Server gen throughput", "throughput", "tok_s", "higher",
+               "mean of `log.gen_throughput_tok_s` samples in the window, else "
+               "`metrics.gen_throughput_tok_s` (what the scheduler reports)"),
+    MetricSpec("avg_running_batch", "Avg running batch", "throughput", "count", "higher",
+               "mean of `log.running_req` samples in the window, else `metrics.num_running_reqs`"),
+    MetricSpec("radix_hit_rate", "Radix cache hit rate", "throughput", "ratio", "higher",
+               "token-weighted: Σ `log.prefill_cached_token` / Σ (`log.prefill_cached_token` + "
+               "`log.prefill_new_token`) in the window; else Σ tokens_cached / Σ tokens_in of the "
+               "probe's requests (client-reported)"),
+    # -- cost ---------------------------------------------------------------------------------
+    MetricSpec("gpu_usd_per_hour", "GPU cost per hour", "cost", "usd_h", "none",
+               "Server.gpu_hourly_usd × GPU count (gpu_indices, else GPUs seen in `gpu.<i>.*`, "
+               "else tp_size × dp_size of the launch, else 1); missing price: not configured"),
+    MetricSpec("usd_per_1m_output_tok", "USD per 1M output tokens", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 3600 / output_tok_s × 1e6"),
+    MetricSpec("usd_per_1m_total_tok", "USD per 1M total tokens", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 3600 / (input_tok_s + output_tok_s) × 1e6"),
+    MetricSpec("usd_per_image", "USD per image", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 60 / images_per_min"),
+    MetricSpec("usd_per_1k_requests", "USD per 1,000 requests", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 3600 / rps × 1000"),
+    MetricSpec("usd_per_1m_output_tok_at_slo", "USD per 1M output tokens at the TTFT target",
+               "cost", "usd", "lower",
+               "cheapest usd_per_1m_output_tok over the probe's load levels whose TTFT p99 meets "
+               "the ttft_p99_s SLO target (names the level)"),
+    MetricSpec("avg_power_w", "Avg GPU power", "cost", "w", "lower",
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` / window seconds (counter deltas), else Σ mean "
+               "`gpu.<i>.power_w`"),
+    MetricSpec("energy_j_per_output_tok", "Energy per output token", "cost", "j", "lower",
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / output tokens produced in it"),
+    MetricSpec("energy_j_per_image", "Energy per image", "cost", "j", "lower",
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / images produced in it"),
+    MetricSpec("electricity_usd_per_1m_output_tok", "Electricity per 1M output tokens", "cost",
+               "usd", "lower",
+               "energy_j_per_output_tok × 1e6 / 3.6e6 J/kWh × electricity_usd_per_kwh"),
+    # -- stability ----------------------------------------------------------------------------
+    MetricSpec("success_rate", "Success rate", "stability", "ratio", "higher",
+               "probe: ok / measured requests over every level; without probes: mean of "
+               "`canary.ok`"),
+    MetricSpec("error_count", "Errors", "stability", "count", "lower",
+               "failed measured probe requests (by kind in errors_by_kind); without probes: "
+               "canary samples with `canary.ok` = 0"),
+    MetricSpec("oom_count", "OOMs", "stability", "count", "lower",
+               "`oom` + `prefill_oom` events in the window"),
+    MetricSpec("retraction_count", "Decode retractions", "stability", "count", "lower",
+               "`decode_retract` events in the window"),
+    MetricSpec("crash_count", "Crashes", "stability", "count", "lower",
+               "`crash` events in the window"),
+    MetricSpec("restart_count", "Server exits / restarts", "stability", "count", "lower",
+               "`server_exit` events in the window"),
+    MetricSpec("nccl_timeout_count", "NCCL timeouts", "stability", "count", "lower",
+               "`nccl_timeout` events in the window"),
+    MetricSpec("queue_max", "Max queue", "stability", "count", "lower",
+               "max of `log.queue_req` (else `metrics.num_queue_reqs`) in the window"),
+    MetricSpec("queue_above_threshold_s", "Time with queue above threshold", "stability", "s",
+               "lower",
+               "Σ (ts[i+1] - ts[i]) over queue samples with value > [slo] queue_threshold "
+               "(default 16): the queue as a step function"),
+    MetricSpec("ttft_p99_p50_ratio", "TTFT p99/p50", "stability", "x", "lower",
+               "ttft_p99_s / ttft_p50_s (tail spread; 1 = flat)"),
+    MetricSpec("health_flaps", "Health flaps", "stability", "count", "lower",
+               "`health_down` events in the window, else 1 -> 0 transitions of `api.health_ok`"),
+)
+
+SPECS_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in METRIC_SPECS}
+if len(SPECS_BY_KEY) != len(METRIC_SPECS):  # pragma: no cover - a programming error
+    raise RuntimeError("METRIC_SPECS declares a key twice")
+
+
+def spec(key: str) -> MetricSpec:
+    """The spec of a figure; KeyError names the unknown key."""
+    try:
+        return SPECS_BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"unknown metric {key!r}; see METRIC_SPECS") from None
+
+
+def specs_of(dimension: str) -> list[MetricSpec]:
+    return [s for s in METRIC_SPECS if s.dimension == dimension]
+
+
+def metric_table_markdown() -> str:
+    """METRIC_SPECS as the README's Markdown table (paste verbatim; a meta-test compares)."""
+    lines = [
+        "| key | metric | dimension | unit | better | formula |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in METRIC_SPECS:
+        formula = s.formula.replace("|", "\\|")
+        lines.append(
+            f"| `{s.key}` | {s.label} | {s.dimension} | {s.display} | {s.better} | {formula} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,210 @@
+"""Chart series for the Server page: which metrics each panel plots and how they are read.
+
+Every series is SQL-bucketed by `storage.repo.bucketed_series` to at most MAX_POINTS points
+(windows whose bucket is a minute or longer read the per-minute Rollup table), so a 7-day panel
+over 1-second samples ships ~1,440 points per series, never 600k. Values stay in base units
+(seconds, 0-1 ratios, bytes, watts, °C); the chart component converts for display.
+
+Panels (metric keys are the collectors' contract, DESIGN.md):
+
+| panel | unit | series |
+|---|---|---|
+| latency | s | canary.ttft_s, canary.e2e_s (client-side), metrics.ttft_p50/p95/p99_s (server histogram estimate); probe TTFT p50/p99 per bucket from ProbeRequest rows |
+| throughput | tok/s | log.gen_throughput_tok_s, log.input_throughput_tok_s (fallback metrics.gen_throughput_tok_s) |
+| batch | count | log.running_req, log.queue_req (fallback metrics.num_running_reqs / num_queue_reqs) |
+| token_usage | ratio | log.token_usage (fallback metrics.token_usage) |
+| cache_hit | ratio | log.cache_hit_rate (fallback metrics.cache_hit_rate) |
+| gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
+
+Cross-check a point: `sqlite3 pitwall.db "select avg(value) from sample where server_id=N and
+metric='log.running_req' and ts between A and B"`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from storage import repo
+
+MAX_POINTS = 1500
+GPU_RE = re.compile(r"^gpu\.(\d+)\.(util_ratio|mem_used_bytes|mem_total_bytes|power_w|temp_c)$")
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str
+    title: str
+    unit: str  # s | ratio | count | tok_s | bytes | w | c
+    series: tuple[tuple[str, str], ...]  # (metric key, legend label)
+    fallback: tuple[tuple[str, str], ...] = ()  # used when none of `series` has data
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "latency",
+        "Latency: canary and server histogram estimate",
+        "s",
+        (
+            ("canary.ttft_s", "canary TTFT"),
+            ("canary.e2e_s", "canary E2E"),
+            ("metrics.ttft_p50_s", "server TTFT p50 (est.)"),
+            ("metrics.ttft_p95_s", "server TTFT p95 (est.)"),
+            ("metrics.ttft_p99_s", "server TTFT p99 (est.)"),
+        ),
+    ),
+    Panel(
+        "throughput",
+        "Throughput",
+        "tok_s",
+        (("log.gen_throughput_tok_s", "output tok/s"), ("log.input_throughput_tok_s", "input tok/s")),
+        (("metrics.gen_throughput_tok_s", "output tok/s (metrics)"),),
+    ),
+    Panel(
+        "batch",
+        "Running batch and queue",
+        "count",
+        (("log.running_req", "running"), ("log.queue_req", "queued")),
+        (("metrics.num_running_reqs", "running"), ("metrics.num_queue_reqs", "queued")),
+    ),
+    Panel(
+        "token_usage",
+        "KV cache token usage",
+        "ratio",
+        (("log.token_usage", "token usage"),),
+        (("metrics.token_usage", "token usage"),),
+    ),
+    Panel(
+        "cache_hit",
+        "Radix cache hit rate",
+        "ratio",
+        (("log.cache_hit_rate", "cache hit rate"),),
+        (("metrics.cache_hit_rate", "cache hit rate"),),
+    ),
+)
+
+GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
+    ("gpu_util", "GPU utilisation", "ratio", "util_ratio"),
+    ("gpu_mem", "GPU memory used", "bytes", "mem_used_bytes"),
+    ("gpu_power", "GPU power", "w", "power_w"),
+    ("gpu_temp", "GPU temperature", "c", "temp_c"),
+)
+
+
+def gpu_indices(engine: Engine, *, server_id: int, configured: list[int] | None = None) -> list[int]:
+    """GPU indices with telemetry for this server (configured ones first; else what is stored)."""
+    if configured:
+        return sorted(configured)
+    found = set()
+    for name in repo.metric_names(engine, server_id=server_id, prefix="gpu."):
+        m = GPU_RE.match(name)
+        if m:
+            found.add(int(m.group(1)))
+    return sorted(found)
+
+
+def gpu_panels(indices: list[int]) -> list[Panel]:
+    out = []
+    for key, title, unit, field in GPU_PANELS:
+        out.append(Panel(key, title, unit, tuple((f"gpu.{i}.{field}", f"GPU {i}") for i in indices)))
+    return out
+
+
+def window(window_s: float, now: float | None = None) -> tuple[float, float]:
+    """[since, until) aligned to 10 s so repeated reads within a few seconds hit the same cache."""
+    now = time.time() if now is None else now
+    until = float(int(now // 10) * 10 + 10)
+    return until - window_s, until
+
+
+def read_series(
+    engine: Engine,
+    *,
+    server_id: int,
+    panels: list[Panel],
+    since: float,
+    until: float,
+    max_points: int = MAX_POINTS,
+) -> dict[str, pd.DataFrame]:
+    """{panel key: DataFrame(ts, label, value, min, max)} with one SQL query for every panel.
+
+    Fallback series are read only for panels whose primary series have no data in the window.
+    """
+    wanted = sorted({m for p in panels for m, _ in p.series})
+    df = repo.bucketed_series(
+        engine, server_id=server_id, metrics=wanted, since=since, until=until, max_points=max_points
+    )
+    present = set(df["metric"].unique()) if not df.empty else set()
+    fallback = sorted({m for p in panels if not present & {m for m, _ in p.series} for m, _ in p.fallback})
+    if fallback:
+        fb = repo.bucketed_series(
+            engine, server_id=server_id, metrics=fallback, since=since, until=until, max_points=max_points
+        )
+        if not fb.empty:
+            df = pd.concat([df, fb], ignore_index=True) if not df.empty else fb
+            present |= set(fb["metric"].unique())
+    out: dict[str, pd.DataFrame] = {}
+    for p in panels:
+        pairs = p.series if present & {m for m, _ in p.series} else p.fallback
+        labels = dict(pairs)
+        part = df[df["metric"].isin(list(labels))] if not df.empty else df
+        if part.empty:
+            out[p.key] = pd.DataFrame(columns=["ts", "label", "value", "min", "max"])
+            continue
+        out[p.key] = pd.DataFrame(
+            {
+                "ts": part["ts"].to_numpy(dtype=float),
+                "label": part["metric"].map(labels).to_numpy(),
+                "value": part["avg"].to_numpy(dtype=float),
+                "min": part["min"].to_numpy(dtype=float),
+                "max": part["max"].to_numpy(dtype=float),
+            }
+        )
+    return out
+
+
+def probe_latency(
+    engine: Engine, *, server_id: int, since: float, until: float, max_runs: int = 20
+) -> pd.DataFrame:
+    """Probe TTFT p50/p99 per bucket from the sweeps that ran in the window (exact, numpy).
+
+    Columns: ts, label ("probe TTFT p50" / "probe TTFT p99"), value (seconds). Probe requests
+    are few (hundreds per sweep), so they are read per run rather than bucketed in SQL.
+    """
+    runs = [
+        r
+        for r in repo.list_probe_runs(engine, server_id=server_id, limit=max_runs)
+        if (r.started_at or r.created_at) < until and (r.finished_at or time.time()) >= since
+    ]
+    frames = []
+    for r in runs:
+        assert r.id is not None
+        req = repo.probe_requests(engine, run_id=r.id)
+        if req.empty:
+            continue
+        req = req[(~req["warmup"].astype(bool)) & req["ok"].astype(bool) & req["ttft_s"].notna()]
+        req = req[(req["start_ts"] >= since) & (req["start_ts"] < until)]
+        if not req.empty:
+            frames.append(req[["start_ts", "ttft_s"]])
+    if not frames:
+        return pd.DataFrame(columns=["ts", "label", "value"])
+    allreq = pd.concat(frames, ignore_index=True)
+    bucket = max(1.0, np.ceil((until - since) / 300))  # ~300 buckets: sweeps are short bursts
+    allreq["ts"] = (allreq["start_ts"] // bucket) * bucket
+    g = allreq.groupby("ts")["ttft_s"]
+    p50 = g.quantile(0.5).rename("probe TTFT p50")
+    p99 = g.quantile(0.99).rename("probe TTFT p99")
+    wide = pd.concat([p50, p99], axis=1).reset_index()
+    return wide.melt(id_vars="ts", var_name="label", value_name="value")
+
+
+def events_in_window(
+    engine: Engine, *, server_id: int, since: float, until: float, limit: int = 300
+) -> pd.DataFrame:
+    """Events to mark on the time axis (newest `limit`); columns of repo.list_events."""
+    return repo.list_events(engine, server_id=server_id, since=since, until=until, limit=limit)

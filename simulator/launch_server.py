@@ -1,0 +1,42 @@
+"""Entry point: ``python -m simulator.launch_server [SGLang 0.5.23 flags] [--sim-* knobs]``.
+
+Parses flags exactly as SGLang's parser would (bad flags: usage + error, exit 2), then runs the
+LLM server (default) or, with ``--sim-kind image``, the ``sglang serve`` diffusion server.
+Exit status: 0 after SIGTERM/SIGINT, 1 on a bind failure or a bad ``--sim-fault``, killed by
+SIGKILL (-9) on an injected scheduler crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from simulator import logfmt
+from simulator.args import build_parser, parse_args
+from simulator.faults import parse_faults
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        parse_faults(ns.sim_fault)
+    except ValueError as exc:
+        build_parser().error(str(exc))
+    if ns.random_seed is not None and ns.sim_seed == 0:
+        ns.sim_seed = ns.random_seed
+    if ns.sim_kind == "image":
+        from simulator.image_server import ImageServer
+
+        log = logfmt.LogWriter(level=ns.log_level, http_level=ns.log_level_http, diffusion=True,
+                               stream=sys.stdout)
+        return asyncio.run(ImageServer(ns, log).startup())
+    from simulator.llm_server import LlmServer
+
+    log = logfmt.LogWriter(level=ns.log_level, http_level=ns.log_level_http)
+    return asyncio.run(LlmServer(ns, log).startup())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Request parsing and response shaping of the LLM HTTP API (pure functions, 0.5.23 shapes).
+
+Native ``/generate``: ``{"text", "output_ids", "meta_info"}`` with meta_info keys ``id,
+finish_reason, prompt_tokens, weight_version, total_retractions, completion_tokens,
+cached_tokens, num_retractions, e2e_latency`` (stream chunks: cumulative ``text`` and
+``output_ids``; ``finish_reason`` null until the last chunk). OpenAI ``/v1/completions`` and
+``/v1/chat/completions`` objects and stream chunks with ``usage`` (``prompt_tokens_details``
+``{"cached_tokens": N}`` only with --enable-cache-report, else null).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from simulator import tokenizer
+
+DEFAULT_MAX_NEW_TOKENS = 128
+DEFAULT_COMPLETION_MAX_TOKENS = 16
+
+
+class BadRequest(ValueError):
+    """The request cannot be served; the message goes to the client with status 400."""
+
+
+@dataclass
+class GenInput:
+    input_ids: list[int]
+    text: str | None
+    max_new_tokens: int
+    seed: int | None
+    rid: str | None
+
+
+def chat_prompt(messages: list[dict[str, Any]]) -> str:
+    """Llama-3-style chat template: shared system prompts give shared token prefixes."""
+    out = "<|begin_of_text|>"
+    for m in messages:
+        content = m.get("content", "")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        out += f"<|start_header_id|>{m.get('role', 'user')}<|end_header_id|>\n\n{content}<|eot_id|>"
+    return out + "<|start_header_id|>assistant<|end_header_id|>\n\n"
+
+
+def _max_new(value: Any, default: int) -> int:
+    if value is None:
+        return default
+    if not isinstance(value, int) or value < 0:
+        raise BadRequest(f"max_new_tokens must be a non-negative integer, got {value!r}.")
+    return value
+
+
+def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
+    """Native request -> (inputs, is_batch, stream)."""
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    sp = body.get("sampling_params") or {}
+    if isinstance(sp, list):
+        sp = sp[0] if sp else {}
+    max_new = _max_new(sp.get("max_new_tokens"), DEFAULT_MAX_NEW_TOKENS)
+    seed = sp.get("sampling_seed")
+    stream = bool(body.get("stream", False))
+    rid = body.get("rid")
+    text, ids = body.get("text"), body.get("input_ids")
+    if text is None and ids is None:
+        raise BadRequest("Either text or input_ids should be provided.")
+    items: list[GenInput] = []
+    batch = False
+    if text is not None:
+        texts = text if isinstance(text, list) else [text]
+        batch = isinstance(text, list)
+        for t in texts:
+            items.append(GenInput(tokenizer.encode(str(t)), str(t), max_new, seed, None))
+    else:
+        if ids and isinstance(ids[0], list):
+            batch = True
+            lists = ids
+        else:
+            lists = [ids]
+        for li in lists:
+            if not li or not all(isinstance(x, int) for x in li):
+                raise BadRequest("input_ids must be a non-empty list of integers.")
+            items.append(GenInput(list(li), None, max_new, seed, None))
+    rids = rid if isinstance(rid, list) else [rid] * len(items)
+    for it, r in zip(items, rids, strict=False):
+        it.rid = r if isinstance(r, str) else None
+    return items, batch, stream
+
+
+def meta_info(*, rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int,
+              finish_reason: dict[str, Any] | None, num_retractions: int,
+              e2e_latency: float | None, timing: dict[str, float] | None = None
+              ) -> dict[str, Any]:
+    m: dict[str, Any] = {
+        "id": rid,
+        "finish_reason": finish_reason,
+        "prompt_tokens": prompt_tokens,
+        "weight_version": "default",
+        "total_retractions": num_retractions,
+        "completion_tokens": completion_tokens,
+        "cached_tokens": cached_tokens,
+        "num_retractions": num_retractions,
+    }
+    if e2e_latency is not None:
+        m["e2e_latency"] = e2e_latency
+    if timing:
+        m.update(timing)
+    return m
+
+
+def compact_dumps(obj: Any) -> str:
+    """orjson-like compact JSON (SGLang answers with ORJSONResponse)."""
+    return json.dumps(obj, separators=(",", ":"), default=str)
+
+
+def json_response(data: Any, *, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=compact_dumps)
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+def native_chunk(*, text: str, ids_json: str, meta: dict[str, Any], index: int | None) -> bytes:
+    """One /generate stream chunk from pre-serialised cumulative ids (same bytes as sse())."""
+    tail = "" if index is None else f',"index":{index}'
+    return (f'data: {{"text":{json.dumps(text)},"output_ids":[{ids_json}],'
+            f'"meta_info":{compact_dumps(meta)}{tail}}}\n\n').encode()
+
+
+def usage(prompt: int, completion: int, cached: int, cache_report: bool) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+        "prompt_tokens_details": {"cached_tokens": cached} if cache_report else None,
+        "reasoning_tokens": 0,
+    }
+
+
+def parse_openai(body: Any, *, chat: bool) -> tuple[GenInput, bool, bool, str | None]:
+    """OpenAI request -> (input, stream, include_usage, model)."""
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    if chat:
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise BadRequest("messages must be a non-empty list.")
+        text = chat_prompt(msgs)
+        ids = tokenizer.encode(text)
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        max_new = _max_new(limit, DEFAULT_MAX_NEW_TOKENS)
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[0], int):
+            ids, text = list(prompt), None
+        else:
+            if isinstance(prompt, list):
+                prompt = prompt[0] if prompt else ""
+            if not isinstance(prompt, str):
+                raise BadRequest("prompt must be a string or a list of token ids.")
+            text, ids = prompt, tokenizer.encode(prompt)
+        max_new = _max_new(body.get("max_tokens"), DEFAULT_COMPLETION_MAX_TOKENS)
+    so = body.get("stream_options") or {}
+    include_usage = bool(so.get("include_usage")) if isinstance(so, dict) else False
+    return (GenInput(ids, text, max_new, body.get("seed"), None), bool(body.get("stream")),
+            include_usage, body.get("model"))
+
+
+def completion_obj(*, rid: str, model: str, text: str, finish: str | None,
+                   use: dict[str, Any] | None, chat: bool, chunk: bool, first: bool = False
+                   ) -> dict[str, Any]:
+    created = int(time.time())
+    if chat:
+        if chunk:
+            delta: dict[str, Any] = {"role": "assistant", "content": text} if first else \
+                {"role": None, "content": text}
+            delta.update({"reasoning_content": None, "tool_calls": None})
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None,
+                                      "finish_reason": finish, "matched_stop": None}
+        else:
+            choice = {"index": 0,
+                      "message": {"role": "assistant", "content": text,
+                                  "reasoning_content": None, "tool_calls": None},
+                      "logprobs": None, "finish_reason": finish, "matched_stop": None}
+        obj = "chat.completion.chunk" if chunk else "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                  "matched_stop": None}
+        obj = "text_completion"
+    out: dict[str, Any] = {"id": rid, "object": obj, "created": created, "model": model,
+                           "choices": [choice], "usage": use}
+    if not chunk:
+        out["metadata"] = {"weight_version": "default"}
+    return out
+
+
+def usage_chunk(*, rid: str, model: str, use: dict[str, Any], chat: bool) -> dict[str, Any]:
+    return {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()), "model": model, "choices": [], "usage": use}
+
+
+def openai_error(message: str, status: int = 400) -> dict[str, Any]:
+    return {"object": "error", "message": message, "type": "BadRequestError", "param": None,
+            "code": status}

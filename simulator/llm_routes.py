@@ -1,0 +1,301 @@
+"""aiohttp handlers of the LLM server (shapes in llm_api, state in llm_server/scheduler)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from simulator import lifecycle, llm_api, tokenizer
+from simulator.llm_api import json_response
+from simulator.scheduler import SimRequest
+
+if TYPE_CHECKING:
+    from simulator.llm_server import LlmServer
+
+FLUSH_TEXT = ("Cache flushed.\nPlease check backend logs for more details. (When there are "
+              "running or waiting requests, the operation will not be performed.)\n")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _json_body(request: web.Request) -> Any:
+    try:
+        return json.loads(await request.read() or b"{}")
+    except ValueError:
+        raise llm_api.BadRequest("The request body is not valid JSON.") from None
+
+
+async def _next(r: SimRequest) -> None:
+    await r.event.wait()
+    r.event.clear()
+
+
+def _sse_response() -> web.StreamResponse:
+    return web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+                                                   "Cache-Control": "no-cache"})
+
+
+def add_routes(app: web.Application, srv: LlmServer) -> None:
+    ns = srv.ns
+
+    def abort(r: SimRequest) -> None:
+        if r.finished or r.aborted:
+            return
+        r.aborted = True
+        srv.log.log("Request is disconnected from the client side (type 1). Abort request "
+                    f"obj.rid={r.rid!r}")
+        if srv.metrics:
+            srv.metrics.num_aborted.labels(**srv.metrics.tok_labels()).inc()
+
+    def log_receive(r: SimRequest, text: str | None) -> None:
+        if ns.log_requests:
+            shown = (text or "")[:2048] if ns.log_requests_level >= 2 else "..."
+            srv.log.log(f"Receive: obj=GenerateReqInput(rid={r.rid!r}, text={shown!r}, "
+                        f"sampling_params={{'max_new_tokens': {r.max_new_tokens}}}, "
+                        f"stream={r.stream})")
+
+    def log_finish(r: SimRequest, out: dict[str, Any]) -> None:
+        if ns.log_requests:
+            srv.log.log(f"Finish: obj=GenerateReqInput(rid={r.rid!r}), out={out!r}")
+
+    def native_meta(r: SimRequest, n: int) -> dict[str, Any]:
+        done = r.finished and n >= len(r.output_ids)
+        e2e = (r.finish_model or 0.0) - r.arrival_model if done else None
+        return llm_api.meta_info(
+            rid=r.rid, prompt_tokens=len(r.input_ids), completion_tokens=n,
+            cached_tokens=r.cached_tokens, finish_reason=r.finish_reason if done else None,
+            num_retractions=r.num_retractions, e2e_latency=e2e)
+
+    def native_out(r: SimRequest) -> dict[str, Any]:
+        ids = r.output_ids
+        return {"text": tokenizer.decode(ids), "output_ids": list(ids),
+                "meta_info": native_meta(r, len(ids))}
+
+    def bad(msg: str, openai: bool) -> web.Response:
+        if openai:
+            return json_response(llm_api.openai_error(msg), status=400)
+        return json_response({"error": {"message": msg}}, status=400)
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        try:
+            items, batch, stream = llm_api.parse_generate(await _json_body(request))
+            reqs = [srv.new_request(it, stream=stream)[0] for it in items]
+        except llm_api.BadRequest as exc:
+            return bad(str(exc), False)
+        for r, it in zip(reqs, items, strict=True):
+            log_receive(r, it.text)
+        if not stream:
+            for r in reqs:
+                while not r.finished:
+                    await _next(r)
+            outs = [native_out(r) for r in reqs]
+            for r, o in zip(reqs, outs, strict=True):
+                log_finish(r, o)
+            return json_response(outs if batch else outs[0])
+        resp = _sse_response()
+        await resp.prepare(request)
+        lifecycle.log_access(srv.log, request, 200)
+        sent = [0] * len(reqs)
+        # Cumulative text/ids are kept as ready-made JSON fragments so a chunk costs O(new
+        # tokens), not O(all tokens): 256 streams x 256 tokens must stay cheap on one core.
+        texts = [""] * len(reqs)
+        ids_json = [""] * len(reqs)
+        try:
+            pending = set(range(len(reqs)))
+            while pending:
+                if len(reqs) == 1:
+                    await _next(reqs[0])
+                else:
+                    waits = {asyncio.ensure_future(_next(reqs[i])) for i in pending}
+                    _, rest = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    for t in rest:
+                        t.cancel()
+                for i in list(pending):
+                    r = reqs[i]
+                    n = len(r.output_ids)
+                    if n > sent[i] and (n - sent[i] >= ns.stream_interval or r.finished):
+                        new_ids = r.output_ids[sent[i]:n]
+                        texts[i] += tokenizer.decode(new_ids)
+                        frag = ",".join(map(str, new_ids))
+                        ids_json[i] = f"{ids_json[i]},{frag}" if ids_json[i] else frag
+                        await resp.write(llm_api.native_chunk(
+                            text=texts[i], ids_json=ids_json[i],
+                            meta=native_meta(r, n), index=i if batch else None))
+                        sent[i] = n
+                    if r.finished:
+                        pending.discard(i)
+                        log_finish(r, native_out(r))
+            await resp.write(llm_api.SSE_DONE)
+        except (ConnectionError, asyncio.CancelledError):
+            for r in reqs:
+                abort(r)
+            raise
+        return resp
+
+    async def openai(request: web.Request, chat: bool) -> web.StreamResponse:
+        try:
+            inp, stream, include_usage, model = llm_api.parse_openai(await _json_body(request),
+                                                                     chat=chat)
+            r = srv.new_request(inp, stream=stream)[0]
+        except llm_api.BadRequest as exc:
+            return bad(str(exc), True)
+        log_receive(r, inp.text)
+        name = srv.model_name
+        report = ns.enable_cache_report
+
+        def use() -> dict[str, Any]:
+            return llm_api.usage(len(r.input_ids), len(r.output_ids), r.cached_tokens, report)
+
+        if not stream:
+            while not r.finished:
+                await _next(r)
+            out = llm_api.completion_obj(rid=r.rid, model=name,
+                                         text=tokenizer.decode(r.output_ids), finish="length",
+                                         use=use(), chat=chat, chunk=False)
+            log_finish(r, out)
+            return json_response(out)
+        resp = _sse_response()
+        await resp.prepare(request)
+        lifecycle.log_access(srv.log, request, 200)
+        sent = 0
+        try:
+            if chat:
+                await resp.write(llm_api.sse(llm_api.completion_obj(
+                    rid=r.rid, model=name, text="", finish=None, use=None, chat=True,
+                    chunk=True, first=True)))
+            while True:
+                await _next(r)
+                n = len(r.output_ids)
+                if n > sent and (n - sent >= ns.stream_interval or r.finished):
+                    await resp.write(llm_api.sse(llm_api.completion_obj(
+                        rid=r.rid, model=name, text=tokenizer.decode(r.output_ids[sent:n]),
+                        finish=None, use=None, chat=chat, chunk=True)))
+                    sent = n
+                if r.finished:
+                    break
+            await resp.write(llm_api.sse(llm_api.completion_obj(
+                rid=r.rid, model=name, text="", finish="length", use=None, chat=chat,
+                chunk=True)))
+            if include_usage:
+                await resp.write(llm_api.sse(llm_api.usage_chunk(rid=r.rid, model=name,
+                                                                 use=use(), chat=chat)))
+            await resp.write(llm_api.SSE_DONE)
+            log_finish(r, {"usage": use()})
+        except (ConnectionError, asyncio.CancelledError):
+            abort(r)
+            raise
+        return resp
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await openai(request, chat=False)
+
+    async def chat_completions(request: web.Request) -> web.StreamResponse:
+        return await openai(request, chat=True)
+
+    async def health(request: web.Request) -> web.StreamResponse:
+        if not srv.ready:
+            return web.Response(status=503)
+        loop = asyncio.get_running_loop()
+        tic_wall = time.time()
+        before = sum(s.tokens_emitted for s in srv.schedulers)
+        r, _ = srv.new_request(llm_api.GenInput([0], None, 1, None,
+                                                f"HEALTH_CHECK_{time.time()}"),
+                               stream=False, is_health=True)
+        deadline = loop.time() + srv.health_timeout / srv.speed
+        while loop.time() < deadline:
+            if r.finished or sum(s.tokens_emitted for s in srv.schedulers) > before:
+                r.aborted = not r.finished
+                return web.Response(status=200)
+            await asyncio.sleep(min(0.02, srv.health_timeout / srv.speed / 50))
+        r.aborted = True
+        srv.log.log(
+            f"Health check failed. Server couldn't get a response from detokenizer for last "
+            f"{srv.health_timeout:g} seconds. tic start time: "
+            f"{time.strftime('%H:%M:%S', time.localtime(tic_wall))}. last_heartbeat time: "
+            f"{time.strftime('%H:%M:%S', time.localtime(tic_wall))}", level="error")
+        return web.Response(status=503)
+
+    async def server_info(request: web.Request) -> web.StreamResponse:
+        return json_response(srv.server_info())
+
+    def model_info_obj() -> dict[str, Any]:
+        return {"model_path": ns.model_path, "tokenizer_path": ns.tokenizer_path or ns.model_path,
+                "is_generation": True, "preferred_sampling_params": None,
+                "weight_version": "default", "has_image_understanding": False,
+                "has_audio_understanding": False, "model_type": "llama",
+                "architectures": [srv.cost.shape.arch], "served_model_name": srv.model_name,
+                "load_format": ns.load_format, "reasoning_parser": None}
+
+    async def model_info(request: web.Request) -> web.StreamResponse:
+        return json_response(model_info_obj())
+
+    async def get_model_info(request: web.Request) -> web.StreamResponse:
+        srv.log.log("Endpoint '/get_model_info' is deprecated and will be removed in a future "
+                    "version. Please use '/model_info' instead.", level="warning")
+        return json_response(model_info_obj())
+
+    async def models(request: web.Request) -> web.StreamResponse:
+        return json_response({"object": "list", "data": [{
+            "id": srv.model_name, "object": "model", "created": int(srv.started_at),
+            "owned_by": "sglang", "root": srv.model_name, "parent": None,
+            "max_model_len": srv.context_len}]})
+
+    async def loads(request: web.Request) -> web.StreamResponse:
+        out = []
+        for dp, s in enumerate(srv.schedulers):
+            out.append({"dp_rank": dp, "num_running_reqs": len(s.running),
+                        "num_waiting_reqs": len(s.waiting), "num_used_tokens": s.num_used(),
+                        "num_total_tokens": s.pool, "max_total_num_tokens": s.pool,
+                        "max_running_requests": srv.max_running,
+                        "token_usage": round(s.token_usage(), 4),
+                        "gen_throughput": round(s.last_gen_throughput, 2),
+                        "cache_hit_rate": round(s.last_cache_hit_rate, 4),
+                        "utilization": 1.0 if s.running else 0.0})
+        want = request.query.get("dp_rank")
+        if want is not None and want.isdigit():
+            out = [x for x in out if x["dp_rank"] == int(want)]
+        return json_response({
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
+            "version": "0.5.23", "accelerator": "cuda",
+            "num_accelerators": ns.tp_size * ns.dp_size, "loads": out})
+
+    async def flush_cache(request: web.Request) -> web.StreamResponse:
+        ok = all(s.flush_cache() for s in srv.schedulers)
+        if ok:
+            srv.log.log("Cache flushed successfully!", tags=srv.tags(0))
+        else:
+            srv.log.log("Cache not flushed because there are pending requests. "
+                        f"#queue-req: {sum(len(s.waiting) for s in srv.schedulers)}, "
+                        f"#running-req: {sum(len(s.running) for s in srv.schedulers)}",
+                        level="warning", tags=srv.tags(0))
+        return web.Response(text=FLUSH_TEXT, status=200 if ok else 400)
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        if srv.metrics is None:
+            return json_response({"detail": "Not Found"}, status=404)
+        for s in srv.schedulers:
+            srv._on_stats(s)
+        return web.Response(body=srv.metrics.render(),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    r = app.router
+    for path in ("/health", "/health_generate"):
+        r.add_get(path, health)
+    for path in ("/server_info", "/get_server_info"):
+        r.add_get(path, server_info)
+    r.add_get("/model_info", model_info)
+    r.add_get("/get_model_info", get_model_info)
+    r.add_get("/v1/models", models)
+    r.add_get("/v1/loads", loads)
+    r.add_get("/flush_cache", flush_cache)
+    r.add_post("/flush_cache", flush_cache)
+    r.add_get("/metrics", metrics)
+    r.add_post("/generate", generate)
+    r.add_put("/generate", generate)
+    r.add_post("/v1/completions", completions)
+    r.add_post("/v1/chat/completions", chat_completions)

@@ -1,0 +1,357 @@
+"""The LLM server: settings resolution, startup log, HTTP routes, metrics wiring.
+
+Routes (0.5.23): /health, /health_generate, /server_info, /get_server_info, /model_info,
+/get_model_info, /v1/models, /v1/loads, /flush_cache, /metrics (with --enable-metrics),
+/generate, /v1/completions, /v1/chat/completions.
+
+/health and /health_generate answer 503 until the server is ready, then run a 1-token generation
+(input_ids [0]) and answer 200 once it (or any other request) makes progress within
+SGLANG_HEALTH_CHECK_TIMEOUT (default 20) model seconds, else 503 and the ``Health check failed``
+log line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+from aiohttp import ClientSession, web
+
+from simulator import faults as faultmod
+from simulator import lifecycle, llm_api, logfmt, tokenizer
+from simulator.costmodel import GIB, CostModel, infer_params, make_cost_model, parse_params
+from simulator.metrics import LlmMetrics
+from simulator.scheduler import SchedConfig, Scheduler, SimRequest
+
+VERSION = "0.5.23"
+
+
+class LlmServer:
+    def __init__(self, ns: argparse.Namespace, log: logfmt.LogWriter) -> None:
+        self.ns = ns
+        self.log = log
+        self.faults = faultmod.parse_faults(ns.sim_fault)
+        params = (parse_params(ns.sim_model_params) if ns.sim_model_params else None) \
+            or infer_params(ns.model_path)
+        graph_bs = ns.cuda_graph_max_bs_decode or 256
+        self.cost: CostModel = make_cost_model(
+            gpu=ns.sim_gpu, params=params, tp=ns.tp_size, quantization=ns.quantization,
+            kv_cache_dtype=ns.kv_cache_dtype, cuda_graph=not ns.disable_cuda_graph,
+            cuda_graph_max_bs=graph_bs, torch_compile=ns.enable_torch_compile,
+            torch_compile_max_bs=ns.torch_compile_max_bs)
+        self.mem_fraction = ns.mem_fraction_static or (0.88 if ns.tp_size == 1 else 0.85)
+        self.pool_tokens = self.cost.kv_pool_tokens(self.mem_fraction)
+        if ns.max_total_tokens:
+            self.pool_tokens = min(self.pool_tokens, ns.max_total_tokens)
+        self.context_len = ns.context_length or 131072
+        self.max_running = ns.max_running_requests or max(min(self.pool_tokens // 2, 4096), 1)
+        self.chunk = ns.chunked_prefill_size or self.cost.gpu.chunked_prefill_size
+        self.model_name = ns.served_model_name or ns.model_path
+        self.speed = ns.sim_speed
+        self.ready = False
+        self.started_at = time.time()
+        self.metrics = LlmMetrics(model_name=self.model_name, dp_size=ns.dp_size,
+                                  ttft_buckets=ns.bucket_time_to_first_token,
+                                  itl_buckets=ns.bucket_inter_token_latency,
+                                  e2e_buckets=ns.bucket_e2e_request_latency) \
+            if ns.enable_metrics else None
+        self.schedulers: list[Scheduler] = []
+        self._rr = 0
+        self.health_timeout = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
+
+    # ------------------------------------------------------------------ helpers
+    def tags(self, dp: int) -> str:
+        return logfmt.rank_tags(dp_rank=dp if self.ns.dp_size > 1 else None, tp_rank=0,
+                                tp_size=self.ns.tp_size)
+
+    def slog(self, msg: str, level: str = "info", dp: int = 0) -> None:
+        self.log.log(msg, level=level, tags=self.tags(dp))
+
+    async def msleep(self, model_s: float) -> None:
+        await asyncio.sleep(model_s / self.speed)
+
+    def fatal(self, kind: str, detail: str, dp: int = 0) -> None:
+        """Scheduler crash paths; see faults.py. Runs the death asynchronously for NCCL."""
+        gib = self.cost.gpu.memory_bytes / GIB
+        if kind == "nccl":
+            asyncio.get_running_loop().create_task(self._nccl_death())
+            return
+        if kind == "oom":
+            exc = ("torch.OutOfMemoryError", f"CUDA out of memory. Tried to allocate 2.00 GiB. "
+                   f"GPU 0 has a total capacity of {gib:.2f} GiB of which 1.06 GiB is free. "
+                   f"Including non-PyTorch memory, this process has {gib - 1.06:.2f} GiB memory "
+                   f"in use. Of the allocated memory {gib - 4.2:.2f} GiB is allocated by PyTorch, "
+                   f"and 2.13 GiB is reserved by PyTorch but unallocated. If reserved but "
+                   f"unallocated memory is large try setting "
+                   f"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
+                   f"See documentation for Memory Management  "
+                   f"(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+        elif kind == "decode_oom":
+            exc = ("RuntimeError", "Decode out of memory. Try to lower your batch size.")
+        elif kind == "startup_oom":
+            exc = ("RuntimeError", "Not enough memory. Please try to increase "
+                   f"--mem-fraction-static. Current value: mem_fraction_static={detail}")
+        else:
+            exc = ("RuntimeError", "CUDA error: an illegal memory access was encountered\n"
+                   "CUDA kernel errors might be asynchronously reported at some other API call, "
+                   "so the stacktrace below might be incorrect.\n"
+                   "For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+        tb = faultmod.traceback_text(exc[0], exc[1], faultmod.SCHED_FRAMES)
+        self.slog(f"Scheduler hit an exception: {tb}", level="error", dp=dp)
+        lifecycle.die(self.log)
+
+    def _fatal_at(self, dp: int, kind: str, detail: str) -> None:
+        self.fatal(kind, detail, dp)
+
+    async def _nccl_death(self) -> None:
+        await self.msleep(faultmod.NCCL_HANG_MODEL_S)
+        ts = time.strftime("%m%d %H:%M:%S")
+        for line in faultmod.nccl_watchdog_lines(seq=4000 + self.schedulers[0].decode_ct, ts=ts):
+            self.log.raw(line)
+        lifecycle.die(self.log)
+
+    # ------------------------------------------------------------------ startup
+    async def startup(self) -> int:
+        ns, c = self.ns, self.cost
+        gib_total = c.gpu.memory_bytes / GIB
+        weights_gib = c.weight_bytes / c.tp / GIB
+        load_s = ns.sim_startup_s if ns.sim_startup_s is not None else \
+            c.weight_bytes / c.tp / 5e9 + 2.0
+        self.log.log(f"server_args=ServerArgs(model_path={ns.model_path!r}, "
+                     f"served_model_name={self.model_name!r}, host={ns.host!r}, port={ns.port}, "
+                     f"tp_size={ns.tp_size}, dp_size={ns.dp_size}, "
+                     f"mem_fraction_static={self.mem_fraction}, "
+                     f"max_running_requests={ns.max_running_requests}, "
+                     f"chunked_prefill_size={ns.chunked_prefill_size}, "
+                     f"schedule_policy={ns.schedule_policy!r}, "
+                     f"disable_radix_cache={ns.disable_radix_cache}, "
+                     f"enable_metrics={ns.enable_metrics}, random_seed={ns.random_seed})")
+        if ns.disable_cuda_graph:
+            self.log.log("The command line argument '--disable-cuda-graph' is deprecated and "
+                         "will be removed in a future release. Please use "
+                         "'--cuda-graph-backend-decode disabled' instead.", level="warning")
+        avail = gib_total - 0.6
+        for dp in range(ns.dp_size):
+            self.slog(f"Load weight begin. avail mem={avail:.2f} GB", dp=dp)
+        await self.msleep(load_s * 0.6)
+        for dp in range(ns.dp_size):
+            self.slog(f"Load weight end. elapsed={load_s * 0.6:.2f} s, type={c.shape.arch}, "
+                      f"avail mem={avail - weights_gib:.2f} GB, mem usage={weights_gib:.2f} GB.",
+                      dp=dp)
+        if self.pool_tokens <= 0:
+            self.fatal("startup_oom", f"{self.mem_fraction}")
+            return 1
+        kv_gib = self.pool_tokens * c.kv_bytes_per_token / c.tp / GIB
+        after_pool = avail - weights_gib - kv_gib
+        for dp in range(ns.dp_size):
+            self.slog(f"Memory pool end. avail mem={after_pool:.2f} GB", dp=dp)
+        if c.cuda_graph:
+            bs = [b for b in (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160,
+                              192, 224, 256, 320, 384, 448, 512) if b <= c.cuda_graph_max_bs]
+            for dp in range(ns.dp_size):
+                self.slog(f"Capture target decode CUDA graph begin. backend=full, bs={bs}, "
+                          f"avail mem={after_pool:.2f} GB", dp=dp)
+            await self.msleep(load_s * 0.4)
+            for dp in range(ns.dp_size):
+                self.slog(f"Capture target decode CUDA graph end. elapsed={load_s * 0.4:.2f} s, "
+                          f"mem usage=0.45 GB, avail mem={after_pool - 0.45:.2f} GB.", dp=dp)
+            after_pool -= 0.45
+        else:
+            await self.msleep(load_s * 0.4)
+        for dp in range(ns.dp_size):
+            self.slog(f"max_total_num_tokens={self.pool_tokens}, chunked_prefill_size="
+                      f"{self.chunk}, max_prefill_tokens={ns.max_prefill_tokens}, "
+                      f"max_running_requests={self.max_running}, context_len={self.context_len}, "
+                      f"available_gpu_mem={after_pool:.2f} GB", dp=dp)
+        self._start_schedulers()
+        self._set_constants(weights_gib, kv_gib, load_s)
+        app = self.make_app()
+        runner = await lifecycle.bind(app, ns.host, ns.port, self.log)
+        if runner is None:
+            return 1
+        stop = lifecycle.install_signal_stop()
+        warm = asyncio.get_running_loop().create_task(self._warmup())
+        await stop.wait()
+        warm.cancel()
+        await lifecycle.shutdown(runner, self.log)
+        return 0
+
+    def _start_schedulers(self) -> None:
+        ns = self.ns
+        loop = asyncio.get_running_loop()
+        for dp in range(ns.dp_size):
+            cfg = SchedConfig(
+                max_total_tokens=self.pool_tokens, max_running_requests=self.max_running,
+                chunked_prefill_size=self.chunk, max_prefill_tokens=ns.max_prefill_tokens,
+                policy=ns.schedule_policy, radix=not ns.disable_radix_cache,
+                decode_log_interval=ns.decode_log_interval, speed=self.speed,
+                seed=ns.sim_seed + dp, conservativeness=ns.schedule_conservativeness,
+                cost=self.cost, tags=self.tags(dp), faults=self.faults)
+            s = Scheduler(cfg, self.log, functools.partial(self._fatal_at, dp),
+                          on_finish=self._on_finish, on_stats=self._on_stats)
+            s.on_first = self._on_first
+            self.schedulers.append(s)
+            loop.create_task(s.run())
+
+    def _set_constants(self, weights_gib: float, kv_gib: float, load_s: float) -> None:
+        if not self.metrics:
+            return
+        m = self.metrics
+        for dp in range(self.ns.dp_size):
+            lab = m.sched_labels(dp)
+            for k, v in (("max_total_num_tokens", self.pool_tokens),
+                         ("context_len", self.context_len), ("page_size", 1),
+                         ("num_pages", self.pool_tokens), ("weight_memory_usage_gb", weights_gib),
+                         ("kv_cache_memory_usage_gb", kv_gib),
+                         ("graph_memory_usage_gb", 0.45 if self.cost.cuda_graph else 0.0),
+                         ("is_cuda_graph", 1 if self.cost.cuda_graph else 0),
+                         ("kv_available_tokens", self.pool_tokens)):
+                m.g[k].labels(**lab).set(v)
+            for k in m.g:
+                m.g[k].labels(**lab)  # every gauge shows a sample from the start, as in SGLang
+        tl = m.tok_labels()
+        m.startup.labels(**tl, phase="load_weights").set(load_s * 0.6)
+        m.startup.labels(**tl, phase="total").set(load_s)
+
+    async def _warmup(self) -> None:
+        base = f"http://{'127.0.0.1' if self.ns.host in ('0.0.0.0', '') else self.ns.host}:" \
+               f"{self.ns.port}"
+        headers = {"Authorization": f"Bearer {self.ns.api_key}"} if self.ns.api_key else {}
+        async with ClientSession(headers=headers) as s:
+            async with s.get(base + "/model_info") as r:
+                await r.read()
+            body = {"text": "The capital city of France is",
+                    "sampling_params": {"temperature": 0, "max_new_tokens": 8}}
+            async with s.post(base + "/generate", json=body) as r:
+                await r.read()
+        self.ready = True
+        self.log.log("The server is fired up and ready to roll!")
+
+    # ------------------------------------------------------------------ callbacks
+    def _on_first(self, r: SimRequest) -> None:
+        if self.metrics and not r.is_health:
+            self.metrics.ttft.labels(**self.metrics.tok_labels(),
+                                     is_streaming=str(r.stream).lower()).observe(
+                (r.first_token_model or 0.0) - r.arrival_model)
+
+    def _on_finish(self, r: SimRequest) -> None:
+        m = self.metrics
+        if not m or r.is_health:
+            return
+        tl = m.tok_labels()
+        st = str(r.stream).lower()
+        e2e = (r.finish_model or 0.0) - r.arrival_model
+        m.prompt_tokens.labels(**tl, is_streaming=st).inc(len(r.input_ids))
+        m.generation_tokens.labels(**tl, is_streaming=st).inc(len(r.output_ids))
+        m.cached_tokens.labels(**tl, cache_source="device").inc(r.cached_tokens)
+        m.num_requests.labels(**tl, is_streaming=st).inc()
+        m.e2e.labels(**tl, is_streaming=st).observe(e2e)
+        itl = m.itl.labels(**tl)
+        for x in r.itls:
+            itl.observe(x)
+        if len(r.output_ids) > 1 and r.first_token_model is not None:
+            m.tpot.labels(**tl, is_streaming=st).observe(
+                ((r.finish_model or 0.0) - r.first_token_model) / (len(r.output_ids) - 1))
+
+    def _on_stats(self, s: Scheduler) -> None:
+        m = self.metrics
+        if not m:
+            return
+        dp = self.schedulers.index(s) if s in self.schedulers else 0
+        lab = m.sched_labels(dp)
+        g = m.g
+        used = s.num_used()
+        for k, v in (("num_running_reqs", len(s.running)), ("num_queue_reqs", len(s.waiting)),
+                     ("gen_throughput", s.last_gen_throughput),
+                     ("cache_hit_rate", s.last_cache_hit_rate),
+                     ("decode_sum_seq_lens", sum(len(r.input_ids) + len(r.output_ids)
+                                                 for r in s.running)),
+                     ("token_usage", s.token_usage()), ("full_token_usage", s.token_usage()),
+                     ("num_used_tokens", used), ("kv_used_tokens", used),
+                     ("kv_available_tokens", s.pool - s.used()),
+                     ("kv_evictable_tokens", s.tree.evictable_size),
+                     ("num_retracted_reqs", s.last_retracted),
+                     ("new_token_ratio", s.new_token_ratio),
+                     ("utilization", 1.0 if s.running else 0.0),
+                     ("is_cuda_graph", 1 if s.last_cuda_graph else 0)):
+            g[k].labels(**lab).set(v)
+        if s.last_retracted:
+            m.retracted_total.labels(**lab).inc(s.last_retracted)
+            s.last_retracted = 0
+
+    # ------------------------------------------------------------------ app
+    def make_app(self) -> web.Application:
+        hook = self._http_hook if self.metrics else None
+        app = web.Application(middlewares=[lifecycle.make_middleware(self.log, self.ns.api_key,
+                                                                     hook)],
+                              client_max_size=64 * 1024 * 1024)
+        from simulator import llm_routes
+        llm_routes.add_routes(app, self)
+        return app
+
+    def _http_hook(self, path: str, method: str, status: int | None) -> None:
+        m = self.metrics
+        assert m is not None
+        if status is None:
+            m.http_requests.labels(endpoint=path, method=method).inc()
+            m.http_active.labels(endpoint=path, method=method).inc()
+        else:
+            m.http_active.labels(endpoint=path, method=method).dec()
+            m.http_responses.labels(endpoint=path, method=method,
+                                    status_code=str(status)).inc()
+
+    def pick_scheduler(self) -> Scheduler:
+        s = self.schedulers[self._rr % len(self.schedulers)]
+        self._rr += 1
+        return s
+
+    def new_request(self, inp: llm_api.GenInput, *, stream: bool, is_health: bool = False
+                    ) -> tuple[SimRequest, Scheduler]:
+        limit = min(self.context_len, self.pool_tokens) - 1
+        if len(inp.input_ids) > limit:
+            raise llm_api.BadRequest(
+                f"Input length ({len(inp.input_ids)} tokens) exceeds the maximum allowed length "
+                f"({limit} tokens). Use a shorter input or enable --allow-auto-truncate.")
+        max_new = max(min(inp.max_new_tokens, self.context_len - len(inp.input_ids)), 1)
+        rid = inp.rid or uuid.uuid4().hex
+        r = SimRequest(rid=rid, input_ids=inp.input_ids, max_new_tokens=max_new,
+                       gen=tokenizer.Generator(self.ns.sim_seed, inp.seed, inp.input_ids),
+                       stream=stream, is_health=is_health)
+        s = self.pick_scheduler()
+        s.submit(r)
+        return r, s
+
+    def server_info(self) -> dict[str, Any]:
+        info = {k: v for k, v in vars(self.ns).items() if not k.startswith("sim_")}
+        info.update(mem_fraction_static=self.mem_fraction, max_running_requests=self.max_running,
+                    chunked_prefill_size=self.chunk, context_length=self.context_len,
+                    max_total_tokens=self.ns.max_total_tokens,
+                    served_model_name=self.model_name, api_key=None if not self.ns.api_key
+                    else "<redacted>")
+        states = []
+        for s in self.schedulers:
+            states.append({
+                "last_gen_throughput": s.last_gen_throughput,
+                "avg_spec_accept_length": None,
+                "memory_usage": {
+                    "weight": round(self.cost.weight_bytes / self.cost.tp / GIB, 2),
+                    "kvcache": round(self.pool_tokens * self.cost.kv_bytes_per_token
+                                     / self.cost.tp / GIB, 2),
+                    "token_capacity": self.pool_tokens,
+                    "graph": 0.45 if self.cost.cuda_graph else 0.0},
+                "effective_max_running_requests_per_dp": self.max_running,
+                "sim_scheduling_lag_ratio": s.lag_ratio(),
+                "sim_max_scheduling_lag_s": s.max_lag_s,
+                "sim_model_time_s": s.model_time,
+            })
+        info["internal_states"] = states
+        info["version"] = VERSION
+        info["startup_time"] = self.started_at
+        info["launch_command"] = " ".join(sys.orig_argv)
+        return info

@@ -1,0 +1,107 @@
+"""Meta-tests that keep the seams honest (STYLE.md rule 10).
+
+- imports run one way (DESIGN.md): collectors -> storage; simulator imports nothing of ours;
+  nothing imports dashboard except app.py, the CLI and dashboard itself; only app.py, pages and
+  components import streamlit; pages do no I/O of their own (no httpx, aiohttp, subprocess,
+  pynvml, sqlalchemy, sqlite3).
+- every page has an AppTest test; every setting appears in the README; every collector in the
+  registry has a test file.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from dashboard.settings import SETTINGS
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("app.py", "dashboard", "collectors", "storage", "simulator")
+
+
+def _py_files(root: str) -> list[Path]:
+    p = REPO / root
+    return [p] if p.is_file() else sorted(p.rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def _top(mods: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in mods}
+
+
+ALL = [f for root in PACKAGES for f in _py_files(root)]
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(REPO)))
+def test_import_direction(path: Path) -> None:
+    rel = path.relative_to(REPO).as_posix()
+    mods = _imports(path)
+    tops = _top(mods)
+    if rel.startswith("simulator/"):
+        assert not tops & {"dashboard", "collectors", "storage"}, f"{rel} must import nothing of Pitwall"
+    if rel.startswith(("collectors/", "storage/")):
+        assert "dashboard" not in tops, f"{rel} must not import dashboard"
+    if rel.startswith("storage/"):
+        assert "collectors" not in tops, f"{rel} must not import collectors"
+    if "streamlit" in tops:
+        assert rel == "app.py" or rel.startswith(("dashboard/pages/", "dashboard/components/")), (
+            f"{rel} imports streamlit; only app.py, pages and components may"
+        )
+    if rel.startswith("dashboard/pages/"):
+        banned = {"httpx", "aiohttp", "subprocess", "pynvml", "sqlalchemy", "sqlite3", "sqlmodel", "requests"}
+        assert not tops & banned, f"page {rel} does I/O itself ({tops & banned}); use a service"
+        assert "storage" not in tops, f"page {rel} reads storage directly; use a service"
+    if rel.startswith("dashboard/components/"):
+        assert not tops & {"httpx", "aiohttp", "subprocess", "pynvml"}, f"{rel} does I/O"
+
+
+def test_every_page_has_an_apptest() -> None:
+    pages = sorted((REPO / "dashboard" / "pages").glob("*.py"))
+    pages = [p for p in pages if p.name != "__init__.py"]
+    tests = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "tests").rglob("test_*.py"))
+    missing = [p.name for p in pages if f"dashboard/pages/{p.name}" not in tests]
+    assert not missing, f"pages without an AppTest: {missing}"
+
+
+def test_every_setting_is_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    missing = [s.key for s in SETTINGS if f"`{s.key}`" not in readme]
+    missing += [s.env for s in SETTINGS if s.env and f"`{s.env}`" not in readme]
+    assert not missing, f"settings missing from README.md: {missing}"
+
+
+def test_every_collector_has_a_test() -> None:
+    from collectors.registry import COLLECTORS
+
+    tests = {p.name for p in (REPO / "tests").rglob("test_*.py")}
+    missing = [name for name, _ in COLLECTORS if not any(name in t for t in tests)]
+    assert not missing, f"collectors without a test file named after them: {missing}"
+
+
+def test_no_absolute_paths_of_this_machine() -> None:
+    needles = [str(REPO), str(REPO.parent) + "/", str(Path.home()) + "/"]
+    offenders = []
+    for path in (REPO).rglob("*"):
+        if not path.is_file() or any(part in (".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache") for part in path.parts):
+            continue
+        if path.suffix in (".png", ".db", ".whl", ".gz", ".pyc"):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if any(n in text for n in needles if n not in ("/", "//")):
+            offenders.append(str(path.relative_to(REPO)))
+    assert not offenders, f"absolute local paths in: {offenders}"

@@ -1,0 +1,59 @@
+"""Settings: precedence, validation messages naming the key, demo activation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dashboard.settings import SettingsError, load_settings
+
+
+def test_defaults_bind_loopback_and_put_db_in_data_dir(tmp_path):
+    s = load_settings(env={"PITWALL_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
+    assert s.host == "127.0.0.1" and s.port == 8501 and not s.exposed
+    assert s.database_url == f"sqlite:///{tmp_path / 'pitwall.db'}"
+    assert s.demo_active  # no servers configured
+    assert s.probe["concurrency"] == [1, 4, 8, 16]
+
+
+def test_env_wins_over_file(tmp_path):
+    (tmp_path / "pitwall.toml").write_text('port = 9000\nhost = "0.0.0.0"\n')
+    s = load_settings(env={"PITWALL_PORT": "9100"}, cwd=tmp_path)
+    assert s.port == 9100 and s.host == "0.0.0.0" and s.exposed
+
+
+def test_servers_table(tmp_path):
+    (tmp_path / "pitwall.toml").write_text(
+        '[[servers]]\nname = "a"\nbase_url = "http://127.0.0.1:30000"\ngpu_indices = [0, 1]\n'
+        "gpu_hourly_usd = 3\n"
+    )
+    s = load_settings(env={}, cwd=tmp_path)
+    assert s.servers[0].gpu_hourly_usd == 3.0 and s.servers[0].gpu_indices == [0, 1]
+    assert not s.demo_active
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "needle"),
+    [
+        ("port = 'abc'\n", {}, "Setting port (pitwall.toml) is 'abc'; expected a whole number"),
+        ("", {"PITWALL_PORT": "x"}, "Setting port (PITWALL_PORT) is 'x'"),
+        ("", {"PITWALL_READ_ONLY": "maybe"}, "Setting read_only (PITWALL_READ_ONLY) is 'maybe'; expected true or false"),
+        ("[probe]\nconcurrency = [0]\n", {}, "Setting probe.concurrency"),
+        ("[[servers]]\nname = 'a'\n", {}, "servers[0].base_url is missing"),
+        ("[[servers]]\nname = 'a'\nbase_url = 'localhost:1'\n", {}, "expected a URL"),
+        ("[[servers]]\nname = 'a'\nbase_url = 'http://x'\ngpus = 2\n", {}, "servers[0].gpus is unknown"),
+        ("colour = 'red'\n", {}, "Setting colour in"),
+        ("port = \n", {}, "is not valid TOML"),
+    ],
+)
+def test_invalid_settings_name_key_and_form(tmp_path, toml, env, needle):
+    (tmp_path / "pitwall.toml").write_text(toml)
+    with pytest.raises(SettingsError) as exc:
+        load_settings(env=env, cwd=tmp_path)
+    assert needle in str(exc.value)
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path):
+    with pytest.raises(SettingsError, match="does not exist"):
+        load_settings(env={"PITWALL_CONFIG": str(tmp_path / "nope.toml")}, cwd=Path(tmp_path))

@@ -1,0 +1,135 @@
+"""Storage: schema, pragmas, versioning, batched writes, bucketed reads, rollups, intents, lease."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from storage import repo
+from storage.db import SchemaError, make_engine
+from storage.models import SCHEMA_VERSION
+
+
+def _rows(server_id: int, metric: str, values, t0: float) -> list[dict]:
+    return [
+        {"ts": t0 + i, "server_id": server_id, "launch_id": None, "source": "log", "metric": metric, "value": float(v)}
+        for i, v in enumerate(values)
+    ]
+
+
+def test_sqlite_pragmas_are_wal_normal_with_busy_timeout(engine):
+    with engine.connect() as conn:
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 1  # NORMAL
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == 10_000
+
+
+def test_sample_index_exists(engine):
+    with engine.connect() as conn:
+        cols = [r[2] for r in conn.execute(text("PRAGMA index_info('ix_sample_server_metric_ts')"))]
+    assert cols == ["server_id", "metric", "ts"]
+
+
+def test_schema_version_is_stamped_and_newer_database_is_refused(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    make_engine(url).dispose()
+    con = sqlite3.connect(tmp_path / "a.db")
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaError, match="newer than this Pitwall"):
+        make_engine(url)
+
+
+def test_foreign_database_is_refused_not_modified(tmp_path):
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE things (x INTEGER)")
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaError, match="not made by Pitwall"):
+        make_engine(f"sqlite:///{path}")
+    con = sqlite3.connect(path)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert tables == {"things"}
+
+
+def test_batched_insert_and_exact_percentiles(engine):
+    srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
+    # values 1..100 -> numpy linear percentiles: p50 = 50.5, p99 = 99.01
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=_rows(srv.id, "probe.ttft_s", range(1, 101), 1000.0))
+    vals = repo.sample_values(engine, server_id=srv.id, metric="probe.ttft_s", since=0)
+    assert vals.size == 100
+    assert np.percentile(vals, 50) == pytest.approx(50.5)
+    assert np.percentile(vals, 99) == pytest.approx(99.01)
+    # the window is half-open: [1010, 1020) holds values 11..20
+    win = repo.sample_values(engine, server_id=srv.id, metric="probe.ttft_s", since=1010, until=1020)
+    assert sorted(win.tolist()) == [float(v) for v in range(11, 21)]
+
+
+def test_bucketed_series_caps_points_and_averages(engine):
+    srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
+    # 3,000 one-second samples, value = i; max_points 100 -> 30-s buckets; first bucket avg of 0..29 = 14.5
+    t0 = 1_800_000_000.0  # a multiple of 30, so buckets align with the data
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=_rows(srv.id, "m", range(3000), t0))
+    df = repo.bucketed_series(engine, server_id=srv.id, metrics=["m"], since=t0, until=t0 + 3000, max_points=100)
+    assert len(df) == 100
+    first = df.iloc[0]
+    assert first["avg"] == pytest.approx(14.5)
+    assert (first["min"], first["max"]) == (0.0, 29.0)
+
+
+def test_rollups_are_exact_per_minute_and_idempotent(engine):
+    srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
+    t0 = 1_800_000_000.0 - (1_800_000_000 % 60)  # start of a minute
+    # minute 0 holds 0..59 (p50 = 29.5), minute 1 holds 60..119
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=_rows(srv.id, "m", range(120), t0))
+    n = repo.compute_rollups(engine, until=t0 + 120, lookback_s=600)
+    assert n == 2
+    assert repo.compute_rollups(engine, until=t0 + 120, lookback_s=600) == 0
+    df = repo.bucketed_series(engine, server_id=srv.id, metrics=["m"], since=t0, until=t0 + 120 * 60 * 24, max_points=100)
+    # the window is long enough that buckets are >= 60 s and come from Rollup
+    assert df["avg"].iloc[0] == pytest.approx(59.5)  # both minutes fall in one bucket: mean of 0..119
+
+
+def test_claim_intent_is_exclusive(engine):
+    srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
+    repo.create_intent(engine, kind="relaunch", server_id=srv.id, payload={"profile": "x"})
+    first = repo.claim_next_intent(engine)
+    second = repo.claim_next_intent(engine)
+    assert first is not None and first.state == "running"
+    assert second is None
+
+
+def test_lease_is_single_holder_until_stale(engine):
+    ok, _ = repo.acquire_lease(engine, holder="h:1", pid=1, host="h", ttl_s=15, now=100.0)
+    assert ok
+    ok2, holder = repo.acquire_lease(engine, holder="h:2", pid=2, host="h", ttl_s=15, now=105.0)
+    assert not ok2 and holder is not None and holder.holder == "h:1"
+    ok3, _ = repo.acquire_lease(engine, holder="h:2", pid=2, host="h", ttl_s=15, now=116.0)
+    assert ok3
+    assert not repo.renew_lease(engine, holder="h:1")
+
+
+def test_state_round_trip(engine):
+    with engine.begin() as conn:
+        repo.save_state(conn, key="k", value={"offset": 10})
+    with engine.begin() as conn:
+        repo.save_state(conn, key="k", value={"offset": 20})
+    assert repo.load_state(engine, key="k") == {"offset": 20}
+    assert repo.load_state(engine, key="missing") is None
+
+
+def test_events_count_by_kind(engine):
+    now = time.time()
+    for kind in ("oom", "oom", "crash"):
+        repo.add_event(engine, kind=kind, message="m", server_id=1, ts=now)
+    assert repo.count_events(engine, server_id=1, since=now - 1) == {"oom": 2, "crash": 1}
