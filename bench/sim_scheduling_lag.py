@@ -23,6 +23,13 @@ import time
 import aiohttp
 
 
+def cpu_s(pid: int) -> float:
+    """utime + stime of a process in seconds (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,9 +78,11 @@ async def run(args: argparse.Namespace) -> int:
         async with aiohttp.ClientSession(connector=conn,
                                          timeout=aiohttp.ClientTimeout(total=600)) as s:
             t0 = time.monotonic()
+            c0 = cpu_s(proc.pid)
             counts = await asyncio.gather(*(one_stream(s, base, i, args.max_new_tokens)
                                             for i in range(args.concurrency)))
             wall = time.monotonic() - t0
+            server_cpu_s = cpu_s(proc.pid) - c0
             async with s.get(base + "/server_info") as r:
                 st = json.loads(await r.text())["internal_states"][0]
         lag = st["sim_scheduling_lag_ratio"]
@@ -81,6 +90,8 @@ async def run(args: argparse.Namespace) -> int:
               f"gpu={args.gpu} server_cpu={server_cpu} client_cpu={client_cpu}")
         print(f"stream chunks received: {sum(counts)} (expected "
               f"{args.concurrency * args.max_new_tokens})")
+        print(f"server CPU: {server_cpu_s:.2f} s = {server_cpu_s / max(sum(counts), 1) * 1e6:.1f} "
+              f"us per streamed chunk")
         print(f"client wall time: {wall:.2f} s; server model time at end: "
               f"{st['sim_model_time_s']:.2f} s")
         print(f"scheduling lag ratio: {lag:.4f} ({lag * 100:.2f} %), max lag "

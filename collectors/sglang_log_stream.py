@@ -213,12 +213,12 @@ def parse_stream(lines: Iterable[str | bytes], stats: ParseStats | None = None
         if not p.busy:
             # cheap path: most lines (access logs, loading chatter) cannot matter
             if line.__class__ is bytes:
-                if not search_b(line):  # type: ignore[arg-type]
+                if not search_b(line):
                     continue
                 try:
-                    text = line.decode("utf-8")  # type: ignore[union-attr]
+                    text = line.decode("utf-8")
                 except UnicodeDecodeError:
-                    text = line.decode("utf-8", "replace")  # type: ignore[union-attr]
+                    text = line.decode("utf-8", "replace")
                     st.bad_utf8 += 1
                 if "\x1b" in text or "\r" in text:
                     text = clean_line(text)

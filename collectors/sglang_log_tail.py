@@ -80,7 +80,10 @@ class LogTailer:
 
     @property
     def state(self) -> TailState | None:
-        """Position after the last line returned by read()."""
+        """Position after the last line returned by read() (in the rotated file while that one
+        is still being drained)."""
+        if self._pending_old is not None:
+            return self._pending_old[1]
         return self._st
 
     def close(self) -> None:

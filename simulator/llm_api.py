@@ -129,11 +129,20 @@ def sse(obj: Any) -> bytes:
 SSE_DONE = b"data: [DONE]\n\n"
 
 
-def native_chunk(*, text: str, ids_json: str, meta: dict[str, Any], index: int | None) -> bytes:
-    """One /generate stream chunk from pre-serialised cumulative ids (same bytes as sse())."""
+def partial_meta_json(rid: str, prompt: int, completion: int, cached: int, retractions: int
+                      ) -> str:
+    """compact_dumps(meta_info(...)) of a not-yet-finished request, built without json (hot path)."""
+    return (f'{{"id":{json.dumps(rid)},"finish_reason":null,"prompt_tokens":{prompt},'
+            f'"weight_version":"default","total_retractions":{retractions},'
+            f'"completion_tokens":{completion},"cached_tokens":{cached},'
+            f'"num_retractions":{retractions}}}')
+
+
+def native_chunk(*, text: str, ids_json: str, meta_json: str, index: int | None) -> bytes:
+    """One /generate stream chunk from pre-serialised parts (same bytes as sse() of the dict)."""
     tail = "" if index is None else f',"index":{index}'
     return (f'data: {{"text":{json.dumps(text)},"output_ids":[{ids_json}],'
-            f'"meta_info":{compact_dumps(meta)}{tail}}}\n\n').encode()
+            f'"meta_info":{meta_json}{tail}}}\n\n').encode()
 
 
 def usage(prompt: int, completion: int, cached: int, cache_report: bool) -> dict[str, Any]:

@@ -123,9 +123,14 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                         texts[i] += tokenizer.decode(new_ids)
                         frag = ",".join(map(str, new_ids))
                         ids_json[i] = f"{ids_json[i]},{frag}" if ids_json[i] else frag
+                        done = r.finished and n >= len(r.output_ids)
+                        meta = (llm_api.compact_dumps(native_meta(r, n)) if done
+                                else llm_api.partial_meta_json(r.rid, len(r.input_ids), n,
+                                                               r.cached_tokens,
+                                                               r.num_retractions))
                         await resp.write(llm_api.native_chunk(
-                            text=texts[i], ids_json=ids_json[i],
-                            meta=native_meta(r, n), index=i if batch else None))
+                            text=texts[i], ids_json=ids_json[i], meta_json=meta,
+                            index=i if batch else None))
                         sent[i] = n
                     if r.finished:
                         pending.discard(i)

@@ -440,6 +440,14 @@ def metric_names(engine: Engine, *, server_id: int, prefix: str = "") -> list[st
         return sorted(conn.execute(q).scalars().all())
 
 
+def _bucket(col: Any, bucket: int, dialect: str) -> Any:
+    """floor(col / bucket) as an integer: SQLite's CAST truncates (epoch seconds are positive),
+    PostgreSQL's CAST rounds, so it gets FLOOR."""
+    if dialect == "sqlite":
+        return cast(col / bucket, Integer)
+    return cast(func.floor(col / bucket), Integer)
+
+
 def bucketed_series(
     engine: Engine,
     *,
@@ -461,7 +469,7 @@ def bucketed_series(
     with engine.connect() as conn:
         if bucket >= 60:
             bucket = int(np.ceil(bucket / 60) * 60)
-            b = cast(ROLLUP.c.ts / bucket, Integer)
+            b = _bucket(ROLLUP.c.ts, bucket, engine.dialect.name)
             q = (
                 select(
                     ROLLUP.c.metric,
@@ -490,7 +498,7 @@ def bucketed_series(
         else:
             raw_since = since
         if raw_since < until:
-            b = cast(SAMPLE.c.ts / bucket, Integer)
+            b = _bucket(SAMPLE.c.ts, bucket, engine.dialect.name)
             q = (
                 select(
                     SAMPLE.c.metric,

@@ -80,8 +80,14 @@ def fmt_value(value: float | None, unit: str) -> str:
         return f"{value:,.0f}"
     if unit == "tok_s":
         return f"{value:,.1f} tok/s"
-    if unit == "rps":
+    if unit in ("rps", "req_s"):
         return f"{value:,.2f} req/s"
+    if unit == "img_min":
+        return f"{value:,.1f} img/min"
+    if unit == "usd_h":
+        return f"${value:,.2f}/h"
+    if unit == "x":
+        return f"{value:,.2f}×"
     if unit == "usd":
         return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
     if unit == "usd_per_mtok":

@@ -1,16 +1,28 @@
-"""Per-session plumbing shared by every page: settings, engine, runner check, sidebar.
+"""Per-session plumbing shared by every page: settings, engine, runner check, sidebar, guards.
 
 Process state lives in storage, never in st.session_state; the sidebar's choices (server, time
-window) live in the URL's query parameters so a link can be shared with a colleague.
+window) live in the URL's query parameters so a link can be shared with a colleague. Streamlit
+drops query parameters when the operator switches pages through the navigation menu, so the last
+choice is also remembered in st.session_state (a UI preference, not process state) and written
+back to the URL on the next page.
+
+Errors: `guard()` turns any exception of a page body or a live fragment into one sentence that
+says what to do (a locked database, a half-migrated schema) — never a Python traceback.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import wraps
+from typing import Any, TypeVar
 
 import streamlit as st
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 
 from dashboard.services import health
 from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
@@ -19,12 +31,20 @@ from storage.db import SchemaError, make_engine
 
 WINDOWS = {"15m": 15 * 60, "1h": 3600, "6h": 6 * 3600, "24h": 86400, "7d": 7 * 86400}
 DEFAULT_WINDOW = "1h"
+LIVE_REFRESH_S = 5.0  # how often live fragments re-read storage
+log = logging.getLogger("pitwall.dashboard")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
 class AppContext:
     settings: Settings
     engine: Engine
+
+    @property
+    def url(self) -> str:
+        """Cache key of this database for st.cache_data helpers (the engine is not hashable)."""
+        return self.settings.database_url
 
 
 @st.cache_resource(show_spinner=False)
@@ -37,6 +57,11 @@ def _engine(url: str) -> Engine:
     return make_engine(url)
 
 
+def engine_for(url: str) -> Engine:
+    """The process-wide engine of a database URL (st.cache_resource)."""
+    return _engine(url)
+
+
 def bootstrap() -> AppContext:
     try:
         settings = _settings()
@@ -45,7 +70,9 @@ def bootstrap() -> AppContext:
         st.error(f"Pitwall cannot start: {exc}")
         st.stop()
     except Exception as exc:  # an unreadable database file, a bad URL
-        st.error(f"Pitwall cannot open its database: {exc}. Check PITWALL_DATABASE_URL.")
+        st.error(f"Pitwall cannot open its database ({type(exc).__name__}). Check PITWALL_DATABASE_URL "
+                 "and that the folder is writable, then reload.")
+        log.warning("database open failed: %s", exc)
         st.stop()
     return AppContext(settings, engine)
 
@@ -54,34 +81,143 @@ def ensure_runner(ctx: AppContext) -> None:
     """Start a runner when none is alive (once per browser session); `pitwall up` owns its own."""
     if os.environ.get("PITWALL_MANAGED_RUNNER") == "1" or st.session_state.get("_runner_started"):
         return
-    if health.runner_alive(ctx.engine):
-        return
-    health.start_runner_detached(str(REPO_ROOT))
+    try:
+        if health.runner_alive(ctx.engine):
+            return
+        health.start_runner_detached(str(REPO_ROOT))
+    except Exception as exc:  # never block the page on this; About / health says more
+        log.warning("could not check or start the runner: %s", exc)
     st.session_state["_runner_started"] = True
 
 
-def selected_server(ctx: AppContext) -> str | None:
-    return st.query_params.get("server")
+def explain(exc: BaseException) -> str:
+    """One sentence for an unexpected error, saying what the operator can do."""
+    if isinstance(exc, OperationalError):
+        text = str(exc.orig) if exc.orig else str(exc)
+        if "locked" in text:
+            return "The database is busy (locked by another process); this view retries on its own."
+        if "no such table" in text or "no such column" in text:
+            return ("The database schema is older than this Pitwall; restart `pitwall up` to "
+                    "upgrade it.")
+        return "The database could not be read; check PITWALL_DATABASE_URL and the disk, then reload."
+    return (f"This view hit an internal error ({type(exc).__name__}); reload the page, and if it "
+            "persists see the dashboard's log.")
+
+
+@contextmanager
+def guard(what: str) -> Iterator[None]:
+    """Show an error as one sentence instead of a traceback (the page keeps its other parts)."""
+    try:
+        yield
+    except Exception as exc:
+        log.exception("%s failed", what)
+        st.error(f"{what}: {explain(exc)}")
+
+
+def safe(what: str) -> Callable[[F], F]:
+    """Decorator form of guard() for fragments and helpers."""
+
+    def deco(fn: F) -> F:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with guard(what):
+                return fn(*args, **kwargs)
+            return None
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+# ---------------------------------------------------------------------------------------------
+# shared choices: server and time window (query params, remembered across pages)
+
+
+def _param(name: str, default: str | None) -> str | None:
+    value = st.query_params.get(name)
+    if value is None:
+        value = st.session_state.get(f"_pref_{name}", default)
+    return value
+
+
+def _remember(name: str, value: str | None) -> None:
+    if value is None:
+        return
+    st.session_state[f"_pref_{name}"] = value
+    if st.query_params.get(name) != value:
+        st.query_params[name] = value
+
+
+def selected_server(ctx: AppContext | None = None) -> str | None:
+    return _param("server", None)
+
+
+def selected_window_key() -> str:
+    key = _param("window", DEFAULT_WINDOW) or DEFAULT_WINDOW
+    return key if key in WINDOWS else DEFAULT_WINDOW
 
 
 def selected_window_s() -> int:
-    return WINDOWS.get(st.query_params.get("window", DEFAULT_WINDOW), WINDOWS[DEFAULT_WINDOW])
+    return WINDOWS[selected_window_key()]
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def server_names(url: str) -> list[str]:
+    return [s.name for s in repo.list_servers(engine_for(url))]
+
+
+@st.cache_data(ttl=3, show_spinner=False)
+def runner_status(url: str) -> tuple[bool, str]:
+    """(alive, one-line summary) of the runner, for the sidebar."""
+    engine = engine_for(url)
+    lease = repo.get_lease(engine)
+    alive = health.runner_alive(engine)
+    if lease is None:
+        return False, "Runner not running — start Pitwall with `pitwall up`."
+    if not alive:
+        return False, "Runner stopped — no heartbeat; restart it with `pitwall up`."
+    return True, "Runner collecting."
+
+
+def _on_pick(name: str, widget_key: str) -> None:
+    # Runs before the script: the operator's pick goes to the URL first, so the sync below
+    # (URL -> widget, for shared links and Overview click-throughs) never undoes it.
+    value = st.session_state.get(widget_key)
+    if value is not None:
+        st.query_params[name] = value
+        st.session_state[f"_pref_{name}"] = value
+
+
+def _sync_widget(name: str, widget_key: str, allowed: list[str], fallback: str) -> str:
+    wanted = _param(name, None)
+    if wanted not in allowed:
+        wanted = st.session_state.get(widget_key) if st.session_state.get(widget_key) in allowed else fallback
+    if st.session_state.get(widget_key) != wanted:
+        st.session_state[widget_key] = wanted
+    return str(wanted)
 
 
 def sidebar(ctx: AppContext) -> None:
-    servers = [s.name for s in repo.list_servers(ctx.engine)]
+    """Server picker, time window and runner status; choices go to the URL and session."""
+    try:
+        servers = server_names(ctx.url)
+        alive, summary = runner_status(ctx.url)
+    except Exception as exc:
+        with st.sidebar:
+            st.error(explain(exc))
+        return
     with st.sidebar:
-        st.markdown("### Pitwall")
         if servers:
-            current = st.query_params.get("server")
-            idx = servers.index(current) if current in servers else 0
-            choice = st.selectbox("Server", servers, index=idx, key="sb_server")
-            st.query_params["server"] = choice
+            choice = _sync_widget("server", "sb_server", servers, servers[0])
+            st.selectbox("Server", servers, key="sb_server", on_change=_on_pick, args=("server", "sb_server"))
+            _remember("server", choice)
         else:
-            st.caption("No servers yet.")
+            st.caption("No servers yet — see the Overview page for how to add one.")
         keys = list(WINDOWS)
-        current_w = st.query_params.get("window", DEFAULT_WINDOW)
-        w = st.segmented_control(
-            "Window", keys, default=current_w if current_w in keys else DEFAULT_WINDOW, key="sb_window"
-        )
-        st.query_params["window"] = w or DEFAULT_WINDOW
+        w = _sync_widget("window", "sb_window", keys, DEFAULT_WINDOW)
+        st.segmented_control("Window", keys, key="sb_window", on_change=_on_pick, args=("window", "sb_window"))
+        _remember("window", w)
+        if alive:
+            st.caption(f":green[●] {summary}")
+        else:
+            st.caption(f":red[●] {summary}")

@@ -17,4 +17,5 @@ def runner_parts(settings: Settings, engine: Engine) -> tuple[Any, dict[str, Any
     """(supervisor or None, {intent kind: handler})."""
     supervisor = None
     handlers: dict[str, Any] = {}
+    handlers["probe"] = __import__("dashboard.services.benchmarks", fromlist=["_"]).probe_intent_handler(engine, settings)
     return supervisor, handlers

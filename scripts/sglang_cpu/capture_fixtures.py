@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         stop_watch.set()
         watcher.join(timeout=10)
     startup_health.append(f"t+{server.ready_s or 0.0:5.1f} s ready line logged")
+    startup_health.sort()  # fixed-width "t+ 12.3 s" prefixes sort by time
     rec["ready_s"] = round(server.ready_s or 0.0, 1)
     rec["argv"] = [clean(a) for a in server.argv()]
     try:

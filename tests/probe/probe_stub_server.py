@@ -162,3 +162,25 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def spawn(delay_ms: float = 2.0, first_delay_ms: float = 20.0, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
+    """Start the server as a subprocess; returns (Popen, port). Caller kills it."""
+    import selectors
+    import subprocess
+    import sys
+
+    argv = [sys.executable, __file__, "--port", "0", "--delay-ms", str(delay_ms),
+            "--first-delay-ms", str(first_delay_ms)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    if not sel.select(timeout_s):
+        proc.kill()
+        raise RuntimeError("stub server did not start in time")
+    line = proc.stdout.readline()
+    if not line.startswith("PORT"):
+        proc.kill()
+        raise RuntimeError(f"stub server failed to start: {line!r}")
+    return proc, int(line.split()[1])

@@ -206,7 +206,9 @@ def test_metric_family_conforms(both: dict[str, dict[str, Any]], family: str) ->
     sim = both["sim"]["metrics"].get(family)
     assert real is not None, f"{family} in the golden capture but not on the live real server"
     assert sim is not None, f"simulator lacks metric family {family} ({real.type})"
-    assert _family_sig(sim) == _family_sig(real), f"{family} differs (type/labels/buckets)"
+    real_sig, sim_sig = _family_sig(real), _family_sig(sim)
+    diff = {k: {"real": real_sig[k], "sim": sim_sig[k]} for k in real_sig if real_sig[k] != sim_sig[k]}
+    assert not diff, f"{family} differs: {diff}"
 
 
 def test_simulator_invents_no_metric_family(both: dict[str, dict[str, Any]]) -> None:

@@ -1,0 +1,112 @@
+"""The canary: one short request per server every `interval_s` (default 30 s), so the dashboard has
+client-side latency history between sweeps.
+
+LLM servers get a streaming `/generate` (8 new tokens, temperature 0, fixed prompt); image
+servers a tiny `/v1/images/generations` (64x64, 1 step). One request at a time with httpx (poll()
+runs in a worker thread, and one stream is far below httpx's limits: perf-baselines.md §1); the
+stream is parsed by the probe's pure `StreamParser`, so TTFT means the same as in sweeps.
+
+| key | unit | meaning | cross-check |
+|---|---|---|---|
+| canary.ttft_s | s | request start -> first non-empty text chunk (LLM only) | `pitwall probe --url URL --concurrency 1 --requests 5 --max-new-tokens 8` |
+| canary.e2e_s | s | request start -> response fully read (image servers: the image latency) | same, e2e p50 |
+| canary.ok | 1/0 | 1 when the request succeeded, 0 otherwise | `curl -N URL/generate -d '{"text":"hi","stream":true}'` |
+
+Source `probe`. A failed request also emits one `probe_error` event (severity warning) naming the
+error kind (timeout, connect_refused, http_<code>, stream_broken, invalid_response).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+
+from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.probe.sse import InvalidResponse, ServerStreamError, StreamParser, parse_image_response
+
+CANARY_PROMPT = "Reply with one short sentence: what is a canary?"
+GENERATE_BODY = {
+    "text": CANARY_PROMPT,
+    "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
+    "stream": True,
+}
+IMAGE_BODY = {"prompt": "a small red square", "n": 1, "size": "64x64", "num_inference_steps": 1,
+              "response_format": "b64_json"}
+
+
+def canary_once(client: httpx.Client, target: ServerTarget, timeout_s: float) -> dict[str, object]:
+    """One canary request: {"ok", "ttft_s", "e2e_s", "error_kind", "detail"} (seconds)."""
+    base = target.base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    out: dict[str, object] = {"ok": False, "ttft_s": None, "e2e_s": None, "error_kind": None, "detail": ""}
+    t0 = time.perf_counter()
+    try:
+        if target.kind == "image":
+            resp = client.post(base + "/v1/images/generations", json=IMAGE_BODY, headers=headers, timeout=timeout_s)
+            if resp.status_code >= 300:
+                out["error_kind"] = f"http_{resp.status_code}"
+            else:
+                parse_image_response(resp.json())
+        else:
+            with client.stream("POST", base + "/generate", json=GENERATE_BODY, headers=headers,
+                               timeout=timeout_s) as resp:
+                if resp.status_code >= 300:
+                    resp.read()
+                    out["error_kind"] = f"http_{resp.status_code}"
+                else:
+                    parser = StreamParser("generate")
+                    for line in resp.iter_lines():
+                        parser.feed(line)
+                        if out["ttft_s"] is None and parser.visible:
+                            out["ttft_s"] = time.perf_counter() - t0
+                    if not parser.done:
+                        out["error_kind"], out["detail"] = "stream_broken", "stream ended without [DONE]"
+    except httpx.ConnectError as exc:
+        out["error_kind"], out["detail"] = "connect_refused", str(exc)
+    except httpx.TimeoutException:
+        out["error_kind"], out["detail"] = "timeout", f"no complete answer within {timeout_s:g} s"
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        out["error_kind"], out["detail"] = "stream_broken", str(exc)
+    except (InvalidResponse, json.JSONDecodeError, ValueError) as exc:
+        out["error_kind"], out["detail"] = "invalid_response", str(exc)
+    except ServerStreamError as exc:
+        out["error_kind"], out["detail"] = exc.kind, str(exc)
+    except httpx.HTTPError as exc:
+        out["error_kind"], out["detail"] = "stream_broken", f"{type(exc).__name__}: {exc}"
+    out["e2e_s"] = time.perf_counter() - t0
+    out["ok"] = out["error_kind"] is None
+    return out
+
+
+class CanaryCollector:
+    """Collector "canary": one short request per server per interval."""
+
+    name = "canary"
+
+    def __init__(self, interval_s: float = 30.0, timeout_s: float = 20.0) -> None:
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self._client = httpx.Client()
+
+    def poll(self, ctx: CollectorContext) -> PollResult:
+        out = PollResult()
+        for target in ctx.servers:
+            res = canary_once(self._client, target, self.timeout_s)
+            ts = ctx.now()
+            for metric in ("ttft_s", "e2e_s"):
+                value = res[metric]
+                if isinstance(value, float) and (metric != "e2e_s" or res["ok"]):
+                    out.samples.append(SampleRow(ts, target.id, f"canary.{metric}", value, "probe", target.launch_id))
+            out.samples.append(SampleRow(ts, target.id, "canary.ok", 1.0 if res["ok"] else 0.0, "probe", target.launch_id))
+            if not res["ok"]:
+                out.events.append(EventRow(
+                    ts, target.id, "probe_error",
+                    f"Canary request to {target.name} failed: {res['error_kind']}.",
+                    severity="warning", raw=str(res["detail"])[:500], launch_id=target.launch_id,
+                ))
+        return out
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,318 @@
+"""SGLang scheduler-log collector: follows each server's log file, writes Samples and Events.
+
+Owns turning log records into Pitwall rows. The grammar is in sglang_log_parse.py (one line),
+sglang_log_stream.py (grouped events) and the file following in sglang_log_tail.py; this module
+re-exports the public parsing API: `parse_line`, `parse_stream`, `LogRecord`, `LogTailer`.
+
+Samples (source ``log``; one per record unless said otherwise; missing field = no sample):
+
+| key | unit | meaning | cross-check |
+|---|---|---|---|
+| log.running_req | requests | `#running-req` (decode and prefill lines); avg/max batch size come from its rollup | `grep -o '#running-req: [0-9]*'` |
+| log.queue_req | requests | `#queue-req` (0.1.14 `#remaining_req`) | `grep -o '#queue-req: [0-9]*'` |
+| log.token_usage | ratio 0-1 | `token usage`: KV pool fraction in use | `/metrics` `sglang:token_usage` |
+| log.num_token | tokens | `#token`: KV tokens in use | `token usage` × pool size |
+| log.gen_throughput_tok_s | tokens/s | `gen throughput (token/s)` since the previous decode line | `/metrics` `sglang:gen_throughput` |
+| log.input_throughput_tok_s | tokens/s | `input throughput (token/s)` (0.4.8 PD, 0.5.9+) | |
+| log.pending_token | tokens | `#pending-token` (0.5.11+) | |
+| log.accept_len | tokens/step | speculative `accept len` | `/metrics` `sglang:spec_accept_length` |
+| log.accept_rate | ratio 0-1 | speculative `accept rate` (0.5.4+) | |
+| log.full_token_usage, log.swa_token_usage, log.mamba_usage | ratio 0-1 | hybrid-model pools | |
+| log.prealloc_req, log.transfer_req, log.inflight_req, log.bootstrap_req, log.unbootstrapped_req, log.transferring_req | requests | PD-disaggregation queues | |
+| log.retracted_queue_req | requests | PD-decode `#retracted-req` (a queue length) | |
+| log.prefill_new_token | tokens | `#new-token` of one prefill batch (computed tokens) | |
+| log.prefill_cached_token | tokens | `#cached-token` of one prefill batch (radix-cache hits) | |
+| log.prefill_new_seq | requests | `#new-seq` of one prefill batch | |
+| log.cache_hit_rate | ratio 0-1 | Σcached ÷ Σ(cached + new) over the prefill lines of one poll, split into windows of at most 10 s of log time; only when the sum > 0; ts = last line of the window | recompute from the two series above |
+| log.cache_hit_rate_lifetime | ratio 0-1 | `cache hit rate: X%` ÷ 100 as printed ≤ 0.4.3 (cumulative since start) | |
+| log.retracted_req | requests | requests retracted by one `decode_retract` event | `grep -c 'Retract requests\\|out of memory happened'` |
+
+**Multi-DP logs** (``[... DP1 TP8]``: each DP rank prints its own lines): a gauge from a line
+with a DP rank is written per rank with suffix ``.dp<d>`` (``log.running_req.dp1``), and once
+per poll the server figure under the plain key: the sum over DP ranks of each rank's latest
+value (seen within the last 60 s of log time) for counts and throughputs, the mean for ratios
+(``token_usage``, ``*_usage``, ``accept_*``). Per-batch token counts (``log.prefill_*``) are
+additive and always go under the plain key. Other ranks (TP/PP/EP) do not split series.
+
+Events (EventRow, raw excerpt included): server_ready, oom, prefill_oom, decode_retract,
+nccl_timeout, crash (a traceback grouped into one event; an OOM that ends it is also an `oom`),
+warmup_failed, bad_cli_flag, port_in_use, health_check_failed.
+
+**Timestamps**: a prefix with a date (``YYYY-MM-DD HH:MM:SS[.mmm]``) is SGLang's asctime, the
+server host's local time; it is read as the local time of the runner (same host, or same TZ —
+the assumption). An ISO time with ``Z``/offset is read as such. The diffusion form
+``MM-DD HH:MM:SS`` takes the year of ctx.now() (last year if that puts it > 1 day ahead).
+Time-only prefixes (0.2.14-0.3.3) and lines without prefix get ctx.now().
+
+**No loss, no double count.** The state saved per server (key ``sglang_log:<id>:tail``) is the
+file identity and the offset just past the last line whose rows this poll returns — or, while a
+grouped event is still open, the offset of its first line, so a restart re-reads the group
+instead of losing it. save_state is called inside poll with exactly that offset; the runner
+commits it in the same transaction as the rows. So a kill before the commit loses both and the
+lines are read again; a kill after loses neither. Each poll also compares ctx.load_state with
+what it last saved and, if the runner did not commit it, rewinds to the stored offset. Lines
+are lost only if a file is rotated AND the rotated file is gone (not next to the path) while the
+runner was down; an unterminated last line is read when its newline arrives (or when rotation
+ends the file).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.sglang_log_parse import LogRecord, parse_line
+from collectors.sglang_log_stream import ParseStats, StreamParser, parse_stream
+from collectors.sglang_log_tail import Line, LogTailer, TailState
+
+__all__ = ["LogRecord", "LogTailer", "SGLangLogCollector", "parse_line", "parse_stream",
+           "log_ts", "records_to_rows"]
+
+GAUGES: dict[str, str] = {
+    "running_req": "log.running_req",
+    "queue_req": "log.queue_req",
+    "token_usage": "log.token_usage",
+    "num_token": "log.num_token",
+    "gen_throughput": "log.gen_throughput_tok_s",
+    "input_throughput": "log.input_throughput_tok_s",
+    "pending_token": "log.pending_token",
+    "accept_len": "log.accept_len",
+    "accept_rate": "log.accept_rate",
+    "full_token_usage": "log.full_token_usage",
+    "swa_token_usage": "log.swa_token_usage",
+    "mamba_usage": "log.mamba_usage",
+    "prealloc_req": "log.prealloc_req",
+    "transfer_req": "log.transfer_req",
+    "inflight_req": "log.inflight_req",
+    "bootstrap_req": "log.bootstrap_req",
+    "unbootstrapped_req": "log.unbootstrapped_req",
+    "transferring_req": "log.transferring_req",
+    "retracted_req": "log.retracted_queue_req",
+}
+#: DP aggregation by mean instead of sum.
+MEAN_FIELDS = frozenset({"token_usage", "accept_len", "accept_rate", "full_token_usage",
+                         "swa_token_usage", "mamba_usage"})
+PREFILL_COUNTS = {"new_token": "log.prefill_new_token", "cached_token": "log.prefill_cached_token",
+                  "new_seq": "log.prefill_new_seq"}
+SEVERITY = {"server_ready": "info", "decode_retract": "warning", "health_check_failed": "error",
+            "oom": "error", "prefill_oom": "error", "nccl_timeout": "error", "crash": "error",
+            "warmup_failed": "error", "bad_cli_flag": "error", "port_in_use": "error"}
+HIT_WINDOW_S = 10.0
+DP_STALE_S = 60.0
+#: Polls without new lines after which an open traceback group is closed.
+IDLE_FLUSH_POLLS = 2
+
+_ts_cache: dict[str, float | None] = {}
+
+
+def log_ts(ts: str | None, now: float) -> float | None:
+    """Epoch seconds of a prefix timestamp (see the module docstring), None when it has no date."""
+    if not ts or len(ts) < 14:
+        return None  # time only: no date
+    hit = _ts_cache.get(ts)
+    if hit is not None:
+        return hit
+    try:
+        if ts[2] == "-":  # diffusion MM-DD HH:MM:SS
+            year = time.localtime(now).tm_year
+            v = datetime.strptime(f"{year}-{ts}", "%Y-%m-%d %H:%M:%S").timestamp()
+            if v > now + 86400:
+                v = datetime.strptime(f"{year - 1}-{ts}", "%Y-%m-%d %H:%M:%S").timestamp()
+            return v  # not cached: depends on now
+        iso = ts.replace(",", ".").replace(" ", "T", 1)
+        if iso.endswith("Z"):
+            iso = iso[:-1] + "+00:00"
+        v = datetime.fromisoformat(iso).timestamp()  # naive = local time
+    except (ValueError, OverflowError, OSError):
+        return None
+    if len(_ts_cache) > 4096:
+        _ts_cache.clear()
+    _ts_cache[ts] = v
+    return v
+
+
+@dataclass(slots=True)
+class _Aggregates:
+    """Per-server memory across polls: latest value per (field, dp rank)."""
+
+    dp_last: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+
+
+def records_to_rows(records: list[LogRecord], server: ServerTarget, now: float,
+                    agg: _Aggregates | None = None) -> PollResult:
+    """Samples and events for one poll's records of one server (pure; see the module table)."""
+    agg = agg if agg is not None else _Aggregates()
+    res = PollResult()
+    sid, lid = server.id, server.launch_id
+    samples = res.samples
+    hit: dict[int, list[float]] = {}  # window -> [cached, new, last ts]
+    dirty: set[str] = set()
+
+    def add(ts: float, metric: str, value: float) -> None:
+        samples.append(SampleRow(ts, sid, metric, float(value), "log", lid))
+
+    for rec in records:
+        ts = log_ts(rec.timestamp, now) or now
+        f = rec.fields
+        if rec.kind in ("prefill", "decode"):
+            dp = rec.ranks.get("dp")
+            for name, metric in GAUGES.items():
+                v = f.get(name)
+                if v is None or isinstance(v, bool):
+                    continue
+                if dp is None:
+                    add(ts, metric, v)
+                else:
+                    add(ts, f"{metric}.dp{dp}", v)
+                    agg.dp_last[(name, dp)] = (ts, float(v))
+                    dirty.add(name)
+            if rec.kind == "prefill":
+                for name, metric in PREFILL_COUNTS.items():
+                    v = f.get(name)
+                    if v is not None and not isinstance(v, bool):
+                        add(ts, metric, v)
+                cached, new = f.get("cached_token"), f.get("new_token")
+                if isinstance(cached, int) and isinstance(new, int):
+                    w = hit.setdefault(int(ts // HIT_WINDOW_S), [0.0, 0.0, ts])
+                    w[0] += cached
+                    w[1] += new
+                    w[2] = max(w[2], ts)
+                life = f.get("cache_hit_rate")
+                if isinstance(life, (int, float)) and not isinstance(life, bool):
+                    add(ts, "log.cache_hit_rate_lifetime", life / 100.0)
+            continue
+        if rec.kind == "decode_retract" and "retracted_req" in f:
+            add(ts, "log.retracted_req", f["retracted_req"])
+        res.events.append(EventRow(ts, sid, rec.kind, rec.message or rec.kind,
+                                   SEVERITY.get(rec.kind, "info"), rec.raw, lid))
+    for cached, new, last in hit.values():
+        if cached + new > 0:
+            add(last, "log.cache_hit_rate", cached / (cached + new))
+    for name in sorted(dirty):
+        latest = max(t for (n, _), (t, _) in agg.dp_last.items() if n == name)
+        vals = [v for (n, _), (t, v) in agg.dp_last.items()
+                if n == name and t >= latest - DP_STALE_S]
+        value = sum(vals) / len(vals) if name in MEAN_FIELDS else sum(vals)
+        if math.isfinite(value):
+            add(latest, GAUGES[name], value)
+    return res
+
+
+@dataclass
+class _ServerTail:
+    path: str
+    tailer: LogTailer
+    parser: StreamParser
+    agg: _Aggregates = field(default_factory=_Aggregates)
+    last_saved: dict[str, Any] | None = None
+    idle_polls: int = 0
+
+
+class SGLangLogCollector:
+    """Collector protocol (collectors/base.py) over every ServerTarget with a `log_path`."""
+
+    name = "sglang_log"
+    interval_s = 1.0
+
+    def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False,
+                 clock: Callable[[], float] | None = None) -> None:
+        #: a server seen for the first time is read from its beginning (backfill with the
+        #: prefix timestamps) unless start_at_end
+        self.max_bytes_per_poll = max_bytes_per_poll
+        self.start_at_end = start_at_end
+        self._servers: dict[int, _ServerTail] = {}
+        self._errors_sent: set[tuple[int, str]] = set()
+
+    @staticmethod
+    def state_key(server_id: int) -> str:
+        return f"sglang_log:{server_id}:tail"
+
+    def poll(self, ctx: CollectorContext) -> PollResult:
+        result = PollResult()
+        seen: set[int] = set()
+        for server in ctx.servers:
+            if not server.log_path:
+                continue
+            seen.add(server.id)
+            try:
+                result.extend(self._poll_server(ctx, server))
+            except OSError as exc:
+                msg = (f"cannot read the log of server {server.name!r} at {server.log_path!r} "
+                       f"({exc.strerror or exc}); check the path and its permissions")
+                if (server.id, msg) not in self._errors_sent:  # once per distinct failure
+                    self._errors_sent.add((server.id, msg))
+                    result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
+                                                  "error", None, server.launch_id))
+        for sid in list(self._servers):
+            if sid not in seen:
+                self._servers.pop(sid).tailer.close()
+        return result
+
+    def close(self) -> None:
+        for s in self._servers.values():
+            s.tailer.close()
+        self._servers.clear()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _open(self, ctx: CollectorContext, server: ServerTarget,
+              saved: dict[str, Any] | None) -> _ServerTail:
+        path = server.log_path or ""
+        st = TailState.from_dict(saved) if saved and saved.get("path") == path else None
+        tailer = LogTailer(path, st, max_bytes=self.max_bytes_per_poll,
+                           start_at_end=self.start_at_end)
+        s = _ServerTail(path, tailer, StreamParser(ParseStats()))
+        s.last_saved = saved if st is not None else None
+        return s
+
+    def _poll_server(self, ctx: CollectorContext, server: ServerTarget) -> PollResult:
+        key = self.state_key(server.id)
+        saved = ctx.load_state(key)
+        s = self._servers.get(server.id)
+        if s is not None and (s.path != server.log_path or (
+                saved is not None and s.last_saved is not None and saved != s.last_saved)):
+            # the log moved, or the runner did not commit what we last handed over: rewind
+            s.tailer.close()
+            s = None
+        if s is None:
+            s = self._servers[server.id] = self._open(ctx, server, saved)
+        lines = s.tailer.read()
+        records: list[LogRecord] = []
+        parser = s.parser
+        for ln in lines:
+            recs = parser.feed_raw(ln.data, ln.line_no, ln)
+            if recs:
+                records.extend(recs)
+        if lines:
+            s.idle_polls = 0
+        elif parser.busy:
+            s.idle_polls += 1
+            if s.idle_polls >= IDLE_FLUSH_POLLS:
+                records.extend(parser.flush())  # the writer went quiet: the group is whole
+        now = ctx.now()
+        res = records_to_rows(records, server, now, s.agg)
+        state = self._committed_state(s)
+        if state is not None and state != s.last_saved:
+            ctx.save_state(key, state)
+            s.last_saved = state
+        return res
+
+    def _committed_state(self, s: _ServerTail) -> dict[str, Any] | None:
+        """The offset matching the rows returned: before a held group, else after all lines."""
+        pending = s.parser.pending_pos
+        if isinstance(pending, Line):
+            st = TailState(pending.dev, pending.ino, pending.start,
+                           s.tailer.head_of(pending.dev, pending.ino), pending.line_no - 1)
+        else:
+            cur = s.tailer.state
+            if cur is None:
+                return None
+            st = TailState(cur.dev, cur.ino, cur.offset, cur.head, cur.line_no)
+        d = st.to_dict()
+        d["path"] = s.path
+        return d

@@ -1,0 +1,317 @@
+"""Benchmarks: start a probe sweep from the dashboard, follow it, and shape its results for charts.
+
+Flow (DESIGN.md "pages never do slow work"):
+1. `start_sweep()` (called by the page) stores a `pending` ProbeRun whose `spec` is the probe's
+   SweepSpec dict, and an Intent(kind="probe", payload={"run_id": N}). Nothing runs yet.
+2. The runner claims the intent and calls `probe_intent_handler(engine, settings)(intent)`, which
+   starts ONE subprocess, `collectors.probe.sweep.sweep_argv(spec.json, db_url, run_id)` (an
+   argument list, never a shell string), and while it runs copies ProbeRun.progress (0..1,
+   finished requests / planned requests) into Intent.progress every POLL_S.
+3. The page reads ProbeRun rows (`list_runs`, `curves`, `tradeoff`) and draws them.
+
+Figures per level come from ProbeRun.report["levels"] (collectors/probe/report.py): latencies in
+seconds ({p50, p95, p99, mean, max}), throughput.output_tok_s and .rps, self_check.trusted.
+A level whose self-check failed is drawn hollow and labelled "NOT trusted" everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from dashboard.settings import REPO_ROOT, Settings
+from storage import repo
+from storage.models import Intent, ProbeRun
+
+POLL_S = 1.0
+PROMPT_SETS = ("builtin", "synthetic", "shared-prefix")
+LATENCY_KEYS = {"ttft_s": "TTFT", "itl_s": "ITL", "tpot_s": "TPOT", "e2e_s": "E2E"}
+
+
+class SweepRequestError(ValueError):
+    """A sweep request the page should refuse; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    server: str
+    levels: list[int]
+    requests: int
+    prompt_set: str = "builtin"
+    max_new_tokens: int = 64
+    api: str = "generate"
+    input_tokens: int = 128
+    ignore_eos: bool = False
+    name: str | None = None
+
+
+def parse_levels(text: str) -> list[int]:
+    """'1, 4, 8' -> [1, 4, 8]; raises SweepRequestError with what to type instead."""
+    try:
+        levels = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise SweepRequestError(
+            f"Levels {text!r} are not whole numbers; type them like 1,4,8,16."
+        ) from None
+    if not levels or any(v <= 0 or v > 1024 for v in levels):
+        raise SweepRequestError("Levels must be whole numbers between 1 and 1024, e.g. 1,4,8,16.")
+    return sorted(set(levels))
+
+
+def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") -> tuple[int, int]:
+    """Record a pending ProbeRun and a `probe` Intent for the runner; returns (run_id, intent_id)."""
+    server = repo.get_server(engine, name=req.server)
+    if server is None or server.id is None:
+        raise SweepRequestError(f"Server {req.server!r} is not configured; pick one from the list.")
+    if req.requests <= 0 or req.requests > 100_000:
+        raise SweepRequestError("Requests per level must be between 1 and 100,000.")
+    if req.prompt_set not in PROMPT_SETS:
+        raise SweepRequestError(f"Workload {req.prompt_set!r} is unknown; use one of {list(PROMPT_SETS)}.")
+    launch = repo.latest_launch(engine, server_id=server.id)
+    launch_id = launch.id if launch is not None and launch.ended_at is None else None
+    spec: dict[str, Any] = {
+        "url": server.base_url,
+        "api": req.api,
+        "mode": "concurrency",
+        "levels": [float(v) for v in req.levels],
+        "requests": int(req.requests),
+        "server_id": server.id,
+        "launch_id": launch_id,
+        "name": req.name,
+        "workload": {
+            "prompt_set": req.prompt_set,
+            "max_new_tokens": int(req.max_new_tokens),
+            "input_tokens": int(req.input_tokens),
+            "ignore_eos": bool(req.ignore_eos),
+        },
+    }
+    run = repo.create_probe_run(
+        engine,
+        server_id=server.id,
+        launch_id=launch_id,
+        url=server.base_url,
+        api=req.api,
+        name=req.name,
+        spec=spec,
+        status="pending",
+    )
+    assert run.id is not None
+    intent = repo.create_intent(
+        engine,
+        kind="probe",
+        server_id=server.id,
+        payload={"run_id": run.id},
+        requested_by=requested_by,
+    )
+    assert intent.id is not None
+    return run.id, intent.id
+
+
+def active_sweeps(engine: Engine, *, server_id: int | None = None) -> list[tuple[Intent, ProbeRun | None]]:
+    """Probe intents still pending or running, each with its ProbeRun (progress lives there)."""
+    out = []
+    for it in repo.list_intents(engine, server_id=server_id, states=("pending", "running"), kinds=("probe",)):
+        run_id = (it.payload or {}).get("run_id")
+        out.append((it, repo.get_probe_run(engine, run_id=int(run_id)) if run_id else None))
+    return out
+
+
+def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) -> pd.DataFrame:
+    """One row per run: id, name, status, progress, created, levels, trusted, fingerprint, error."""
+    rows = []
+    for r in repo.list_probe_runs(engine, server_id=server_id, limit=limit):
+        spec = r.spec or {}
+        wl = spec.get("workload") or {}
+        rows.append(
+            {
+                "id": r.id,
+                "name": r.name or f"run {r.id}",
+                "status": r.status,
+                "progress": float(r.progress or 0.0),
+                "created_at": r.created_at,
+                "api": r.api,
+                "workload": wl.get("prompt_set", "—"),
+                "levels": ", ".join(f"{v:g}" for v in spec.get("levels", [])),
+                "requests": spec.get("requests"),
+                "trusted": r.trusted,
+                "fingerprint": (r.fingerprint or "")[:12],
+                "error": r.error,
+            }
+        )
+    cols = ["id", "name", "status", "progress", "created_at", "api", "workload", "levels",
+            "requests", "trusted", "fingerprint", "error"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _levels(run: ProbeRun) -> list[dict[str, Any]]:
+    return list((run.report or {}).get("levels") or [])
+
+
+def _level_value(lv: dict[str, Any]) -> float | None:
+    v = lv.get("concurrency", lv.get("rate"))
+    return float(v) if v is not None else None
+
+
+def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
+    """Long table for the concurrency curves of the chosen runs.
+
+    Columns: run, series ("run 3 · TTFT p99"), level, metric (ttft_s…/output_tok_s/rps),
+    stat (p50/p95/p99/-), value (base units), trusted (the level's self-check).
+    """
+    rows = []
+    for rid in run_ids:
+        run = repo.get_probe_run(engine, run_id=rid)
+        if run is None:
+            continue
+        label = run.name or f"run {rid}"
+        for lv in _levels(run):
+            level = _level_value(lv)
+            trusted = bool((lv.get("self_check") or {}).get("trusted", False))
+            for key, short in LATENCY_KEYS.items():
+                st = lv.get(key) or {}
+                for p in ("p50", "p95", "p99"):
+                    if st.get(p) is not None:
+                        rows.append((rid, f"{label} · {short} {p}", level, key, p, float(st[p]), trusted))
+            tp = lv.get("throughput") or {}
+            for key in ("output_tok_s", "rps"):
+                if tp.get(key) is not None:
+                    rows.append((rid, label, level, key, "-", float(tp[key]), trusted))
+    return pd.DataFrame(rows, columns=["run", "series", "level", "metric", "stat", "value", "trusted"])
+
+
+def tradeoff(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
+    """One point per (run, level): output tok/s vs TTFT p99 (s), with the level's trust flag."""
+    rows = []
+    for rid in run_ids:
+        run = repo.get_probe_run(engine, run_id=rid)
+        if run is None:
+            continue
+        label = run.name or f"run {rid}"
+        for lv in _levels(run):
+            tok = (lv.get("throughput") or {}).get("output_tok_s")
+            p99 = (lv.get("ttft_s") or {}).get("p99")
+            if tok is None or p99 is None:
+                continue
+            trusted = bool((lv.get("self_check") or {}).get("trusted", False))
+            rows.append((label, _level_value(lv), float(tok), float(p99), trusted))
+    return pd.DataFrame(rows, columns=["series", "level", "output_tok_s", "ttft_p99_s", "trusted"])
+
+
+def level_table(run: ProbeRun) -> pd.DataFrame:
+    """Per-level figures of one run for a table (base units; the page formats them)."""
+    rows = []
+    for lv in _levels(run):
+        sc = lv.get("self_check") or {}
+        tp = lv.get("throughput") or {}
+        rows.append(
+            {
+                "level": _level_value(lv),
+                "requests": lv.get("requests"),
+                "ok": lv.get("ok"),
+                "success_rate": lv.get("success_rate"),
+                "ttft_p50_s": (lv.get("ttft_s") or {}).get("p50"),
+                "ttft_p99_s": (lv.get("ttft_s") or {}).get("p99"),
+                "itl_p50_s": (lv.get("itl_s") or {}).get("p50"),
+                "e2e_p99_s": (lv.get("e2e_s") or {}).get("p99"),
+                "output_tok_s": tp.get("output_tok_s"),
+                "rps": tp.get("rps"),
+                "trusted": sc.get("trusted"),
+                "why_not_trusted": "; ".join(sc.get("reasons") or []),
+                "errors": ", ".join(f"{k}={n}" for k, n in (lv.get("errors") or {}).items()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# runner side: the `probe` intent handler
+
+
+def probe_intent_handler(engine: Engine, settings: Settings) -> Callable[[Intent], None]:
+    """The runner's handler for Intent(kind="probe"): one sweep subprocess, progress mirrored.
+
+    The handler settles the intent itself (done, or failed with one readable sentence) and does
+    not raise for a failed sweep, so the runner does not overwrite that sentence.
+    """
+
+    def handle(intent: Intent) -> None:
+        assert intent.id is not None
+        run_id = int((intent.payload or {}).get("run_id") or 0)
+        run = repo.get_probe_run(engine, run_id=run_id) if run_id else None
+        if run is None or not run.spec:
+            msg = f"Probe intent {intent.id} names no stored sweep (run {run_id}); start it again."
+            repo.update_intent(engine, intent_id=intent.id, state="failed", message=msg)
+            return
+        spec = dict(run.spec)
+        server = repo.get_server(engine, id=run.server_id) if run.server_id is not None else None
+        if server is not None and server.api_key:
+            spec["api_key"] = server.api_key  # used by the subprocess only; never stored
+        code, tail = _run_subprocess(engine, intent_id=intent.id, run_id=run_id, spec=spec,
+                                     db_url=settings.database_url)
+        final = repo.get_probe_run(engine, run_id=run_id)
+        status = final.status if final else "failed"
+        if status in ("pending", "running"):
+            err = tail or f"the sweep process exited with code {code}"
+            repo.update_probe_run(engine, run_id=run_id, status="failed", error=err, finished_at=time.time())
+            status = "failed"
+        if status == "done" or status == "aborted":
+            msg = f"Sweep {run_id} {status}."
+            if status == "aborted" and final is not None and final.error:
+                msg = f"Sweep {run_id} aborted: {final.error}"
+            repo.update_intent(engine, intent_id=intent.id, state="done", message=msg,
+                               progress={"stage": status, "fraction": 1.0, "detail": f"run {run_id}"},
+                               result={"run_id": run_id, "status": status})
+            return
+        final_err = (final.error if final and final.error else None) or tail or f"exit code {code}"
+        msg = f"Sweep {run_id} failed: {final_err}"
+        repo.update_intent(engine, intent_id=intent.id, state="failed", message=msg,
+                           result={"run_id": run_id, "status": "failed"})
+
+    return handle
+
+
+def _run_subprocess(
+    engine: Engine, *, intent_id: int, run_id: int, spec: dict[str, Any], db_url: str,
+    timeout_s: float = 6 * 3600,
+) -> tuple[int | None, str]:
+    from collectors.probe.sweep import sweep_argv
+
+    with tempfile.TemporaryDirectory(prefix="pitwall-sweep-") as tmp:
+        path = Path(tmp) / "spec.json"
+        path.write_text(json.dumps(spec), encoding="utf-8")
+        os.chmod(path, 0o600)  # it may hold the server's API key
+        err_path = Path(tmp) / "stderr.txt"
+        with open(err_path, "w", encoding="utf-8") as err:
+            proc = subprocess.Popen(
+                sweep_argv(path, db_url, run_id), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+                stderr=err, start_new_session=True,
+            )
+            deadline = time.monotonic() + timeout_s
+            last = -1.0
+            while proc.poll() is None:
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait(10)
+                    return None, f"the sweep did not finish within {timeout_s:.0f} s and was stopped"
+                run = repo.get_probe_run(engine, run_id=run_id)
+                frac = float(run.progress or 0.0) if run else 0.0
+                if frac != last:
+                    last = frac
+                    repo.update_intent(
+                        engine, intent_id=intent_id,
+                        progress={"stage": run.status if run else "running", "fraction": frac,
+                                  "detail": f"run {run_id}"},
+                    )
+                time.sleep(POLL_S)
+        lines = err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    return proc.returncode, (lines[-1] if lines else "")

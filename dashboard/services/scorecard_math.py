@@ -1,0 +1,191 @@
+"""The scorecard formulas as pure functions of numbers and arrays (no storage, no Streamlit).
+
+Every formula of METRIC_SPECS that is more than a mean lives here, so tests feed hand-computed
+fixtures. Conventions: seconds, tokens, joules, USD; a missing input gives None (never 0);
+percentiles are numpy's linear interpolation, as in collectors/probe/report.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+J_PER_KWH = 3.6e6
+PCTS = (50, 95, 99)
+
+
+def percentiles(values: Iterable[float] | np.ndarray) -> dict[int, float | None]:
+    """{50: p50, 95: p95, 99: p99} (numpy linear interpolation); all None for no values."""
+    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
+    arr = arr[~np.isnan(arr)] if arr.size else arr
+    if arr.size == 0:
+        return dict.fromkeys(PCTS, None)
+    got = np.percentile(arr, PCTS)
+    return {p: float(v) for p, v in zip(PCTS, got, strict=True)}
+
+
+def mean_or_none(values: np.ndarray | Sequence[float]) -> float | None:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()) if arr.size else None
+
+
+def safe_div(num: float | None, den: float | None) -> float | None:
+    """num / den; None when either is missing or the denominator is not positive."""
+    if num is None or den is None or den <= 0:
+        return None
+    return num / den
+
+
+def request_window_s(starts: Sequence[float], ends: Sequence[float]) -> float | None:
+    """Level window: first measured start -> last measured end, seconds (None if empty/zero)."""
+    if len(starts) == 0:
+        return None
+    span = float(max(ends) - min(starts))
+    return span if span > 0 else None
+
+
+def probe_throughput(
+    *,
+    n_ok: int,
+    tokens_in: float | None,
+    tokens_out: float | None,
+    images: float | None,
+    window_s: float | None,
+) -> dict[str, float | None]:
+    """rps, output/input tok/s and images/min of one level: totals / level window."""
+    return {
+        "rps": safe_div(float(n_ok), window_s),
+        "output_tok_s": safe_div(tokens_out, window_s),
+        "input_tok_s": safe_div(tokens_in, window_s),
+        "images_per_min": None if images is None else safe_div(images * 60.0, window_s),
+    }
+
+
+def radix_hit_rate(cached_tokens: float | None, new_tokens: float | None) -> float | None:
+    """Token-weighted cache hit rate Σcached / Σ(cached + new); None with no prefill tokens."""
+    if cached_tokens is None or new_tokens is None:
+        return None
+    return safe_div(cached_tokens, cached_tokens + new_tokens)
+
+
+def gpu_count(
+    gpu_indices: Sequence[int] | None,
+    seen_gpu_indices: Sequence[int],
+    server_args: dict[str, Any] | None,
+) -> tuple[int, str]:
+    """(GPU count, where it came from): configured indices, else GPUs with samples, else
+    tp_size × dp_size of the launch's server args, else 1 (assumed, and said so)."""
+    if gpu_indices:
+        return len(gpu_indices), "gpu_indices"
+    if seen_gpu_indices:
+        return len(set(seen_gpu_indices)), "GPUs seen in gpu.* samples"
+    args = server_args or {}
+    tp, dp = args.get("tp_size"), args.get("dp_size")
+    if isinstance(tp, int) and tp > 0:
+        n = tp * (dp if isinstance(dp, int) and dp > 0 else 1)
+        return n, "tp_size × dp_size"
+    return 1, "assumed 1 GPU (set gpu_indices)"
+
+
+def cost_figures(
+    *,
+    gpu_usd_per_hour: float | None,
+    rps: float | None,
+    output_tok_s: float | None,
+    input_tok_s: float | None,
+    images_per_min: float | None,
+) -> dict[str, float | None]:
+    """USD per 1M output / total tokens, per image, per 1,000 requests from the hourly price."""
+    usd_s = None if gpu_usd_per_hour is None else gpu_usd_per_hour / 3600.0
+    total_tok_s = (
+        None if output_tok_s is None else output_tok_s + (input_tok_s or 0.0)
+    )
+    per_out = safe_div(usd_s, output_tok_s)
+    per_tot = safe_div(usd_s, total_tok_s) if input_tok_s is not None else None
+    per_req = safe_div(usd_s, rps)
+    per_img = safe_div(None if gpu_usd_per_hour is None else gpu_usd_per_hour / 60.0,
+                       images_per_min)
+    return {
+        "usd_per_1m_output_tok": None if per_out is None else per_out * 1e6,
+        "usd_per_1m_total_tok": None if per_tot is None else per_tot * 1e6,
+        "usd_per_1k_requests": None if per_req is None else per_req * 1000.0,
+        "usd_per_image": per_img,
+    }
+
+
+def counter_delta(values: np.ndarray | Sequence[float]) -> float | None:
+    """Increase of a cumulative counter over ordered samples, surviving resets (a drop means
+    the counter restarted: the new value counts from 0). None with fewer than two samples."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size < 2:
+        return None
+    steps = np.diff(arr)
+    # after a reset the counter restarted from 0, so the whole new value is increase
+    steps = np.where(steps < 0, arr[1:], steps)
+    return float(steps.sum())
+
+
+def energy_figures(
+    *,
+    energy_j: float | None,
+    window_s: float | None,
+    output_tokens: float | None,
+    images: float | None,
+    electricity_usd_per_kwh: float | None,
+) -> dict[str, float | None]:
+    """Average power, J per output token / per image, electricity USD per 1M output tokens."""
+    per_tok = safe_div(energy_j, output_tokens)
+    return {
+        "avg_power_w": safe_div(energy_j, window_s),
+        "energy_j_per_output_tok": per_tok,
+        "energy_j_per_image": safe_div(energy_j, images),
+        "electricity_usd_per_1m_output_tok": (
+            None
+            if per_tok is None or electricity_usd_per_kwh is None
+            else per_tok * 1e6 / J_PER_KWH * electricity_usd_per_kwh
+        ),
+    }
+
+
+def cost_at_target(
+    levels: Sequence[dict[str, Any]], *, ttft_p99_target_s: float | None
+) -> tuple[float | None, dict[str, Any] | None]:
+    """Cheapest usd_per_1m_output_tok among levels whose ttft_p99_s <= the target.
+
+    Returns (cost, the chosen level) or (None, None) when no level qualifies or has a cost.
+    """
+    if ttft_p99_target_s is None:
+        return None, None
+    best: dict[str, Any] | None = None
+    for lv in levels:
+        p99, cost = lv.get("ttft_p99_s"), lv.get("usd_per_1m_output_tok")
+        if p99 is None or cost is None or p99 > ttft_p99_target_s:
+            continue
+        if best is None or cost < best["usd_per_1m_output_tok"]:
+            best = lv
+    return (None, None) if best is None else (float(best["usd_per_1m_output_tok"]), best)
+
+
+def time_above(ts: np.ndarray, values: np.ndarray, threshold: float, until: float | None = None
+               ) -> float | None:
+    """Seconds a step-function series spends above `threshold`: each sample holds until the next
+    one (the last one until `until`, if given). None without samples."""
+    if ts.size == 0:
+        return None
+    nxt = np.append(ts[1:], until if until is not None else ts[-1])
+    held = np.clip(nxt - ts, 0.0, None)
+    return float(held[values > threshold].sum())
+
+
+def down_transitions(values: np.ndarray) -> int:
+    """Number of 1 -> 0 transitions of a health series (flaps)."""
+    if values.size < 2:
+        return 0
+    up = values >= 0.5
+    return int(np.count_nonzero(up[:-1] & ~up[1:]))
+
+
+def tail_ratio(p99: float | None, p50: float | None) -> float | None:
+    return safe_div(p99, p50)

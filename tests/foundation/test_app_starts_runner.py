@@ -1,0 +1,39 @@
+"""`streamlit run app.py` alone starts a runner when none holds the database (and only then)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO
+from dashboard.services.health import runner_alive
+from storage import repo
+from storage.db import make_engine
+
+
+def test_app_starts_a_runner_when_none_is_alive(data_env, monkeypatch):
+    monkeypatch.delenv("PITWALL_MANAGED_RUNNER", raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    engine = make_engine(data_env["PITWALL_DATABASE_URL"])
+    assert not runner_alive(engine)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=30)
+    at.run()
+    assert not at.exception
+    try:
+        deadline = time.monotonic() + 30
+        while not runner_alive(engine) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert runner_alive(engine)
+        lease = repo.get_lease(engine)
+        assert lease is not None and lease.pid != os.getpid()
+    finally:
+        lease = repo.get_lease(engine)
+        if lease is not None:
+            os.kill(lease.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while repo.get_lease(engine) is not None and time.monotonic() < deadline:
+                time.sleep(0.2)
+    assert repo.get_lease(engine) is None  # the runner released its lease on SIGTERM
