@@ -2,6 +2,7 @@
 
 `streamlit run app.py` works on its own: when no runner holds the database, this starts one
 (`python -m dashboard collect`, detached, single-instance by its lease) and stops nothing.
+Any error a page does not handle becomes one sentence (session.guard), never a traceback.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ ctx = session.bootstrap()  # settings + engine, or a readable error and st.stop(
 session.ensure_runner(ctx)
 session.sidebar(ctx)
 
+# One st.Page per page; Profiles and Compare are added by their owners (one line each).
 PAGES = [
     st.Page("dashboard/pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("dashboard/pages/server.py", title="Server", icon=":material/monitoring:"),
+    st.Page("dashboard/pages/benchmarks.py", title="Benchmarks", icon=":material/speed:"),
+    st.Page("dashboard/pages/events.py", title="Events", icon=":material/event_note:"),
+    st.Page("dashboard/pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("dashboard/pages/profiles.py", title="Profiles", icon=":material/tune:"),
     st.Page("dashboard/pages/about.py", title="About / health", icon=":material/monitor_heart:"),
 ]
-st.navigation(PAGES).run()
+page = st.navigation(PAGES)
+with session.guard(page.title or "This page"):
+    page.run()

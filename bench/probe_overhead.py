@@ -1,6 +1,7 @@
 """How much does Pitwall's probe add to the latencies it reports? (issue 6 acceptance)
 
-Starts the stamping stub server (tests/probe/probe_stub_server.py) in its own process; it stamps
+Starts a stamping server in its own process (bench/stamp_server.py, lean enough that it is not
+the bottleneck at c=128; `--server aiohttp` uses the tests' stub instead); it stamps
 t0 (request parsed) and each chunk's send time with CLOCK_MONOTONIC. For each concurrency level,
 Pitwall's probe (collectors.probe.pacing.run_level + client.send, the code path of a sweep) and a
 minimal raw-asyncio client (one keep-alive socket per worker, hand-written HTTP/SSE parsing, json
@@ -13,6 +14,8 @@ Targets: inflation <= 1 ms p50 and <= 5 ms p99 for c = 1..64 (16 tokens at 10 ms
 >= 90 % of ideal at c = 128.
 
     .venv/bin/python bench/probe_overhead.py [--levels 1,4,16,64,128] [--quick]
+    # on a shared 2-vCPU VM (as root), isolate server and client from other load:
+    chrt -f 10 taskset -c 1 .venv/bin/python bench/probe_overhead.py --rt
 """
 
 from __future__ import annotations
@@ -40,9 +43,14 @@ TOKENS = 16
 DELAY_S = 0.010
 
 
-def start_server() -> tuple[subprocess.Popen[str], int]:
-    argv = [sys.executable, str(ROOT / "tests/probe/probe_stub_server.py"), "--port", "0",
-            "--delay-ms", str(DELAY_S * 1000), "--first-delay-ms", str(DELAY_S * 1000)]
+def start_server(rt: bool = False, server: str = "lean") -> tuple[subprocess.Popen[str], int]:
+    # --rt: server on CPU 0 at SCHED_FIFO 20 (the bench itself should run as
+    # `chrt -f 10 taskset -c 1 ...`), as perf-baselines.md did on this shared VM
+    prefix = ["chrt", "-f", "20", "taskset", "-c", "0"] if rt else []
+    script = ROOT / ("bench/stamp_server.py" if server == "lean" else "tests/probe/probe_stub_server.py")
+    argv = prefix + [sys.executable, str(script), "--port", "0", "--delay-ms", str(DELAY_S * 1000)]
+    if server != "lean":
+        argv += ["--first-delay-ms", str(DELAY_S * 1000)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -60,7 +68,8 @@ def fetch_stamps(port: int) -> dict[str, dict]:
 # ------------------------------------------------------------------------------ pitwall
 async def pitwall_level(port: int, c: int, n: int) -> list[tuple[str, float, float, float, bool]]:
     spec = WorkloadSpec(max_new_tokens=TOKENS, ignore_eos=True)
-    path, body = request_body("generate", Prompt("p0", "hello world"), spec)
+    path, obj = request_body("generate", Prompt("p0", "hello world"), spec)
+    body = json.dumps(obj).encode()  # as run_sweep does: encoded once per prompt
     url = f"http://127.0.0.1:{port}{path}"
     async with make_session() as session:
         async def one(seq: int, warm: bool):  # type: ignore[no-untyped-def]
@@ -132,9 +141,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--levels", default="1,4,16,32,64,128")
     ap.add_argument("--quick", action="store_true", help="fewer requests per level")
+    ap.add_argument("--rt", action="store_true", help="pin the server to CPU 0 at SCHED_FIFO (root)")
+    ap.add_argument("--server", choices=("lean", "aiohttp"), default="lean",
+                    help="lean raw-asyncio stamp server (bench/stamp_server.py) or the tests' aiohttp stub")
     args = ap.parse_args()
     levels = [int(v) for v in args.levels.split(",")]
-    proc, port = start_server()
+    proc, port = start_server(args.rt, args.server)
     results: dict[tuple[str, int], dict] = {}
     try:
         for c in levels:

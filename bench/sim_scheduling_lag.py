@@ -7,6 +7,10 @@ scheduler task ran behind its model clock divided by busy model time (0.05 = 5 %
 the client's view: wall time of the run vs the model time the server reports.
 
     .venv/bin/python bench/sim_scheduling_lag.py [--concurrency 256] [--max-new-tokens 256]
+        [--repeat 3]
+
+Each repetition starts a fresh simulator; the verdict uses the median. Other processes on the
+server's core count as lag (the scheduler really is late then), so run it on a quiet machine.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ async def one_stream(s: aiohttp.ClientSession, base: str, i: int, max_new: int) 
     return chunks
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace) -> float:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     cpus = sorted(os.sched_getaffinity(0))
@@ -97,7 +101,7 @@ async def run(args: argparse.Namespace) -> int:
         print(f"scheduling lag ratio: {lag:.4f} ({lag * 100:.2f} %), max lag "
               f"{st['sim_max_scheduling_lag_s'] * 1000:.1f} ms; target < 5 %: "
               f"{'PASS' if lag < 0.05 else 'FAIL'}")
-        return 0 if lag < 0.05 else 1
+        return float(lag)
     finally:
         proc.terminate()
         try:
@@ -111,7 +115,14 @@ def main() -> int:
     p.add_argument("--concurrency", type=int, default=256)
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--gpu", default="h100")
-    return asyncio.run(run(p.parse_args()))
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args()
+    lags = sorted(asyncio.run(run(args)) for _ in range(args.repeat))
+    median = lags[len(lags) // 2]
+    print(f"median scheduling lag over {len(lags)} runs: {median * 100:.2f} % "
+          f"(runs: {', '.join(f'{x * 100:.2f} %' for x in lags)}); target < 5 %: "
+          f"{'PASS' if median < 0.05 else 'FAIL'}")
+    return 0 if median < 0.05 else 1
 
 
 if __name__ == "__main__":

@@ -24,7 +24,12 @@ import time
 import httpx
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.probe.sse import InvalidResponse, ServerStreamError, StreamParser, parse_image_response
+from collectors.probe.sse import (
+    InvalidResponse,
+    ServerStreamError,
+    StreamParser,
+    parse_image_response,
+)
 
 CANARY_PROMPT = "Reply with one short sentence: what is a canary?"
 GENERATE_BODY = {

@@ -34,9 +34,11 @@ def record_json(rec: LogRecord) -> str:
         return _dumps(rec.to_json_dict())
     ts = rec.timestamp
     tsj = "null" if ts is None else '"' + ts + '"'
-    rk = ", ".join([f'"{k}": {v}' for k, v in rec.ranks.items()])
-    fs = ", ".join([f'"{k}": {_BOOL[v] if v.__class__ is bool else repr(v)}'
-                    for k, v in rec.fields.items()])
+    rk = ", ".join([f'"{k}": {v}' for k, v in rec.ranks.items()]) if rec.ranks else ""
+    fs = rec.fields_json
+    if fs is None:
+        fs = ", ".join([f'"{k}": {_BOOL[v] if v.__class__ is bool else repr(v)}'
+                        for k, v in rec.fields.items()])
     return (f'{{"line_no": {rec.line_no}, "kind": "{rec.kind}", "timestamp": {tsj}, '
             f'"ranks": {{{rk}}}, "fields": {{{fs}}}}}')
 

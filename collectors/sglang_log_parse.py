@@ -13,18 +13,12 @@ all survived. The SGLang prefix is read from the text right before the header:
     [MM-DD HH:MM:SS]                                               diffusion server (§6)
     [gpu_id=N] / [gpu=N]                                           0.1.20-0.2.13 (no time)
 
-Fields are collected generically as ``key: value`` pairs that start at a field separator
-(``, `` or ``. ``), so field order and optional fields do not matter and hybrid-model keys
-(``full token usage``) are never read as ``token usage``. A pair counts only when it is intact:
-followed by a separator, or at the end of the line when its key is one that legitimately ends a
-record (``#queue-req``, ``input throughput``, ...). A line cut by a narrow terminal therefore
-keeps its earlier pairs and drops the cut one — a value is never invented. (A cut that lands
-exactly inside the value of a legitimate last field, e.g. ``#queue-req: 1`` of ``12``, cannot be
-told from an intact line; nothing can.)
+Fields (names, values, which pairs count as intact, the learnt fast path) are read by
+sglang_log_fields.py: a record cut by a narrow terminal keeps its intact pairs and drops the cut
+one — a value is never invented.
 
-Values: ints and floats as written, ``True``/``False`` as booleans, percentages as the number
-written (``cache hit rate: 20.00%`` -> 20.0; it is SGLang's lifetime-cumulative figure, ≤0.4.3).
-``token usage`` and friends are 0-1 ratios as SGLang prints them.
+Events found on one line are classified here (`classify_event`); a crash start opens a group
+that the stream parser closes. Every function here is pure and never raises on any input.
 """
 
 from __future__ import annotations
@@ -33,35 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Canonical field names for SGLang's raw keys (all versions). Anything else is slugged.
-KEY_MAP: dict[str, str] = {
-    "#new-seq": "new_seq",
-    "#seq": "new_seq",
-    "#new-token": "new_token",
-    "#new_token": "new_token",
-    "#cached-token": "cached_token",
-    "#cached_token": "cached_token",
-    "cache hit rate": "cache_hit_rate",
-    "tree_cache_hit_rate": "cache_hit_rate",
-    "token usage": "token_usage",
-    "#token": "num_token",
-    "#running-req": "running_req",
-    "#running_req": "running_req",
-    "#queue-req": "queue_req",
-    "#remaining_req": "queue_req",
-    "gen throughput (token/s)": "gen_throughput",
-    "input throughput (token/s)": "input_throughput",
-    "largest-len": "largest_len",
-    "pre-allocated usage": "pre_allocated_usage",
-}
-
-#: Keys that may legitimately end a record with nothing after them (see module docstring).
-TERMINAL_KEYS = frozenset({
-    "queue_req", "input_throughput", "gen_throughput", "cuda_graph", "cpu_graph", "npu_graph",
-    "musa_graph", "transferring_req", "time", "fwd_occupancy", "fwd_idle_occupancy",
-    "est_write_bw_gb_s_per_gpu", "est_prefill_tflops_s_per_gpu", "inflight_req",
-    "optimistic_req", "waiting_image_req",
-})
+from collectors.sglang_log_fields import parse_fields, parse_fields_json
 
 #: Record kinds; event kinds are the DESIGN.md taxonomy names.
 RECORD_KINDS = ("prefill", "decode")
@@ -74,9 +40,6 @@ RANK_NAMES = {"DP": "dp", "PP": "pp", "ATTN_CP": "attn_cp", "MOE_DP": "moe_dp", 
 
 MESSAGE_MAX = 300
 EXCERPT_MAX = 4000
-#: Fields are read from at most this much of a record body; real records are < 2 KiB.
-BODY_MAX = 16384
-
 # --- cheap prefilter: a line that matches none of these can produce nothing -----------------
 # Kept as plain substrings so the same list drives the str and bytes forms.
 PREFILTER_WORDS = (
@@ -112,7 +75,6 @@ _ANY_DATETIME = re.compile(
     r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
 )
 _RANK = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
-_SLUG = re.compile(r"[^a-z0-9]+")
 
 
 @dataclass(slots=True)
@@ -132,6 +94,9 @@ class LogRecord:
     fields: dict[str, Any] = field(default_factory=dict)
     message: str | None = None
     raw: str | None = None
+    #: the fields as a JSON object body, set by the parser when it has it for free (record
+    #: shapes); `parse-log` writes it as is. None means: encode `fields`.
+    fields_json: str | None = field(default=None, repr=False, compare=False)
 
     def to_json_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"line_no": self.line_no, "kind": self.kind,
@@ -140,101 +105,6 @@ class LogRecord:
         if self.message is not None:
             d["message"] = self.message
         return d
-
-
-_slug_cache: dict[str, str] = dict(KEY_MAP)
-
-
-def canonical_key(raw: str) -> str:
-    """``#new-token`` -> ``new_token``; unknown keys are slugged (``est. read BW (GB/s per
-    GPU)`` -> ``est_read_bw_gb_s_per_gpu``)."""
-    name = _slug_cache.get(raw)
-    if name is None:
-        name = _SLUG.sub("_", raw.lower()).strip("_") or "field"
-        if len(_slug_cache) < 4096:  # bounded: garbage lines must not grow it forever
-            _slug_cache[raw] = name
-    return name
-
-
-def _number(v: str) -> int | float | bool | None:
-    """A value as written: ``12``, ``-3``, ``0.25``, ``20.00%`` (-> 20.0), ``True``; else None.
-
-    Stricter than float(): ``nan``, ``1e5``, ``1_0``, `` 1`` and cut values like ``0.`` are not
-    SGLang numbers, so they are refused instead of being read as something never written.
-    """
-    if len(v) > 30:
-        return None  # not an SGLang number (and a float of it could overflow to inf)
-    if v[-1:] == "%":
-        v = v[:-1]
-    if v.isdigit():
-        try:
-            return int(v)
-        except ValueError:  # non-ASCII digits such as '²'
-            return None
-    if v == "True":
-        return True
-    if v == "False":
-        return False
-    a, dot, b = v.partition(".")
-    if a[:1] == "-":
-        a = a[1:]
-    if a.isdigit() and a.isascii() and (not dot or (b.isdigit() and b.isascii())):
-        return float(v) if dot else int(v)
-    return None
-
-
-def parse_fields(body: str) -> dict[str, Any]:
-    """The intact ``key: value`` pairs of a record body (text after the header).
-
-    Fields are separated by ``, `` (0.1.20+) or ``. `` (0.1.14). Every pair but the last is
-    followed by a separator, so it is intact; the last one is kept only when the record ended
-    with a separator or its key is in TERMINAL_KEYS (see the module docstring).
-    """
-    out: dict[str, Any] = {}
-    if len(body) > BODY_MAX:
-        body = body[:BODY_MAX]
-    items = body.split(", ") if ", " in body else body.split(". ")
-    tail = items.pop()
-    fast = body.isascii()  # then str.isdigit() means ASCII digits only
-    keys = _slug_cache
-    for item in items:
-        key, sep, val = item.partition(": ")
-        name = keys.get(key)
-        if name is None:
-            if not sep or not _valid_key(key):
-                continue
-            name = canonical_key(key)
-        if name in out:
-            continue
-        if fast and len(val) <= 30:
-            # hot path: most values are plain ints, floats or booleans
-            if val.isdigit():
-                out[name] = int(val)
-                continue
-            r = val.replace(".", "", 1)
-            if r.isdigit() and val[0] != "." and val[-1] != ".":
-                out[name] = float(val)
-                continue
-        num = _number(val)
-        if num is not None:
-            out[name] = num
-    key, sep, val = tail.partition(": ")
-    if sep and _valid_key(key):
-        name = canonical_key(key)
-        val = val.rstrip()
-        if val[-1:] in (",", "."):
-            val = val[:-1]  # a closing separator: the pair is whole
-        elif name not in TERMINAL_KEYS:
-            return out  # the line ends inside or right after this value: maybe cut
-        if name not in out:
-            num = _number(val)
-            if num is not None:
-                out[name] = num
-    return out
-
-
-def _valid_key(key: str) -> bool:
-    return bool(key) and (key[0] == "#" or key[0].isalpha()) and ":" not in key
 
 
 def clean_line(text: str) -> str:
@@ -311,13 +181,16 @@ def parse_record(text: str, line_no: int = 0) -> LogRecord | None:
     """A Prefill/Decode record from a cleaned line, or None (None also when no pair is intact)."""
     m = _HEAD.search(text)
     if m is not None:
-        head = m[1]
-        kind = "decode" if head[0] == "D" else "prefill"
-        fields = parse_fields(text[m.end():])
+        kind = "decode" if m[1][0] == "D" else "prefill"
+        fields, fj = parse_fields_json(text, m.end())
         if m[2] is not None:
             fields["iteration"] = int(m[2])
+            if fj is not None:
+                fj += f', "iteration": {fields["iteration"]}'
         if m[3] is not None:
             fields["mixed_running_req"] = int(m[3])
+            if fj is not None:
+                fj += f', "mixed_running_req": {fields["mixed_running_req"]}'
         start = m.start()
     else:
         m = _LEGACY_DECODE.search(text)
@@ -325,11 +198,11 @@ def parse_record(text: str, line_no: int = 0) -> LogRecord | None:
             return None
         kind = "decode"
         start = m.start()
-        fields = parse_fields(text[start:])
+        fields, fj = parse_fields_json(text, start)
     if not fields:
         return None
-    ts, ranks = _prefix_before(text[:start])
-    return LogRecord(line_no, kind, ts, ranks, fields)
+    ts, ranks = _prefix_before(text[:start]) if start else (None, {})
+    return LogRecord(line_no, kind, ts, ranks, fields, None, None, fj)
 
 
 # --- single-line events ---------------------------------------------------------------------

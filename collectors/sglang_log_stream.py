@@ -206,6 +206,7 @@ def parse_stream(lines: Iterable[str | bytes], stats: ParseStats | None = None
     """Records and events of a whole log in file order; line numbers are 1-based."""
     p = StreamParser(stats)
     st = p.stats
+    by_kind = st.by_kind
     search_b = PREFILTER_B.search
     line_no = 0
     for line in lines:
@@ -226,6 +227,14 @@ def parse_stream(lines: Iterable[str | bytes], stats: ParseStats | None = None
                 else:
                     if text[-1:] == "\n":
                         text = text[:-1]
+                    if "batch" in text:
+                        # what feed() would do with no group open, minus its bookkeeping
+                        rec = parse_record(text, line_no)
+                        if rec is not None:
+                            st.records += 1
+                            by_kind[rec.kind] = by_kind.get(rec.kind, 0) + 1
+                            yield rec
+                            continue
                     recs = p.feed(text, line_no, checked=True)
                 if recs:
                     yield from recs

@@ -123,8 +123,8 @@ class LogTailer:
                 st = None  # the saved file is gone: this is another one
             try:
                 self._f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls
-            except OSError:
-                return out
+            except FileNotFoundError:
+                return out  # removed since the stat: next time
             fst = os.fstat(self._f.fileno())
             if st is None or (fst.st_dev, fst.st_ino) != (st.dev, st.ino):
                 st = TailState(fst.st_dev, fst.st_ino, 0, "", 0)

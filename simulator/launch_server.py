@@ -2,8 +2,16 @@
 
 Parses flags exactly as SGLang's parser would (bad flags: usage + error, exit 2), then runs the
 LLM server (default) or, with ``--sim-kind image``, the ``sglang serve`` diffusion server.
-Exit status: 0 after SIGTERM/SIGINT, 1 on a bind failure or a bad ``--sim-fault``, killed by
-SIGKILL (-9) on an injected scheduler crash.
+Exit status: 0 after SIGTERM/SIGINT, 1 on a bind failure, 2 on a bad flag or ``--sim-fault``,
+killed by SIGKILL (-9) after a scheduler crash (injected fault, weights that do not fit).
+
+Time: the server runs a *model clock*; ``--sim-speed S`` makes S model seconds pass per wall
+second. Every duration it reports (meta_info ``e2e_latency``, log throughputs, /metrics
+histograms, image ``inference_time_s``) is in model seconds, so at S=1 they equal wall seconds
+and at S=10 a client sees ten times shorter wall latencies than the server reports.
+The scheduler's own lag behind that clock (CPU starvation) is reported per DP rank in
+``/server_info`` ``internal_states[i].sim_scheduling_lag_ratio`` (and ``sim_max_scheduling_lag_s``,
+``sim_model_time_s``); bench/sim_scheduling_lag.py measures it under 256 streams.
 """
 
 from __future__ import annotations

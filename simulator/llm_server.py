@@ -8,6 +8,16 @@ Routes (0.5.23): /health, /health_generate, /server_info, /get_server_info, /mod
 (input_ids [0]) and answer 200 once it (or any other request) makes progress within
 SGLANG_HEALTH_CHECK_TIMEOUT (default 20) model seconds, else 503 and the ``Health check failed``
 log line.
+
+Resolved settings (printed in the ``max_total_num_tokens=...`` startup line): pool tokens from
+costmodel (capped by --max-total-tokens); max_running_requests default min(pool/2, 4096);
+chunked_prefill_size default per GPU (costmodel.GPUS); context_len default 131072; DP ranks are
+independent schedulers fed round-robin. Startup takes --sim-startup-s model seconds (default
+weights/tp at 5 GB/s + 2 s): 60 % weight loading, 40 % CUDA-graph capture.
+
+Not modelled: speculative decoding, PD disaggregation, LoRA, stop strings/EOS (every request runs
+to max_new_tokens, finish_reason ``length``), the --enable-metrics timing fields of meta_info,
+/v1/loads ``include``/``format`` options.
 """
 
 from __future__ import annotations
@@ -66,12 +76,18 @@ class LlmServer:
         self.health_timeout = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
 
     # ------------------------------------------------------------------ helpers
-    def tags(self, dp: int) -> str:
-        return logfmt.rank_tags(dp_rank=dp if self.ns.dp_size > 1 else None, tp_rank=0,
+    def tags(self, dp: int, tp: int = 0) -> str:
+        return logfmt.rank_tags(dp_rank=dp if self.ns.dp_size > 1 else None, tp_rank=tp,
                                 tp_size=self.ns.tp_size)
 
-    def slog(self, msg: str, level: str = "info", dp: int = 0) -> None:
-        self.log.log(msg, level=level, tags=self.tags(dp))
+    def slog(self, msg: str, level: str = "info", dp: int = 0, tp: int = 0) -> None:
+        self.log.log(msg, level=level, tags=self.tags(dp, tp))
+
+    def all_ranks(self, msg: str) -> None:
+        """Startup lines: every scheduler process (each DP x TP rank) prints its own."""
+        for dp in range(self.ns.dp_size):
+            for tp in range(self.ns.tp_size):
+                self.slog(msg, dp=dp, tp=tp)
 
     async def msleep(self, model_s: float) -> None:
         await asyncio.sleep(model_s / self.speed)
@@ -137,38 +153,31 @@ class LlmServer:
                          "will be removed in a future release. Please use "
                          "'--cuda-graph-backend-decode disabled' instead.", level="warning")
         avail = gib_total - 0.6
-        for dp in range(ns.dp_size):
-            self.slog(f"Load weight begin. avail mem={avail:.2f} GB", dp=dp)
+        self.all_ranks(f"Load weight begin. avail mem={avail:.2f} GB")
         await self.msleep(load_s * 0.6)
-        for dp in range(ns.dp_size):
-            self.slog(f"Load weight end. elapsed={load_s * 0.6:.2f} s, type={c.shape.arch}, "
-                      f"avail mem={avail - weights_gib:.2f} GB, mem usage={weights_gib:.2f} GB.",
-                      dp=dp)
+        self.all_ranks(f"Load weight end. elapsed={load_s * 0.6:.2f} s, type={c.shape.arch}, "
+                       f"avail mem={avail - weights_gib:.2f} GB, mem usage={weights_gib:.2f} GB.")
         if self.pool_tokens <= 0:
             self.fatal("startup_oom", f"{self.mem_fraction}")
             return 1
         kv_gib = self.pool_tokens * c.kv_bytes_per_token / c.tp / GIB
         after_pool = avail - weights_gib - kv_gib
-        for dp in range(ns.dp_size):
-            self.slog(f"Memory pool end. avail mem={after_pool:.2f} GB", dp=dp)
+        self.all_ranks(f"Memory pool end. avail mem={after_pool:.2f} GB")
         if c.cuda_graph:
             bs = [b for b in (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160,
                               192, 224, 256, 320, 384, 448, 512) if b <= c.cuda_graph_max_bs]
-            for dp in range(ns.dp_size):
-                self.slog(f"Capture target decode CUDA graph begin. backend=full, bs={bs}, "
-                          f"avail mem={after_pool:.2f} GB", dp=dp)
+            self.all_ranks(f"Capture target decode CUDA graph begin. backend=full, bs={bs}, "
+                           f"avail mem={after_pool:.2f} GB")
             await self.msleep(load_s * 0.4)
-            for dp in range(ns.dp_size):
-                self.slog(f"Capture target decode CUDA graph end. elapsed={load_s * 0.4:.2f} s, "
-                          f"mem usage=0.45 GB, avail mem={after_pool - 0.45:.2f} GB.", dp=dp)
+            self.all_ranks(f"Capture target decode CUDA graph end. elapsed={load_s * 0.4:.2f} s, "
+                           f"mem usage=0.45 GB, avail mem={after_pool - 0.45:.2f} GB.")
             after_pool -= 0.45
         else:
             await self.msleep(load_s * 0.4)
-        for dp in range(ns.dp_size):
-            self.slog(f"max_total_num_tokens={self.pool_tokens}, chunked_prefill_size="
-                      f"{self.chunk}, max_prefill_tokens={ns.max_prefill_tokens}, "
-                      f"max_running_requests={self.max_running}, context_len={self.context_len}, "
-                      f"available_gpu_mem={after_pool:.2f} GB", dp=dp)
+        self.all_ranks(f"max_total_num_tokens={self.pool_tokens}, chunked_prefill_size="
+                       f"{self.chunk}, max_prefill_tokens={ns.max_prefill_tokens}, "
+                       f"max_running_requests={self.max_running}, "
+                       f"context_len={self.context_len}, available_gpu_mem={after_pool:.2f} GB")
         self._start_schedulers()
         self._set_constants(weights_gib, kv_gib, load_s)
         app = self.make_app()
@@ -274,8 +283,8 @@ class LlmServer:
                                                  for r in s.running)),
                      ("token_usage", s.token_usage()), ("full_token_usage", s.token_usage()),
                      ("num_used_tokens", used), ("kv_used_tokens", used),
-                     ("kv_available_tokens", s.pool - s.used()),
-                     ("kv_evictable_tokens", s.tree.evictable_size),
+                     ("kv_available_tokens", s.pool - s.kv.used()),
+                     ("kv_evictable_tokens", s.kv.tree.evictable_size),
                      ("num_retracted_reqs", s.last_retracted),
                      ("new_token_ratio", s.new_token_ratio),
                      ("utilization", 1.0 if s.running else 0.0),
@@ -318,11 +327,13 @@ class LlmServer:
             raise llm_api.BadRequest(
                 f"Input length ({len(inp.input_ids)} tokens) exceeds the maximum allowed length "
                 f"({limit} tokens). Use a shorter input or enable --allow-auto-truncate.")
-        max_new = max(min(inp.max_new_tokens, self.context_len - len(inp.input_ids)), 1)
+        # Capped so one request alone always fits the pool (else it would retract forever).
+        max_new = max(min(inp.max_new_tokens, self.context_len - len(inp.input_ids),
+                          self.pool_tokens - len(inp.input_ids) - 1), 1)
         rid = inp.rid or uuid.uuid4().hex
         r = SimRequest(rid=rid, input_ids=inp.input_ids, max_new_tokens=max_new,
                        gen=tokenizer.Generator(self.ns.sim_seed, inp.seed, inp.input_ids),
-                       stream=stream, is_health=is_health)
+                       stream=stream, is_health=is_health, is_warmup=not self.ready)
         s = self.pick_scheduler()
         s.submit(r)
         return r, s

@@ -23,47 +23,16 @@ import asyncio
 import random
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from simulator import logfmt
 from simulator.costmodel import CostModel
 from simulator.faults import Faults
-from simulator.radix import Node, RadixCache
-from simulator.tokenizer import Generator
+from simulator.kvpool import KvPool
+from simulator.request import SimRequest
 
 CLIP_MAX_NEW_TOKENS = 4096
 RETRACT_DECODE_STEPS = 20
-
-
-@dataclass
-class SimRequest:
-    rid: str
-    input_ids: list[int]
-    max_new_tokens: int
-    gen: Generator
-    stream: bool = False
-    priority: int = 0
-    is_health: bool = False
-    arrival_model: float = 0.0
-    output_ids: list[int] = field(default_factory=list)
-    target: list[int] = field(default_factory=list)  # ids to prefill on (re)admission
-    filled: int = 0
-    tree_len: int = 0
-    node: Node | None = None
-    private: int = 0
-    admitted: bool = False
-    cached_tokens: int = 0
-    num_retractions: int = 0
-    queue_start_model: float = 0.0
-    queue_time: float = 0.0
-    first_token_model: float | None = None
-    last_token_model: float | None = None
-    itls: list[float] = field(default_factory=list)
-    finish_model: float | None = None
-    finish_reason: dict[str, object] | None = None
-    finished: bool = False
-    aborted: bool = False
-    event: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -96,9 +65,7 @@ class Scheduler:
         self.on_finish = on_finish
         self.on_stats = on_stats
         self.on_first: Callable[[SimRequest], None] | None = None
-        self.tree = RadixCache()
-        self.pool = cfg.max_total_tokens
-        self.private_total = 0
+        self.kv = KvPool(cfg.max_total_tokens, radix=cfg.radix)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.chunked: SimRequest | None = None
@@ -132,41 +99,15 @@ class Scheduler:
         self.max_lag_s = 0.0
 
     # ----------------------------------------------------------------- memory
-    def used(self) -> int:
-        return self.tree.total_size + self.private_total
+    @property
+    def pool(self) -> int:
+        return self.kv.size
 
     def token_usage(self) -> float:
-        return (self.used() - self.tree.evictable_size) / self.pool
+        return self.kv.token_usage()
 
     def num_used(self) -> int:
-        return self.used() - self.tree.evictable_size
-
-    def available(self) -> int:
-        return self.pool - self.used() + self.tree.evictable_size
-
-    def _alloc(self, req: SimRequest, n: int) -> bool:
-        free = self.pool - self.used()
-        if free < n:
-            want = min(max(n - free, self.pool // 64), self.tree.evictable_size)
-            self.tree.evict(want)
-            if self.pool - self.used() < n:
-                return False
-        req.private += n
-        self.private_total += n
-        return True
-
-    def _release(self, req: SimRequest) -> None:
-        """Give the request's slots to the tree (radix) or back to the pool."""
-        if self.cfg.radix and req.filled > 0:
-            seq = req.target[:req.filled] + req.output_ids[len(req.target) - len(req.input_ids):]
-            self.tree.insert(seq[:req.tree_len + req.private])
-        self.private_total -= req.private
-        req.private = 0
-        if req.node is not None:
-            self.tree.dec_lock(req.node)
-            req.node = None
-        req.tree_len = 0
-        req.filled = 0
+        return self.kv.num_used()
 
     # ----------------------------------------------------------------- clock
     def now_model(self) -> float:
@@ -190,7 +131,7 @@ class Scheduler:
     def flush_cache(self) -> bool:
         if self.running or self.waiting or self.chunked:
             return False
-        self.tree.reset()
+        self.kv.tree.reset()
         return True
 
     def pending_tokens(self) -> int:
@@ -272,10 +213,10 @@ class Scheduler:
         if any(r.aborted for r in self.running):
             for r in self.running:
                 if r.aborted:
-                    self._release(r)
+                    self.kv.release(r)
             self.running = [r for r in self.running if not r.aborted]
         if self.chunked is not None and self.chunked.aborted:
-            self._release(self.chunked)
+            self.kv.release(self.chunked)
             self.chunked = None
 
     # ----------------------------------------------------------------- prefill
@@ -283,7 +224,7 @@ class Scheduler:
         reqs = list(self.waiting)
         pol = self.cfg.policy
         if pol == "lpm" and self.cfg.radix and len(reqs) <= 128:
-            return sorted(reqs, key=lambda r: -self.tree.match_prefix(r.target[:-1])[0])
+            return sorted(reqs, key=lambda r: -self.kv.match(r.target)[0])
         if pol == "random":
             self.rng.shuffle(reqs)
         elif pol == "lof":
@@ -302,14 +243,14 @@ class Scheduler:
         if not self.waiting and self.chunked is None:
             return None
         cfg = self.cfg
-        rem_total = self.available() - sum(self._reserve(r) for r in self.running)
+        rem_total = self.kv.available() - sum(self._reserve(r) for r in self.running)
         rem_input = cfg.max_prefill_tokens
         rem_chunk = cfg.chunked_prefill_size if cfg.chunked_prefill_size > 0 else 1 << 62
         batch: list[tuple[SimRequest, int, int, int]] = []
         if self.chunked is not None:
             r = self.chunked
             take = min(len(r.target) - r.filled, rem_chunk)
-            if not self._alloc(r, take):
+            if not self.kv.alloc(r, take):
                 return None
             batch.append((r, take, 0, r.filled))
             rem_chunk -= take
@@ -323,35 +264,28 @@ class Scheduler:
         for r in self._order_waiting() if self.waiting else []:
             if n_running + len(admitted) >= cfg.max_running_requests or rem_chunk <= 0:
                 break
-            prefix, node = (self.tree.match_prefix(r.target[:-1]) if cfg.radix
-                            else (0, self.tree.root))
+            prefix, node = self.kv.match(r.target)
             ext = len(r.target) - prefix
             need = ext + self._reserve(r)
             empty = not self.running and not batch
-            if need > rem_total and not (empty and ext <= self.available()):
+            if need > rem_total and not (empty and ext <= self.kv.available()):
                 break
             if ext > rem_input and batch:
                 break
-            if (cfg.faults.oom_after is not None and not r.is_health
+            if (cfg.faults.oom_after is not None and not (r.is_health or r.is_warmup)
                     and self.admitted_count >= cfg.faults.oom_after):
                 self.on_fatal("oom", f"{ext}")
                 self.hung = True
                 return None
             take = min(ext, rem_chunk)
-            if cfg.radix and prefix > 0:
-                self.tree.inc_lock(node)
-                r.node, r.tree_len = node, prefix
-            r.filled = prefix
-            if not self._alloc(r, take):
-                if r.node is not None:
-                    self.tree.dec_lock(r.node)
-                    r.node, r.tree_len = None, 0
-                r.filled = 0
+            self.kv.lock_prefix(r, node, prefix)
+            if not self.kv.alloc(r, take):
+                self.kv.unlock_prefix(r)
                 break
             if not r.admitted:
                 r.cached_tokens = prefix
                 r.admitted = True
-                if not r.is_health:
+                if not (r.is_health or r.is_warmup):
                     self.admitted_count += 1
             r.queue_time += self.model_time - r.queue_start_model
             batch.append((r, take, prefix, prefix))
@@ -384,14 +318,7 @@ class Scheduler:
             if r.aborted:
                 continue
             r.filled += take
-            if self.cfg.radix:
-                _, node = self.tree.insert(r.target[:r.filled])
-                self.private_total -= r.filled - r.tree_len
-                r.private -= r.filled - r.tree_len
-                self.tree.inc_lock(node)
-                if r.node is not None:
-                    self.tree.dec_lock(r.node)
-                r.node, r.tree_len = node, r.filled
+            self.kv.cache_filled(r)
             if r.filled < len(r.target):
                 continue
             self._emit_token(r)
@@ -408,12 +335,12 @@ class Scheduler:
             self.on_fatal("decode_oom", "")
             return None
         need = len(self.running)
-        if self.available() < need:
+        if self.kv.available() < need:
             self._retract(need)
             if not self.running:
                 return None
         for r in self.running:
-            if not self._alloc(r, 1):  # cannot happen after retraction; keep the invariant
+            if not self.kv.alloc(r, 1):  # cannot happen after retraction; keep the invariant
                 return None
         batch = len(self.running)
         kv = sum(len(r.input_ids) + len(r.output_ids) for r in self.running)
@@ -425,10 +352,10 @@ class Scheduler:
         order = sorted(self.running, key=lambda r: (len(r.output_ids), -len(r.input_ids)),
                        reverse=True)
         retracted: list[SimRequest] = []
-        before = self.available()
-        while order and self.available() < len(order):
+        before = self.kv.available()
+        while order and self.kv.available() < len(order):
             r = order.pop()
-            self._release(r)
+            self.kv.release(r)
             r.target = r.input_ids + r.output_ids
             r.num_retractions += 1
             r.queue_start_model = self.model_time
@@ -443,7 +370,7 @@ class Scheduler:
         self.retracted_total += len(retracted)
         self.last_retracted = len(retracted)
         self.log.log(logfmt.retract_line(retracted=len(retracted),
-                                         tokens_gained=self.available() - before,
+                                         tokens_gained=self.kv.available() - before,
                                          old_ratio=old, new_ratio=self.new_token_ratio),
                      level="warning", tags=self.cfg.tags)
 
@@ -485,8 +412,8 @@ class Scheduler:
             r.finished = True
             r.finish_model = now
             r.finish_reason = {"type": "length", "length": r.max_new_tokens}
-            self._release(r)
-            if not r.is_health:
+            self.kv.release(r)
+            if not (r.is_health or r.is_warmup):
                 self.finished_count += 1
             if self.on_finish:
                 self.on_finish(r)

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -26,7 +27,16 @@ from collectors.probe.report import format_table, public_report
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import APIS, WorkloadError, WorkloadSpec
 
-DEFAULT_DB_URL = "sqlite:///pitwall.db"
+
+def default_db_url() -> str:
+    """PITWALL_DATABASE_URL, else <PITWALL_DATA_DIR or ~/.local/share/pitwall>/pitwall.db (the
+    defaults of dashboard/settings.py, which collectors/ may not import; pitwall.toml is not read
+    here, so the `pitwall` CLI should pass --db from its Settings)."""
+    url = os.environ.get("PITWALL_DATABASE_URL")
+    if url:
+        return url
+    data_dir = Path(os.environ.get("PITWALL_DATA_DIR") or "~/.local/share/pitwall").expanduser().resolve()
+    return f"sqlite:///{data_dir / 'pitwall.db'}"
 
 
 def open_engine(url: str) -> Engine:
@@ -84,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-store", action="store_true", help="do not store the run")
-    p.add_argument("--db", default=os.environ.get("PITWALL_DATABASE_URL", DEFAULT_DB_URL), help="database URL")
+    p.add_argument("--db", default=None, help="database URL (default: PITWALL_DATABASE_URL or the data dir)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -140,6 +150,7 @@ def probe_cli(argv: list[str]) -> int:
     engine = None
     if not args.no_store:
         try:
+            args.db = args.db or default_db_url()
             engine = open_engine(args.db)
         except Exception as exc:
             print(f"pitwall probe: cannot open the database {args.db} ({exc}); pass --db or --no-store.", file=sys.stderr)

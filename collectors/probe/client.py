@@ -96,21 +96,25 @@ async def send(
     session: aiohttp.ClientSession,
     url: str,
     api: str,
-    body: dict[str, Any],
+    body: dict[str, Any] | bytes,
     *,
     level: float = 0.0,
     seq: int = 0,
     warmup: bool = False,
     timeout_s: float = 120.0,
 ) -> RequestRecord:
-    """Send one request and read it to the end; never raises for server-side failures."""
+    """Send one request and read it to the end; never raises for server-side failures.
+
+    `body` is a JSON object, or its pre-encoded bytes (a sweep encodes each prompt once, which
+    keeps json.dumps out of the timed path)."""
     rec = RequestRecord(level=level, seq=seq, warmup=warmup, request_id=uuid.uuid4().hex)
-    headers = {"X-Request-Id": rec.request_id}
+    headers = {"X-Request-Id": rec.request_id, "Content-Type": "application/json"}
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
     rec.start_ts = time.time()
     rec.t_start = time.perf_counter()
     try:
         async with asyncio.timeout(timeout_s):
-            async with session.post(url, json=body, headers=headers) as resp:
+            async with session.post(url, data=data, headers=headers) as resp:
                 rec.http_status = resp.status
                 if resp.status >= 300:
                     text = await resp.content.read(MAX_ERROR_BODY)
@@ -157,20 +161,26 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
     t_first: float | None = None
     t_prev = 0.0
     itl = rec.itl_s
-    async for line in resp.content:
-        n = parser.feed(line)
-        if n == 0 and (t_first is not None or not parser.visible):
-            continue
+    tail = b""
+    # One await per network read (not per line): events that arrived together are parsed together
+    # and share the read's timestamp, the instant they reached the client.
+    async for data in resp.content.iter_any():
         now = time.perf_counter()
-        if t_first is None:
-            if not parser.visible:
+        lines = (tail + data).split(b"\n") if tail else data.split(b"\n")
+        tail = lines.pop()
+        for line in lines:
+            n = parser.feed(line)
+            if t_first is None:
+                if parser.visible:
+                    t_first = t_prev = now
+                    rec.ttft_s = now - rec.t_start
                 continue
-            t_first = t_prev = now
-            rec.ttft_s = now - rec.t_start
-            continue
-        gap = (now - t_prev) / n
-        itl.extend([gap] * n)
-        t_prev = now
+            if n:
+                gap = (now - t_prev) / n
+                itl.extend([gap] * n)
+                t_prev = now
+    if tail.strip():
+        parser.feed(tail)
     if not parser.done:
         raise aiohttp.ClientPayloadError("stream ended without [DONE]")
     _finish(rec, parser, t_first, t_prev)

@@ -59,18 +59,17 @@ class StreamParser:
     visible: bool = False  # some non-empty text arrived
 
     def feed(self, line: bytes | str) -> int:
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        line = line.strip()
-        if not line or line.startswith(":") or not line.startswith("data:"):
+        if isinstance(line, str):
+            line = line.encode()
+        if not line.startswith(b"data:"):
             return 0  # blank separator, comment, `event:` / `id:` fields
         data = line[5:].strip()
-        if data == "[DONE]":
+        if data == b"[DONE]":
             self.done = True
             return 0
         try:
             obj = json.loads(data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError):
             raise InvalidResponse(f"SSE data is not JSON: {data[:80]!r}") from None
         if not isinstance(obj, dict):
             raise InvalidResponse(f"SSE data is not a JSON object: {data[:80]!r}")

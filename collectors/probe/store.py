@@ -45,7 +45,9 @@ def create_run(
             name=name, baseline_run_id=baseline_run_id, status="pending", progress=0.0,
             created_at=time.time(),
         ))
-        return int(res.inserted_primary_key[0])
+        pk = res.inserted_primary_key
+        assert pk is not None
+        return int(pk[0])
 
 
 def update_run(engine: Engine, *, run_id: int, **fields: Any) -> None:

@@ -126,11 +126,12 @@ async def run_sweep(
     spec.validate()
     prompts = build_prompts(spec.workload)  # WorkloadError before anything is stored
     base = spec.url.rstrip("/")
-    bodies = [request_body(spec.api, p, spec.workload) for p in prompts]
+    bodies = [(path, json.dumps(body).encode())
+              for path, body in (request_body(spec.api, p, spec.workload) for p in prompts)]
     planned = [spec.requests_for(v) + spec.warmup_for(v) for v in spec.levels]
     total = sum(planned)
     report: dict[str, Any] = {"run_id": run_id, "status": "running", "levels": []}
-    state = {"done": 0, "label": "", "written": -1.0}
+    state: dict[str, Any] = {"done": 0, "label": "", "written": -1.0}
 
     async with make_session(api_key=spec.api_key) as session:
         model = spec.workload.model
@@ -144,7 +145,7 @@ async def run_sweep(
         fp = fingerprint_hash(detail)
         report.update(fingerprint=fp, fingerprint_detail=detail, n_prompts=len(prompts))
         if engine is not None:
-            fields = dict(url=spec.url, api=spec.api, spec=spec.to_dict(), fingerprint=fp,
+            fields: dict[str, Any] = dict(url=spec.url, api=spec.api, spec=spec.to_dict(), fingerprint=fp,
                           fingerprint_detail=detail)
             if run_id is None:
                 run_id = await asyncio.to_thread(
@@ -153,10 +154,12 @@ async def run_sweep(
             else:
                 await asyncio.to_thread(store.update_run, engine, run_id=run_id, **fields)
             report["run_id"] = run_id
+            assert run_id is not None
             await asyncio.to_thread(store.update_run, engine, run_id=run_id, status="running",
                                     started_at=time.time(), progress=0.0)
         writer = asyncio.create_task(_progress_writer(engine, run_id, state, total)) if engine else None
-        status, error = "failed", "interrupted before the sweep finished"
+        status = "failed"
+        error: str | None = "interrupted before the sweep finished"
         try:
             for i, value in enumerate(spec.levels):
                 label = f"c={int(value)}" if spec.mode == "concurrency" else f"r={value:g}/s"

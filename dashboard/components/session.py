@@ -57,6 +57,11 @@ def _engine(url: str) -> Engine:
     return make_engine(url)
 
 
+def settings() -> Settings:
+    """The process-wide Settings (st.cache_resource)."""
+    return _settings()
+
+
 def engine_for(url: str) -> Engine:
     """The process-wide engine of a database URL (st.cache_resource)."""
     return _engine(url)

@@ -1,4 +1,4 @@
-"""About / health: runner status, database size and row counts."""
+"""About / health: runner status, collection health, database size and row counts."""
 
 from __future__ import annotations
 
@@ -7,34 +7,57 @@ import streamlit as st
 
 from dashboard import __version__
 from dashboard.components import session
-from dashboard.components.format import fmt_value
-from dashboard.services.health import fmt_bytes, runner_health
+from dashboard.components.format import fmt_age, fmt_bytes, fmt_ts, fmt_value
+from dashboard.services import timeseries as ts
+from dashboard.services.health import runner_health
 
 ctx = session.bootstrap()
 st.title("About / health")
 
-report = runner_health(ctx.engine, ctx.settings.database_url)
-if report.alive:
-    st.success(f"Runner {report.summary}.")
-else:
-    st.warning(f"Runner {report.summary}.")
 
-a, b, c, d = st.columns(4)
-a.metric("Pitwall", __version__)
-b.metric("Database", fmt_bytes(report.db_bytes))
-c.metric("Runner CPU", fmt_value(report.self_metrics.get("self.cpu_pct"), "count") + " %"
-         if "self.cpu_pct" in report.self_metrics else "—")
-d.metric("Loop lag", fmt_value(report.self_metrics.get("self.loop_lag_s"), "s"))
+@st.fragment(run_every=session.LIVE_REFRESH_S)
+@session.safe("Runner health")
+def live() -> None:
+    report = runner_health(ctx.engine, ctx.settings.database_url)
+    if report.alive:
+        st.success(f"Runner {report.summary}.")
+    else:
+        st.warning(f"Runner {report.summary}. Nothing is collected and no intent (relaunch, sweep) runs until it does.")
+    a, b, c, d, e = st.columns(5)
+    a.metric("Pitwall", __version__)
+    b.metric("Database", fmt_bytes(report.db_bytes))
+    c.metric("Runner CPU", fmt_value(report.self_metrics.get("self.cpu_pct"), "pct"),
+             help="% of one core (self.cpu_pct)")
+    d.metric("Loop lag", fmt_value(report.self_metrics.get("self.loop_lag_s"), "s"),
+             help="worst scheduler lateness in the last 5 s (self.loop_lag_s)")
+    e.metric("Rows / s", fmt_value(report.self_metrics.get("self.rows_per_s"), "count"),
+             help="rows written per second (self.rows_per_s)")
+    if report.started_at:
+        st.caption(f"Runner started {fmt_ts(report.started_at)} ({fmt_age(report.started_at)}).")
+    errors = ts.list_events(ctx.engine, kinds=["collector_error"], limit=10)
+    st.subheader("Collector errors")
+    if errors.empty:
+        st.caption("None recorded.")
+    else:
+        st.dataframe(
+            pd.DataFrame({
+                "time (UTC)": [fmt_ts(t) for t in errors["ts"]],
+                "message": errors["message"].fillna("").astype(str),
+            }),
+            hide_index=True, width="stretch",
+        )
+    st.subheader("Servers")
+    if report.servers:
+        st.text("\n".join(report.servers))
+    else:
+        st.caption("No servers configured. Add [[servers]] to pitwall.toml, or run `pitwall up` for the demo.")
+    st.subheader("Rows per table")
+    st.dataframe(
+        pd.DataFrame(sorted(report.counts.items()), columns=["table", "rows"]),
+        hide_index=True,
+        width="content",
+    )
 
-st.caption(f"Database URL: `{ctx.settings.database_url}` · data folder: `{ctx.settings.data_dir}`")
-st.subheader("Rows per table")
-st.dataframe(
-    pd.DataFrame(sorted(report.counts.items()), columns=["table", "rows"]),
-    hide_index=True,
-    width="content",
-)
-st.subheader("Servers")
-if report.servers:
-    st.text("\n".join(report.servers))
-else:
-    st.caption("No servers configured.")
+
+live()
+st.caption(f"Database URL: {ctx.settings.database_url} · data folder: {ctx.settings.data_dir}")

@@ -1,47 +1,115 @@
-"""Overview: every server as a card with status and latest figures."""
+"""Overview: every server as a card — status, profile, four grades, key figures, GPUs, events.
+
+Live: the cards re-read storage every LIVE_REFRESH_S inside a fragment (the page does not rerun).
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from dashboard.components import session
-from dashboard.components.format import STATUS_BADGE, fmt_value
-from dashboard.services.overview import server_cards
+from dashboard.components.format import (
+    DIMENSIONS,
+    STATUS_BADGE,
+    fmt_age,
+    fmt_bytes,
+    fmt_value,
+    grade_badge,
+)
+from dashboard.services.overview import FIGURE_WINDOW_S, ServerCard, server_cards
 
 ctx = session.bootstrap()
 st.title("Overview")
 
-cards = server_cards(ctx.engine)
-if not cards:
-    st.info(
-        "No servers yet. Add one to `pitwall.toml` and restart Pitwall:\n\n"
-        "```toml\n[[servers]]\nname = \"prod-a\"\nbase_url = \"http://127.0.0.1:30000\"\n"
-        "log_path = \"/var/log/sglang/server.log\"\ngpu_hourly_usd = 3.80\n```\n"
-        "With no servers configured, `pitwall up` runs the demo (the bundled simulator)."
-    )
-    st.stop()
 
-cols = st.columns(min(len(cards), 3))
-for i, card in enumerate(cards):
-    with cols[i % len(cols)].container(border=True):
-        label, color = STATUS_BADGE.get(card.status, ("unknown", "gray"))
-        st.markdown(f"#### {card.name}  :{color}-badge[{label}]")
-        st.caption(
-            f"{card.base_url} · {card.kind} · {'managed' if card.managed else 'watched'}"
-            f" · profile {card.profile or '—'} · SGLang {card.sglang_version or '—'}"
+@st.cache_data(ttl=4, show_spinner=False)
+def _cards(url: str) -> list[ServerCard]:
+    return server_cards(session.engine_for(url), settings=session.settings())
+
+
+def _card(card: ServerCard) -> None:
+    label, color = STATUS_BADGE.get(card.status, ("unknown", "gray"))
+    head, link = st.columns([3, 1], vertical_alignment="center")
+    head.markdown(f"#### {card.name}  :{color}-badge[{label}]")
+    link.page_link(
+        "dashboard/pages/server.py",
+        label="Open",
+        icon=":material/open_in_new:",
+        query_params={"server": card.name, "window": session.selected_window_key()},
+    )
+    st.caption(
+        f"{card.base_url} · {card.kind} · {'managed' if card.managed else 'watched'}"
+        f" · profile **{card.profile or '—'}** · SGLang {card.sglang_version or '—'}"
+    )
+    if card.status == "down":
+        st.warning("Health check failing — the server is down. See Events for why; relaunch from Profiles.")
+    elif card.status == "unknown":
+        st.info(
+            f"No health data in the last minute (last sample {fmt_age(card.last_seen)}). "
+            "Is the runner running? See About / health."
         )
-        a, b, c = st.columns(3)
-        a.metric("Running", fmt_value(card.figures.get("log.running_req"), "count"))
-        b.metric("Queue", fmt_value(card.figures.get("log.queue_req"), "count"))
-        c.metric("Gen tok/s", fmt_value(card.figures.get("log.gen_throughput_tok_s"), "tok_s"))
-        d, e, f = st.columns(3)
-        d.metric("Canary TTFT", fmt_value(card.figures.get("canary.ttft_s"), "s"))
-        e.metric("KV usage", fmt_value(card.figures.get("log.token_usage"), "ratio"))
-        f.metric("Health RTT", fmt_value(card.figures.get("api.health_latency_s"), "s"))
-        if card.events is not None and not card.events.empty:
-            st.caption("Latest events")
-            st.dataframe(
-                card.events[["kind", "severity", "message"]],
-                hide_index=True,
-                width="stretch",
+    grades = st.columns(4)
+    for col, dim in zip(grades, DIMENSIONS, strict=True):
+        g_label, g_color = grade_badge(card.grades.get(dim))
+        col.markdown(f"**{dim.capitalize()}**  \n:{g_color}-badge[{g_label}]",
+                     help=card.grade_reasons.get(dim))
+    a, b, c, d = st.columns(4)
+    window = f"last {FIGURE_WINDOW_S // 60} min"
+    a.metric("p99 TTFT", fmt_value(card.key.get("ttft_p99_s"), "s"), help=f"canary, {window}")
+    b.metric("Output tok/s", fmt_value(card.key.get("output_tok_s"), "count"), help=f"server log, {window}")
+    if card.kind == "image":
+        c.metric("USD / image", fmt_value(card.key.get("usd_per_image"), "usd"),
+                 help="GPU-hour price × GPUs ÷ images per hour; set gpu_hourly_usd to see it")
+    else:
+        c.metric("USD / 1M tok", fmt_value(card.key.get("usd_per_mtok"), "usd"),
+                 help="GPU-hour price × GPUs ÷ output throughput; set gpu_hourly_usd to see it")
+    d.metric("Success", fmt_value(card.key.get("success_rate"), "ratio"), help=f"canary, {window}")
+    e, f, g = st.columns(3)
+    e.metric("Running", fmt_value(card.figures.get("log.running_req"), "count"))
+    f.metric("Queue", fmt_value(card.figures.get("log.queue_req"), "count"))
+    g.metric("KV usage", fmt_value(card.figures.get("log.token_usage"), "ratio"))
+    if card.gpus:
+        for gpu in card.gpus:
+            mem = gpu.mem_ratio
+            text = (
+                f"GPU {gpu.index} · mem {fmt_bytes(gpu.mem_used_bytes)} / {fmt_bytes(gpu.mem_total_bytes)}"
+                f" · util {fmt_value(gpu.util_ratio, 'ratio')} · {fmt_value(gpu.power_w, 'w')}"
+                f" · {fmt_value(gpu.temp_c, 'c')}"
             )
+            st.progress(min(max(mem if mem is not None else 0.0, 0.0), 1.0), text=text)
+    else:
+        st.caption("No GPU telemetry on this host (NVML not available, or no GPUs assigned).")
+    if card.events is not None and not card.events.empty:
+        ev = card.events.assign(when=[fmt_age(t) for t in card.events["ts"]])
+        st.dataframe(
+            ev[["when", "kind", "severity", "message"]],
+            hide_index=True,
+            width="stretch",
+            height=35 * (len(ev) + 1) + 3,
+        )
+    else:
+        st.caption("No events yet.")
+
+
+@st.fragment(run_every=session.LIVE_REFRESH_S)
+@session.safe("Overview")
+def live_cards() -> None:
+    alive, summary = session.runner_status(ctx.url)
+    if not alive:
+        st.warning(summary + " Figures below stop updating until it runs.")
+    cards = _cards(ctx.url)
+    if not cards:
+        st.info(
+            "No servers yet. Add one to `pitwall.toml` and restart Pitwall:\n\n"
+            "```toml\n[[servers]]\nname = \"prod-a\"\nbase_url = \"http://127.0.0.1:30000\"\n"
+            "log_path = \"/var/log/sglang/server.log\"\ngpu_hourly_usd = 3.80\n```\n"
+            "With no servers configured, `pitwall up` runs the demo (the bundled simulator)."
+        )
+        return
+    cols = st.columns(min(len(cards), 2))
+    for i, card in enumerate(cards):
+        with cols[i % len(cols)].container(border=True, key=f"card_{card.name}"):
+            _card(card)
+
+
+live_cards()

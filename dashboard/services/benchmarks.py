@@ -117,6 +117,15 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
     return run.id, intent.id
 
 
+def server_id(engine: Engine, name: str) -> int | None:
+    s = repo.get_server(engine, name=name)
+    return s.id if s is not None else None
+
+
+def get_run(engine: Engine, *, run_id: int) -> ProbeRun | None:
+    return repo.get_probe_run(engine, run_id=run_id)
+
+
 def active_sweeps(engine: Engine, *, server_id: int | None = None) -> list[tuple[Intent, ProbeRun | None]]:
     """Probe intents still pending or running, each with its ProbeRun (progress lives there)."""
     out = []

@@ -1,32 +1,71 @@
-"""Overview: one card per server with status and the latest figures.
+"""Overview: one card per server with status, grades, key figures, GPUs and latest events.
 
 Status comes from the newest `api.health_ok` sample (written by the API collector every few
 seconds) and the newest Launch row: `launching` while a managed launch is starting, `up` when
 the last health check passed within STALE_S, `down` when it failed, `unknown` when there is no
 recent health data (runner stopped, or nothing collected yet).
+
+Key figures over the last FIGURE_WINDOW_S (base units; the page formats them):
+
+| figure | unit | from |
+|---|---|---|
+| ttft_p99_s | s | numpy p99 of `canary.ttft_s` samples in the window (the client's view) |
+| output_tok_s | tok/s | mean of `log.gen_throughput_tok_s` (else `metrics.gen_throughput_tok_s`) |
+| usd_per_mtok | USD / 1M output tokens | gpu_hourly_usd × GPUs ÷ (output_tok_s × 3600) × 1e6; None without a price or throughput |
+| success_rate | 0-1 | mean of `canary.ok` in the window |
+
+Grades per dimension, and the four figures when it has them, come from the scorecard service
+(dashboard/services/scorecard.py, same window); a dimension it cannot grade reads "none"
+("no grade yet"). For image servers the card shows USD per image instead of per 1M tokens.
+Cross-check TTFT: `sqlite3 pitwall.db "select value from sample where metric='canary.ttft_s'
+and server_id=N order by ts desc limit 20"`.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
 from storage import repo
+from storage.models import Server
 
 STALE_S = 60.0
+FIGURE_WINDOW_S = 15 * 60
+DIMENSIONS = ("latency", "throughput", "cost", "stability")
 KEY_FIGURES = (
     "api.health_ok",
     "api.health_latency_s",
     "log.running_req",
     "log.queue_req",
     "log.gen_throughput_tok_s",
+    "metrics.gen_throughput_tok_s",
     "log.token_usage",
     "canary.ttft_s",
     "canary.e2e_s",
 )
+log = logging.getLogger("pitwall.overview")
+
+
+@dataclass
+class GpuFigure:
+    index: int
+    util_ratio: float | None
+    mem_used_bytes: float | None
+    mem_total_bytes: float | None
+    power_w: float | None
+    temp_c: float | None
+
+    @property
+    def mem_ratio(self) -> float | None:
+        if self.mem_used_bytes is None or not self.mem_total_bytes:
+            return None
+        return self.mem_used_bytes / self.mem_total_bytes
 
 
 @dataclass
@@ -40,23 +79,123 @@ class ServerCard:
     profile: str | None
     sglang_version: str | None
     figures: dict[str, float] = field(default_factory=dict)
+    key: dict[str, float | None] = field(default_factory=dict)
+    grades: dict[str, str] = field(default_factory=dict)  # dimension -> pass | warn | fail | none
+    grade_reasons: dict[str, str] = field(default_factory=dict)
+    gpus: list[GpuFigure] = field(default_factory=list)
+    gpu_telemetry: bool = False
     events: pd.DataFrame | None = None
+    last_seen: float | None = None
 
 
-def server_cards(engine: Engine, now: float | None = None) -> list[ServerCard]:
+def _status(latest: dict[str, tuple[float, float]], launch: Any, now: float) -> str:
+    health = latest.get("api.health_ok")
+    if launch is not None and launch.status == "starting" and launch.ended_at is None:
+        return "launching"
+    if health is None or now - health[0] > STALE_S:
+        return "unknown"
+    return "up" if health[1] >= 1 else "down"
+
+
+def key_figures(engine: Engine, server: Server, now: float) -> dict[str, float | None]:
+    assert server.id is not None
+    since = now - FIGURE_WINDOW_S
+    ttft = repo.sample_values(engine, server_id=server.id, metric="canary.ttft_s", since=since)
+    ok_sum, ok_n = repo.sample_sum(engine, server_id=server.id, metric="canary.ok", since=since)
+    tok_sum, tok_n = repo.sample_sum(engine, server_id=server.id, metric="log.gen_throughput_tok_s", since=since)
+    if tok_n == 0:
+        tok_sum, tok_n = repo.sample_sum(
+            engine, server_id=server.id, metric="metrics.gen_throughput_tok_s", since=since
+        )
+    tok_s = tok_sum / tok_n if tok_n else None
+    gpus = len(server.gpu_indices or []) or 1
+    usd = None
+    if server.gpu_hourly_usd is not None and tok_s:
+        usd = server.gpu_hourly_usd * gpus / (tok_s * 3600.0) * 1e6
+    return {
+        "ttft_p99_s": float(np.percentile(ttft, 99)) if ttft.size else None,
+        "output_tok_s": tok_s,
+        "usd_per_mtok": usd,
+        "success_rate": ok_sum / ok_n if ok_n else None,
+    }
+
+
+def gpu_figures(engine: Engine, server: Server) -> list[GpuFigure]:
+    """Newest NVML figures of the server's GPUs (configured indices, else whatever is stored)."""
+    assert server.id is not None
+    indices = list(server.gpu_indices or [])
+    if not indices:
+        names = repo.metric_names(engine, server_id=server.id, prefix="gpu.")
+        indices = sorted({int(n.split(".")[1]) for n in names if n.split(".")[1].isdigit()})
+    out = []
+    for i in indices:
+        keys = [f"gpu.{i}.{f}" for f in ("util_ratio", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")]
+        latest = repo.latest_samples(engine, server_id=server.id, metrics=keys, max_age_s=STALE_S * 5)
+        if not latest:
+            continue
+        v = {k.split(".", 2)[2]: val for k, (_, val) in latest.items()}
+        out.append(GpuFigure(i, v.get("util_ratio"), v.get("mem_used_bytes"), v.get("mem_total_bytes"),
+                             v.get("power_w"), v.get("temp_c")))
+    return out
+
+
+def grades(
+    engine: Engine, server: Server, now: float, settings: Any = None
+) -> tuple[dict[str, str], dict[str, str], dict[str, float | None]]:
+    """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}) of the server's
+    scorecard over the last FIGURE_WINDOW_S (dashboard/services/scorecard.py).
+
+    When the scorecard service is missing or cannot score the server every dimension reads
+    "none"; its failures never break the Overview.
+    """
+    out = {d: "none" for d in DIMENSIONS}
+    why: dict[str, str] = {}
+    figs: dict[str, float | None] = {}
+    try:
+        from dashboard.services.scorecard import build_scorecard
+    except ImportError:
+        return out, why, figs
+    try:
+        card = build_scorecard(
+            engine,
+            server=server.name,
+            since_s=FIGURE_WINDOW_S,
+            settings_slo=getattr(settings, "slo", None),
+            electricity_usd_per_kwh=getattr(settings, "electricity_usd_per_kwh", None),
+            now=now,
+        )
+    except Exception as exc:  # a scorecard bug or a bad [slo] table must not blank the Overview
+        log.warning("scorecard for %s failed: %s", server.name, exc)
+        why = {d: f"no scorecard: {exc}" for d in DIMENSIONS}
+        return out, why, figs
+    for d in DIMENSIONS:
+        dim = card.dimensions.get(d)
+        if dim is not None:
+            out[d] = dim.grade or "none"
+            if dim.reasons:
+                why[d] = "; ".join(dim.reasons[:4])
+    for key in ("ttft_p99_s", "output_tok_s", "usd_per_1m_output_tok", "usd_per_image", "success_rate",
+                "images_per_min"):
+        figs[key] = card.value(key)
+    return out, why, figs
+
+
+def server_cards(engine: Engine, now: float | None = None, settings: Any = None) -> list[ServerCard]:
     now = time.time() if now is None else now
     cards = []
     for s in repo.list_servers(engine):
         assert s.id is not None
         latest = repo.latest_samples(engine, server_id=s.id, metrics=KEY_FIGURES, max_age_s=STALE_S * 5)
         launch = repo.latest_launch(engine, server_id=s.id)
-        health = latest.get("api.health_ok")
-        if launch is not None and launch.status == "starting" and launch.ended_at is None:
-            status = "launching"
-        elif health is None or now - health[0] > STALE_S:
-            status = "unknown"
-        else:
-            status = "up" if health[1] >= 1 else "down"
+        gpus = gpu_figures(engine, s)
+        g, why, sc = grades(engine, s, now, settings)
+        key = key_figures(engine, s, now)
+        # The scorecard's figures (probes when a sweep ran in the window, else canary) win.
+        for ours, theirs in (("ttft_p99_s", "ttft_p99_s"), ("output_tok_s", "output_tok_s"),
+                             ("usd_per_mtok", "usd_per_1m_output_tok"), ("success_rate", "success_rate")):
+            if sc.get(theirs) is not None:
+                key[ours] = sc[theirs]
+        key["usd_per_image"] = sc.get("usd_per_image")
         cards.append(
             ServerCard(
                 id=s.id,
@@ -64,11 +203,47 @@ def server_cards(engine: Engine, now: float | None = None) -> list[ServerCard]:
                 base_url=s.base_url,
                 kind=s.kind,
                 managed=s.managed,
-                status=status,
+                status=_status(latest, launch, now),
                 profile=(launch.profile_name if launch else None) or s.profile,
                 sglang_version=launch.sglang_version if launch else None,
                 figures={k: v for k, (_, v) in latest.items()},
+                key=key,
+                grades=g,
+                grade_reasons=why,
+                gpus=gpus,
+                gpu_telemetry=bool(gpus),
                 events=repo.list_events(engine, server_id=s.id, limit=5),
+                last_seen=max((ts for ts, _ in latest.values()), default=None),
             )
         )
     return cards
+
+
+@dataclass
+class ServerDetail:
+    server: Server
+    status: str
+    launch: Any
+    profile: str | None
+    sglang_version: str | None
+    server_args: dict[str, Any]
+    argv: list[str]
+
+
+def server_detail(engine: Engine, name: str, now: float | None = None) -> ServerDetail | None:
+    """Status, current launch, SGLang version and server args of one server (Server page header)."""
+    now = time.time() if now is None else now
+    s = repo.get_server(engine, name=name)
+    if s is None or s.id is None:
+        return None
+    latest = repo.latest_samples(engine, server_id=s.id, metrics=("api.health_ok",), max_age_s=STALE_S * 5)
+    launch = repo.latest_launch(engine, server_id=s.id)
+    return ServerDetail(
+        server=s,
+        status=_status(latest, launch, now),
+        launch=launch,
+        profile=(launch.profile_name if launch else None) or s.profile,
+        sglang_version=launch.sglang_version if launch else None,
+        server_args=dict(launch.server_args or {}) if launch else {},
+        argv=list(launch.argv or []) if launch else [],
+    )

@@ -131,14 +131,15 @@ def save_override(
     engine: Engine, *, server: str | None, key: str, target: float | None, warn: float | None = None
 ) -> None:
     """Set (or with target None, remove) one UI target, globally or for one server."""
-    entries = _entries({key: {"target": target} if warn is None else {"target": target, "warn": warn}}
-                       if target is not None else {}, "ui")
     state = load_overrides(engine)
     scope = state["global"] if server is None else state["servers"].setdefault(server, {})
     if target is None:
         scope.pop(key, None)
+    elif key in OPTION_KEYS:
+        scope[key] = _entries({key: target}, "ui")[key]
     else:
-        scope[key] = entries[key]
+        raw: dict[str, Any] = {"target": target} if warn is None else {"target": target, "warn": warn}
+        scope[key] = _entries({key: raw}, "ui")[key]
     with engine.begin() as conn:
         repo.save_state(conn, key=STATE_KEY, value=state)
 

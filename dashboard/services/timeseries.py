@@ -208,3 +208,20 @@ def events_in_window(
 ) -> pd.DataFrame:
     """Events to mark on the time axis (newest `limit`); columns of repo.list_events."""
     return repo.list_events(engine, server_id=server_id, since=since, until=until, limit=limit)
+
+
+def list_events(
+    engine: Engine,
+    *,
+    server_id: int | None = None,
+    kinds: list[str] | None = None,
+    since: float | None = None,
+    limit: int = 1000,
+) -> pd.DataFrame:
+    """Events newest first (the Events page); columns of repo.list_events."""
+    return repo.list_events(engine, server_id=server_id, kinds=kinds, since=since, limit=limit)
+
+
+def server_ids(engine: Engine) -> dict[str, int]:
+    """{server name: id} of every configured server."""
+    return {s.name: int(s.id) for s in repo.list_servers(engine) if s.id is not None}

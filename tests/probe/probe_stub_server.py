@@ -4,7 +4,7 @@ Runs as its own process (`python tests/probe/probe_stub_server.py --port 0`, pri
 when listening on 127.0.0.1) so the client under test never shares its event loop. Every stamp
 is `time.perf_counter()` (CLOCK_MONOTONIC, the same clock as the client in another process on
 this host): per request id (the client's `X-Request-Id` header) `t0` = request parsed and `ts` =
-each chunk written to the socket. `GET /stamps` returns and clears them.
+each chunk about to be written to the socket. `GET /stamps` returns and clears them.
 
 Behaviour is chosen per request by a path prefix, so one server serves every failure test:
 `/mode/<mode>/generate` etc. Modes: `ok` (same as no prefix), `hang` (never answers),
@@ -89,8 +89,10 @@ async def handle_stream(api: str, request: web.Request) -> web.StreamResponse:
             data = _sse({"choices": [{"index": 0, "delta": {field: piece}}]})
         else:
             data = _sse({"choices": [{"index": 0, "text": piece}]})
-        await resp.write(data)
+        # stamped just before the write: a lower bound of the send instant, so the client can
+        # never legitimately see the chunk before its stamp (inflation is never under-stated)
         stamps["ts"].append(time.perf_counter())
+        await resp.write(data)
         chunk_i += 1
         if mode == "die" and chunk_i == 2:
             os._exit(1)

@@ -1,0 +1,300 @@
+"""Benchmark: first paint and rerun of a 7-day Server view over 30 days of 1-second samples.
+
+Run: ``.venv/bin/python bench/dashboard_paint.py [--days 30] [--raw-hours 6] [--runs 3] [--keep DIR]``
+
+What it generates (deterministic, seeded; about 1-3 minutes on 2 cores, cached in the --keep
+folder when given). 2 servers x 4 GPUs each = 8 GPUs; per server 11 server series
+(log.running_req, log.queue_req, log.token_usage, log.gen_throughput_tok_s,
+log.input_throughput_tok_s, log.cache_hit_rate, metrics.ttft_p50/p95/p99_s, canary.ttft_s,
+canary.e2e_s) plus 5 series per GPU (util_ratio, mem_used_bytes, mem_total_bytes, power_w,
+temp_c) = 31 series per server, 62 in all. At 1 s that is 2.59M samples per series over 30 days
+(160M rows): the runner keeps only per-minute Rollup rows for history, so the fixture writes
+
+- Rollup rows (count=60, avg/min/max/p50/p95/p99) for every minute of the 30 days except the
+  newest `raw_hours`: 62 x ~43k = ~2.7M rows, exactly what `compute_rollups` would have written;
+- raw 1-second Sample rows for the newest `raw_hours` hours (62 x 3,600 x h rows; 1.3M at 6 h),
+  the part not yet rolled up plus what a 1-hour view reads;
+- ~400 events over the 30 days (OOMs, retractions, relaunches) so the charts carry event rules.
+
+What it measures, in headless Chromium (Debian's /usr/bin/chromium) against `streamlit run
+app.py` on 127.0.0.1 (the Streamlit server and the browser share the machine's cores):
+- first paint: `page.goto(/server?server=srv-a&window=7d)` -> the first Vega chart canvas has
+  painted pixels (polled every 25 ms), and -> every chart of the page painted;
+- rerun: click the "Mark events" toggle -> every chart canvas repainted (the toggle changes the
+  spec, so each chart re-embeds);
+- the server-side part: one `bucketed_series` read of all 62 series for 7 days, in ms.
+Targets (issue 9): first paint <= 1.5 s, rerun <= 300 ms. Figures print as a table with the
+median and every run; the first navigation of a fresh browser is a discarded warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from storage import repo  # noqa: E402
+from storage.db import make_engine  # noqa: E402
+
+SERVERS = ("srv-a", "srv-b")
+GPUS_PER_SERVER = 4
+SERVER_SERIES = (
+    # metric, base, amplitude, noise (base units)
+    ("log.running_req", 24.0, 16.0, 4.0),
+    ("log.queue_req", 3.0, 3.0, 2.0),
+    ("log.token_usage", 0.55, 0.25, 0.05),
+    ("log.gen_throughput_tok_s", 2400.0, 1200.0, 150.0),
+    ("log.input_throughput_tok_s", 9000.0, 4000.0, 600.0),
+    ("log.cache_hit_rate", 0.45, 0.15, 0.05),
+    ("metrics.ttft_p50_s", 0.08, 0.04, 0.01),
+    ("metrics.ttft_p95_s", 0.20, 0.08, 0.02),
+    ("metrics.ttft_p99_s", 0.35, 0.15, 0.04),
+    ("canary.ttft_s", 0.09, 0.05, 0.02),
+    ("canary.e2e_s", 1.2, 0.5, 0.1),
+)
+GPU_SERIES = (
+    ("util_ratio", 0.7, 0.25, 0.05),
+    ("mem_used_bytes", 70e9, 5e9, 1e9),
+    ("mem_total_bytes", 80e9, 0.0, 0.0),
+    ("power_w", 550.0, 120.0, 20.0),
+    ("temp_c", 62.0, 8.0, 1.0),
+)
+EVENT_KINDS = (("oom", "error"), ("decode_retract", "warning"), ("relaunch_done", "info"),
+               ("health_down", "warning"), ("crash", "critical"))
+
+
+def _series_defs(server_id: int, gpu0: int) -> list[tuple[str, float, float, float]]:
+    out = list(SERVER_SERIES)
+    for g in range(gpu0, gpu0 + GPUS_PER_SERVER):
+        out += [(f"gpu.{g}.{f}", b, a, n) for f, b, a, n in GPU_SERIES]
+    return out
+
+
+def _wave(t: np.ndarray, base: float, amp: float, noise: float, rng: np.random.Generator) -> np.ndarray:
+    day = 86400.0
+    v = base + amp * np.sin(2 * np.pi * t / day) + rng.normal(0.0, noise, t.size) if noise else (
+        np.full(t.size, base))
+    return np.maximum(v, 0.0)
+
+
+def generate(db_path: Path, *, days: int, raw_hours: float, now: float) -> dict[str, float]:
+    """Write the fixture database; returns timings and row counts."""
+    t0 = time.perf_counter()
+    engine = make_engine(f"sqlite:///{db_path}")
+    rng = np.random.default_rng(7)
+    end_min = int(now // 60) * 60
+    raw_start = end_min - int(raw_hours * 3600)
+    start = end_min - days * 86400
+    minutes = np.arange(start, raw_start, 60, dtype=float)
+    n_roll = n_raw = 0
+    for si, name in enumerate(SERVERS):
+        gpu0 = si * GPUS_PER_SERVER
+        srv = repo.upsert_server(engine, name=name, base_url=f"http://127.0.0.1:{30000 + si}",
+                                 gpu_indices=list(range(gpu0, gpu0 + GPUS_PER_SERVER)),
+                                 gpu_hourly_usd=3.8)
+        assert srv.id is not None
+        repo.create_launch(engine, server_id=srv.id, profile_name="bench", sglang_version="0.5.23",
+                           status="ready", started_at=start, server_args={"tp_size": GPUS_PER_SERVER})
+        for metric, base, amp, noise in _series_defs(srv.id, gpu0):
+            avg = _wave(minutes, base, amp, noise, rng)
+            spread = noise * 2 + 1e-9
+            cols = (avg, avg - spread, avg + spread, avg, avg + spread * 0.8, avg + spread * 0.95)
+            rows = [
+                {"ts": float(ts), "server_id": srv.id, "metric": metric, "count": 60, "avg": float(a),
+                 "min": float(lo), "max": float(hi), "p50": float(p50), "p95": float(p95), "p99": float(p99)}
+                for ts, a, lo, hi, p50, p95, p99 in zip(minutes, *cols, strict=True)
+            ]
+            with engine.begin() as conn:
+                n_roll += repo.insert_rollups(conn, rows=rows)
+            secs = np.arange(raw_start, now, 1.0)
+            vals = _wave(secs, base, amp, noise, rng)
+            source = metric.split(".")[0]
+            with engine.begin() as conn:
+                n_raw += repo.insert_sample_tuples(
+                    conn, rows=[(float(t), srv.id, None, source, metric, float(v)) for t, v in zip(secs, vals, strict=True)]
+                )
+        ev_rows = []
+        for k in range(200):
+            kind, sev = EVENT_KINDS[k % len(EVENT_KINDS)]
+            ev_rows.append({"ts": float(start + (k + 0.5) * (now - start) / 200), "server_id": srv.id,
+                            "launch_id": None, "kind": kind, "severity": sev,
+                            "message": f"bench {kind} #{k}", "raw": None})
+        with engine.begin() as conn:
+            repo.insert_events(conn, rows=ev_rows)
+    engine.dispose()
+    return {"gen_s": time.perf_counter() - t0, "rollup_rows": n_roll, "raw_rows": n_raw,
+            "db_mb": db_path.stat().st_size / 1e6}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+PAINTED_JS = """
+(marker) => {
+  const out = [];
+  for (const c of document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')) {
+    if (!c.width || !c.height) { out.push(0); continue; }
+    if (marker && c.__pwMark === marker) { out.push(0); continue; }
+    const ctx = c.getContext('2d');
+    const w = c.width, h = c.height;
+    // a horizontal strip through the middle: painted when any pixel is not transparent
+    const d = ctx.getImageData(0, Math.floor(h / 2), w, 2).data;
+    let any = 0;
+    for (let i = 3; i < d.length; i += 4) { if (d[i] !== 0) { any = 1; break; } }
+    out.push(any);
+  }
+  return out;
+}
+"""
+MARK_JS = """
+(marker) => { for (const c of document.querySelectorAll('[data-testid="stVegaLiteChart"] canvas')) c.__pwMark = marker; }
+"""
+
+
+def _wait_painted(page, *, want: int, marker: str | None, timeout_s: float = 60.0) -> tuple[float, float]:
+    """(seconds to the first painted chart, seconds to `want` painted charts) from now."""
+    t0 = time.perf_counter()
+    first = None
+    while time.perf_counter() - t0 < timeout_s:
+        flags = page.evaluate(PAINTED_JS, marker)
+        n = sum(flags)
+        if n and first is None:
+            first = time.perf_counter() - t0
+        if n >= want:
+            return first or 0.0, time.perf_counter() - t0
+        time.sleep(0.025)
+    raise TimeoutError(f"only {sum(page.evaluate(PAINTED_JS, marker))} of {want} charts painted in {timeout_s:.0f} s")
+
+
+def measure(db_path: Path, *, runs: int, shots: Path | None) -> dict[str, list[float]]:
+    from playwright.sync_api import sync_playwright
+
+    port = _free_port()
+    env = dict(os.environ)
+    env.update({
+        "PITWALL_DATABASE_URL": f"sqlite:///{db_path}", "PITWALL_DATA_DIR": str(db_path.parent),
+        "PITWALL_MANAGED_RUNNER": "1", "PITWALL_DEMO": "off", "PITWALL_CONFIG": "",
+    })
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    out: dict[str, list[float]] = {"first_chart_s": [], "all_charts_s": [], "rerun_s": []}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path="/usr/bin/chromium",
+                args=["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                      "--disable-component-update", "--disable-sync", "--no-first-run"],
+            )
+            url = f"http://127.0.0.1:{port}/server?server=srv-a&window=7d"
+            deadline = time.time() + 60
+            while True:  # wait for the server to answer
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=1):
+                        break
+                except OSError:
+                    if time.time() > deadline:
+                        raise RuntimeError("streamlit did not start within 60 s") from None
+                    time.sleep(0.2)
+            want = 9  # latency, throughput, batch, KV, cache, 4 GPU panels
+            for i in range(runs + 1):  # run 0 is the warm-up (imports, caches of a fresh server)
+                ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+                page = ctx.new_page()
+                t0 = time.perf_counter()
+                page.goto(url, wait_until="commit")
+                first, every = _wait_painted(page, want=want, marker=None)
+                nav = time.perf_counter() - t0 - every
+                if i:
+                    out["first_chart_s"].append(first + nav)
+                    out["all_charts_s"].append(every + nav)
+                for _ in range(2):  # toggle off and on: both are reruns
+                    page.wait_for_timeout(300)
+                    marker = f"m{time.perf_counter()}"
+                    page.evaluate(MARK_JS, marker)
+                    t1 = time.perf_counter()
+                    page.get_by_text("Mark events").click()
+                    _, again = _wait_painted(page, want=want, marker=marker)
+                    if i:
+                        out["rerun_s"].append(time.perf_counter() - t1 if again else 0.0)
+                if shots is not None and i == runs:
+                    page.screenshot(path=str(shots / "bench-server-7d.png"), full_page=True)
+                ctx.close()
+            browser.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(15)
+    return out
+
+
+def server_side(db_path: Path, now: float) -> float:
+    engine = make_engine(f"sqlite:///{db_path}")
+    metrics = [m for m, *_ in _series_defs(1, 0)]
+    t0 = time.perf_counter()
+    df = repo.bucketed_series(engine, server_id=1, metrics=metrics, since=now - 7 * 86400, until=now)
+    dt = time.perf_counter() - t0
+    per = df.groupby("metric").size()
+    print(f"7-day read: {len(metrics)} series, max {per.max()} points per series, {dt * 1000:.0f} ms")
+    engine.dispose()
+    return dt
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--days", type=int, default=30)
+    ap.add_argument("--raw-hours", type=float, default=6.0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--keep", type=Path, default=None, help="folder to keep (and reuse) the fixture database in")
+    ap.add_argument("--shots", type=Path, default=None, help="folder for a screenshot of the 7-day view")
+    args = ap.parse_args()
+    if not Path("/usr/bin/chromium").exists():
+        print("bench/dashboard_paint.py needs /usr/bin/chromium (apt-get install -y chromium).", file=sys.stderr)
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="pitwall-paint-"))
+    folder = args.keep or tmp
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / f"paint-{args.days}d-{args.raw_hours:g}h.db"
+    now = time.time()
+    try:
+        if db.exists() and args.keep:
+            now = db.stat().st_mtime  # the data ends when the file was written
+            print(f"reusing {db} ({db.stat().st_size / 1e6:.0f} MB); its data ends {time.time() - now:.0f} s ago")
+        else:
+            g = generate(db, days=args.days, raw_hours=args.raw_hours, now=now)
+            print(f"generated {g['rollup_rows']:,} rollup rows + {g['raw_rows']:,} raw samples "
+                  f"({g['db_mb']:.0f} MB) in {g['gen_s']:.0f} s")
+        server_side(db, now)
+        if args.shots:
+            args.shots.mkdir(parents=True, exist_ok=True)
+        res = measure(db, runs=args.runs, shots=args.shots)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print("| step (7-day Server view, headless Chromium) | median | runs | target |")
+    print("|---|---|---|---|")
+    targets = {"first_chart_s": "<= 1.5 s", "all_charts_s": "—", "rerun_s": "<= 0.3 s"}
+    for k, v in res.items():
+        print(f"| {k} | {statistics.median(v):.2f} s | {', '.join(f'{x:.2f}' for x in v)} | {targets[k]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,198 @@
+"""GPU collector: NVML readings (collectors/gpu_nvml.py) -> `gpu.<index>.*` samples.
+
+Owns which server a GPU's samples belong to and the per-process memory attribution. Every value
+comes from `read_gpus()`; a field the GPU does not support is `None` there and has no sample here
+(missing is never 0). With no NVIDIA driver the first poll returns one `collector_error` event
+("NVML is unavailable ... no GPU telemetry on this host") and later polls return nothing.
+
+Attribution: a GPU's samples go to every server whose `gpu_indices` lists it, and to every server
+with no `gpu_indices` (one server on one host needs no configuration); with no servers at all they
+go to server_id 0 (the host). `gpu.<i>.server_mem_bytes` goes to the server owning the processes
+(its `pids` and their descendants), whether or not it claims the GPU.
+
+| key (`gpu.<i>.` + ) | unit | meaning | cross-check |
+|---|---|---|---|
+| util_ratio | 0-1 | fraction of the last sample period a kernel ran | `nvidia-smi --query-gpu=utilization.gpu` |
+| mem_util_ratio | 0-1 | fraction of time device memory was read/written | `utilization.memory` |
+| mem_used_bytes, mem_total_bytes | bytes | device memory in use / installed | `memory.used`, `memory.total` (MiB) |
+| power_w, power_limit_w | W | board power draw / enforced limit | `power.draw`, `power.limit` |
+| energy_j | J | energy since the driver loaded (counter; Δ/Δt = mean W) | `nvidia-smi -q -d POWER` |
+| temp_c | °C | GPU core temperature | `temperature.gpu` |
+| sm_clock_hz, mem_clock_hz | Hz | current SM / memory clock | `clocks.sm`, `clocks.mem` (MHz) |
+| clock_event_reasons | bitmask | nvmlClocksEventReason* bits active now | `clocks_event_reasons.active` |
+| throttle_power, throttle_thermal | 1/0 | power-cap/brake, thermal/HW-slowdown bits set | `nvidia-smi -q -d PERFORMANCE` |
+| ecc_corrected, ecc_uncorrected | count | volatile ECC errors since driver load | `ecc.errors.*.volatile.total` |
+| pcie_tx_bytes_s, pcie_rx_bytes_s | B/s | PCIe throughput over NVML's 20 ms window | `nvidia-smi dmon -s t` |
+| fan_ratio | 0-1 | fan speed (absent on passively cooled SXM parts) | `fan.speed` |
+| pstate | 0-15 | performance state (0 = max) | `pstate` |
+| procs, procs_mem_bytes | count, bytes | processes on the GPU and their memory | `--query-compute-apps=pid,used_memory` |
+| server_mem_bytes | bytes | memory held by this server's processes | same, filtered by PID |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.gpu_nvml import (
+    POWER_REASONS,
+    THERMAL_REASONS,
+    Backend,
+    GpuReading,
+    NvmlBackend,
+    NvmlUnavailable,
+    read_gpus,
+)
+
+SOURCE = "gpu"
+HOST_SERVER_ID = 0
+
+#: GpuReading attribute -> metric suffix (units already in the attribute name).
+_SCALAR_FIELDS: tuple[tuple[str, str], ...] = (
+    ("util_ratio", "util_ratio"),
+    ("mem_util_ratio", "mem_util_ratio"),
+    ("mem_used_bytes", "mem_used_bytes"),
+    ("mem_total_bytes", "mem_total_bytes"),
+    ("power_w", "power_w"),
+    ("power_limit_w", "power_limit_w"),
+    ("energy_j", "energy_j"),
+    ("temp_c", "temp_c"),
+    ("sm_clock_hz", "sm_clock_hz"),
+    ("mem_clock_hz", "mem_clock_hz"),
+    ("ecc_corrected", "ecc_corrected"),
+    ("ecc_uncorrected", "ecc_uncorrected"),
+    ("pcie_tx_bytes_s", "pcie_tx_bytes_s"),
+    ("pcie_rx_bytes_s", "pcie_rx_bytes_s"),
+    ("fan_ratio", "fan_ratio"),
+    ("pstate", "pstate"),
+)
+
+
+def reading_values(r: GpuReading) -> dict[str, float]:
+    """The per-GPU metric suffixes with a value (unsupported fields are left out). Pure."""
+    out: dict[str, float] = {}
+    for attr, suffix in _SCALAR_FIELDS:
+        v = getattr(r, attr)
+        if v is not None:
+            out[suffix] = float(v)
+    if r.clock_event_reasons is not None:
+        out["clock_event_reasons"] = float(r.clock_event_reasons)
+        out["throttle_power"] = 1.0 if r.clock_event_reasons & POWER_REASONS else 0.0
+        out["throttle_thermal"] = 1.0 if r.clock_event_reasons & THERMAL_REASONS else 0.0
+    if "processes" not in r.errors:
+        out["procs"] = float(len(r.processes))
+        known = [b for _, b in r.processes if b is not None]
+        if len(known) == len(r.processes):  # a partial sum would under-report
+            out["procs_mem_bytes"] = float(sum(known))
+    return out
+
+
+def owners_for(gpu_index: int, servers: Sequence[ServerTarget]) -> list[ServerTarget]:
+    """Servers that claim this GPU (listed in gpu_indices, or no gpu_indices configured)."""
+    return [s for s in servers if not s.gpu_indices or gpu_index in s.gpu_indices]
+
+
+def readings_to_samples(
+    readings: Sequence[GpuReading],
+    servers: Sequence[ServerTarget],
+    ts: float,
+    pid_owner: dict[int, int] | None = None,
+) -> list[SampleRow]:
+    """`gpu.<i>.*` SampleRows for each claiming server (module doc); pid_owner maps pid -> server id."""
+    by_id = {s.id: s for s in servers}
+    rows: list[SampleRow] = []
+    for r in readings:
+        values = reading_values(r)
+        owners = owners_for(r.index, servers)
+        targets: list[tuple[int, int | None]] = (
+            [(s.id, s.launch_id) for s in owners] if servers else [(HOST_SERVER_ID, None)]
+        )
+        for server_id, launch_id in targets:
+            for suffix, value in values.items():
+                rows.append(
+                    SampleRow(ts, server_id, f"gpu.{r.index}.{suffix}", value, SOURCE, launch_id)
+                )
+        per_server: dict[int, float] = {}
+        for pid, used in r.processes:
+            sid = (pid_owner or {}).get(pid)
+            if sid is not None and used is not None:
+                per_server[sid] = per_server.get(sid, 0.0) + used
+        for sid, used_total in per_server.items():
+            target = by_id.get(sid)
+            launch = target.launch_id if target else None
+            rows.append(
+                SampleRow(ts, sid, f"gpu.{r.index}.server_mem_bytes", used_total, SOURCE, launch)
+            )
+    return rows
+
+
+def pid_owner_map(
+    servers: Sequence[ServerTarget], children: Callable[[int], list[int]] | None = None
+) -> dict[int, int]:
+    """pid -> server id for every managed server's pids and their descendants.
+
+    SGLang's scheduler and detokenizer are child processes of the launched pid, and the
+    scheduler is what holds GPU memory, so descendants must count.
+    """
+    children = children or _descendants
+    out: dict[int, int] = {}
+    for s in servers:
+        for pid in s.pids:
+            out[pid] = s.id
+            for child in children(pid):
+                out.setdefault(child, s.id)
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    try:
+        import psutil
+
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except Exception:  # gone, no permission, or psutil missing: attribute the root pid only
+        return []
+
+
+class GpuCollector:
+    """Polls NVML every `interval_s`; idles after reporting once that NVML is unavailable."""
+
+    name = "gpu"
+
+    def __init__(
+        self, interval_s: float = 2.0, backend_factory: Callable[[], Backend] = NvmlBackend
+    ) -> None:
+        self.interval_s = interval_s
+        self._factory = backend_factory
+        self._backend: Backend | None = None
+        self._unavailable: str | None = None
+
+    def poll(self, ctx: CollectorContext) -> PollResult:
+        result = PollResult()
+        if self._unavailable is not None:
+            return result  # reported once already; don't spam the event log
+        if self._backend is None:
+            try:
+                self._backend = self._factory()
+            except NvmlUnavailable as exc:
+                self._unavailable = str(exc)
+                result.events.append(
+                    EventRow(
+                        ctx.now(), None, "collector_error", self._unavailable, severity="warning"
+                    )
+                )
+                return result
+        readings = read_gpus(self._backend)
+        needs_pids = any(s.pids for s in ctx.servers)
+        owners = pid_owner_map(ctx.servers) if needs_pids else {}
+        result.samples.extend(readings_to_samples(readings, ctx.servers, ctx.now(), owners))
+        return result
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """The sentence shown as "no GPU telemetry on this host", or None when NVML works."""
+        return self._unavailable
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None

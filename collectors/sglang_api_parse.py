@@ -1,0 +1,202 @@
+"""Pure shape parsing of SGLang's HTTP endpoints (/server_info, /model_info, /v1/loads, /get_load)
+and the health state machine; collectors/sglang_api.py does the I/O around them.
+
+Shapes by version (../shared/reference/sglang-interfaces.md §4):
+
+- `/server_info` (0.5.6+) = `/get_server_info` (0.4.0+) = every server arg at top level, plus
+  `version`, `internal_states` (one dict per DP rank) and, in 0.5.23, `startup_time` (a dict of
+  startup phase durations) and `launch_command`; `/get_server_args` (<= 0.3.6) is the args alone.
+- `/v1/loads` (0.5.8+): `{timestamp, version, loads: [{dp_rank, num_running_reqs, ...}]}`;
+  `/get_load` (0.4.7-0.5.20): a list (or one dict) of `{dp_rank, num_reqs, num_waiting_reqs,
+  num_tokens, ...}`.
+
+Secrets in server args (`api_key`, `admin_api_key`, passwords, tokens) are replaced by
+`<redacted>` before anything is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+REDACTED = "<redacted>"
+_SECRET_MARKERS = ("api_key", "password", "secret", "token_key", "hf_token", "watermark_key")
+_NOT_ARGS = frozenset({"version", "internal_states", "startup_time", "launch_command", "status"})
+#: server args whose change means another process, even when the version is the same
+_IDENTITY_ARGS = ("model_path", "served_model_name", "port", "random_seed", "tp_size", "dp_size")
+
+
+def _is_secret(key: str) -> bool:
+    k = key.lower()
+    return any(m in k for m in _SECRET_MARKERS)
+
+
+def redact(args: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `args` with secret values (non-empty) replaced by `<redacted>`."""
+    return {k: (REDACTED if _is_secret(k) and v not in (None, "", []) else v) for k, v in args.items()}
+
+
+@dataclass(slots=True)
+class ServerInfo:
+    version: str | None
+    server_args: dict[str, Any]
+    launch_command: str | None = None
+    startup_time: Any = None
+    internal_states: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def identity(self) -> str:
+        """A digest that changes when a different server process answers (a restart).
+
+        SGLang draws `random_seed` per launch unless set, and 0.5.23's startup phase timings
+        differ run to run, so a fresh process almost always gets a new identity.
+        """
+        ident = {
+            "version": self.version,
+            "launch_command": self.launch_command,
+            "startup_time": self.startup_time,
+            **{k: self.server_args.get(k) for k in _IDENTITY_ARGS},
+        }
+        blob = json.dumps(ident, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def parse_server_info(data: Any) -> ServerInfo:
+    """ServerInfo from any era's server-info JSON; raises ValueError if it is not an object."""
+    if not isinstance(data, dict):
+        raise ValueError("server info is not a JSON object; is this an SGLang server?")
+    version = data.get("version")
+    states = data.get("internal_states")
+    args = {k: v for k, v in data.items() if k not in _NOT_ARGS}
+    launch = data.get("launch_command")
+    return ServerInfo(
+        version=str(version) if version is not None else None,
+        server_args=redact(args),
+        launch_command=str(launch) if isinstance(launch, str) else None,
+        startup_time=data.get("startup_time"),
+        internal_states=[s for s in states if isinstance(s, dict)] if isinstance(states, list) else [],
+    )
+
+
+_MODEL_FIELDS = (
+    "model_path",
+    "served_model_name",
+    "tokenizer_path",
+    "is_generation",
+    "weight_version",
+    "model_type",
+    "architectures",
+)
+
+
+def parse_model_info(data: Any) -> dict[str, Any]:
+    """The identifying model fields (whatever the version carries)."""
+    if not isinstance(data, dict):
+        raise ValueError("model info is not a JSON object")
+    return {k: data[k] for k in _MODEL_FIELDS if k in data}
+
+
+#: /v1/loads field -> (api key suffix, aggregation over DP ranks)
+_LOAD_FIELDS: tuple[tuple[str, str, str], ...] = (
+    ("num_running_reqs", "num_running_reqs", "sum"),
+    ("num_waiting_reqs", "num_waiting_reqs", "sum"),
+    ("num_used_tokens", "num_used_tokens", "sum"),
+    ("max_total_num_tokens", "max_total_num_tokens", "sum"),
+    ("token_usage", "token_usage", "mean"),
+    ("gen_throughput", "gen_throughput_tok_s", "sum"),
+    ("cache_hit_rate", "cache_hit_rate", "mean"),
+    ("utilization", "utilization", "mean"),
+    # /get_load (0.4.7-0.5.20)
+    ("num_reqs", "num_reqs", "sum"),
+    ("num_tokens", "num_used_tokens", "sum"),
+    ("num_pending_tokens", "num_pending_tokens", "sum"),
+)
+
+
+def parse_loads(data: Any) -> dict[str, float]:
+    """`api.*` load values from /v1/loads or /get_load JSON; per-DP detail when DP > 1.
+
+    Counts and tok/s sum over DP ranks, ratios average; `api.<key>.dp<i>` keeps each rank.
+    """
+    if isinstance(data, dict) and isinstance(data.get("loads"), list):
+        ranks = data["loads"]
+    elif isinstance(data, list):
+        ranks = data
+    elif isinstance(data, dict):
+        ranks = [data]
+    else:
+        raise ValueError("load info is neither a list nor an object")
+    ranks = [r for r in ranks if isinstance(r, dict)]
+    out: dict[str, float] = {}
+    for src, key, agg in _LOAD_FIELDS:
+        vals = []
+        for i, r in enumerate(ranks):
+            v = r.get(src)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                vals.append((r.get("dp_rank", i), float(v)))
+        if not vals:
+            continue
+        total = sum(v for _, v in vals)
+        out[f"api.{key}"] = total / len(vals) if agg == "mean" else total
+        if len(vals) > 1:
+            for rank, v in vals:
+                out[f"api.{key}.dp{rank}"] = v
+    return out
+
+
+@dataclass(slots=True)
+class HealthEvent:
+    kind: str  # health_up | health_down | health_check_failed (flapping)
+    message: str
+    severity: str
+
+
+def health_step(
+    state: dict[str, Any],
+    ok: bool,
+    ts: float,
+    *,
+    server_name: str,
+    detail: str = "",
+    flap_threshold: int = 4,
+    flap_window_s: float = 300.0,
+) -> tuple[list[HealthEvent], dict[str, Any]]:
+    """Advance the health state machine by one observation. Pure.
+
+    `state` holds `up` (last known, None before the first poll), `transitions` (timestamps of
+    changes within the flap window) and `flap_warned_at`. A change emits `health_up` /
+    `health_down`; a first observation emits `health_down` only (up is the quiet default).
+    `flap_threshold` changes within `flap_window_s` emit one warning, repeated at most once per
+    window.
+    """
+    new = dict(state)
+    events: list[HealthEvent] = []
+    prev = state.get("up")
+    transitions = [t for t in state.get("transitions", []) if ts - t <= flap_window_s]
+    if prev is None:
+        if not ok:
+            events.append(HealthEvent("health_down", f"{server_name} is not healthy ({detail}).", "warning"))
+    elif prev != ok:
+        transitions.append(ts)
+        if ok:
+            events.append(HealthEvent("health_up", f"{server_name} is healthy again.", "info"))
+        else:
+            events.append(HealthEvent("health_down", f"{server_name} stopped answering /health ({detail}).", "warning"))
+    warned = state.get("flap_warned_at")
+    if len(transitions) >= flap_threshold and (
+        not isinstance(warned, int | float) or ts - warned > flap_window_s
+    ):
+        events.append(
+            HealthEvent(
+                "health_check_failed",
+                f"{server_name} health is flapping: {len(transitions)} up/down changes in the last "
+                f"{flap_window_s:.0f} s; check its log for crashes, OOM or timeouts.",
+                "warning",
+            )
+        )
+        new["flap_warned_at"] = ts
+    new["up"] = ok
+    new["transitions"] = transitions
+    return events, new

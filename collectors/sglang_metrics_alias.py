@@ -1,0 +1,193 @@
+"""The one ALIAS table: SGLang metric names of every era -> Pitwall keys, and how ranks combine.
+
+Name eras (../shared/reference/sglang-interfaces.md §3): every name is tried with the `sglang:`
+prefix SGLang writes and the `sglang_` prefix some exporters re-publish under; counters are matched
+with and without `_total` (0.4.7's `num_aborted_requests` became `num_aborted_requests_total` in
+0.5.3); renamed metrics list their names newest first and the first one present wins
+(`inter_token_latency_seconds` over 0.3.6-0.4.4's `time_per_output_token_seconds`;
+`queue_time_seconds` / 0.5.2's `queue_time_s` histograms over 0.4.6-0.5.2's
+`avg_request_queue_latency` gauge, which feeds `queue_time_mean_s` directly).
+
+Rank aggregation (labels `tp_rank, pp_rank, moe_ep_rank` mark *replicas*: with
+`--enable-metrics-for-all-schedulers` every TP/PP/EP rank of one DP group reports the same batch):
+
+- `sum` (counts, token totals, counters, histogram buckets): series are grouped by every label
+  except the replica labels; within a group the max is taken (replicas would double-count), and
+  groups are summed (dp_rank, engine_type, is_streaming, cache_source, priority all add up).
+- `mean` (0-1 ratios, per-batch averages): the mean over every series.
+
+Per-rank detail keeps, for gauges, one value per rank when a rank label takes several values:
+`metrics.num_running_reqs.dp1`, `metrics.token_usage.tp3` (only the rank labels that vary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
+REPLICA_LABELS: frozenset[str] = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
+#: rank label -> detail-suffix letters, in suffix order
+RANK_LABELS: tuple[tuple[str, str], ...] = (
+    ("dp_rank", "dp"),
+    ("tp_rank", "tp"),
+    ("pp_rank", "pp"),
+    ("moe_ep_rank", "ep"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """One Pitwall quantity: its key (a gauge/rate key, or a histogram stem) and source names."""
+
+    key: str
+    kind: str  # gauge | counter | histogram
+    names: tuple[str, ...]  # base names without prefix (and without _total), newest era first
+    agg: str = "sum"  # sum | mean
+    meaning: str = ""
+
+
+ALIASES: tuple[Alias, ...] = (
+    # gauges -> metrics.<key>
+    Alias(
+        "num_running_reqs", "gauge", ("num_running_reqs",), "sum", "requests in the running batch"
+    ),
+    Alias("num_queue_reqs", "gauge", ("num_queue_reqs",), "sum", "requests waiting in the queue"),
+    Alias("num_used_tokens", "gauge", ("num_used_tokens",), "sum", "KV-cache tokens in use"),
+    Alias(
+        "max_total_num_tokens", "gauge", ("max_total_num_tokens",), "sum", "KV-cache token capacity"
+    ),
+    Alias("token_usage", "gauge", ("token_usage",), "mean", "KV-cache usage, 0-1"),
+    Alias(
+        "gen_throughput_tok_s", "gauge", ("gen_throughput",), "sum", "decode tok/s at the last log"
+    ),
+    Alias(
+        "cache_hit_rate",
+        "gauge",
+        ("cache_hit_rate",),
+        "mean",
+        "radix hit rate, 0-1 (0.4.4+: last batch)",
+    ),
+    Alias("num_grammar_queue_reqs", "gauge", ("num_grammar_queue_reqs",), "sum", "grammar queue"),
+    Alias("num_paused_reqs", "gauge", ("num_paused_reqs",), "sum", "paused requests"),
+    Alias("num_retracted_reqs", "gauge", ("num_retracted_reqs",), "sum", "retracted requests now"),
+    Alias(
+        "spec_accept_length", "gauge", ("spec_accept_length",), "mean", "speculative accept length"
+    ),
+    Alias("utilization", "gauge", ("utilization",), "mean", "scheduler utilisation, 0-1"),
+    Alias(
+        "http_requests_active", "gauge", ("http_requests_active",), "sum", "HTTP requests in flight"
+    ),
+    Alias(
+        "queue_time_mean_s",
+        "gauge",
+        ("avg_request_queue_latency",),
+        "mean",
+        "mean queue time (0.4.6-0.5.2)",
+    ),
+    # counters -> metrics.<key> as per-second rates
+    Alias("prompt_tokens_per_s", "counter", ("prompt_tokens",), "sum", "prompt tokens/s"),
+    Alias(
+        "generation_tokens_per_s", "counter", ("generation_tokens",), "sum", "generated tokens/s"
+    ),
+    Alias("cached_tokens_per_s", "counter", ("cached_tokens",), "sum", "prefix-cache hit tokens/s"),
+    Alias("requests_per_s", "counter", ("num_requests",), "sum", "finished requests/s"),
+    Alias(
+        "aborted_requests_per_s", "counter", ("num_aborted_requests",), "sum", "aborted requests/s"
+    ),
+    Alias(
+        "retracted_requests_per_s", "counter", ("num_retracted_requests",), "sum", "retractions/s"
+    ),
+    # histograms -> metrics.<stem>_p50_s / _p95_s / _p99_s / _mean_s / _clamped / _window_count
+    Alias("ttft", "histogram", ("time_to_first_token_seconds",), "sum", "time to first token"),
+    Alias(
+        "itl",
+        "histogram",
+        ("inter_token_latency_seconds", "time_per_output_token_seconds"),
+        "sum",
+        "inter-token latency",
+    ),
+    Alias(
+        "e2e", "histogram", ("e2e_request_latency_seconds",), "sum", "end-to-end request latency"
+    ),
+    Alias(
+        "queue_time",
+        "histogram",
+        ("queue_time_seconds", "queue_time_s"),
+        "sum",
+        "time in the queue",
+    ),
+    Alias(
+        "tpot", "histogram", ("request_time_per_output_token_seconds",), "sum", "per-request TPOT"
+    ),
+)
+
+_PARTS = {"histogram": ("_bucket", "_sum", "_count")}
+
+
+def _build_lookup() -> dict[str, tuple[Alias, str, str]]:
+    """Full sample name -> (alias, source base name, part: value|bucket|sum|count)."""
+    out: dict[str, tuple[Alias, str, str]] = {}
+    for alias in ALIASES:
+        for base in alias.names:
+            for prefix in PREFIXES:
+                if alias.kind == "histogram":
+                    for part in _PARTS["histogram"]:
+                        out[prefix + base + part] = (alias, base, part[1:])
+                elif alias.kind == "counter":
+                    out[prefix + base + "_total"] = (alias, base, "value")
+                    out[prefix + base] = (alias, base, "value")
+                else:
+                    out[prefix + base] = (alias, base, "value")
+    return out
+
+
+LOOKUP: dict[str, tuple[Alias, str, str]] = _build_lookup()
+
+
+def pitwall_keys(alias: Alias) -> list[str]:
+    """The `metrics.*` keys one alias produces (per-rank detail keys aside)."""
+    if alias.kind != "histogram":
+        return [f"metrics.{alias.key}"]
+    stem = f"metrics.{alias.key}"
+    return [f"{stem}_p50_s", f"{stem}_p95_s", f"{stem}_p99_s", f"{stem}_mean_s", f"{stem}_clamped"]
+
+
+def label_key(labels: dict[str, str], drop: Iterable[str] = ("le",)) -> tuple[tuple[str, str], ...]:
+    dropped = set(drop)
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in dropped))
+
+
+def aggregate(values: dict[tuple[tuple[str, str], ...], float], agg: str) -> float | None:
+    """Combine one quantity's series (label key -> value) by the module-doc rule."""
+    if not values:
+        return None
+    if agg == "mean":
+        return sum(values.values()) / len(values)
+    groups: dict[tuple[tuple[str, str], ...], float] = {}
+    for lk, v in values.items():
+        g = tuple((k, val) for k, val in lk if k not in REPLICA_LABELS)
+        groups[g] = max(groups.get(g, v), v)
+    return sum(groups.values())
+
+
+def rank_detail(values: dict[tuple[tuple[str, str], ...], float], agg: str) -> dict[str, float]:
+    """Per-rank values keyed by suffix ('dp1', 'tp0pp1', ...) for the rank labels that vary."""
+    varying = []
+    for label, short in RANK_LABELS:
+        seen = {dict(lk).get(label) for lk in values}
+        if len(seen) > 1:
+            varying.append((label, short))
+    if not varying:
+        return {}
+    buckets: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for lk, v in values.items():
+        d = dict(lk)
+        suffix = "".join(f"{short}{d.get(label, 'na')}" for label, short in varying)
+        buckets.setdefault(suffix, {})[lk] = v
+    out = {}
+    for suffix, vals in buckets.items():
+        a = aggregate(vals, agg)
+        if a is not None:
+            out[suffix] = a
+    return out

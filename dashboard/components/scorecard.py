@@ -1,0 +1,176 @@
+"""Streamlit widgets that draw scorecards, comparisons, SLO edits and export downloads.
+
+Any page can show a scorecard with `scorecard_view(card)`; the numbers come from
+dashboard.services (scorecard, compare, export), the formats and colours from format.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy.engine import Engine
+
+from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, grade_badge
+from dashboard.services import export, slo
+from dashboard.services.compare import Comparison
+from dashboard.services.metric_specs import DIMENSION_LABELS, DIMENSIONS, METRIC_SPECS, specs_of
+from dashboard.services.scorecard_model import Scorecard
+
+VERDICT_STYLE = {
+    "better": f"color: {GRADE_COLORS['pass'][1]}; font-weight: 600",
+    "worse": f"color: {GRADE_COLORS['fail'][1]}; font-weight: 600",
+    "not comparable": f"color: {GRADE_COLORS['warn'][1]}",
+}
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>:~$])")
+
+
+def md_escape(text: object) -> str:
+    """Text from servers and profiles shown through st.markdown literally (no links, badges,
+    LaTeX or HTML can be injected by a server or profile name)."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def figures_frame(card: Scorecard, dimension: str) -> pd.DataFrame:
+    rows = []
+    for label, value, mark, target, note in export.figure_rows(card, dimension):
+        rows.append({"metric": label, "value": value, "grade": mark, "target": target,
+                     "note": note})
+    return pd.DataFrame(rows, columns=["metric", "value", "grade", "target", "note"])
+
+
+def grade_row(card: Scorecard) -> None:
+    """Four columns, one per dimension: the grade badge and why."""
+    cols = st.columns(len(DIMENSIONS))
+    for col, d in zip(cols, DIMENSIONS, strict=True):
+        dim = card.dimensions[d]
+        label, color = grade_badge(dim.grade)
+        with col.container(border=True):
+            st.markdown(f"**{DIMENSION_LABELS[d]}** :{color}-badge[{label}]")
+            for reason in dim.reasons[:4]:
+                st.caption(md_escape(reason))
+
+
+def scorecard_view(card: Scorecard, *, key: str = "sc", expanded: bool = True) -> None:
+    """One scorecard: what it scores, grades, the figures per dimension, levels, provenance."""
+    s = card.subject
+    st.markdown(f"#### {md_escape(card.title)}")
+    st.caption(md_escape(
+        f"window {s.get('window_label')} · latency from {s.get('latency_source')}"
+        + (f" · level {s['level']:g}" if s.get("level") is not None else "")
+        + f" · fingerprint {card.provenance.get('fingerprint') or '—'}"
+        + f" · SGLang {card.provenance.get('sglang_version')}"
+    ))
+    for note in card.notes:
+        st.info(md_escape(note))
+    grade_row(card)
+    tabs = st.tabs([DIMENSION_LABELS[d] for d in DIMENSIONS] + ["Levels", "Provenance"])
+    for tab, d in zip(tabs, DIMENSIONS, strict=False):
+        with tab:
+            st.dataframe(figures_frame(card, d), hide_index=True, width="stretch")
+            if d == "stability" and card.errors_by_kind:
+                st.caption("Errors by kind: " + ", ".join(
+                    f"{k} {n}" for k, n in sorted(card.errors_by_kind.items())))
+    with tabs[len(DIMENSIONS)]:
+        if card.levels:
+            head, rows = export.level_rows(card)
+            st.dataframe(pd.DataFrame(rows, columns=head), hide_index=True, width="stretch")
+        else:
+            st.caption("No probe run behind this scorecard.")
+    with tabs[len(DIMENSIONS) + 1]:
+        st.dataframe(pd.DataFrame(export.provenance_rows(card), columns=["field", "value"]),
+                     hide_index=True, width="stretch")
+
+
+def comparison_view(cmp: Comparison) -> None:
+    """Workload check, config diff and coloured deltas of a comparison."""
+    if cmp.comparable:
+        st.success("Same workload fingerprint: the deltas are comparable.")
+    else:
+        lines = [f"- {md_escape(t)}: {md_escape(line)}" for t, ls in zip(cmp.titles[1:], cmp.workload_diff, strict=True)
+                 for line in ls]
+        st.warning("Workloads differ, so probe deltas are marked not comparable:\n\n"
+                   + "\n".join(lines))
+    st.markdown("##### Config diff")
+    if cmp.config_diff:
+        st.dataframe(pd.DataFrame([[r["key"], *r["values"]] for r in cmp.config_diff],
+                                  columns=["setting", *cmp.titles]),
+                     hide_index=True, width="stretch")
+    else:
+        st.caption("No flag or env differs.")
+    st.markdown("##### Figures")
+    specs = {s.key: s for s in METRIC_SPECS}
+    rows, styles = [], []
+    for d in cmp.deltas:
+        spec = specs[d.key]
+        row = {"dimension": spec.dimension, "metric": spec.label,
+               cmp.titles[0]: fmt_value(d.values[0], spec.unit)}
+        style = {c: "" for c in row}
+        for title, v, verdict in zip(cmp.titles[1:], d.values[1:], d.verdicts[1:], strict=True):
+            row[title] = f"{fmt_value(v, spec.unit)} ({fmt_delta_pct(d.values[0], v)}) {verdict}"
+            style[title] = VERDICT_STYLE.get(verdict, "")
+        rows.append(row)
+        styles.append(style)
+    df = pd.DataFrame(rows)
+    if not df.empty:
+        style_df = pd.DataFrame(styles, columns=df.columns)
+        st.dataframe(df.style.apply(lambda _: style_df, axis=None), hide_index=True,
+                     width="stretch")
+
+
+def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, key: str = "dl",
+                     actor: str = "ui") -> None:
+    """One download button per export format; the file is made (and audited) on click."""
+    cols = st.columns(len(export.FORMATS))
+    for col, fmt in zip(cols, export.FORMATS, strict=True):
+        col.download_button(
+            fmt.upper(),
+            data=_maker(engine, fmt, list(cards), actor),
+            file_name=export.default_filename(fmt, cards),
+            mime=export.MEDIA_TYPES[fmt],
+            key=f"{key}-{fmt}",
+            on_click="ignore",
+            width="stretch",
+        )
+
+
+def _maker(engine: Engine, fmt: str, cards: list[Scorecard], actor: str) -> Callable[[], bytes]:
+    def make() -> bytes:
+        data = export.render(fmt, cards)
+        export.record_export(engine, fmt=fmt, cards=cards, target="download", actor=actor)
+        return data
+
+    return make
+
+
+def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,  # type: ignore[type-arg]
+               key: str = "slo", disabled: bool = False) -> None:
+    """Edit one SLO target (globally or for this server); stored in the database."""
+    current = slo.resolve(server, settings_slo, slo.load_overrides(engine))
+    rows = [{"metric": t.key, "target": t.target, "warn bound": t.warn, "from": t.origin}
+            for t in current.targets.values()]
+    st.dataframe(pd.DataFrame(rows, columns=["metric", "target", "warn bound", "from"]),
+                 hide_index=True, width="stretch")
+    gradable = [s.key for d in DIMENSIONS for s in specs_of(d) if s.better != "none"]
+    with st.form(f"{key}-form", border=True):
+        a, b, c = st.columns(3)
+        metric = a.selectbox("Metric", gradable, key=f"{key}-metric")
+        target = b.number_input("Target (base units: s, 0-1, USD)", value=None, format="%g",
+                                key=f"{key}-target")
+        scope = c.radio("Scope", [f"server {server}" if server else "global", "global"],
+                        key=f"{key}-scope", horizontal=True)
+        st.caption("Leave the target empty and save to remove a UI target.")
+        if st.form_submit_button("Save target", disabled=disabled):
+            try:
+                slo.save_override(engine, server=server if scope.startswith("server") else None,
+                                  key=metric, target=target)
+            except slo.SloError as exc:
+                st.error(str(exc))
+            else:
+                # cached scorecards key on this, so they are re-graded
+                st.session_state["_slo_version"] = st.session_state.get("_slo_version", 0) + 1
+                st.rerun()

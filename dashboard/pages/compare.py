@@ -1,0 +1,99 @@
+"""Compare: scorecards of probe runs or launches side by side, config diff, workload check, exports.
+
+With nothing picked it shows the scorecard of the sidebar's server over the sidebar's window.
+The first pick is the baseline every delta is measured against.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.components import charts, session
+from dashboard.components import scorecard as sc_view
+from dashboard.components.format import grade_badge
+from dashboard.services import compare as cmp_service
+from dashboard.services import export
+from dashboard.services.scorecard import ScorecardError, build_scorecard
+from dashboard.services.scorecard_model import Scorecard
+from dashboard.services.slo import SloError
+
+ctx = session.bootstrap()
+st.title("Compare")
+
+
+@st.cache_data(ttl=15, show_spinner="Scoring…")
+def _card(url: str, what: str, ident: str, slo_key: str, kwh: float | None,
+          window_s: int) -> Scorecard:
+    settings = session.settings()
+    engine = session.engine_for(url)
+    common = {"settings_slo": settings.slo, "electricity_usd_per_kwh": kwh}
+    if what == "run":
+        return build_scorecard(engine, run_id=int(ident), **common)
+    if what == "launch":
+        return build_scorecard(engine, launch_id=int(ident), **common)
+    return build_scorecard(engine, server=ident, since_s=float(window_s), **common)
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def _choices(url: str, what: str) -> list[tuple[int, str]]:
+    engine = session.engine_for(url)
+    return (cmp_service.run_choices(engine) if what == "run"
+            else cmp_service.launch_choices(engine))
+
+
+settings = session.settings()
+what = st.segmented_control("Compare", ["Probe runs", "Launches"], default="Probe runs",
+                            key="cmp_what") or "Probe runs"
+kind = "run" if what == "Probe runs" else "launch"
+options = _choices(ctx.url, kind)
+labels = dict(options)
+picked = st.multiselect(
+    f"{what} (the first is the baseline)", [i for i, _ in options],
+    format_func=lambda i: labels.get(i, str(i)), key=f"cmp_pick_{kind}",
+    placeholder="Pick two or more to compare",
+)
+
+# The SLO version makes cached cards expire when a target is edited in the UI.
+slo_key = repr(sorted(settings.slo.items())) + str(st.session_state.get("_slo_version", 0))
+cards: list[Scorecard] = []
+try:
+    if picked:
+        cards = [_card(ctx.url, kind, str(i), slo_key, settings.electricity_usd_per_kwh,
+                       session.selected_window_s()) for i in picked]
+    else:
+        server = session.selected_server(ctx)
+        if server is None:
+            st.info("No servers yet: add one to pitwall.toml, then run a probe sweep to compare.")
+            st.stop()
+        st.caption(f"Nothing picked: the scorecard of {server} over the sidebar's window.")
+        cards = [_card(ctx.url, "window", server, slo_key, settings.electricity_usd_per_kwh,
+                       session.selected_window_s())]
+except (ScorecardError, SloError) as exc:
+    st.error(str(exc))
+    st.stop()
+
+if len(cards) > 1:
+    st.subheader("Side by side")
+    cols = st.columns(len(cards))
+    for col, card in zip(cols, cards, strict=True):
+        with col:
+            st.markdown(f"**{sc_view.md_escape(card.title)}**")
+            for d, dim in card.dimensions.items():
+                label, color = grade_badge(dim.grade)
+                st.markdown(f"{d.title()} :{color}-badge[{label}]")
+            st.altair_chart(charts.latency_vs_load(export.levels_frame(card)), width="stretch")
+    with session.guard("Comparison"):
+        sc_view.comparison_view(cmp_service.compare(cards))
+
+st.subheader("Exports")
+sc_view.download_buttons(ctx.engine, cards, key="cmp-dl")
+
+st.subheader("Scorecards")
+for i, card in enumerate(cards):
+    with st.expander(sc_view.md_escape(card.title), expanded=len(cards) == 1):
+        sc_view.scorecard_view(card, key=f"card{i}")
+
+with st.expander("SLO targets"):
+    server = cards[0].subject.get("server")
+    sc_view.slo_editor(ctx.engine, server, settings.slo, key="cmp-slo",
+                       disabled=settings.read_only)

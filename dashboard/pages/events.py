@@ -1,0 +1,98 @@
+"""Events: everything that happened, filterable by kind, server and time; raw excerpts as text.
+
+Messages and raw log excerpts are shown only through st.dataframe and st.code, which render text
+literally: a log line holding `<script>` or markdown is shown as typed, never interpreted.
+"""
+
+from __future__ import annotations
+
+import time as _time
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import session
+from dashboard.components.format import SEVERITY_COLORS, fmt_ts, fmt_window
+from dashboard.services import timeseries as ts
+
+ctx = session.bootstrap()
+st.title("Events")
+
+EVENT_KINDS = (
+    "server_ready", "server_exit", "oom", "prefill_oom", "decode_retract", "nccl_timeout", "crash",
+    "warmup_failed", "bad_cli_flag", "port_in_use", "health_check_failed", "health_down",
+    "health_up", "probe_error", "relaunch_started", "relaunch_done", "relaunch_failed", "rollback",
+    "collector_error",
+)
+ALL = "All servers"
+LIMIT = 1000
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _events(url: str, server_id: int | None, kinds: tuple[str, ...], since: float, limit: int) -> pd.DataFrame:
+    return ts.list_events(
+        session.engine_for(url), server_id=server_id, kinds=list(kinds) or None, since=since, limit=limit
+    )
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _server_ids(url: str) -> dict[str, int]:
+    return ts.server_ids(session.engine_for(url))
+
+
+with session.guard("Events"):
+    ids = _server_ids(ctx.url)
+    names = [ALL, *ids]
+    f1, f2, f3 = st.columns([1, 2, 1])
+    # All servers by default: an incident often spans several; narrow down here.
+    server = f1.selectbox("Server", names, index=0, key="ev_server")
+    kinds = f2.multiselect("Kinds", EVENT_KINDS, default=[], key="ev_kinds", placeholder="All kinds")
+    severities = f3.multiselect(
+        "Severity", list(SEVERITY_COLORS), default=[], key="ev_sev", placeholder="All"
+    )
+    window_s = session.selected_window_s()
+    since = float(int(_time.time() // 5) * 5 - window_s)
+    df = _events(ctx.url, ids.get(server) if server != ALL else None, tuple(kinds), since, LIMIT)
+    if severities:
+        df = df[df["severity"].isin(severities)]
+    st.caption(
+        f"{len(df)} events in the last {fmt_window(window_s)} (change the window in the sidebar)"
+        + (f"; showing the newest {LIMIT}" if len(df) >= LIMIT else "")
+    )
+    if df.empty:
+        st.info(
+            "No events match. Widen the window in the sidebar or clear the filters; events appear "
+            "as the runner reads server logs and health checks."
+        )
+        st.stop()
+    by_id = {v: k for k, v in ids.items()}
+    table = pd.DataFrame(
+        {
+            "id": df["id"].astype(int),
+            "time (UTC)": [fmt_ts(t) for t in df["ts"]],
+            "server": [by_id.get(int(s), "—") if pd.notna(s) else "—" for s in df["server_id"]],
+            "kind": df["kind"].astype(str),
+            "severity": df["severity"].astype(str),
+            "message": df["message"].fillna("").astype(str),
+            "raw": df["raw"].notna(),
+        }
+    )
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        column_config={"raw": st.column_config.CheckboxColumn("raw excerpt", width="small")},
+    )
+    with_raw = df[df["raw"].notna()]
+    st.subheader("Raw excerpt")
+    if with_raw.empty:
+        st.caption("None of these events carries a raw log excerpt.")
+    else:
+        options = [int(i) for i in with_raw["id"]]
+        labels = {
+            int(r.id): f"#{int(r.id)} · {fmt_ts(r.ts)} · {r.kind}" for r in with_raw.itertuples()
+        }
+        pick = st.selectbox("Event", options, format_func=labels.get, key="ev_raw_pick")
+        row = with_raw[with_raw["id"] == pick].iloc[0]
+        st.text(f"{row['kind']} ({row['severity']}): {row['message']}")
+        st.code(str(row["raw"]), language=None)

@@ -1,0 +1,221 @@
+"""Profiles: the launch profiles, what differs from the running one, validation, editing, and
+one-click relaunch / stop of a managed server with a live status panel.
+
+Thin: reads and actions go through dashboard.services.profile_admin / launcher; the runner does
+the work (this page only records intents). Controls need an operator when the dashboard is
+exposed and are hidden in read-only mode (components.auth).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard.components import auth, session
+from dashboard.components.format import fmt_age
+from dashboard.services import launcher, profile_admin, profiles
+
+ctx = session.bootstrap()
+st.title("Profiles")
+st.caption(
+    f"Launch profiles live in `{ctx.settings.profiles_dir.name}/` (one TOML file each) and are "
+    "mirrored into storage. One lifecycle action per server at a time: a relaunch requested "
+    "while another is pending or running is refused."
+)
+
+states = profile_admin.managed_servers(ctx.engine)
+table, specs, errors = profile_admin.profile_table(ctx.settings)
+for err in errors:
+    st.warning(err)
+by_name = {s.name: s for s in specs}
+
+operator = auth.require_operator(ctx.settings)
+can_act = operator is not None and auth.controls_allowed(ctx.settings)
+if can_act and ctx.settings.exposed:
+    st.caption(f"Signed in as **{operator}**.")
+    auth.sign_out_button()
+
+# -- server -----------------------------------------------------------------------------------
+names = [s.server.name for s in states]
+server_name: str | None = None
+if not names:
+    st.info("No managed server: add one with `managed = true` and a `profile` in pitwall.toml (or run the demo).")
+else:
+    wanted = session.selected_server(ctx)
+    server_name = st.selectbox("Managed server", names, index=names.index(wanted) if wanted in names else 0)
+    state = next(s for s in states if s.server.name == server_name)
+    if state.launch is not None:
+        st.markdown(
+            f"**{server_name}** runs profile **{state.launch.profile_name or '—'}** "
+            f"(`{state.launch.profile_hash or '—'}`), launch #{state.launch.id}, {state.launch.status}, "
+            f"started {fmt_age(state.launch.started_at)}."
+        )
+    else:
+        st.markdown(f"**{server_name}** is not running.")
+
+# -- live status of the newest lifecycle intent -------------------------------------------------
+
+
+@st.fragment(run_every=1)
+@session.safe("Relaunch status")
+def status_panel() -> None:
+    if server_name is None:
+        return
+    intent = profile_admin.latest_intent(ctx.engine, server_name)
+    if intent is None:
+        st.caption("No launch, stop or relaunch requested yet.")
+        return
+    prog = intent.progress or {}
+    stage = prog.get("stage") or intent.state
+    head = f"{intent.kind} #{intent.id} ({(intent.payload or {}).get('profile') or '—'}) by {intent.requested_by}: **{stage}**"
+    if intent.state in ("pending", "running"):
+        st.markdown(head)
+        st.progress(min(max(float(prog.get("fraction") or 0.0), 0.0), 1.0), text=str(prog.get("detail") or intent.state))
+    elif intent.state == "done":
+        st.success(f"{head} — {intent.message or ''}")
+    elif stage == "rolled back":
+        st.warning(f"{head} — {intent.message or ''}")
+        excerpt = (intent.result or {}).get("excerpt")
+        if excerpt:
+            with st.expander("Why: the failing log excerpt"):
+                st.code(excerpt, language=None)
+    else:
+        st.error(f"{head} — {intent.message or ''}")
+
+
+status_panel()
+
+# -- profiles -----------------------------------------------------------------------------------
+st.subheader("Profiles")
+if table.empty:
+    st.info("No profiles yet; create one below or add a TOML file to the profiles folder.")
+else:
+    st.dataframe(table, hide_index=True, width="stretch")
+
+choices = list(by_name)
+picked = st.selectbox("Profile", choices) if choices else None
+spec = by_name.get(picked) if picked else None
+
+if spec is not None and server_name is not None:
+    running, diff = profile_admin.running_diff(ctx.engine, server_name, spec)
+    if diff is None:
+        st.caption(f"{server_name} is not running a known profile; nothing to diff against.")
+    elif diff.empty:
+        st.caption(f"{spec.name} launches exactly what {server_name} runs now ({running}).")
+    else:
+        st.markdown(f"**What changes on {server_name}** (running {running} → {spec.name})")
+        st.dataframe(diff, hide_index=True, width="stretch")
+
+
+CONFIRM = "pw_confirm"  # which confirmation dialog is open (UI state of this browser tab)
+
+
+def _close_confirm() -> None:
+    st.session_state.pop(CONFIRM, None)
+
+
+@st.dialog("Confirm relaunch", on_dismiss=_close_confirm)
+def confirm_relaunch(server: str, profile: str, actor: str) -> None:
+    srv = next(s for s in states if s.server.name == server)
+    downtime = launcher.expected_downtime_s(ctx.engine, srv.server.id or 0, profile)
+    dt = f"about {downtime:.0f} s (its last start)" if downtime is not None else "unknown (first start of this profile)"
+    st.markdown(
+        f"Relaunch **{server}** under profile **{profile}**?\n\n"
+        f"The server stops (in-flight requests fail) and starts again; expected downtime {dt}. "
+        "If the new profile does not come up, the last good profile is started again."
+    )
+    go, cancel = st.columns(2)
+    if go.button("Relaunch now", type="primary"):
+        _close_confirm()
+        try:
+            profile_admin.request_action(ctx.engine, kind="relaunch", server_name=server, actor=actor, profile=profile)
+        except launcher.LauncherError as exc:
+            st.error(str(exc))
+            return
+        st.rerun()
+    if cancel.button("Cancel"):
+        _close_confirm()
+        st.rerun()
+
+
+@st.dialog("Confirm stop", on_dismiss=_close_confirm)
+def confirm_stop(server: str, actor: str) -> None:
+    st.markdown(f"Stop **{server}**? In-flight requests fail; it stays down until launched again.")
+    go, cancel = st.columns(2)
+    if go.button("Stop now", type="primary"):
+        _close_confirm()
+        try:
+            profile_admin.request_action(ctx.engine, kind="stop", server_name=server, actor=actor)
+        except launcher.LauncherError as exc:
+            st.error(str(exc))
+            return
+        st.rerun()
+    if cancel.button("Cancel"):
+        _close_confirm()
+        st.rerun()
+
+
+if spec is not None:
+    cols = st.columns(4)
+    if cols[0].button("Validate", help="flags (SGLang's parser, or the bundled 0.5.23 table), env, and guardrails"):
+        with st.spinner("Validating…"):
+            report = profile_admin.validate_named(ctx.engine, ctx.settings, spec.name, server_name, operator or "local")
+        (st.success if report.ok else st.error)(
+            f"{spec.name} is {'valid' if report.ok else 'invalid'} (checked by {report.checked_by})."
+        )
+        for issue in report.issues:
+            {"error": st.error, "warning": st.warning}.get(issue.severity, st.info)(issue.message)
+    if can_act and server_name is not None:
+        cols[1].button("Relaunch…", type="primary", help=f"relaunch {server_name} under {spec.name}",
+                       on_click=st.session_state.__setitem__,
+                       args=(CONFIRM, {"kind": "relaunch", "server": server_name, "profile": spec.name}))
+        cols[2].button("Stop…", help=f"stop {server_name}", on_click=st.session_state.__setitem__,
+                       args=(CONFIRM, {"kind": "stop", "server": server_name}))
+
+pending = st.session_state.get(CONFIRM)
+if can_act and operator is not None and pending:
+    if pending["kind"] == "relaunch":
+        confirm_relaunch(pending["server"], pending["profile"], operator)
+    else:
+        confirm_stop(pending["server"], operator)
+
+# -- edit -----------------------------------------------------------------------------------------
+if can_act:
+    assert operator is not None
+    st.subheader("Edit or create")
+    form_tab, raw_tab = st.tabs(["Form", "Raw TOML"])
+    base = spec or profiles.ProfileSpec(name="new-profile", model_path="Qwen/Qwen2.5-7B-Instruct")
+    with form_tab, st.form("profile_form"):
+        name = st.text_input("Name", base.name)
+        description = st.text_input("Description", base.description)
+        model_path = st.text_input("Model path", base.model_path)
+        entrypoint = st.text_input("Entrypoint", base.entrypoint, help='"sglang.launch_server" or "sglang serve"')
+        st.caption("Flags without dashes; values as TOML: `0.8`, `true`, `\"lpm\"`.")
+        flags = st.data_editor(
+            [{"flag": k, "value": profile_admin.toml_literal(v)} for k, v in base.flags.items()] or [{"flag": "", "value": ""}],
+            num_rows="dynamic", key=f"flags_{base.name}", width="stretch",
+        )
+        env = st.data_editor(
+            [{"name": k, "value": v} for k, v in base.env.items()] or [{"name": "", "value": ""}],
+            num_rows="dynamic", key=f"env_{base.name}", width="stretch",
+        )
+        if st.form_submit_button("Save profile"):
+            try:
+                saved, changes = profile_admin.save_form(
+                    ctx.engine, ctx.settings, name=name, description=description, model_path=model_path,
+                    entrypoint=entrypoint, flags=[(r.get("flag", ""), str(r.get("value", ""))) for r in flags],
+                    env=[(r.get("name", ""), str(r.get("value", ""))) for r in env], actor=operator,
+                )
+                st.success(f"Saved {saved.name} ({len(changes)} change(s)); validate it before relaunching.")
+            except profile_admin.ProfileError as exc:
+                st.error(str(exc))
+    with raw_tab, st.form("profile_raw"):
+        text = st.text_area("TOML", profiles.dump_profile(base), height=320)
+        if st.form_submit_button("Save TOML"):
+            try:
+                saved, changes = profile_admin.save_toml(ctx.engine, ctx.settings, text, operator)
+                st.success(f"Saved {saved.name} ({len(changes)} change(s)).")
+            except profile_admin.ProfileError as exc:
+                st.error(str(exc))
+
+with st.expander("Audit: who did what"):
+    st.dataframe(profile_admin.audit_frame(ctx.engine), hide_index=True, width="stretch")

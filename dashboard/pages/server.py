@@ -1,0 +1,149 @@
+"""Server: live charts over the chosen window with events on the time axis; args and version.
+
+Series are SQL-bucketed (≤ ~1,500 points each; Rollup for long windows) by
+dashboard/services/timeseries.py and cached for a few seconds, so a rerun only redraws.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import session
+from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
+from dashboard.components.timeseries_charts import timeseries_chart
+from dashboard.services import timeseries as ts
+from dashboard.services.overview import ServerDetail, server_detail
+
+ctx = session.bootstrap()
+PANEL_LABELS = {
+    "latency": "Latency",
+    "throughput": "Throughput",
+    "batch": "Batch & queue",
+    "token_usage": "KV usage",
+    "cache_hit": "Cache hits",
+    "gpu": "GPUs",
+}
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _detail(url: str, name: str) -> ServerDetail | None:
+    return server_detail(session.engine_for(url), name)
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _series(url: str, server_id: int, gpus: tuple[int, ...], since: float, until: float):  # type: ignore[no-untyped-def]
+    engine = session.engine_for(url)
+    panels = list(ts.PANELS) + ts.gpu_panels(list(gpus))
+    data = ts.read_series(engine, server_id=server_id, panels=panels, since=since, until=until)
+    probe = ts.probe_latency(engine, server_id=server_id, since=since, until=until)
+    events = ts.events_in_window(engine, server_id=server_id, since=since, until=until)
+    return data, probe, events
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _gpus(url: str, server_id: int, configured: tuple[int, ...]) -> list[int]:
+    return ts.gpu_indices(session.engine_for(url), server_id=server_id, configured=list(configured))
+
+
+name = session.selected_server(ctx)
+names = session.server_names(ctx.url)
+if not names:
+    st.title("Server")
+    st.info("No servers yet. Add one to `pitwall.toml` (see the Overview page) or run `pitwall up` for the demo.")
+    st.stop()
+if name not in names:
+    name = names[0]
+detail = _detail(ctx.url, name)
+if detail is None:
+    st.error(f"Server {name!r} is not in the database; pick another in the sidebar.")
+    st.stop()
+assert detail.server.id is not None
+
+label, color = STATUS_BADGE.get(detail.status, ("unknown", "gray"))
+st.title(f"{detail.server.name}")
+st.markdown(
+    f":{color}-badge[{label}] &nbsp; profile **{detail.profile or '—'}** · "
+    f"SGLang **{detail.sglang_version or 'unknown'}** · {detail.server.kind} · "
+    f"{'managed' if detail.server.managed else 'watched'}"
+)
+if detail.launch is not None:
+    st.caption(
+        f"Launch {detail.launch.id}: {detail.launch.status}, started {fmt_ts(detail.launch.started_at)}"
+        f" ({fmt_age(detail.launch.started_at)})"
+        + (f", ended {fmt_ts(detail.launch.ended_at)}: {detail.launch.end_reason or ''}"
+           if detail.launch.ended_at else "")
+    )
+st.caption(f"Base URL: {detail.server.base_url}")  # caption, not markdown link: no navigation
+if detail.status == "down":
+    st.warning("The server is down (health check failing). The Events page shows why; relaunch from Profiles.")
+
+with st.expander("Server args and launch command", expanded=False):
+    if detail.server_args:
+        st.json(detail.server_args, expanded=False)
+    else:
+        st.caption("No server args recorded yet (the API collector reads /server_info once the server is up).")
+    if detail.argv:
+        st.code(" ".join(detail.argv), language=None)
+
+window_s = session.selected_window_s()
+c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+shown = c1.pills(
+    "Panels", list(PANEL_LABELS), default=list(PANEL_LABELS), format_func=PANEL_LABELS.get,
+    selection_mode="multi", key="server_panels",
+)
+mark_events = c2.toggle("Mark events", value=True, key="server_mark_events")
+gpus = _gpus(ctx.url, detail.server.id, tuple(detail.server.gpu_indices or ()))
+live_every = session.LIVE_REFRESH_S if window_s <= 3600 else 30.0
+
+
+@st.fragment(run_every=live_every)
+@session.safe("Live charts")
+def charts() -> None:
+    assert detail.server.id is not None
+    since, until = ts.window(window_s)
+    data, probe, events = _series(ctx.url, detail.server.id, tuple(gpus), since, until)
+    ev = events if mark_events else None
+    st.caption(
+        f"Window: last {fmt_window(window_s)} (until {fmt_ts(until)}), refreshed every "
+        f"{live_every:.0f} s. Dashed lines are the server's histogram estimates; dots are canary "
+        f"requests; vertical rules are events ({len(events)} in window)."
+    )
+    if all(df.empty for df in data.values()) and probe.empty:
+        st.info(
+            "No samples in this window. Pick a longer window in the sidebar; if the server is new, "
+            "data appears within a few seconds once the runner collects (About / health)."
+        )
+    specs = []
+    if "latency" in (shown or []):
+        lat = data["latency"]
+        if not probe.empty:
+            lat = pd.concat([lat, probe.assign(min=probe["value"], max=probe["value"])], ignore_index=True)
+        specs.append((lat, "s", "Latency: probes, canary and server estimate", ("(est.)",), ("canary TTFT", "canary E2E")))
+    for key, title, unit in (
+        ("throughput", "Throughput", "tok_s"),
+        ("batch", "Running batch and queue", "count"),
+        ("token_usage", "KV cache token usage", "ratio"),
+        ("cache_hit", "Radix cache hit rate", "ratio"),
+    ):
+        if key in (shown or []):
+            specs.append((data[key], unit, title, (), ()))
+    if "gpu" in (shown or []):
+        if not gpus:
+            st.caption("No GPU telemetry on this host (NVML not available, or no GPUs assigned).")
+        else:
+            for key, title, unit, _ in ts.GPU_PANELS:
+                specs.append((data[key], unit, title, (), ()))
+    cols = st.columns(2)
+    for i, (df, unit, title, dashed, points) in enumerate(specs):
+        with cols[i % 2]:
+            if df.empty:
+                st.markdown(f"**{title}**")
+                st.caption("No data in this window.")
+                continue
+            chart = timeseries_chart(df, unit=unit, since=since, until=until, events=ev, title=title,
+                                     dashed=dashed, points=points)
+            st.altair_chart(chart, width="stretch")
+
+
+charts()

@@ -1,0 +1,368 @@
+"""Review exports of one scorecard or a comparison: Markdown, CSV, JSON, PNG (HTML: export_html).
+
+Every format carries the provenance (PROVENANCE_FIELDS: Pitwall and SGLang versions, server
+args, GPU model and driver, workload fingerprint and spec, window, client self-check). JSON is
+`{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
+and validates against scorecard.schema.json next to this file. CSV has one row per scorecard and
+figure. PNG is every chart stacked in one image (vl-convert, no browser). `write_export` writes
+a file and records an Audit row (action `export`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from dashboard.components import charts
+from dashboard.components.format import fmt_ts, fmt_value
+from dashboard.services.compare import Comparison, compare
+from dashboard.services.metric_specs import DIMENSION_LABELS, DIMENSIONS, SPECS_BY_KEY, specs_of
+from dashboard.services.scorecard_model import SCHEMA_VERSION, Scorecard
+from storage import repo
+
+FORMATS = ("md", "html", "csv", "json", "png")
+MEDIA_TYPES = {
+    "md": "text/markdown",
+    "html": "text/html",
+    "csv": "text/csv",
+    "json": "application/json",
+    "png": "image/png",
+}
+SCHEMA_PATH = Path(__file__).with_name("scorecard.schema.json")
+GRADE_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "none": "—"}
+CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dimension", "key",
+               "label", "value", "unit", "display", "status", "source", "grade", "target",
+               "note")
+
+
+class ExportError(ValueError):
+    """An export that cannot be written; the message says what to do."""
+
+
+def _cell(v: Any) -> str:
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
+    """(label, value) pairs of a scorecard's subject and provenance, for every format."""
+    s, p = card.subject, card.provenance
+    sc = p.get("self_check") or {}
+    if sc:
+        check = "trusted" if sc.get("trusted") else "NOT trusted"
+        if sc.get("loop_lag_p99_s") is not None:
+            check += f"; loop lag p99 {fmt_value(sc['loop_lag_p99_s'], 's')}"
+        if sc.get("client_cpu_pct") is not None:
+            check += f"; client CPU {sc['client_cpu_pct']:.0f} %"
+    else:
+        check = "no probe run"
+    detail = p.get("fingerprint_detail")
+    args = p.get("server_args") or {}
+    return [
+        ("Server", f"{s.get('server')} ({s.get('server_kind')}, {s.get('base_url')})"),
+        ("Launch", "—" if s.get("launch_id") is None else f"#{s['launch_id']}"),
+        ("Profile", f"{s.get('profile_name') or '—'}"
+                    + (f" ({s['profile_hash'][:12]})" if s.get("profile_hash") else "")),
+        ("Window", f"{fmt_ts(s.get('since'))} → {fmt_ts(s.get('until'))} ({s.get('window_label')})"),
+        ("Probe run", "—" if s.get("run_id") is None else f"#{s['run_id']}"
+                      + (f" {s['run_name']}" if s.get("run_name") else "")),
+        ("Headline level", "—" if s.get("level") is None else f"{s.get('level_mode')} {s['level']:g}"),
+        ("Latency source", str(s.get("latency_source"))),
+        ("Workload fingerprint", p.get("fingerprint") or "—"),
+        ("Workload", json.dumps(detail, sort_keys=True) if detail else "—"),
+        ("Workload spec", json.dumps(p.get("workload_spec"), sort_keys=True)
+                          if p.get("workload_spec") else "—"),
+        ("Client self-check", check),
+        ("Pitwall version", str(p.get("pitwall_version"))),
+        ("SGLang version", str(p.get("sglang_version"))),
+        ("Server args", json.dumps(args, sort_keys=True) if args else
+                        (" ".join(p.get("argv") or []) or "unknown")),
+        ("GPU", f"{p.get('gpu_model')} × {p.get('gpu_count')} (driver {p.get('gpu_driver')})"),
+        ("Generated", fmt_ts(p.get("generated_at"))),
+    ]
+
+
+def figure_rows(card: Scorecard, dimension: str) -> list[list[str]]:
+    rows = []
+    for spec in specs_of(dimension):
+        f = card.figures[spec.key]
+        if f.status == "not_applicable":
+            continue
+        value = fmt_value(f.value, spec.unit) if f.status == "ok" else (
+            "not configured" if f.status == "not_configured" else "—")
+        target = "" if f.target is None else (
+            ("≥ " if spec.better == "higher" else "≤ ") + fmt_value(f.target, spec.unit))
+        note = ("⚠ " if f.flagged else "") + f.note
+        rows.append([spec.label, value, GRADE_MARK[f.grade], target, note])
+    return rows
+
+
+def levels_frame(card: Scorecard) -> pd.DataFrame:
+    return pd.DataFrame(card.levels)
+
+
+def level_rows(card: Scorecard) -> tuple[list[str], list[list[str]]]:
+    image = card.subject.get("server_kind") == "image"
+    head = ["level", "requests", "ok", "TTFT p50", "TTFT p99", "E2E p99", "req/s",
+            "img/min" if image else "out tok/s", "USD/1k req" if image else "USD/1M out tok"]
+    rows = []
+    for lv in card.levels:
+        rows.append([
+            f"{lv['level']:g}", str(lv["requests"]), str(lv["ok"]),
+            fmt_value(lv.get("ttft_p50_s"), "s"), fmt_value(lv.get("ttft_p99_s"), "s"),
+            fmt_value(lv.get("e2e_p99_s"), "s"), fmt_value(lv.get("rps"), "rps"),
+            fmt_value(lv.get("images_per_min" if image else "output_tok_s"),
+                      "img_min" if image else "tok_s"),
+            fmt_value(lv.get("usd_per_1k_requests" if image else "usd_per_1m_output_tok"), "usd"),
+        ])
+    return head, rows
+
+
+def delta_rows(cmp: Comparison) -> list[list[str]]:
+    rows = []
+    for d in cmp.deltas:
+        spec = SPECS_BY_KEY[d.key]
+        cells = [spec.label, fmt_value(d.values[0], spec.unit)]
+        for v, rel, verdict in zip(d.values[1:], d.rel[1:], d.verdicts[1:], strict=True):
+            pct = "" if rel is None else f" ({rel * 100:+.1f} %)"
+            cells.append(f"{fmt_value(v, spec.unit)}{pct} {verdict}")
+        rows.append(cells)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> str:
+    parts: list[str] = []
+    for card in cards:
+        parts.append(f"# Pitwall scorecard: {card.title}\n")
+        parts.append(_md_table(["field", "value"], provenance_rows(card)))
+        parts.append("\n## Grades\n")
+        parts.append(_md_table(
+            ["dimension", "grade", "why"],
+            [[DIMENSION_LABELS[d], GRADE_MARK[card.dimensions[d].grade],
+              "; ".join(card.dimensions[d].reasons)] for d in DIMENSIONS]))
+        for note in card.notes:
+            parts.append(f"\n> {note}")
+        for d in DIMENSIONS:
+            parts.append(f"\n## {DIMENSION_LABELS[d]}\n")
+            parts.append(_md_table(["metric", "value", "grade", "target", "note"],
+                                   figure_rows(card, d)))
+            if d == "stability" and card.errors_by_kind:
+                parts.append("\nErrors by kind: " + ", ".join(
+                    f"{k} {n}" for k, n in sorted(card.errors_by_kind.items())))
+        if card.levels:
+            head, rows = level_rows(card)
+            parts.append("\n## Load levels\n")
+            parts.append(_md_table(head, rows))
+        parts.append("")
+    if comparison is not None:
+        parts.append("# Comparison\n")
+        parts.append(_md_table(["scorecard", "fingerprint"],
+                               [[t, fp or "—"] for t, fp in zip(comparison.titles,
+                                                                comparison.fingerprints,
+                                                                strict=True)]))
+        if comparison.comparable:
+            parts.append("\nSame workload: the deltas are comparable.")
+        else:
+            parts.append("\n**Workloads differ: probe deltas are not comparable.**\n")
+            for title, lines in zip(comparison.titles[1:], comparison.workload_diff, strict=True):
+                for line in lines:
+                    parts.append(f"- {title}: {line}")
+        parts.append("\n## Config diff\n")
+        parts.append(_md_table(["setting", *comparison.titles],
+                               [[r["key"], *r["values"]] for r in comparison.config_diff])
+                     if comparison.config_diff else "No flag or env differs.")
+        parts.append("\n## Figures\n")
+        parts.append(_md_table(["metric", *comparison.titles], delta_rows(comparison)))
+    return "\n".join(parts).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# CSV, JSON
+
+
+def to_csv(cards: Sequence[Scorecard]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(CSV_COLUMNS)
+    for card in cards:
+        for spec_key, f in card.figures.items():
+            spec = SPECS_BY_KEY[spec_key]
+            w.writerow([
+                card.title, card.subject.get("server"), card.subject.get("launch_id"),
+                card.subject.get("run_id"), card.provenance.get("fingerprint"), spec.dimension,
+                spec.key, spec.label, "" if f.value is None else repr(float(f.value)), spec.unit,
+                fmt_value(f.value, spec.unit), f.status, f.source, f.grade,
+                "" if f.target is None else repr(float(f.target)), f.note,
+            ])
+    return buf.getvalue()
+
+
+def json_document(cards: Sequence[Scorecard], comparison: Comparison | None = None
+                  ) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "pitwall.scorecards",
+        "generated_at": time.time(),
+        "scorecards": [c.to_dict() for c in cards],
+        "comparison": None if comparison is None else comparison.to_dict(),
+    }
+
+
+def to_json(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> str:
+    return json.dumps(json_document(cards, comparison), indent=2, sort_keys=False,
+                      allow_nan=False, default=float)
+
+
+def load_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
+
+
+# ---------------------------------------------------------------------------------------------
+# charts (shared by HTML and PNG)
+
+
+def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
+    """The charts of one scorecard, by name; empty data gives a 'no data' panel."""
+    x = "rate (req/s)" if card.subject.get("level_mode") == "rate" else "concurrency"
+    levels = levels_frame(card)
+    image = card.subject.get("server_kind") == "image"
+    series = pd.DataFrame(card.series, columns=["metric", "ts", "value"])
+    events = pd.DataFrame(card.events, columns=["ts", "kind", "severity", "message"])
+    load = series[series["metric"].isin(["log.running_req", "log.queue_req"])]
+    out: dict[str, alt.TopLevelMixin] = {
+        "latency_vs_load": charts.latency_vs_load(levels, stat="image" if image else "ttft",
+                                                  x_title=x),
+        "throughput_vs_load": charts.throughput_vs_load(
+            levels, columns=("images_per_min", "rps") if image else ("output_tok_s", "rps"),
+            x_title=x),
+        "batch_and_queue": charts.time_series(load, title="Running batch and queue",
+                                              y_title="requests", events=events),
+    }
+    canary = series[series["metric"] == "canary.ttft_s"]
+    if not canary.empty:
+        out["canary_ttft"] = charts.time_series(canary, title="Canary TTFT", y_title="ms",
+                                                events=events, scale=1000.0)
+    return out
+
+
+def comparison_chart(cards: Sequence[Scorecard]) -> alt.TopLevelMixin:
+    keys = ("ttft_p99_s", "output_tok_s", "radix_hit_rate", "usd_per_1m_output_tok")
+    rows = []
+    for c in cards:
+        for k in keys:
+            v = c.value(k)
+            if v is not None:
+                scale = 1000.0 if SPECS_BY_KEY[k].unit == "s" else (
+                    100.0 if SPECS_BY_KEY[k].unit == "ratio" else 1.0)
+                rows.append({"label": c.title, "metric": SPECS_BY_KEY[k].label, "value": v * scale})
+    return charts.compare_bars(pd.DataFrame(rows), title="Key figures (ms, tok/s, %, USD)")
+
+
+def all_charts(cards: Sequence[Scorecard]) -> list[tuple[str, alt.TopLevelMixin]]:
+    out: list[tuple[str, alt.TopLevelMixin]] = []
+    if len(cards) > 1:
+        out.append(("comparison", comparison_chart(cards)))
+    for i, card in enumerate(cards):
+        for name, ch in card_charts(card).items():
+            out.append((f"{i}:{name}" if len(cards) > 1 else name, ch))
+    return out
+
+
+def chart_svg(chart: alt.TopLevelMixin) -> str:
+    import vl_convert as vlc
+
+    svg: str = vlc.vegalite_to_svg(chart.to_dict())
+    return svg
+
+
+def chart_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
+    import vl_convert as vlc
+
+    png: bytes = vlc.vegalite_to_png(chart.to_dict(), scale=scale)
+    return png
+
+
+def to_png(cards: Sequence[Scorecard]) -> bytes:
+    """Every chart of the export stacked in one PNG."""
+    stacked = alt.vconcat(*[c for _, c in all_charts(cards)]).properties(
+        title=" vs ".join(c.title for c in cards))
+    return chart_png(stacked)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def render(fmt: str, cards: Sequence[Scorecard]) -> bytes:
+    """The export of one scorecard (or a comparison of several) in one format, as bytes."""
+    if fmt not in FORMATS:
+        raise ExportError(f"Unknown export format {fmt!r}; use one of {', '.join(FORMATS)}.")
+    if not cards:
+        raise ExportError("Nothing to export: no scorecard.")
+    cmp = compare(list(cards)) if len(cards) > 1 else None
+    if fmt == "md":
+        return to_markdown(cards, cmp).encode()
+    if fmt == "csv":
+        return to_csv(cards).encode()
+    if fmt == "json":
+        return to_json(cards, cmp).encode()
+    if fmt == "png":
+        return to_png(cards)
+    from dashboard.services.export_html import to_html
+
+    return to_html(cards, cmp).encode()
+
+
+def default_filename(fmt: str, cards: Sequence[Scorecard]) -> str:
+    s = cards[0].subject
+    bits = [str(s.get("server") or "server")]
+    if s.get("run_id") is not None:
+        bits.append(f"run{s['run_id']}")
+    elif s.get("launch_id") is not None:
+        bits.append(f"launch{s['launch_id']}")
+    if len(cards) > 1:
+        bits.append(f"vs{len(cards) - 1}")
+    safe = "-".join(bits).replace("/", "_").replace(" ", "_")
+    return f"pitwall-{safe}.{fmt}"
+
+
+def record_export(engine: Engine, *, fmt: str, cards: Sequence[Scorecard], target: str,
+                  actor: str) -> None:
+    repo.add_audit(engine, actor=actor, action="export", target=target, detail={
+        "format": fmt,
+        "scorecards": [c.title for c in cards],
+        "runs": [c.subject.get("run_id") for c in cards],
+        "launches": [c.subject.get("launch_id") for c in cards],
+    })
+
+
+def write_export(engine: Engine, *, fmt: str, cards: Sequence[Scorecard], path: Path,
+                 actor: str = "cli") -> Path:
+    """Render, write to `path` (parent folders created) and audit; returns the path."""
+    data = render(fmt, cards)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        raise ExportError(f"Cannot write {path}: {exc.strerror or exc}; choose another --output."
+                          ) from None
+    record_export(engine, fmt=fmt, cards=cards, target=str(path), actor=actor)
+    return path

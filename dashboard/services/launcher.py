@@ -1,0 +1,292 @@
+"""Launcher: validate profiles, plan launches for the runner's supervisor, record lifecycle intents.
+
+- `validate(spec, server)` -> Report: [flags] against SGLang's real parser when `import sglang`
+  works in the server's Python (a subprocess with an argument list and a timeout: the parser is
+  built with `ServerArgs.add_cli_args` and `parse_args`, sglang-interfaces.md §5), otherwise
+  against the bundled 0.5.23 table (sglang_flags); [env] names/values; and the guardrails (port,
+  GPUs, model path, tp x dp).
+- `Planner` (injected into collectors.supervisor.ProcessSupervisor by wiring.py): profile name ->
+  validated LaunchPlan, or PlanError (event kind bad_cli_flag / port_in_use).
+- `request(...)` writes a launch/stop/relaunch Intent for the runner, with an Audit row; it
+  refuses while another lifecycle intent for the server is pending or running (one action per
+  server at a time; the supervisor applies the same rule to requests that raced past this check).
+- `follow(...)` polls an Intent until it finishes (CLI, bench).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from sqlalchemy.engine import Engine
+
+from collectors.supervisor import CONTROL_KINDS, LaunchPlan, PlanError, build_argv, flag_args
+from dashboard.services import guardrails, profiles, sglang_flags
+from dashboard.services.profiles import ProfileSpec
+from dashboard.services.sglang_flags import Issue
+from dashboard.settings import Settings
+from storage import repo
+from storage.models import Intent, Launch, Server
+
+PARSER_TIMEOUT_S = 120.0  # importing sglang imports torch: seconds, more on a cold disk
+FINAL_STATES = ("done", "failed", "cancelled")
+
+# Runs in the server's Python: exit 3 when sglang is not importable there, argparse's exit 2 with
+# its message on a bad flag, 0 when SGLang accepts the flags.
+_PARSER_SCRIPT = """
+import importlib.util, sys
+if importlib.util.find_spec("sglang") is None:
+    sys.exit(3)
+try:
+    import argparse
+    from sglang.srt.server_args import ServerArgs
+except Exception as exc:
+    print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    sys.exit(4)
+parser = argparse.ArgumentParser(prog="sglang serve")
+ServerArgs.add_cli_args(parser)
+parser.parse_args(sys.argv[1:])
+"""
+
+
+class LauncherError(ValueError):
+    """A request cannot be recorded (unknown server, busy, read-only); one sentence."""
+
+
+@dataclass
+class Report:
+    """Validation outcome: issues by severity and what checked the flags."""
+
+    issues: list[Issue] = field(default_factory=list)
+    checked_by: str = f"bundled SGLang {sglang_flags.SGLANG_VERSION} flag table"
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Issue]:
+        return [i for i in self.issues if i.severity == "error"]
+
+    def lines(self) -> list[str]:
+        return [str(i) for i in self.issues]
+
+
+def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER_TIMEOUT_S) -> tuple[list[Issue], str] | None:
+    """Ask SGLang's own parser in `python`; None when sglang cannot be imported there."""
+    import os
+
+    argv = [python, "-c", _PARSER_SCRIPT, "--model-path", spec.model_path, *flag_args(spec.flags)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env={**os.environ, **{k: str(v) for k, v in spec.env.items()}})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode in (3, 4):
+        return None
+    who = f"SGLang's parser in {python}"
+    if proc.returncode == 0:
+        return [], who
+    err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    last = err[-1] if err else f"exit code {proc.returncode}"
+    msg = last.split("error: ", 1)[-1]
+    hints = [sglang_flags.NOTES[f][1] for f in spec.flags if f in sglang_flags.NOTES and f"--{f}" in msg]
+    text = f"SGLang rejected the flags: {msg}." + (" " + " ".join(hints) if hints else "")
+    return [Issue("error", None, text)], who
+
+
+def validate(
+    spec: ProfileSpec,
+    server: Server | None = None,
+    *,
+    replacing: bool = False,
+    own_pids: list[int] | None = None,
+    use_real_parser: bool = True,
+    gpu_snapshot: dict[int, list[guardrails.GpuProcess]] | None = None,
+) -> Report:
+    """Every check a launch of `spec` on `server` must pass (server None: flags and env only)."""
+    report = Report()
+    python = (server.python if server else None) or sys.executable
+    real = real_parser_issues(python, spec) if use_real_parser else None
+    if real is not None:
+        report.issues.extend(real[0])
+        report.checked_by = real[1]
+    report.issues.extend(sglang_flags.check_flags(spec.flags, known_by_parser=real is not None))
+    report.issues.extend(sglang_flags.check_env(spec.env))
+    report.issues.extend(guardrails.check_model_path(spec.model_path))
+    if server is None:
+        return report
+    host, port = host_port(server.base_url)
+    if replacing:
+        report.issues.append(Issue("note", "port", f"Port {port} is held by the server being replaced; it is freed by the stop."))
+    else:
+        report.issues.extend(guardrails.check_port(host, port))
+    gpu_issues, count = guardrails.check_gpus(server.gpu_indices, own_pids or (), gpu_snapshot,
+                                              probe=gpu_snapshot is None)
+    report.issues.extend(gpu_issues)
+    report.issues.extend(guardrails.check_parallelism(spec.flags, count))
+    return report
+
+
+def host_port(base_url: str) -> tuple[str, int]:
+    parts = urlsplit(base_url)
+    host = parts.hostname or "127.0.0.1"
+    if host == "localhost":
+        host = "127.0.0.1"
+    return host, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+class Planner:
+    """Profile name -> validated LaunchPlan for the supervisor (raises PlanError)."""
+
+    def __init__(self, settings: Settings, engine: Engine, *, ready_timeout_s: float = 600.0) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.ready_timeout_s = ready_timeout_s
+
+    def __call__(self, server: Server, profile: str | None, replacing: bool) -> LaunchPlan:
+        name = profile or server.profile
+        if not name:
+            raise PlanError(f"{server.name} has no profile; pass one (`--profile NAME`) or set profile in pitwall.toml.")
+        try:
+            spec = profiles.resolve(self.engine, self.settings.profiles_dir, name)
+        except profiles.ProfileError as exc:
+            raise PlanError(str(exc)) from None
+        row = profiles.mirror(self.engine, spec)
+        assert server.id is not None
+        own = repo.latest_launch(self.engine, server_id=server.id)
+        report = validate(spec, server, replacing=replacing,
+                          own_pids=[own.pid] if replacing and own and own.pid else [])
+        if not report.ok:
+            kind = "port_in_use" if any(i.flag == "port" for i in report.errors) else "bad_cli_flag"
+            detail = "\n".join(report.lines())
+            first = report.errors[0].message
+            more = f" (+{len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
+            raise PlanError(f"profile {spec.name} is invalid: {first}{more}", kind=kind, detail=detail)
+        host, port = host_port(server.base_url)
+        env = {k: str(v) for k, v in spec.env.items()}
+        if server.gpu_indices and "CUDA_VISIBLE_DEVICES" not in env:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in server.gpu_indices)
+        log_path = server.log_path or str(self.settings.logs_dir / f"{server.name}.log")
+        return LaunchPlan(
+            server_id=server.id,
+            server_name=server.name,
+            base_url=server.base_url.rstrip("/"),
+            argv=build_argv(server.python or sys.executable, spec.entrypoint, spec.model_path, host, port, spec.flags),
+            env=env,
+            log_path=log_path,
+            profile_name=spec.name,
+            profile_id=row.id,
+            profile_hash=spec.content_hash,
+            cwd=str(self.settings.data_dir) if Path(self.settings.data_dir).is_dir() else None,
+            api_key=server.api_key,
+            ready_timeout_s=self.ready_timeout_s,
+            notes=[str(i) for i in report.issues if i.severity != "error"],
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# intents
+
+
+def pending_control(engine: Engine, server_id: int) -> Intent | None:
+    found = repo.list_intents(engine, server_id=server_id, states=("pending", "running"), kinds=CONTROL_KINDS, limit=1)
+    return found[0] if found else None
+
+
+def request(
+    engine: Engine,
+    *,
+    kind: str,
+    server_name: str,
+    actor: str,
+    profile: str | None = None,
+    timeout_s: float | None = None,
+) -> Intent:
+    """Record a launch/stop/relaunch intent for the runner, with an Audit row."""
+    if kind not in CONTROL_KINDS:
+        raise LauncherError(f"Unknown action {kind!r}; expected launch, stop or relaunch.")
+    server = repo.get_server(engine, name=server_name)
+    if server is None:
+        names = ", ".join(s.name for s in repo.list_servers(engine)) or "none"
+        raise LauncherError(f"No server named {server_name!r}; known: {names}.")
+    if not server.managed:
+        raise LauncherError(f"{server_name} is not managed by Pitwall (managed = false in pitwall.toml); it cannot be {kind}ed from here.")
+    assert server.id is not None
+    busy = pending_control(engine, server.id)
+    if busy is not None:
+        prof = (busy.payload or {}).get("profile")
+        raise LauncherError(
+            f"{server_name} already has a {busy.kind} in progress (intent #{busy.id}"
+            + (f", profile {prof}" if prof else "") + f", requested by {busy.requested_by}); wait for it to finish."
+        )
+    if kind != "stop" and not (profile or server.profile):
+        raise LauncherError(f"{server_name} has no default profile; pass one with --profile NAME.")
+    payload: dict[str, Any] = {"profile": profile or (server.profile if kind != "stop" else None)}
+    if timeout_s:
+        payload["timeout_s"] = float(timeout_s)
+    intent = repo.create_intent(engine, kind=kind, server_id=server.id, payload=payload, requested_by=actor)
+    repo.add_audit(engine, actor=actor, action=kind, target=server_name,
+                   detail={"intent_id": intent.id, "profile": payload.get("profile")})
+    return intent
+
+
+def follow(
+    engine: Engine,
+    intent_id: int,
+    *,
+    timeout_s: float,
+    on_progress: Callable[[Intent], None] | None = None,
+    poll_s: float = 0.1,
+) -> Intent | None:
+    """Poll an intent until it is done/failed/cancelled or timeout_s passes (returns the last read)."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    intent = repo.get_intent(engine, intent_id=intent_id)
+    while intent is not None:
+        key = (intent.state, repr(intent.progress))
+        if key != last and on_progress is not None:
+            on_progress(intent)
+        last = key
+        if intent.state in FINAL_STATES or time.monotonic() > deadline:
+            return intent
+        time.sleep(poll_s)
+        intent = repo.get_intent(engine, intent_id=intent_id)
+    return intent
+
+
+# ---------------------------------------------------------------------------------------------
+# what is running
+
+
+def running_launch(engine: Engine, server_id: int) -> Launch | None:
+    """The server's current launch (not ended), or None."""
+    launch = repo.latest_launch(engine, server_id=server_id)
+    return launch if launch is not None and launch.ended_at is None else None
+
+
+def expected_downtime_s(engine: Engine, server_id: int, profile_name: str | None) -> float | None:
+    """Seconds from start to ready of the last ready launch of this profile (else of the server)."""
+    launches = [x for x in repo.list_launches(engine, server_id=server_id, limit=50) if x.ready_at]
+    for pick in ([x for x in launches if x.profile_name == profile_name], launches):
+        if pick:
+            return float(pick[0].ready_at or 0) - float(pick[0].started_at)
+    return None
+
+
+def diff_against_running(engine: Engine, server: Server, spec: ProfileSpec) -> list[tuple[str, Any, Any]] | None:
+    """(key, running, candidate) rows; None when nothing runs or the running profile is unknown."""
+    assert server.id is not None
+    launch = running_launch(engine, server.id)
+    if launch is None or not launch.profile_name:
+        return None
+    row = repo.get_profile(engine, name=launch.profile_name)
+    if row is None:
+        return None
+    return profiles.diff(profiles.from_row(row).canonical(), spec.canonical())

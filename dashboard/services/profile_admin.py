@@ -1,0 +1,168 @@
+"""What the Profiles page reads and does, Streamlit-free: tables, saves with audit, validation.
+
+Every change made here lands in the Audit table with the actor (the authenticated operator, or
+"local" on a loopback-only dashboard) and a diff.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from dashboard.services import launcher, profiles
+from dashboard.services.profiles import ProfileError, ProfileSpec
+from dashboard.settings import Settings
+from storage import repo
+from storage.models import Intent, Launch, Server
+
+
+@dataclass(frozen=True)
+class ServerState:
+    server: Server
+    launch: Launch | None  # the current (not ended) launch
+    intent: Intent | None  # the newest lifecycle intent
+
+
+def managed_servers(engine: Engine) -> list[ServerState]:
+    out = []
+    for s in repo.list_servers(engine):
+        if not s.managed or s.id is None:
+            continue
+        intents = repo.list_intents(engine, server_id=s.id, kinds=("launch", "stop", "relaunch"), limit=1)
+        out.append(ServerState(s, launcher.running_launch(engine, s.id), intents[0] if intents else None))
+    return out
+
+
+def latest_intent(engine: Engine, server_name: str) -> Intent | None:
+    server = repo.get_server(engine, name=server_name)
+    if server is None or server.id is None:
+        return None
+    found = repo.list_intents(engine, server_id=server.id, kinds=("launch", "stop", "relaunch"), limit=1)
+    return found[0] if found else None
+
+
+def profile_table(settings: Settings) -> tuple[pd.DataFrame, list[ProfileSpec], list[str]]:
+    specs, errors = profiles.load_dir(settings.profiles_dir)
+    rows = [
+        {"name": s.name, "hash": s.content_hash, "model": s.model_path, "entrypoint": s.entrypoint,
+         "flags": len(s.flags), "env": len(s.env), "description": s.description}
+        for s in specs
+    ]
+    return pd.DataFrame(rows), specs, errors
+
+
+def diff_frame(rows: list[tuple[str, Any, Any]], a: str, b: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"setting": k, a: _show(va), b: _show(vb)} for k, va, vb in rows], columns=["setting", a, b]
+    )
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
+
+
+def running_diff(engine: Engine, server_name: str, spec: ProfileSpec) -> tuple[str | None, pd.DataFrame | None]:
+    """(running profile name, diff table running -> spec), or (None, None) when nothing runs."""
+    server = repo.get_server(engine, name=server_name)
+    if server is None:
+        return None, None
+    rows = launcher.diff_against_running(engine, server, spec)
+    if rows is None:
+        return None, None
+    assert server.id is not None
+    launch = launcher.running_launch(engine, server.id)
+    running = launch.profile_name if launch else None
+    return running, diff_frame(rows, f"running ({running})", spec.name)
+
+
+def validate_named(engine: Engine, settings: Settings, name: str, server_name: str | None, actor: str) -> launcher.Report:
+    spec = profiles.resolve(engine, settings.profiles_dir, name)
+    server = repo.get_server(engine, name=server_name) if server_name else None
+    replacing = False
+    own: list[int] = []
+    if server is not None and server.id is not None:
+        launch = launcher.running_launch(engine, server.id)
+        replacing = launch is not None
+        own = [launch.pid] if launch is not None and launch.pid else []
+    report = launcher.validate(spec, server, replacing=replacing, own_pids=own)
+    repo.add_audit(engine, actor=actor, action="profile_validate", target=name,
+                   detail={"ok": report.ok, "issues": report.lines(), "checked_by": report.checked_by})
+    return report
+
+
+def toml_value(text: str) -> Any:
+    """A form cell as a TOML value: `0.8`, `true`, `"lpm"`, `[1, 2]`; bare words stay strings."""
+    text = text.strip()
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def toml_literal(value: Any) -> str:
+    """The TOML text of one value (the inverse of toml_value)."""
+    import tomli_w
+
+    return tomli_w.dumps({"v": value}).strip()[len("v = "):]
+
+
+def save_toml(engine: Engine, settings: Settings, text: str, actor: str) -> tuple[ProfileSpec, list[tuple[str, Any, Any]]]:
+    """Validate the shape of raw TOML, write profiles/<name>.toml, mirror, audit (with the diff)."""
+    spec = profiles.parse_profile(text, source="the edited profile")
+    return _save(engine, settings, spec, actor)
+
+
+def save_form(
+    engine: Engine,
+    settings: Settings,
+    *,
+    name: str,
+    description: str,
+    model_path: str,
+    entrypoint: str,
+    flags: list[tuple[str, str]],
+    env: list[tuple[str, str]],
+    actor: str,
+) -> tuple[ProfileSpec, list[tuple[str, Any, Any]]]:
+    """The form's fields -> profile file; flag values are TOML literals, env values strings."""
+    flag_map: dict[str, Any] = {}
+    for key, raw in flags:
+        key = (key or "").strip()
+        if key:
+            flag_map[key] = toml_value(raw or "true")
+    env_map = {(k or "").strip(): str(v or "") for k, v in env if (k or "").strip()}
+    text = profiles.dump_profile(ProfileSpec(name=name.strip(), description=description, model_path=model_path.strip(),
+                                             entrypoint=entrypoint.strip(), flags=flag_map, env=env_map))
+    return save_toml(engine, settings, text, actor)
+
+
+def _save(engine: Engine, settings: Settings, spec: ProfileSpec, actor: str) -> tuple[ProfileSpec, list[tuple[str, Any, Any]]]:
+    before = repo.get_profile(engine, name=spec.name)
+    old = profiles.from_row(before).canonical() if before is not None else {}
+    row = profiles.save(engine, settings.profiles_dir, spec)
+    changes = profiles.diff(old, spec.canonical())
+    repo.add_audit(engine, actor=actor, action="profile_create" if before is None else "profile_edit",
+                   target=spec.name, detail={"hash": row.content_hash, "diff": [list(map(_show, r)) for r in changes]})
+    return spec, changes
+
+
+def audit_frame(engine: Engine, limit: int = 50) -> pd.DataFrame:
+    rows = [{"ts": a.ts, "actor": a.actor, "action": a.action, "target": a.target, "detail": a.detail}
+            for a in repo.list_audit(engine, limit=limit)]
+    return pd.DataFrame(rows, columns=["ts", "actor", "action", "target", "detail"])
+
+
+def request_action(engine: Engine, *, kind: str, server_name: str, actor: str, profile: str | None = None) -> Intent:
+    """launcher.request for the page (raises LauncherError with one sentence)."""
+    return launcher.request(engine, kind=kind, server_name=server_name, actor=actor, profile=profile)
+
+
+__all__ = ["ProfileError", "ServerState"]

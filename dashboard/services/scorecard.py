@@ -1,0 +1,317 @@
+"""Build a Scorecard for a server from storage: for a probe run, a launch, or a time window.
+
+`build_scorecard(engine, server=..., run_id=... | launch_id=... | since_s=..., ...)` reads the
+inputs through storage.repo (the only SQL) and hands them to scorecard_compute (pure). Windows:
+
+| subject | window | probe run used |
+|---|---|---|
+| run_id | the run's started_at -> finished_at (created_at / now when unset) | that run |
+| launch_id | launch started_at -> ended_at (now while running) | newest finished run of that launch |
+| since_s | now - since_s -> now | newest finished run that started inside the window |
+
+GPU model and driver come from CollectorState `gpu:<server_id>:info` (or `gpu:info`) when the GPU
+collector wrote one ({"name": ..., "driver": ...} or {"gpus": [{"name", "driver"}, ...]}), else
+"unknown". Cross-check a scorecard's figures with `pitwall probe` (latency, throughput) and
+`curl <server>/metrics | grep sglang:` (server-side figures).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import Engine
+
+from dashboard import __version__
+from dashboard.services import scorecard_math as sm
+from dashboard.services import slo as slo_mod
+from dashboard.services.scorecard_compute import ScorecardInputs, compute_scorecard
+from dashboard.services.scorecard_model import Scorecard
+from storage import repo
+from storage.models import Launch, ProbeRun, Server
+
+MEAN_KEYS = (
+    "log.gen_throughput_tok_s",
+    "log.input_throughput_tok_s",
+    "log.running_req",
+    "metrics.gen_throughput_tok_s",
+    "metrics.num_running_reqs",
+    "metrics.requests_per_s",
+    "metrics.generation_tokens_per_s",
+    "metrics.prompt_tokens_per_s",
+)
+#: Series kept on the scorecard for charts (bucketed, at most SERIES_POINTS per metric).
+SERIES_KEYS = (
+    "log.running_req",
+    "log.queue_req",
+    "log.gen_throughput_tok_s",
+    "log.token_usage",
+    "canary.ttft_s",
+    "metrics.ttft_p99_s",
+)
+SERIES_POINTS = 240
+EVENT_LIMIT = 200
+_GPU_KEY = re.compile(r"^gpu\.(\d+)\.")
+
+
+class ScorecardError(ValueError):
+    """The scorecard cannot be built (unknown server, run or launch); says what to do."""
+
+
+def _window_label(since: float, until: float) -> str:
+    span = until - since
+    if span >= 3600:
+        return f"{span / 3600:.1f} h"
+    if span >= 60:
+        return f"{span / 60:.1f} min"
+    return f"{span:.0f} s"
+
+
+def _gpu_info(engine: Engine, server_id: int) -> tuple[str, str]:
+    for key in (f"gpu:{server_id}:info", "gpu:info"):
+        info = repo.load_state(engine, key=key)
+        if not info:
+            continue
+        gpus = info.get("gpus") if isinstance(info.get("gpus"), list) else [info]
+        names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
+        driver = info.get("driver") or next(
+            (g.get("driver") for g in gpus if isinstance(g, dict) and g.get("driver")), None)
+        return (", ".join(names) or "unknown"), str(driver or "unknown")
+    return "unknown", "unknown"
+
+
+def _pick_run(engine: Engine, server_id: int, *, launch_id: int | None, since: float,
+              until: float) -> ProbeRun | None:
+    for run in repo.list_probe_runs(engine, server_id=server_id, limit=200):
+        if run.status != "done":
+            continue
+        if launch_id is not None:
+            if run.launch_id == launch_id:
+                return run
+            continue
+        start = run.started_at or run.created_at
+        if since <= start < until:
+            return run
+    return None
+
+
+def resolve_subject(
+    engine: Engine,
+    *,
+    server: str | None = None,
+    run_id: int | None = None,
+    launch_id: int | None = None,
+    since_s: float | None = None,
+    now: float | None = None,
+    use_probes: bool = True,
+) -> tuple[Server, Launch | None, ProbeRun | None, float, float]:
+    """(server, launch, probe run, since, until) of what a scorecard scores."""
+    now = time.time() if now is None else now
+    run: ProbeRun | None = None
+    launch: Launch | None = None
+    srv: Server | None = None
+    if run_id is not None:
+        run = repo.get_probe_run(engine, run_id=run_id)
+        if run is None:
+            raise ScorecardError(f"Probe run #{run_id} does not exist; list runs with the Runs page.")
+        if run.server_id is not None:
+            srv = repo.get_server(engine, id=run.server_id)
+        if server is not None and (srv is None or srv.name != server):
+            raise ScorecardError(f"Probe run #{run_id} was not run against server {server!r}.")
+        since = run.started_at or run.created_at
+        until = run.finished_at or now
+        if run.launch_id is not None:
+            launch = repo.get_launch(engine, launch_id=run.launch_id)
+    elif launch_id is not None:
+        launch = repo.get_launch(engine, launch_id=launch_id)
+        if launch is None:
+            raise ScorecardError(f"Launch #{launch_id} does not exist; see the Launches page.")
+        srv = repo.get_server(engine, id=launch.server_id)
+        if server is not None and (srv is None or srv.name != server):
+            raise ScorecardError(f"Launch #{launch_id} is not a launch of server {server!r}.")
+        since, until = launch.started_at, launch.ended_at or now
+    else:
+        if server is None:
+            raise ScorecardError("Name a server (and a run, a launch or a window) to score.")
+        srv = repo.get_server(engine, name=server)
+        since, until = now - (since_s or 3600.0), now
+    if srv is None:
+        raise ScorecardError(f"Server {server!r} is not known; add it to pitwall.toml.")
+    assert srv.id is not None
+    if launch is None and run_id is None:
+        launch = repo.latest_launch(engine, server_id=srv.id)
+        if launch is not None and (launch.ended_at or now) < since:
+            launch = None
+    if run is None and use_probes:
+        run = _pick_run(engine, srv.id, launch_id=launch_id, since=since, until=until)
+    return srv, launch, run, since, until
+
+
+def gather_inputs(
+    engine: Engine,
+    *,
+    srv: Server,
+    launch: Launch | None,
+    run: ProbeRun | None,
+    since: float,
+    until: float,
+    electricity_usd_per_kwh: float | None = None,
+    level: float | None = None,
+) -> ScorecardInputs:
+    assert srv.id is not None
+    sid = srv.id
+    reqs = repo.probe_requests(engine, run_id=run.id) if run is not None and run.id else None
+    detail = (run.fingerprint_detail or {}) if run is not None else {}
+    images_per_request = int((detail.get("image") or {}).get("n") or 1)
+    mode = str(detail.get("mode") or "concurrency")
+    report = (run.report or {}) if run is not None else {}
+    self_checks = [lv.get("self_check") for lv in report.get("levels", []) if lv.get("self_check")]
+    self_check: dict[str, Any] | None = None
+    if self_checks:
+        lags = [c.get("loop_lag_p99_s") for c in self_checks if c.get("loop_lag_p99_s") is not None]
+        cpus = [c.get("client_cpu_pct") for c in self_checks if c.get("client_cpu_pct") is not None]
+        self_check = {
+            "loop_lag_p99_s": max(lags) if lags else None,
+            "client_cpu_pct": max(cpus) if cpus else None,
+            "trusted": all(bool(c.get("trusted")) for c in self_checks),
+            "levels": self_checks,
+        }
+    elif run is not None:
+        self_check = {"trusted": run.trusted}
+
+    def vals(metric: str) -> np.ndarray:
+        return repo.sample_values(engine, server_id=sid, metric=metric, since=since, until=until)
+
+    means = {k: sm.mean_or_none(vals(k)) for k in MEAN_KEYS}
+    server_hist: dict[str, np.ndarray] = {}
+    clamped: dict[str, bool | None] = {}
+    for name in ("ttft", "itl", "e2e"):
+        for p in (50, 95, 99):
+            server_hist[f"{name}_p{p}"] = vals(f"metrics.{name}_p{p}_s")
+        c = vals(f"metrics.{name}_clamped")
+        clamped[name] = bool(c.max() >= 0.5) if c.size else None
+    cached, n_cached = repo.sample_sum(engine, server_id=sid, metric="log.prefill_cached_token",
+                                       since=since, until=until)
+    new, n_new = repo.sample_sum(engine, server_id=sid, metric="log.prefill_new_token",
+                                 since=since, until=until)
+    q_ts, q_vals = repo.sample_points(engine, server_id=sid, metric="log.queue_req", since=since,
+                                      until=until)
+    if q_ts.size == 0:
+        q_ts, q_vals = repo.sample_points(engine, server_id=sid, metric="metrics.num_queue_reqs",
+                                          since=since, until=until)
+    _, health = repo.sample_points(engine, server_id=sid, metric="api.health_ok", since=since,
+                                   until=until)
+    gpu_metrics = repo.metric_names(engine, server_id=sid, prefix="gpu.")
+    seen = sorted({int(m.group(1)) for k in gpu_metrics if (m := _GPU_KEY.match(k))})
+    energy: float | None = None
+    power: float | None = None
+    for i in seen:
+        _, e = repo.sample_points(engine, server_id=sid, metric=f"gpu.{i}.energy_j", since=since,
+                                  until=until)
+        d = sm.counter_delta(e)
+        if d is not None:
+            energy = (energy or 0.0) + d
+        pw = sm.mean_or_none(vals(f"gpu.{i}.power_w"))
+        if pw is not None:
+            power = (power or 0.0) + pw
+    n_gpu, gpu_note = sm.gpu_count(srv.gpu_indices, seen, launch.server_args if launch else None)
+    out_rate = means.get("metrics.generation_tokens_per_s") or means.get("log.gen_throughput_tok_s")
+    events_df = repo.list_events(engine, server_id=sid, since=since, until=until, limit=EVENT_LIMIT)
+    series_df = repo.bucketed_series(engine, server_id=sid, metrics=SERIES_KEYS, since=since,
+                                     until=until, max_points=SERIES_POINTS)
+    gpu_model, gpu_driver = _gpu_info(engine, sid)
+    subject = {
+        "server": srv.name,
+        "server_kind": srv.kind,
+        "base_url": srv.base_url,
+        "launch_id": launch.id if launch else None,
+        "profile_name": (launch.profile_name if launch else None) or srv.profile,
+        "profile_hash": launch.profile_hash if launch else None,
+        "run_id": run.id if run else None,
+        "run_name": run.name if run else None,
+        "since": since,
+        "until": until,
+        "window_label": _window_label(since, until),
+    }
+    provenance = {
+        "pitwall_version": __version__,
+        "sglang_version": (launch.sglang_version if launch else None) or "unknown",
+        "server_args": (launch.server_args if launch else None) or {},
+        "argv": (launch.argv if launch else None) or [],
+        "env": (launch.env if launch else None) or {},
+        "gpu_model": gpu_model,
+        "gpu_driver": gpu_driver,
+        "gpu_count": n_gpu,
+        "fingerprint": run.fingerprint if run else None,
+        "fingerprint_detail": detail or None,
+        "workload_spec": (run.spec if run else None),
+        "self_check": self_check,
+        "generated_at": time.time(),
+    }
+    return ScorecardInputs(
+        subject=subject,
+        provenance=provenance,
+        kind=srv.kind,
+        gpu_hourly_usd=srv.gpu_hourly_usd,
+        gpu_count=n_gpu,
+        gpu_count_note=gpu_note,
+        electricity_usd_per_kwh=electricity_usd_per_kwh,
+        probe_requests=reqs,
+        probe_mode=mode,
+        images_per_request=images_per_request,
+        level=level,
+        canary_ttft_s=vals("canary.ttft_s"),
+        canary_e2e_s=vals("canary.e2e_s"),
+        canary_ok=vals("canary.ok"),
+        server_hist=server_hist,
+        server_clamped=clamped,
+        means=means,
+        prefill_cached_tokens=cached if n_cached else None,
+        prefill_new_tokens=new if n_new else None,
+        queue_ts=q_ts,
+        queue_values=q_vals,
+        health_values=health,
+        energy_j=energy,
+        power_w_sum_of_means=power,
+        window_output_tokens=None if out_rate is None else out_rate * (until - since),
+        event_counts=repo.count_events(engine, server_id=sid, since=since, until=until),
+        events=[
+            {"ts": float(r.ts), "kind": r.kind, "severity": r.severity, "message": r.message}
+            for r in events_df.itertuples()
+        ],
+        series=[
+            {"metric": r.metric, "ts": float(r.ts), "value": float(r.avg)}
+            for r in series_df.itertuples()
+        ],
+    )
+
+
+def build_scorecard(
+    engine: Engine,
+    *,
+    server: str | None = None,
+    run_id: int | None = None,
+    launch_id: int | None = None,
+    since_s: float | None = None,
+    settings_slo: dict[str, Any] | None = None,
+    electricity_usd_per_kwh: float | None = None,
+    level: float | None = None,
+    now: float | None = None,
+    use_probes: bool = True,
+) -> Scorecard:
+    """The scorecard of a probe run, a launch, or the last `since_s` seconds of a server.
+
+    Raises ScorecardError (unknown subject) or slo.SloError (bad [slo] table), both one sentence.
+    """
+    srv, launch, run, since, until = resolve_subject(
+        engine, server=server, run_id=run_id, launch_id=launch_id, since_s=since_s, now=now,
+        use_probes=use_probes)
+    slo_set = slo_mod.resolve(srv.name, settings_slo, slo_mod.load_overrides(engine))
+    inputs = gather_inputs(engine, srv=srv, launch=launch, run=run, since=since, until=until,
+                           electricity_usd_per_kwh=electricity_usd_per_kwh, level=level)
+    try:
+        return compute_scorecard(inputs, slo_set)
+    except ValueError as exc:  # an unknown headline level
+        raise ScorecardError(f"Cannot score: {exc}.") from None

@@ -1,0 +1,47 @@
+"""One generation request as the scheduler and the HTTP layer share it.
+
+Token counts are ints; ``*_model`` times are model seconds (see scheduler). ``target`` is what a
+(re)admission must prefill: the prompt, or prompt + output so far after a retraction. KV slots:
+``tree_len`` tokens are in the radix tree under the locked ``node``, ``private`` more are the
+request's own (uncached prompt part, generated tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from simulator.radix import Node
+from simulator.tokenizer import Generator
+
+
+@dataclass
+class SimRequest:
+    rid: str
+    input_ids: list[int]
+    max_new_tokens: int
+    gen: Generator
+    stream: bool = False
+    priority: int = 0
+    is_health: bool = False
+    is_warmup: bool = False  # startup warm-up: not counted by --sim-fault thresholds
+    arrival_model: float = 0.0
+    output_ids: list[int] = field(default_factory=list)
+    target: list[int] = field(default_factory=list)  # ids to prefill on (re)admission
+    filled: int = 0
+    tree_len: int = 0
+    node: Node | None = None
+    private: int = 0
+    admitted: bool = False
+    cached_tokens: int = 0
+    num_retractions: int = 0
+    queue_start_model: float = 0.0
+    queue_time: float = 0.0
+    first_token_model: float | None = None
+    last_token_model: float | None = None
+    itls: list[float] = field(default_factory=list)
+    finish_model: float | None = None
+    finish_reason: dict[str, object] | None = None
+    finished: bool = False
+    aborted: bool = False
+    event: asyncio.Event = field(default_factory=asyncio.Event)

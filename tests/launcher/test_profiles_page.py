@@ -1,0 +1,140 @@
+"""AppTest of dashboard/pages/profiles.py: list, diff, validate, auth rules, relaunch intent + audit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from dashboard.components.auth import check_password
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "app.py")
+PAGE = "dashboard/pages/profiles.py"
+PROFILE = 'name = "{n}"\nmodel_path = "org/m"\n[flags]\nmax-running-requests = {m}\n'
+
+
+@pytest.fixture
+def page_env(data_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("PITWALL_MANAGED_RUNNER", "1")  # never start a runner from a test
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "one.toml").write_text(PROFILE.format(n="one", m=8))
+    (folder / "two.toml").write_text(PROFILE.format(n="two", m=16))
+    monkeypatch.setenv("PITWALL_PROFILES_DIR", str(folder))
+    from dashboard.services import profiles
+    from storage import repo
+    from storage.db import make_engine
+
+    engine = make_engine(data_env["PITWALL_DATABASE_URL"])
+    srv = repo.upsert_server(engine, name="sim", base_url="http://127.0.0.1:9", managed=True,
+                             python=sys.executable, profile="one")
+    row = profiles.mirror(engine, profiles.load_file(folder / "one.toml"))
+    repo.create_launch(engine, server_id=srv.id, profile_id=row.id, profile_name="one", profile_hash=row.content_hash,
+                       argv=["py"], env={}, pid=None, status="ready", ready_at=1.0, started_at=0.0)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield engine
+    engine.dispose()
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _run() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["server"] = "sim"
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _text(at: AppTest) -> str:
+    kinds = ("markdown", "caption", "info", "warning", "error", "success", "title")
+    return "\n".join(str(getattr(el, "value", "")) for k in kinds for el in getattr(at, k))
+
+
+def _buttons(at: AppTest) -> list[str]:
+    return [b.label for b in at.button]
+
+
+def test_page_lists_profiles_and_diffs_against_running(page_env) -> None:
+    at = _run()
+    text = _text(at)
+    assert "**sim** runs profile **one**" in text
+    assert list(at.dataframe[0].value["name"]) == ["one", "two"]
+    at.selectbox[1].set_value("two").run()
+    assert "running one → two" in _text(at)
+    diff = at.dataframe[1].value
+    assert list(diff["setting"]) == ["flags.max-running-requests"]
+    assert {"Validate", "Relaunch…", "Stop…"} <= set(_buttons(at))
+
+
+def test_validate_button_reports_and_audits(page_env) -> None:
+    from storage import repo
+
+    at = _run()
+    next(b for b in at.button if b.label == "Validate").click().run()
+    assert "one is valid" in _text(at)
+    assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [("local", "profile_validate", "one")]
+
+
+def test_relaunch_dialog_records_intent_and_audit(page_env) -> None:
+    from storage import repo
+
+    at = _run()
+    at.selectbox[1].set_value("two").run()
+    next(b for b in at.button if b.label == "Relaunch…").click().run()
+    assert "Relaunch **sim** under profile **two**?" in _text(at)
+    assert "expected downtime about 1 s" in _text(at)
+    next(b for b in at.button if b.label == "Relaunch now").click().run()
+    (intent,) = repo.list_intents(page_env, kinds=["relaunch"])
+    assert intent.payload["profile"] == "two" and intent.requested_by == "local"
+    assert [(a.actor, a.action) for a in repo.list_audit(page_env)] == [("local", "relaunch")]
+    assert "relaunch #" in _text(at)  # the live status panel follows it
+
+
+def test_exposed_without_password_refuses_controls(page_env, monkeypatch) -> None:
+    monkeypatch.setenv("PITWALL_HOST", "0.0.0.0")
+    at = _run()
+    assert "without a password, so relaunch, stop and profile edits are disabled" in _text(at)
+    assert "Relaunch…" not in _buttons(at) and "Save profile" not in [b.label for b in at.get("form_submit_button")]
+
+
+def test_exposed_with_password_requires_sign_in(page_env, monkeypatch) -> None:
+    monkeypatch.setenv("PITWALL_HOST", "0.0.0.0")
+    monkeypatch.setenv("PITWALL_PASSWORD", "s3cret")
+    at = _run()
+    assert "Relaunch…" not in _buttons(at)
+    at = _sign_in(at, "alice", "wrong")
+    assert "Wrong password" in _text(at)
+    at = _sign_in(at, "alice", "s3cret")
+    assert "Signed in as **alice**" in _text(at)
+    assert "Relaunch…" in _buttons(at)
+
+
+def _sign_in(at: AppTest, name: str, password: str) -> AppTest:
+    at.text_input[0].set_value(name)
+    at.text_input[1].set_value(password)
+    submit = next(b for b in at.get("form_submit_button") if b.label == "Sign in")
+    submit.click()
+    at.run()
+    return at
+
+
+def test_read_only_hides_every_control(page_env, monkeypatch) -> None:
+    monkeypatch.setenv("PITWALL_READ_ONLY", "1")
+    at = _run()
+    assert "Read-only mode" in _text(at)
+    assert {"Relaunch…", "Stop…"}.isdisjoint(_buttons(at))
+    assert not [b for b in at.get("form_submit_button") if b.label in ("Save profile", "Save TOML")]
+
+
+def test_check_password_is_exact() -> None:
+    assert check_password("s3cret", "s3cret")
+    assert not check_password("s3cret ", "s3cret")
+    assert not check_password("", None) and not check_password(None, "x")

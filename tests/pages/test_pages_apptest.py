@@ -1,0 +1,198 @@
+"""AppTest smoke and behaviour tests of every page on a seeded database (no browser)."""
+
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO
+from pages_seed import HOSTILE, seed
+
+APP = str(REPO / "app.py")
+
+
+@pytest.fixture
+def app_env(data_env, monkeypatch):
+    monkeypatch.setenv("PITWALL_MANAGED_RUNNER", "1")  # never start a runner from a test
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield data_env
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def seeded(app_env):
+    from storage.db import make_engine
+
+    engine = make_engine(app_env["PITWALL_DATABASE_URL"])
+    ids = seed(engine)
+    engine.dispose()
+    return ids
+
+
+def _run(page: str | None = None, **params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    if page is not None:
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def _no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    texts = " ".join(str(e.value) for e in at.error)
+    assert "Traceback" not in texts
+
+
+def _all_text(at: AppTest) -> str:
+    parts = []
+    for kind in ("markdown", "caption", "text", "code", "metric", "info", "warning", "error", "success", "title"):
+        for el in getattr(at, kind):
+            parts.append(str(getattr(el, "value", "")))
+            if kind == "metric":
+                parts.append(str(el.label))
+    for el in at.get("progress"):
+        parts.append(el.proto.text)
+    return "\n".join(parts)
+
+
+PAGES = ["dashboard/pages/overview.py", "dashboard/pages/server.py", "dashboard/pages/benchmarks.py",
+         "dashboard/pages/events.py", "dashboard/pages/about.py"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_an_empty_database(app_env, page):
+    at = _run(page)
+    _no_exception(at)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_on_the_seeded_database(seeded, page):
+    at = _run(page, server="alpha", window="6h")
+    _no_exception(at)
+
+
+def test_overview_empty_state_says_how_to_add_a_server(app_env):
+    at = _run()
+    text = _all_text(at)
+    assert "No servers yet" in text and "pitwall.toml" in text
+    assert "Runner not running" in text  # no lease in a fresh database
+
+
+def test_overview_cards_show_status_figures_grades_and_gpus(seeded):
+    at = _run()
+    _no_exception(at)
+    text = _all_text(at)
+    assert "alpha" in text and "beta" in text
+    assert ":green-badge[up]" in text and ":red-badge[down]" in text
+    # 1,000 tok/s; 2.00 USD x 2 GPUs / (1,000 x 3,600) x 1e6 = 1.111 USD / 1M tok
+    usd = [m.value for m in at.metric if m.label == "USD / 1M tok"]
+    assert usd == ["$1.11", "—"]  # alpha priced; beta has no price and no throughput
+    assert "no grade yet" in text or "pass" in text  # grades come from the scorecard service
+    assert "GPU 0 · mem 40.0 GiB / 80.0 GiB" in text
+    assert "No GPU telemetry on this host" in text  # beta has none
+    assert "health check failing" in text.lower() or "down" in text
+
+
+def test_server_page_shows_version_args_and_charts(seeded):
+    at = _run("dashboard/pages/server.py", server="alpha", window="6h")
+    _no_exception(at)
+    text = _all_text(at)
+    assert "0.5.23" in text and "fast" in text
+    assert "sglang.launch_server" in text  # launch command, shown as code
+    charts = at.get("vega_lite_chart")
+    assert len(charts) >= 6  # latency, throughput, batch, KV, cache, 4 GPU panels (some may be empty)
+
+
+def test_server_page_for_a_down_server_says_so(seeded):
+    at = _run("dashboard/pages/server.py", server="beta", window="1h")
+    _no_exception(at)
+    assert "down" in _all_text(at)
+
+
+def test_server_picker_follows_the_url(seeded):
+    at = _run("dashboard/pages/server.py", server="beta")
+    assert at.sidebar.selectbox(key="sb_server").value == "beta"
+    at.sidebar.selectbox(key="sb_server").set_value("alpha").run()
+    assert at.query_params["server"] == ["alpha"] or at.query_params["server"] == "alpha"
+    assert at.title[0].value == "alpha"
+
+
+def test_events_render_raw_excerpt_literally(seeded):
+    at = _run("dashboard/pages/events.py", window="6h")
+    _no_exception(at)
+    assert at.code and at.code[0].value == HOSTILE
+    for md in at.markdown:  # never interpreted as markdown/HTML
+        assert "<script>" not in md.value
+    assert at.dataframe, "the events table is shown"
+
+
+def test_events_filter_by_kind_and_server(seeded):
+    at = _run("dashboard/pages/events.py", window="6h")
+    at.multiselect(key="ev_kinds").set_value(["health_down"]).run()
+    df = at.dataframe[0].value
+    assert list(df["kind"]) == ["health_down"]
+    at.multiselect(key="ev_kinds").set_value([]).run()
+    at.selectbox(key="ev_server").set_value("alpha").run()
+    df = at.dataframe[0].value
+    assert set(df["server"]) == {"alpha"} and len(df) == 2
+
+
+def test_benchmarks_shows_runs_trust_flag_and_curves(seeded):
+    at = _run("dashboard/pages/benchmarks.py", server="alpha", window="6h")
+    _no_exception(at)
+    runs = at.dataframe[0].value
+    assert list(runs["trusted"]) == ["NOT trusted"]
+    assert len(at.get("vega_lite_chart")) == 3  # latency, throughput, trade-off
+    assert any("NOT trusted" in w.value for w in at.warning)
+
+
+def test_benchmarks_start_sweep_records_run_and_intent(seeded, app_env):
+    from storage import repo
+    from storage.db import make_engine
+
+    at = _run("dashboard/pages/benchmarks.py", server="alpha")
+    at.text_input(key="bm_levels").set_value("1,2")
+    at.number_input(key="bm_requests").set_value(5)
+    at.button[0].click()  # the form's submit button opens the confirmation dialog
+    at.run()
+    at.button(key="bm_confirm").click().run()
+    _no_exception(at)
+    engine = make_engine(app_env["PITWALL_DATABASE_URL"])
+    intents = repo.list_intents(engine, kinds=["probe"])
+    assert len(intents) == 1 and intents[0].state == "pending"
+    run = repo.get_probe_run(engine, run_id=intents[0].payload["run_id"])
+    assert run.spec["levels"] == [1.0, 2.0] and run.spec["requests"] == 5
+    assert "waiting for the runner" in _all_text(at)
+
+
+def test_benchmarks_bad_levels_are_one_sentence(seeded):
+    at = _run("dashboard/pages/benchmarks.py", server="alpha")
+    at.text_input(key="bm_levels").set_value("1,four")
+    at.button[0].click()
+    at.run()
+    assert any("whole numbers" in e.value for e in at.error)
+
+
+def test_about_page_reports_runner_and_tables(seeded):
+    at = _run("dashboard/pages/about.py")
+    text = _all_text(at)
+    assert "not running" in text
+    assert at.dataframe
+
+
+def test_a_broken_database_shows_a_sentence_not_a_traceback(seeded, app_env, monkeypatch):
+    from dashboard.services import overview
+
+    def boom(*a, **k):
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(overview, "server_cards", boom)
+    at = _run()
+    assert not at.exception
+    assert any("internal error" in e.value for e in at.error)

@@ -1,0 +1,103 @@
+"""Exact per-level statistics, self-check, JSON shape, fingerprint diff, output consistency."""
+
+from __future__ import annotations
+
+import pytest
+
+from collectors.probe.client import RequestRecord
+from collectors.probe.consistency import compare_outputs, consistency_warnings
+from collectors.probe.fingerprint import diff_fingerprints, fingerprint_detail, fingerprint_hash
+from collectors.probe.pacing import LevelPlan, LevelResult
+from collectors.probe.report import level_report, public_report, self_check, stats
+from collectors.probe.workloads import WorkloadSpec, build_prompts
+
+
+def test_stats_hand_computed() -> None:
+    # values 0.1 .. 1.0 (10 values). numpy linear: rank = q/100 * (n-1) = q * 0.09
+    # p50: rank 4.5 -> (0.5 + 0.6)/2 = 0.55; p95: rank 8.55 -> 0.9 + 0.55*0.1 = 0.955
+    # p99: rank 8.91 -> 0.9 + 0.91*0.1 = 0.991; mean 0.55; max 1.0
+    s = stats([i / 10 for i in range(10, 0, -1)])
+    assert s["p50"] == pytest.approx(0.55)
+    assert s["p95"] == pytest.approx(0.955)
+    assert s["p99"] == pytest.approx(0.991)
+    assert s["mean"] == pytest.approx(0.55)
+    assert s["max"] == pytest.approx(1.0)
+    assert stats([]) == {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
+
+
+def _rec(seq: int, ok: bool, ttft: float, e2e: float, start: float, itl: list[float],
+         warm: bool = False, kind: str | None = None) -> RequestRecord:
+    return RequestRecord(level=2, seq=seq, warmup=warm, t_start=start, t_end=start + e2e,
+                         ttft_s=ttft if ok else None, e2e_s=e2e, itl_s=itl, tokens_out=len(itl) + 1 if ok else None,
+                         tpot_s=(sum(itl) / len(itl)) if ok and itl else None, ok=ok, error_kind=kind)
+
+
+def test_level_report_from_records() -> None:
+    # warm-up (seq 0) is excluded even though it is slow; seq 3 failed (timeout).
+    recs = [
+        _rec(0, True, 9.0, 9.0, 0.0, [9.0], warm=True),
+        _rec(1, True, 0.1, 0.5, 1.0, [0.2, 0.2]),        # ends 1.5
+        _rec(2, True, 0.3, 1.0, 1.2, [0.4]),             # ends 2.2
+        _rec(3, False, 0.0, 2.0, 1.4, [], kind="timeout"),  # ends 3.4
+    ]
+    res = LevelResult(LevelPlan("concurrency", 2, requests=3, warmup=1), records=recs,
+                      loop_lag_s=[0.001] * 100, cpu_pct=20.0, wall_s=4.0)
+    lv = level_report(res)
+    assert (lv["concurrency"], lv["requests"], lv["ok"]) == (2, 3, 2)
+    assert lv["errors"] == {"timeout": 1}
+    # TTFT over ok measured requests [0.1, 0.3]: p50 0.2, max 0.3
+    assert lv["ttft_s"]["p50"] == pytest.approx(0.2) and lv["ttft_s"]["max"] == pytest.approx(0.3)
+    # ITL pooled [0.2, 0.2, 0.4]: p50 0.2, mean 0.8/3
+    assert lv["itl_s"]["p50"] == pytest.approx(0.2) and lv["itl_s"]["mean"] == pytest.approx(0.8 / 3)
+    # window: first measured start 1.0 -> last end 3.4 = 2.4 s; 2 ok -> rps 2/2.4
+    assert lv["throughput"]["rps"] == pytest.approx(2 / 2.4)
+    # output tokens 3 + 2 = 5 over 2.4 s
+    assert lv["throughput"]["output_tok_s"] == pytest.approx(5 / 2.4)
+    # achieved concurrency = sum e2e (0.5 + 1.0 + 2.0) / 2.4
+    assert lv["achieved"]["concurrency"] == pytest.approx(3.5 / 2.4)
+    assert lv["success_rate"] == pytest.approx(2 / 3)
+    pub = public_report({"fingerprint": "abc", "levels": [lv]})
+    assert set(pub) == {"fingerprint", "levels"}
+    assert set(pub["levels"][0]) == {"concurrency", "requests", "ok", "errors", "ttft_s", "itl_s",
+                                     "tpot_s", "e2e_s", "throughput", "self_check"}
+    assert set(pub["levels"][0]["throughput"]) == {"rps", "output_tok_s"}
+    assert set(pub["levels"][0]["self_check"]) == {"loop_lag_p99_s", "client_cpu_pct", "trusted"}
+    assert set(pub["levels"][0]["ttft_s"]) == {"p50", "p95", "p99", "mean", "max"}
+
+
+def test_self_check_thresholds() -> None:
+    assert self_check([0.001] * 100, 50.0)["trusted"] is True
+    lagged = self_check([0.001] * 90 + [0.02] * 10, 10.0)  # p99 = 20 ms > 5 ms
+    assert lagged["trusted"] is False and "lag" in lagged["reasons"][0]
+    busy = self_check([0.0] * 10, 85.0)
+    assert busy["trusted"] is False and "CPU" in busy["reasons"][0]
+
+
+def _detail(**over: object) -> dict:
+    wl = WorkloadSpec(**over)  # type: ignore[arg-type]
+    return fingerprint_detail(api="generate", model="m", workload=wl, prompts=build_prompts(wl),
+                              mode="concurrency", levels=[1, 4], requests_per_level=[50, 50],
+                              warmup_per_level=[1, 4])
+
+
+def test_fingerprint_stable_and_diff() -> None:
+    a, b = _detail(), _detail()
+    assert fingerprint_hash(a) == fingerprint_hash(b) and diff_fingerprints(a, b) == []
+    c = _detail(temperature=0.7, max_new_tokens=64)
+    assert fingerprint_hash(c) != fingerprint_hash(a)
+    assert diff_fingerprints(a, c) == ["max_new_tokens: 128 -> 64", "sampling.temperature: 0.0 -> 0.7"]
+    d = _detail(prompt_set="synthetic", input_tokens=16)
+    diffs = diff_fingerprints(a, d)
+    assert any(x.startswith("prompts_hash:") for x in diffs) and any(x.startswith("input_lengths.words.p50") for x in diffs)
+
+
+def test_compare_outputs_counts_differences() -> None:
+    # 2 prompts. baseline: prompt 0 -> "h0" (twice), prompt 1 -> "h1".
+    base = [(0, True, "h0"), (1, True, "h1"), (2, True, "h0"), (3, False, None)]
+    # current: seq 0 (p0) same, seq 1 (p1) differs, seq 2 (p0) differs, seq 3 failed (not compared)
+    cur = [(0, True, "h0"), (1, True, "XX"), (2, True, "YY"), (3, False, None)]
+    assert compare_outputs(base, cur, 2) == {"compared": 3, "differing": 2, "prompts_compared": 2, "prompts_differing": 2}
+    assert consistency_warnings({"prompts_hash": "a", "sampling": {"temperature": 0.0}},
+                                {"prompts_hash": "a", "sampling": {"temperature": 0.0}}) == []
+    assert len(consistency_warnings({"prompts_hash": "a", "sampling": {"temperature": 0.0}},
+                                    {"prompts_hash": "b", "sampling": {"temperature": 1.0}})) == 2
