@@ -8,7 +8,8 @@ minimal raw-asyncio client (one keep-alive socket per worker, hand-written HTTP/
 decode per chunk: the floor) run the same closed-loop load, one after the other, in this one run.
 
     TTFT inflation = client TTFT - (first chunk send time - t0)      per request, ms (p50 / p99)
-    throughput     = successful requests / window  as % of ideal  c / (first delay + 15 x delay)
+    throughput     = successful requests (warm-up included) / (first start -> last end)
+                     as % of ideal  c / (16 x delay)
 
 Targets: inflation <= 1 ms p50 and <= 5 ms p99 for c = 1..64 (16 tokens at 10 ms/token);
 >= 90 % of ideal at c = 128.
@@ -66,7 +67,7 @@ def fetch_stamps(port: int) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------------------ pitwall
-async def pitwall_level(port: int, c: int, n: int) -> list[tuple[str, float, float, float, bool]]:
+async def pitwall_level(port: int, c: int, n: int) -> list[tuple[str, float, float, float, bool, bool]]:
     spec = WorkloadSpec(max_new_tokens=TOKENS, ignore_eos=True)
     path, obj = request_body("generate", Prompt("p0", "hello world"), spec)
     body = json.dumps(obj).encode()  # as run_sweep does: encoded once per prompt
@@ -76,21 +77,21 @@ async def pitwall_level(port: int, c: int, n: int) -> list[tuple[str, float, flo
             return await send(session, url, "generate", body, level=c, seq=seq, warmup=warm, timeout_s=60)
 
         res = await run_level(LevelPlan("concurrency", c, n, warmup=c, abort_error_rate=None), one)
-    return [(r.request_id, r.ttft_s or float("nan"), r.t_start, r.t_end, r.ok)
-            for r in res.records if not r.warmup]
+    return [(r.request_id, r.ttft_s or float("nan"), r.t_start, r.t_end, r.ok, r.warmup)
+            for r in res.records]
 
 
 # ------------------------------------------------------------------------------ raw floor
-async def raw_level(port: int, c: int, n: int) -> list[tuple[str, float, float, float, bool]]:
+async def raw_level(port: int, c: int, n: int) -> list[tuple[str, float, float, float, bool, bool]]:
     payload = json.dumps({"text": "hello world", "stream": True,
                           "sampling_params": {"max_new_tokens": TOKENS, "ignore_eos": True}}).encode()
-    out: list[tuple[str, float, float, float, bool]] = []
+    out: list[tuple[str, float, float, float, bool, bool]] = []
     counter = 0
     total = n + c
 
     async def worker(i: int) -> None:
         nonlocal counter
-        await asyncio.sleep(i * 0.002)
+        await asyncio.sleep(i * min(0.001, 0.1 / c))  # the same stagger as Pitwall's pacer
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         while counter < total:
             seq = counter
@@ -116,21 +117,21 @@ async def raw_level(port: int, c: int, n: int) -> list[tuple[str, float, float, 
                         if text != prev and ttft != ttft:
                             ttft = time.perf_counter() - t_start
                         prev = text
-            if seq >= c:
-                out.append((rid, ttft, t_start, time.perf_counter(), True))
+            out.append((rid, ttft, t_start, time.perf_counter(), True, seq < c))
         writer.close()
 
     await asyncio.gather(*(worker(i) for i in range(c)))
     return out
 
 
-def summarise(rows: list[tuple[str, float, float, float, bool]], stamps: dict[str, dict], c: int) -> dict:
+def summarise(rows: list[tuple[str, float, float, float, bool, bool]], stamps: dict[str, dict], c: int) -> dict:
     infl = []
-    for rid, ttft, _s, _e, ok in rows:
+    for rid, ttft, _s, _e, ok, warm in rows:
         st = stamps.get(rid)
-        if ok and st and st["ts"]:
+        if ok and not warm and st and st["ts"]:
             infl.append(ttft - (st["ts"][0] - st["t0"]))
     arr = np.asarray(infl) * 1000
+    # throughput over every request, warm-up included: first start -> last end
     window = max(r[3] for r in rows) - min(r[2] for r in rows)
     ideal = c / (DELAY_S * TOKENS)
     return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
@@ -150,7 +151,7 @@ def main() -> int:
     results: dict[tuple[str, int], dict] = {}
     try:
         for c in levels:
-            n = max(60 if args.quick else 150, (5 if args.quick else 10) * c)
+            n = max(60 if args.quick else 150, (10 if args.quick else 20) * c)
             for name, fn in (("pitwall", pitwall_level), ("raw", raw_level)):
                 fetch_stamps(port)  # clear
                 rows = asyncio.run(fn(port, c, n))

@@ -34,6 +34,12 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's main thread was runnable but waiting for a CPU (schedstat)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,7 +78,8 @@ async def run(args: argparse.Namespace) -> float:
     server_cpu, client_cpu = cpus[0], cpus[-1]
     cmd = [sys.executable, "-m", "simulator.launch_server", "--model-path",
            "meta-llama/Llama-3.1-8B-Instruct", "--port", str(port), "--sim-speed", "1",
-           "--sim-startup-s", "0.5", "--sim-gpu", args.gpu, "--log-level", "warning"]
+           "--sim-startup-s", "0.5", "--sim-gpu", args.gpu, "--log-level", "warning",
+           "--sim-report-lag"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=lambda: os.sched_setaffinity(0, {server_cpu}))
     try:
@@ -81,26 +88,35 @@ async def run(args: argparse.Namespace) -> float:
         conn = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=conn,
                                          timeout=aiohttp.ClientTimeout(total=600)) as s:
+            async with s.get(base + "/server_info") as r:
+                model0 = json.loads(await r.text())["internal_states"][0]["sim_model_time_s"]
             t0 = time.monotonic()
             c0 = cpu_s(proc.pid)
+            w0 = runqueue_wait_s(proc.pid)
             counts = await asyncio.gather(*(one_stream(s, base, i, args.max_new_tokens)
                                             for i in range(args.concurrency)))
             wall = time.monotonic() - t0
             server_cpu_s = cpu_s(proc.pid) - c0
+            wait_s = runqueue_wait_s(proc.pid) - w0
             async with s.get(base + "/server_info") as r:
                 st = json.loads(await r.text())["internal_states"][0]
         lag = st["sim_scheduling_lag_ratio"]
+        busy_s = st["sim_model_time_s"] - model0  # speed 1: model seconds = wall seconds
         print(f"concurrency={args.concurrency} max_new_tokens={args.max_new_tokens} "
               f"gpu={args.gpu} server_cpu={server_cpu} client_cpu={client_cpu}")
         print(f"stream chunks received: {sum(counts)} (expected "
               f"{args.concurrency * args.max_new_tokens})")
         print(f"server CPU: {server_cpu_s:.2f} s = {server_cpu_s / max(sum(counts), 1) * 1e6:.1f} "
-              f"us per streamed chunk")
-        print(f"client wall time: {wall:.2f} s; server model time at end: "
-              f"{st['sim_model_time_s']:.2f} s")
+              f"us per streamed chunk; core share needed to keep pace = server CPU / "
+              f"(model time / speed) = {server_cpu_s / (st['sim_model_time_s'] - model0) * 100:.0f} %")
+        print(f"client wall time: {wall:.2f} s; server model time of the run: "
+              f"{st['sim_model_time_s'] - model0:.2f} s")
         print(f"scheduling lag ratio: {lag:.4f} ({lag * 100:.2f} %), max lag "
               f"{st['sim_max_scheduling_lag_s'] * 1000:.1f} ms; target < 5 %: "
               f"{'PASS' if lag < 0.05 else 'FAIL'}")
+        net = max(0.0, lag * busy_s - wait_s) / busy_s
+        print(f"server waited {wait_s:.2f} s for a CPU held by other processes; lag net of that "
+              f"wait ~ {net * 100:.2f} %")
         return float(lag)
     finally:
         proc.terminate()

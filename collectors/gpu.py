@@ -15,6 +15,7 @@ go to server_id 0 (the host). `gpu.<i>.server_mem_bytes` goes to the server owni
 | util_ratio | 0-1 | fraction of the last sample period a kernel ran | `nvidia-smi --query-gpu=utilization.gpu` |
 | mem_util_ratio | 0-1 | fraction of time device memory was read/written | `utilization.memory` |
 | mem_used_bytes, mem_total_bytes | bytes | device memory in use / installed | `memory.used`, `memory.total` (MiB) |
+| mem_reserved_bytes | bytes | driver-reserved memory (NVML v2; v1 drivers count it in used) | `memory.reserved` |
 | power_w, power_limit_w | W | board power draw / enforced limit | `power.draw`, `power.limit` |
 | energy_j | J | energy since the driver loaded (counter; Δ/Δt = mean W) | `nvidia-smi -q -d POWER` |
 | temp_c | °C | GPU core temperature | `temperature.gpu` |
@@ -53,6 +54,7 @@ _SCALAR_FIELDS: tuple[tuple[str, str], ...] = (
     ("mem_util_ratio", "mem_util_ratio"),
     ("mem_used_bytes", "mem_used_bytes"),
     ("mem_total_bytes", "mem_total_bytes"),
+    ("mem_reserved_bytes", "mem_reserved_bytes"),
     ("power_w", "power_w"),
     ("power_limit_w", "power_limit_w"),
     ("energy_j", "energy_j"),
@@ -79,7 +81,7 @@ def reading_values(r: GpuReading) -> dict[str, float]:
         out["clock_event_reasons"] = float(r.clock_event_reasons)
         out["throttle_power"] = 1.0 if r.clock_event_reasons & POWER_REASONS else 0.0
         out["throttle_thermal"] = 1.0 if r.clock_event_reasons & THERMAL_REASONS else 0.0
-    if "processes" not in r.errors:
+    if r.processes is not None:
         out["procs"] = float(len(r.processes))
         known = [b for _, b in r.processes if b is not None]
         if len(known) == len(r.processes):  # a partial sum would under-report
@@ -113,7 +115,7 @@ def readings_to_samples(
                     SampleRow(ts, server_id, f"gpu.{r.index}.{suffix}", value, SOURCE, launch_id)
                 )
         per_server: dict[int, float] = {}
-        for pid, used in r.processes:
+        for pid, used in r.processes or []:
             sid = (pid_owner or {}).get(pid)
             if sid is not None and used is not None:
                 per_server[sid] = per_server.get(sid, 0.0) + used

@@ -1,4 +1,4 @@
-"""The NVML access layer: raw reads, their conversion to `GpuReading`, a recorder and a replay.
+"""The NVML access layer: raw reads and their conversion to `GpuReading`.
 
 Everything Pitwall knows about GPUs passes through here (STYLE.md: nvitop's clean NVML layer that
 the UI never bypasses). The layer has two halves:
@@ -11,13 +11,8 @@ the UI never bypasses). The layer has two halves:
   Hz, 0-1 ratios, bytes/s). Unsupported or failed fields are `None` and their error is kept in
   `GpuReading.errors`.
 
-`ReplayBackend` feeds recorded raw frames back, so tests run a real H200's readings through the
-same conversion the live collector uses. `record()` / `python -m collectors.gpu_nvml record`
-writes such a recording:
-
-    {"format": "pitwall-nvml-recording/1", "meta": {driver, nvml, cuda_driver, gpu_count,
-     pynvml}, "frames": [{"t": <s since start>, "read_s": <wall s of the read>, "cpu_s": <CPU s>,
-     "gpus": [<raw dict>, ...]}, ...]}
+Raw dicts are plain JSON, so collectors/gpu_record.py can record them on a real GPU and replay
+them through the same conversion (tests/fixtures/nvml-h200-*.json).
 
 Cross-check a live reading with `nvidia-smi --query-gpu=index,name,uuid,utilization.gpu,
 utilization.memory,memory.used,memory.total,power.draw,power.limit,temperature.gpu,clocks.sm,
@@ -26,23 +21,16 @@ clocks.mem,clocks_event_reasons.active --format=csv`.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
-
-RECORDING_FORMAT = "pitwall-nvml-recording/1"
 
 #: Raw field keys read per GPU, in NVML's units (the suffix names the unit).
 RAW_FIELDS: tuple[str, ...] = (
     "name",
     "uuid",
     "utilization_pct",  # {"gpu": %, "memory": %} over the driver's last sample period
-    "memory_bytes",  # {"total", "used", "free"}
+    "memory_bytes",  # {"total", "used", "free", "reserved" (v2), "api": 1 | 2}
     "power_mw",
     "power_limit_mw",  # enforced limit
     "energy_mj",  # total energy since the driver loaded (monotonic counter)
@@ -85,6 +73,7 @@ class GpuReading:
     mem_util_ratio: float | None = None  # 0-1, fraction of time memory was read/written
     mem_used_bytes: float | None = None
     mem_total_bytes: float | None = None
+    mem_reserved_bytes: float | None = None  # driver reservation (NVML memory API v2 only)
     power_w: float | None = None
     power_limit_w: float | None = None
     energy_j: float | None = None  # monotonic since driver load
@@ -98,7 +87,7 @@ class GpuReading:
     pcie_rx_bytes_s: float | None = None
     fan_ratio: float | None = None
     pstate: float | None = None
-    processes: list[tuple[int, float | None]] = field(default_factory=list)  # (pid, bytes)
+    processes: list[tuple[int, float | None]] | None = None  # (pid, bytes); None = not read
     errors: dict[str, str] = field(default_factory=dict)  # raw field -> NVML error text
 
 
@@ -120,9 +109,11 @@ def raw_to_reading(index: int, raw: dict[str, Any]) -> GpuReading:
     f = raw.get("fields") or {}
     util = f.get("utilization_pct")
     mem = f.get("memory_bytes")
-    procs: list[tuple[int, float | None]] = []
+    procs: list[tuple[int, float | None]] | None = (
+        [] if isinstance(f.get("processes"), list) else None
+    )
     for p in f.get("processes") or []:
-        if isinstance(p, dict) and isinstance(p.get("pid"), int):
+        if procs is not None and isinstance(p, dict) and isinstance(p.get("pid"), int):
             procs.append((int(p["pid"]), _num(p.get("used_bytes"))))
     reasons = f.get("clock_event_reasons")
     name, uuid = f.get("name"), f.get("uuid")
@@ -134,6 +125,7 @@ def raw_to_reading(index: int, raw: dict[str, Any]) -> GpuReading:
         mem_util_ratio=_scaled(_sub(util, "memory"), 0.01),
         mem_used_bytes=_sub(mem, "used"),
         mem_total_bytes=_sub(mem, "total"),
+        mem_reserved_bytes=_sub(mem, "reserved"),
         power_w=_scaled(f.get("power_mw"), 1e-3),
         power_limit_w=_scaled(f.get("power_limit_mw"), 1e-3),
         energy_j=_scaled(f.get("energy_mj"), 1e-3),
@@ -232,8 +224,20 @@ class NvmlBackend:
             return {"gpu": int(u.gpu), "memory": int(u.memory)}
 
         def mem() -> dict[str, int]:
-            m = nv.nvmlDeviceGetMemoryInfo(h)
-            return {"total": int(m.total), "used": int(m.used), "free": int(m.free)}
+            # v2 splits driver-reserved memory out of "used", as nvidia-smi reports it; v1
+            # (older drivers) counts the reservation as used
+            try:
+                m = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+                return {
+                    "total": int(m.total),
+                    "used": int(m.used),
+                    "free": int(m.free),
+                    "reserved": int(m.reserved),
+                    "api": 2,
+                }
+            except Exception:
+                m = nv.nvmlDeviceGetMemoryInfo(h)
+                return {"total": int(m.total), "used": int(m.used), "free": int(m.free), "api": 1}
 
         def reasons() -> int:
             # renamed "clock event reasons" in newer drivers; the old name is kept as fallback
@@ -326,93 +330,3 @@ class NvmlBackend:
             self._nv.nvmlShutdown()
         except Exception:
             pass
-
-
-class ReplayBackend:
-    """Feeds recorded raw frames back, one per `read_raw()` call; the last one repeats."""
-
-    def __init__(self, frames: Sequence[list[dict[str, Any]]]) -> None:
-        if not frames:
-            raise ValueError(
-                "A replay needs at least one recorded frame; record one with `record`."
-            )
-        self._frames = list(frames)
-        self._next = 0
-
-    @classmethod
-    def from_recording(cls, recording: dict[str, Any]) -> ReplayBackend:
-        if recording.get("format") != RECORDING_FORMAT:
-            raise ValueError(f"Not a Pitwall NVML recording (format != {RECORDING_FORMAT!r}).")
-        return cls([frame["gpus"] for frame in recording["frames"]])
-
-    def read_raw(self) -> list[dict[str, Any]]:
-        frame = self._frames[min(self._next, len(self._frames) - 1)]
-        self._next += 1
-        return frame
-
-    def close(self) -> None:
-        pass
-
-
-def load_recording(path: str | Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-    return data
-
-
-def record(
-    backend: NvmlBackend,
-    *,
-    seconds: float,
-    interval_s: float = 1.0,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any]:
-    """Read every GPU each `interval_s` for `seconds`; returns the recording dict (see module doc)."""
-    frames: list[dict[str, Any]] = []
-    start = clock()
-    while True:
-        t0, c0 = clock(), time.process_time()
-        gpus = backend.read_raw()
-        read_s, cpu_s = clock() - t0, time.process_time() - c0
-        frames.append(
-            {
-                "t": round(t0 - start, 3),
-                "read_s": round(read_s, 6),
-                "cpu_s": round(cpu_s, 6),
-                "gpus": gpus,
-            }
-        )
-        if t0 - start >= seconds:
-            break
-        sleep(max(0.0, interval_s - (clock() - t0)))
-    return {"format": RECORDING_FORMAT, "meta": backend.meta(), "frames": frames}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m collectors.gpu_nvml", description=__doc__.split("\n")[0]
-    )
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    rec = sub.add_parser("record", help="record raw NVML reads to JSON")
-    rec.add_argument("--seconds", type=float, default=60.0)
-    rec.add_argument("--interval", type=float, default=1.0)
-    rec.add_argument("--out", required=True)
-    args = parser.parse_args(argv)
-    try:
-        backend = NvmlBackend()
-    except NvmlUnavailable as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    try:
-        data = record(backend, seconds=args.seconds, interval_s=args.interval)
-    finally:
-        backend.close()
-    Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print(
-        f"wrote {len(data['frames'])} frames of {data['meta'].get('gpu_count')} GPU(s) to {args.out}"
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -35,7 +35,9 @@ def _is_secret(key: str) -> bool:
 
 def redact(args: dict[str, Any]) -> dict[str, Any]:
     """A copy of `args` with secret values (non-empty) replaced by `<redacted>`."""
-    return {k: (REDACTED if _is_secret(k) and v not in (None, "", []) else v) for k, v in args.items()}
+    return {
+        k: (REDACTED if _is_secret(k) and v not in (None, "", []) else v) for k, v in args.items()
+    }
 
 
 @dataclass(slots=True)
@@ -76,7 +78,9 @@ def parse_server_info(data: Any) -> ServerInfo:
         server_args=redact(args),
         launch_command=str(launch) if isinstance(launch, str) else None,
         startup_time=data.get("startup_time"),
-        internal_states=[s for s in states if isinstance(s, dict)] if isinstance(states, list) else [],
+        internal_states=[s for s in states if isinstance(s, dict)]
+        if isinstance(states, list)
+        else [],
     )
 
 
@@ -177,13 +181,19 @@ def health_step(
     transitions = [t for t in state.get("transitions", []) if ts - t <= flap_window_s]
     if prev is None:
         if not ok:
-            events.append(HealthEvent("health_down", f"{server_name} is not healthy ({detail}).", "warning"))
+            events.append(
+                HealthEvent("health_down", f"{server_name} is not healthy ({detail}).", "warning")
+            )
     elif prev != ok:
         transitions.append(ts)
         if ok:
             events.append(HealthEvent("health_up", f"{server_name} is healthy again.", "info"))
         else:
-            events.append(HealthEvent("health_down", f"{server_name} stopped answering /health ({detail}).", "warning"))
+            events.append(
+                HealthEvent(
+                    "health_down", f"{server_name} stopped answering /health ({detail}).", "warning"
+                )
+            )
     warned = state.get("flap_warned_at")
     if len(transitions) >= flap_threshold and (
         not isinstance(warned, int | float) or ts - warned > flap_window_s

@@ -54,13 +54,16 @@ what it last saved and, if the runner did not commit it, rewinds to the stored o
 are lost only if a file is rotated AND the rotated file is gone (not next to the path) while the
 runner was down; an unterminated last line is read when its newline arrives (or when rotation
 ends the file).
+
+**Backfill**: a server seen for the first time (no saved state) is read from the start of its
+log (`start_at_end=True` reads only new lines), at most `max_bytes_per_poll` (4 MiB, ~30k
+lines) per poll, so a large existing log is ingested over several polls without stalling others.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -219,8 +222,7 @@ class SGLangLogCollector:
     name = "sglang_log"
     interval_s = 1.0
 
-    def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False) -> None:
         #: a server seen for the first time is read from its beginning (backfill with the
         #: prefix timestamps) unless start_at_end
         self.max_bytes_per_poll = max_bytes_per_poll

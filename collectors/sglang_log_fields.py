@@ -108,18 +108,29 @@ def _value_pattern(v: str) -> tuple[str, Callable[[str], Any]] | None:
     return (f"({_FLOAT}){pct}", float) if "." in core else (f"({_INT}){pct}", int)
 
 
-class _Shape:
-    __slots__ = ("rx", "names", "convs", "json", "bools")
+class Shape:
+    """A learnt body layout: one regex with a capture per value, and the field names."""
+
+    __slots__ = ("rx", "names", "convs", "template", "bools")
 
     def __init__(self, rx: re.Pattern[str], names: tuple[str, ...],
                  convs: tuple[Callable[[str], Any], ...]) -> None:
         self.rx, self.names, self.convs = rx, names, convs
         # JSON object body of the fields with the captures dropped in: keys are [a-z0-9_]
-        self.json = ", ".join(f'"{n}": %s' for n in names)
+        self.template = ", ".join(f'"{n}": %s' for n in names)
         self.bools = any(c is _TO_BOOL for c in convs)
 
+    def fields(self, groups: tuple[str, ...]) -> dict[str, Any]:
+        return dict(zip(self.names, map(_call, self.convs, groups), strict=False))
 
-_shapes: list[_Shape] = []
+    def json(self, groups: tuple[str, ...]) -> str:
+        js = self.template % groups
+        if self.bools:  # the only True/False in it are values: keys are lowercase
+            js = js.replace("True", "true").replace("False", "false")
+        return js
+
+
+_shapes: list[Shape] = []
 _learnt = 0
 _misses = 0
 _call = operator.call
@@ -127,26 +138,33 @@ _call = operator.call
 
 def parse_fields(text: str, pos: int = 0) -> dict[str, Any]:
     """The intact pairs of the record body text[pos:]."""
-    return parse_fields_json(text, pos)[0]
+    hit = match_shape(text, pos)
+    if hit is not None:
+        return hit[0].fields(hit[1])
+    body = text[pos:pos + BODY_MAX] if len(text) - pos > BODY_MAX else text[pos:]
+    out = _parse_slow(body)
+    _maybe_learn(body, out)
+    return out
 
 
 def parse_fields_json(text: str, pos: int = 0) -> tuple[dict[str, Any], str | None]:
     """parse_fields plus, when a shape read the body, the fields as a JSON object body
     (``"running_req": 3, "cuda_graph": true``) for `parse-log` to write without re-encoding."""
+    hit = match_shape(text, pos)
+    if hit is not None:
+        return hit[0].fields(hit[1]), hit[0].json(hit[1])
+    return parse_fields(text, pos), None
+
+
+def match_shape(text: str, pos: int = 0) -> tuple[Shape, tuple[str, ...]] | None:
+    """(shape, captured value texts) when a learnt layout reads text[pos:] whole, else None."""
     for i, shape in enumerate(_shapes):
         m = shape.rx.fullmatch(text, pos)
         if m is not None:
             if i:  # keep the common layouts first
                 _shapes[i], _shapes[i - 1] = _shapes[i - 1], shape
-            groups = m.groups()
-            js = shape.json % groups
-            if shape.bools:  # the only True/False in it are values: keys are lowercase
-                js = js.replace("True", "true").replace("False", "false")
-            return dict(zip(shape.names, map(_call, shape.convs, groups), strict=False)), js
-    body = text[pos:pos + BODY_MAX] if len(text) - pos > BODY_MAX else text[pos:]
-    out = _parse_slow(body)
-    _maybe_learn(body, out)
-    return out, None
+            return shape, m.groups()
+    return None
 
 
 def _split(body: str) -> tuple[str, list[str]]:
@@ -194,7 +212,7 @@ def _maybe_learn(body: str, out: dict[str, Any]) -> None:
         del _shapes[MAX_SHAPES:]
 
 
-def _build_shape(body: str, out: dict[str, Any]) -> _Shape | None:
+def _build_shape(body: str, out: dict[str, Any]) -> Shape | None:
     sep, items = _split(body)
     tail = items.pop()
     pieces: list[str] = []
@@ -224,11 +242,11 @@ def _build_shape(body: str, out: dict[str, Any]) -> _Shape | None:
         pattern = re.escape(sep).join(pieces) + re.escape(sep)
     if len(set(names)) != len(names):
         return None
-    shape = _Shape(re.compile(pattern), tuple(names), tuple(convs))
+    shape = Shape(re.compile(pattern), tuple(names), tuple(convs))
     m = shape.rx.fullmatch(body)
     if m is None:
         return None
-    got = dict(zip(shape.names, map(_call, shape.convs, m.groups()), strict=True))
+    got = shape.fields(m.groups())
     if got != out or any(type(got[k]) is not type(out[k]) for k in got):
         return None  # the shape must say exactly what the slow path says
     return shape

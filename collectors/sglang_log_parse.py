@@ -24,10 +24,9 @@ that the stream parser closes. Every function here is pure and never raises on a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.sglang_log_fields import parse_fields, parse_fields_json
+from collectors.sglang_log_fields import Shape, match_shape, parse_fields
 
 #: Record kinds; event kinds are the DESIGN.md taxonomy names.
 RECORD_KINDS = ("prefill", "decode")
@@ -57,7 +56,8 @@ _HEAD = re.compile(
     r"(?:\(mixed #running-req: (\d+)\))?(?:[.,] ?| (?=#))"
 )
 _LEGACY_DECODE = re.compile(r"#running-req: \d+, #token: \d+")
-_TS = r"(?:\d{4}-\d{2}-\d{2} |\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?"
+_TS = (r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2} |[0-9]{2}-[0-9]{2} )?"
+       r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,6})?")
 _RANKS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
 #: The SGLang prefix ending exactly where the record header starts.
 _PREFIX_TAIL = re.compile(
@@ -72,31 +72,75 @@ _PREFIX_ANY = re.compile(
 #: A date-time in a foreign prefix (Python logging config, log shipper), used when no SGLang
 #: prefix is present.
 _ANY_DATETIME = re.compile(
-    r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?"
 )
 _RANK = re.compile(r"(DP|PP|ATTN_CP|MOE_DP|TP|EP)(\d+)")
 
 
-@dataclass(slots=True)
 class LogRecord:
-    """One recognised record or event.
+    """One recognised record or event (treat as read-only).
 
     `line_no` is the 1-based physical line (the first line of a grouped event); `timestamp` is
     the text inside the SGLang prefix as written (None when the line has none); `ranks` maps
-    tp/dp/pp/ep/attn_cp/moe_dp (and `gpu` for the 0.1.20-0.2.13 ``[gpu=N]`` form) to ints.
-    Events also carry `message` (one cleaned line) and `raw` (the excerpt, all grouped lines).
+    tp/dp/pp/ep/attn_cp/moe_dp (and `gpu` for the 0.1.20-0.2.13 ``[gpu=N]`` form) to ints;
+    `fields` maps canonical names to numbers/booleans. Events also carry `message` (one cleaned
+    line) and `raw` (the excerpt, all grouped lines).
+
+    A record read by a learnt shape (sglang_log_fields.py) keeps the captured value texts and
+    builds `fields` on first access: `parse-log` only needs `fields_json`, the fields as a JSON
+    object body, which the shape makes without converting a number.
     """
 
-    line_no: int
-    kind: str
-    timestamp: str | None = None
-    ranks: dict[str, int] = field(default_factory=dict)
-    fields: dict[str, Any] = field(default_factory=dict)
-    message: str | None = None
-    raw: str | None = None
-    #: the fields as a JSON object body, set by the parser when it has it for free (record
-    #: shapes); `parse-log` writes it as is. None means: encode `fields`.
-    fields_json: str | None = field(default=None, repr=False, compare=False)
+    __slots__ = ("line_no", "kind", "timestamp", "ranks", "_fields", "message", "raw", "_fj",
+                 "_lazy")
+
+    def __init__(self, line_no: int, kind: str, timestamp: str | None = None,
+                 ranks: dict[str, int] | None = None, fields: dict[str, Any] | None = None,
+                 message: str | None = None, raw: str | None = None,
+                 fields_json: str | None = None, lazy: Shape | None = None,
+                 groups: tuple[str, ...] = ()) -> None:
+        self.line_no = line_no
+        self.kind = kind
+        self.timestamp = timestamp
+        self.ranks = ranks if ranks is not None else {}
+        self._fields = fields if fields is not None or lazy is not None else {}
+        self.message = message
+        self.raw = raw
+        self._fj = fields_json
+        self._lazy = (lazy, groups) if lazy is not None else None
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        f = self._fields
+        if f is None:
+            assert self._lazy is not None
+            f = self._fields = self._lazy[0].fields(self._lazy[1])
+        return f
+
+    @fields.setter
+    def fields(self, value: dict[str, Any]) -> None:
+        self._fields, self._lazy, self._fj = value, None, None
+
+    @property
+    def fields_json(self) -> str | None:
+        """The fields as a JSON object body when the parser has it for free, else None."""
+        if self._fj is None and self._lazy is not None:
+            self._fj = self._lazy[0].json(self._lazy[1])
+        return self._fj
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.line_no, self.kind, self.timestamp, self.ranks, self.fields, self.message,
+                self.raw)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LogRecord) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return ("LogRecord(line_no={!r}, kind={!r}, timestamp={!r}, ranks={!r}, fields={!r}, "
+                "message={!r}, raw={!r})").format(*self._key())
 
     def to_json_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"line_no": self.line_no, "kind": self.kind,
@@ -182,7 +226,22 @@ def parse_record(text: str, line_no: int = 0) -> LogRecord | None:
     m = _HEAD.search(text)
     if m is not None:
         kind = "decode" if m[1][0] == "D" else "prefill"
-        fields, fj = parse_fields_json(text, m.end())
+        start, pos = m.start(), m.end()
+        extra = m[2] is not None or m[3] is not None
+    else:
+        m = _LEGACY_DECODE.search(text)
+        if m is None:
+            return None
+        kind = "decode"
+        pos = start = m.start()
+        extra = False
+    ts, ranks = _prefix_before(text[:start]) if start else (None, {})
+    hit = match_shape(text, pos)
+    if hit is not None and not extra:
+        return LogRecord(line_no, kind, ts, ranks, None, None, None, None, hit[0], hit[1])
+    fields = hit[0].fields(hit[1]) if hit is not None else parse_fields(text, pos)
+    fj = hit[0].json(hit[1]) if hit is not None else None
+    if extra:
         if m[2] is not None:
             fields["iteration"] = int(m[2])
             if fj is not None:
@@ -191,17 +250,8 @@ def parse_record(text: str, line_no: int = 0) -> LogRecord | None:
             fields["mixed_running_req"] = int(m[3])
             if fj is not None:
                 fj += f', "mixed_running_req": {fields["mixed_running_req"]}'
-        start = m.start()
-    else:
-        m = _LEGACY_DECODE.search(text)
-        if m is None:
-            return None
-        kind = "decode"
-        start = m.start()
-        fields, fj = parse_fields_json(text, start)
     if not fields:
         return None
-    ts, ranks = _prefix_before(text[:start]) if start else (None, {})
     return LogRecord(line_no, kind, ts, ranks, fields, None, None, fj)
 
 

@@ -211,7 +211,7 @@ def parse_stream(lines: Iterable[str | bytes], stats: ParseStats | None = None
     line_no = 0
     for line in lines:
         line_no += 1
-        if not p.busy:
+        if p._group is None and p._nccl is None:  # not busy (inlined: this loop is hot)
             # cheap path: most lines (access logs, loading chatter) cannot matter
             if line.__class__ is bytes:
                 if not search_b(line):

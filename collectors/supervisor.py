@@ -3,7 +3,8 @@
 Driven by Intents (launch / stop / relaunch) that the runner claims in its "control" lane, so one
 server is never launched twice. What to start comes from a *planner* injected by the entry point
 (dashboard/services/launcher.py: it resolves the profile, validates flags and env, runs the
-guardrails and returns a LaunchPlan, or raises PlanError); this module only runs processes:
+guardrails and returns a LaunchPlan (collectors/launch_plan.py), or raises PlanError); this module
+only runs processes:
 
 - start: `subprocess.Popen(plan.argv)` (an argument list, never a shell), in its own session and
   process group, env = os.environ + the profile's [env], stdout+stderr appended to the server's
@@ -42,8 +43,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,132 +51,23 @@ import httpx
 import psutil
 from sqlalchemy.engine import Engine
 
+from collectors.launch_plan import (
+    READY_LINE,
+    LaunchPlan,
+    PlanError,
+    Planner,
+    read_from,
+    startup_progress,
+    tail_lines,
+)
 from storage import repo
 from storage.models import Intent, Launch, Server
 
+__all__ = ["CONTROL_KINDS", "LaunchPlan", "PlanError", "Planner", "ProcessSupervisor"]
+
 log = logging.getLogger("pitwall.supervisor")
 
-READY_LINE = "The server is fired up and ready to roll!"
 CONTROL_KINDS = ("launch", "stop", "relaunch")
-EXCERPT_LINES = 30
-
-# Log milestones of SGLang startup (sglang-interfaces.md §2), in order, with the fraction of the
-# startup they roughly mark; only used to draw a progress bar.
-MILESTONES: tuple[tuple[str, float, str], ...] = (
-    ("Load weight begin", 0.3, "loading weights"),
-    ("Load weight end", 0.5, "weights loaded"),
-    ("Memory pool end", 0.6, "KV cache allocated"),
-    ("CUDA graph begin", 0.7, "capturing CUDA graphs"),
-    ("cuda graph begin", 0.7, "capturing CUDA graphs"),
-    ("max_total_num_tokens=", 0.8, "scheduler ready"),
-    ("Uvicorn running on", 0.9, "HTTP up, warming up"),
-    (READY_LINE, 1.0, "ready"),
-)
-
-
-class PlanError(Exception):
-    """The planner refused to start (bad flag, port in use, ...): one sentence + event kind."""
-
-    def __init__(self, message: str, kind: str = "bad_cli_flag", detail: str | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.detail = detail
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    """Everything needed to start one server process; built and validated by the planner."""
-
-    server_id: int
-    server_name: str
-    base_url: str
-    argv: list[str]
-    env: dict[str, str]  # the profile's [env] only; merged over os.environ at spawn
-    log_path: str
-    profile_name: str | None = None
-    profile_id: int | None = None
-    profile_hash: str | None = None
-    cwd: str | None = None
-    api_key: str | None = None
-    ready_timeout_s: float = 600.0
-    notes: list[str] = field(default_factory=list)
-
-
-# (server, profile name or None for the server's own, replacing a running process) -> plan
-Planner = Callable[[Server, str | None, bool], LaunchPlan]
-
-
-# ---------------------------------------------------------------------------------------------
-# pure helpers
-
-
-def flag_args(flags: dict[str, Any]) -> list[str]:
-    """A profile's [flags] -> argv items: `true` is a bare switch, `false` leaves it out, a list
-    becomes several values, a table becomes JSON text."""
-    import json
-
-    out: list[str] = []
-    for name, value in flags.items():
-        opt = f"--{name}"
-        if value is True:
-            out.append(opt)
-        elif value is False or value is None:
-            continue
-        elif isinstance(value, list):
-            out.append(opt)
-            out.extend(_fmt(v) for v in value)
-        elif isinstance(value, dict):
-            out.extend([opt, json.dumps(value, separators=(",", ":"))])
-        else:
-            out.extend([opt, _fmt(value)])
-    return out
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def build_argv(
-    python: str, entrypoint: str, model_path: str, host: str, port: int, flags: dict[str, Any]
-) -> list[str]:
-    """`python -m <entrypoint> --model-path M --host H --port P <flags>`.
-
-    "sglang serve" is SGLang's console script (`sglang.cli.main:main`, 0.5.5+); it is started as
-    `python -m sglang.cli.main serve` so the server's own interpreter runs it.
-    """
-    head = [python, "-m", "sglang.cli.main", "serve"] if entrypoint == "sglang serve" else [python, "-m", entrypoint]
-    return [*head, "--model-path", model_path, "--host", host, "--port", str(port), *flag_args(flags)]
-
-
-def startup_progress(text: str) -> tuple[float, str]:
-    """(fraction 0-1, what it is doing) from the log text a launch wrote so far."""
-    best, detail = 0.2, "process started"
-    for needle, frac, what in MILESTONES:
-        if needle in text and frac >= best:
-            best, detail = frac, what
-    return best, detail
-
-
-def tail_lines(text: str, n: int = EXCERPT_LINES) -> str:
-    return "\n".join(text.splitlines()[-n:])
-
-
-def read_from(path: str, offset: int, limit: int = 1 << 20) -> str:
-    """The log text written since `offset` (at most the last `limit` bytes)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            end = f.tell()
-            start = max(offset, end - limit)
-            f.seek(start)
-            return f.read(end - start).decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 class _Proc:
@@ -407,7 +298,9 @@ class ProcessSupervisor:
             return
         launch_id = m.launch_id if m else None
         failed_msg = f"Profile {plan.profile_name} failed to come up: {why}"
-        repo.add_event(self.engine, kind="relaunch_failed" if kind == "relaunch" else "server_exit",
+        exited = m is not None and m.proc.poll() is not None and "not ready within" not in why
+        failed_kind = "relaunch_failed" if kind == "relaunch" else "server_exit" if exited else "warmup_failed"
+        repo.add_event(self.engine, kind=failed_kind,
                        server_id=server.id, launch_id=launch_id, severity="error",
                        message=f"{server.name}: {failed_msg}", raw=excerpt)
         last_line = (excerpt.strip().splitlines() or ["(no output)"])[-1][:300]
@@ -491,7 +384,8 @@ class ProcessSupervisor:
                 why = f"not ready within {plan.ready_timeout_s:.0f} s (no /health 200, no ready line)"
                 return self._fail_start(m, m.proc.poll(), why, read_from(plan.log_path, offset), stopped=True)
             if self._closing.is_set():
-                return self._fail_start(m, m.proc.poll(), "the runner is stopping", text)
+                self._stop(m, reason="runner stopped")
+                return self._fail_start(m, m.proc.poll(), "the runner is stopping", text, stopped=True)
             frac, detail = startup_progress(text)
             if frac != last_frac:
                 last_frac = frac

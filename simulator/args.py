@@ -17,11 +17,18 @@ Simulator knobs (never passed to a real server):
 | --sim-seed | 0 | seed of generated text and random policy |
 | --sim-fault | none | repeatable, faults.parse_fault() |
 | --sim-startup-s | weights/5 GB/s + 2 s | model seconds from start to ready |
+| --sim-report-lag | off | add sim_scheduling_lag_ratio, sim_max_scheduling_lag_s, sim_model_time_s to /server_info internal_states (off: the key set stays exactly SGLang's) |
+
+Each knob can also come from the environment as ``SGLANG_SIM_<KNOB>`` (``SGLANG_SIM_SPEED=50``,
+``SGLANG_SIM_FAULT=oom-after=3,hang-after=9``), so a launch profile keeps only real SGLang flags
+and puts simulator settings in its [env]; a flag on the command line wins over the variable.
+Bad values fail like bad flags (``argument --sim-speed: invalid float value: 'x'``, exit 2).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 SCHEDULE_POLICIES = ["lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key",
                      "hrrn", "shortest-prefill-first"]
@@ -104,19 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
     a("--ulysses-degree", type=int, default=None)
     a("--ring-degree", type=int, default=None)
     a("--model-type", type=str, default=None)
-    # Simulator knobs.
-    a("--sim-kind", choices=["llm", "image"], default="llm")
-    a("--sim-gpu", choices=SIM_GPUS, default="h100")
-    a("--sim-model-params", type=str, default=None)
-    a("--sim-speed", type=float, default=1.0)
-    a("--sim-seed", type=int, default=0)
-    a("--sim-fault", action="append", default=[])
-    a("--sim-startup-s", type=float, default=None)
+    # Simulator knobs; string defaults from SGLANG_SIM_* go through the same type checks.
+    env = os.environ.get
+    a("--sim-kind", choices=["llm", "image"], default=env("SGLANG_SIM_KIND", "llm"))
+    a("--sim-gpu", choices=SIM_GPUS, default=env("SGLANG_SIM_GPU", "h100"))
+    a("--sim-model-params", type=str, default=env("SGLANG_SIM_MODEL_PARAMS"))
+    a("--sim-speed", type=float, default=env("SGLANG_SIM_SPEED", "1.0"))
+    a("--sim-seed", type=int, default=env("SGLANG_SIM_SEED", "0"))
+    a("--sim-fault", action="append", default=None)
+    a("--sim-startup-s", type=float, default=env("SGLANG_SIM_STARTUP_S"))
+    a("--sim-report-lag", action="store_true",
+      default=env("SGLANG_SIM_REPORT_LAG", "") in ("1", "true"))
     return p
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ns = build_parser().parse_args(argv)
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    env_faults = [f for f in os.environ.get("SGLANG_SIM_FAULT", "").split(",") if f.strip()]
+    ns.sim_fault = [f.strip() for f in env_faults] + (ns.sim_fault or [])
+    if ns.sim_kind not in ("llm", "image") or ns.sim_gpu not in SIM_GPUS:
+        parser.error(f"SGLANG_SIM_KIND/SGLANG_SIM_GPU: invalid value {ns.sim_kind!r}/{ns.sim_gpu!r}")
     if ns.sim_speed <= 0:
-        build_parser().error("argument --sim-speed: must be > 0")
+        parser.error("argument --sim-speed: must be > 0")
     return ns

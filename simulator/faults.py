@@ -6,6 +6,7 @@
 | ``oom-at-usage=F`` | the first decode step with token usage >= F raises ``Decode out of memory. Try to lower your batch size.`` the same way |
 | ``crash-after=N`` | after N finished requests the scheduler raises a CUDA illegal-memory-access error, same crash path |
 | ``hang-after=N`` | after N finished requests the scheduler stops stepping; HTTP still accepts, nothing completes, /health times out (503 after SGLANG_HEALTH_CHECK_TIMEOUT); the process stays alive |
+| ``crash-at-start`` | the scheduler raises the same CUDA error while loading weights: the server never becomes ready and dies (SIGKILL) |
 | ``nccl-timeout-after=N`` | after N finished requests the scheduler hangs for NCCL_HANG_MODEL_S, prints PyTorch's NCCL watchdog lines and the process dies |
 
 Slow startup is ``--sim-startup-s``; port already in use is a real bind failure.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 NCCL_HANG_MODEL_S = 10.0
 KINDS = ("oom-after", "oom-at-usage", "crash-after", "hang-after", "nccl-timeout-after")
+FLAGS = ("crash-at-start",)
 
 
 @dataclass(frozen=True)
@@ -26,15 +28,21 @@ class Faults:
     crash_after: int | None = None
     hang_after: int | None = None
     nccl_timeout_after: int | None = None
+    crash_at_start: bool = False
 
 
 def parse_faults(specs: list[str]) -> Faults:
     """``["oom-after=3", "hang-after=10"]`` -> Faults; ValueError names the bad spec."""
     values: dict[str, float] = {}
+    flags: set[str] = set()
     for spec in specs:
         kind, sep, raw = spec.partition("=")
+        if not sep and kind in FLAGS:
+            flags.add(kind)
+            continue
         if not sep or kind not in KINDS:
-            raise ValueError(f"--sim-fault {spec!r} is not one of {', '.join(k + '=N' for k in KINDS)}")
+            raise ValueError(f"--sim-fault {spec!r} is not one of "
+                             f"{', '.join([k + '=N' for k in KINDS] + list(FLAGS))}")
         try:
             values[kind] = float(raw)
         except ValueError:
@@ -44,7 +52,8 @@ def parse_faults(specs: list[str]) -> Faults:
         return int(values[key]) if key in values else None
 
     return Faults(as_int("oom-after"), values.get("oom-at-usage"), as_int("crash-after"),
-                  as_int("hang-after"), as_int("nccl-timeout-after"))
+                  as_int("hang-after"), as_int("nccl-timeout-after"),
+                  "crash-at-start" in flags)
 
 
 def traceback_text(exc_type: str, message: str, frames: list[tuple[str, int, str, str]]) -> str:

@@ -75,7 +75,8 @@ async def bind(app: web.Application, host: str, port: int, log: logfmt.LogWriter
     log.uvicorn(f"Started server process [{os.getpid()}]")
     log.uvicorn("Waiting for application startup.")
     log.uvicorn("Application startup complete.")
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # Open streams get 5 s to finish after SIGTERM; a hung request does not block the stop.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=False)
     try:

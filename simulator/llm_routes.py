@@ -76,10 +76,39 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         return {"text": tokenizer.decode(ids), "output_ids": list(ids),
                 "meta_info": native_meta(r, len(ids))}
 
+    def finish_of(r: SimRequest) -> str:
+        return str((r.finish_reason or {}).get("type", "length"))
+
     def bad(msg: str, openai: bool) -> web.Response:
         if openai:
             return json_response(llm_api.openai_error(msg), status=400)
         return json_response({"error": {"message": msg}}, status=400)
+
+    async def stream_one(resp: web.StreamResponse, r: SimRequest) -> None:
+        """Hot path of a single /generate stream (the 256-stream benchmark runs here)."""
+        sent, text, ids_json = 0, "", ""
+        interval = ns.stream_interval
+        while True:
+            await r.event.wait()
+            r.event.clear()
+            n = len(r.output_ids)
+            if r.finished or n - sent >= interval:
+                new_ids = r.output_ids[sent:n]
+                text += tokenizer.decode(new_ids)
+                if new_ids:
+                    frag = ",".join(map(str, new_ids))
+                    ids_json = f"{ids_json},{frag}" if ids_json else frag
+                if r.finished:
+                    meta = llm_api.compact_dumps(native_meta(r, n))
+                else:
+                    meta = llm_api.partial_meta_json(r.rid, len(r.input_ids), n,
+                                                     r.cached_tokens, r.num_retractions)
+                await resp.write(llm_api.native_chunk(text=text, ids_json=ids_json,
+                                                      meta_json=meta, index=None))
+                sent = n
+            if r.finished:
+                log_finish(r, native_out(r))
+                return
 
     async def generate(request: web.Request) -> web.StreamResponse:
         try:
@@ -106,6 +135,10 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         texts = [""] * len(reqs)
         ids_json = [""] * len(reqs)
         try:
+            if not batch:
+                await stream_one(resp, reqs[0])
+                await resp.write(llm_api.SSE_DONE)
+                return resp
             pending = set(range(len(reqs)))
             while pending:
                 if len(reqs) == 1:
@@ -118,11 +151,12 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 for i in list(pending):
                     r = reqs[i]
                     n = len(r.output_ids)
-                    if n > sent[i] and (n - sent[i] >= ns.stream_interval or r.finished):
+                    if r.finished or n - sent[i] >= ns.stream_interval:
                         new_ids = r.output_ids[sent[i]:n]
                         texts[i] += tokenizer.decode(new_ids)
-                        frag = ",".join(map(str, new_ids))
-                        ids_json[i] = f"{ids_json[i]},{frag}" if ids_json[i] else frag
+                        if new_ids:
+                            frag = ",".join(map(str, new_ids))
+                            ids_json[i] = f"{ids_json[i]},{frag}" if ids_json[i] else frag
                         done = r.finished and n >= len(r.output_ids)
                         meta = (llm_api.compact_dumps(native_meta(r, n)) if done
                                 else llm_api.partial_meta_json(r.rid, len(r.input_ids), n,
@@ -160,7 +194,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
             while not r.finished:
                 await _next(r)
             out = llm_api.completion_obj(rid=r.rid, model=name,
-                                         text=tokenizer.decode(r.output_ids), finish="length",
+                                         text=tokenizer.decode(r.output_ids), finish=finish_of(r),
                                          use=use(), chat=chat, chunk=False)
             log_finish(r, out)
             return json_response(out)
@@ -184,7 +218,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 if r.finished:
                     break
             await resp.write(llm_api.sse(llm_api.completion_obj(
-                rid=r.rid, model=name, text="", finish="length", use=None, chat=chat,
+                rid=r.rid, model=name, text="", finish=finish_of(r), use=None, chat=chat,
                 chunk=True)))
             if include_usage:
                 await resp.write(llm_api.sse(llm_api.usage_chunk(rid=r.rid, model=name,

@@ -25,10 +25,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import os
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession, web
@@ -40,6 +42,9 @@ from simulator.metrics import LlmMetrics
 from simulator.scheduler import SchedConfig, Scheduler, SimRequest
 
 VERSION = "0.5.23"
+# ServerArgs field set and defaults of 0.5.23 (see the file's "_about").
+SERVER_ARGS: dict[str, Any] = json.loads(
+    (Path(__file__).with_name("sglang_0_5_23_server_args.json")).read_text())
 
 
 class LlmServer:
@@ -74,6 +79,9 @@ class LlmServer:
         self.schedulers: list[Scheduler] = []
         self._rr = 0
         self.health_timeout = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
+        self.load_s = 0.0
+        self.graph_bs: list[int] = []
+        self.after_pool_gib = 0.0
 
     # ------------------------------------------------------------------ helpers
     def tags(self, dp: int, tp: int = 0) -> str:
@@ -139,15 +147,8 @@ class LlmServer:
         weights_gib = c.weight_bytes / c.tp / GIB
         load_s = ns.sim_startup_s if ns.sim_startup_s is not None else \
             c.weight_bytes / c.tp / 5e9 + 2.0
-        self.log.log(f"server_args=ServerArgs(model_path={ns.model_path!r}, "
-                     f"served_model_name={self.model_name!r}, host={ns.host!r}, port={ns.port}, "
-                     f"tp_size={ns.tp_size}, dp_size={ns.dp_size}, "
-                     f"mem_fraction_static={self.mem_fraction}, "
-                     f"max_running_requests={ns.max_running_requests}, "
-                     f"chunked_prefill_size={ns.chunked_prefill_size}, "
-                     f"schedule_policy={ns.schedule_policy!r}, "
-                     f"disable_radix_cache={ns.disable_radix_cache}, "
-                     f"enable_metrics={ns.enable_metrics}, random_seed={ns.random_seed})")
+        self.load_s = load_s
+        self.log.log(f"server_args={self.server_args_dict()!r}")
         if ns.disable_cuda_graph:
             self.log.log("The command line argument '--disable-cuda-graph' is deprecated and "
                          "will be removed in a future release. Please use "
@@ -155,6 +156,9 @@ class LlmServer:
         avail = gib_total - 0.6
         self.all_ranks(f"Load weight begin. avail mem={avail:.2f} GB")
         await self.msleep(load_s * 0.6)
+        if self.faults.crash_at_start:
+            self.fatal("crash", "")
+            return 1
         self.all_ranks(f"Load weight end. elapsed={load_s * 0.6:.2f} s, type={c.shape.arch}, "
                        f"avail mem={avail - weights_gib:.2f} GB, mem usage={weights_gib:.2f} GB.")
         if self.pool_tokens <= 0:
@@ -162,10 +166,15 @@ class LlmServer:
             return 1
         kv_gib = self.pool_tokens * c.kv_bytes_per_token / c.tp / GIB
         after_pool = avail - weights_gib - kv_gib
+        self.after_pool_gib = after_pool
+        kv_dtype = "torch.float8_e5m2" if c.kv_dtype_bytes == 1 else "torch.bfloat16"
+        self.all_ranks(f"KV Cache is allocated. dtype: {kv_dtype}, #tokens: {self.pool_tokens}, "
+                       f"K size: {kv_gib / 2:.2f} GB, V size: {kv_gib / 2:.2f} GB")
         self.all_ranks(f"Memory pool end. avail mem={after_pool:.2f} GB")
         if c.cuda_graph:
             bs = [b for b in (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160,
                               192, 224, 256, 320, 384, 448, 512) if b <= c.cuda_graph_max_bs]
+            self.graph_bs = bs
             self.all_ranks(f"Capture target decode CUDA graph begin. backend=full, bs={bs}, "
                            f"avail mem={after_pool:.2f} GB")
             await self.msleep(load_s * 0.4)
@@ -188,6 +197,8 @@ class LlmServer:
         warm = asyncio.get_running_loop().create_task(self._warmup())
         await stop.wait()
         warm.cancel()
+        for s in self.schedulers:
+            s.abort_all("The server is shutting down.")
         await lifecycle.shutdown(runner, self.log)
         return 0
 
@@ -338,31 +349,56 @@ class LlmServer:
         s.submit(r)
         return r, s
 
+    def server_args_dict(self) -> dict[str, Any]:
+        """SGLang 0.5.23's full ServerArgs field set, with this launch's flags and resolutions."""
+        ns = self.ns
+        d = dict(SERVER_ARGS["server_args"])
+        for k, v in vars(ns).items():
+            if k in d:
+                d[k] = v
+        d.update(tokenizer_path=ns.tokenizer_path or ns.model_path,
+                 served_model_name=self.model_name, mem_fraction_static=self.mem_fraction,
+                 chunked_prefill_size=self.chunk, random_seed=ns.random_seed
+                 if ns.random_seed is not None else ns.sim_seed)
+        return d
+
     def server_info(self) -> dict[str, Any]:
-        info = {k: v for k, v in vars(self.ns).items() if not k.startswith("sim_")}
-        info.update(mem_fraction_static=self.mem_fraction, max_running_requests=self.max_running,
-                    chunked_prefill_size=self.chunk, context_length=self.context_len,
-                    max_total_tokens=self.ns.max_total_tokens,
-                    served_model_name=self.model_name, api_key=None if not self.ns.api_key
-                    else "<redacted>")
+        info = self.server_args_dict()
+        info.update(SERVER_ARGS["top_level_only"])
+        info.update(max_req_input_len=min(self.context_len, self.pool_tokens) - 1,
+                    max_total_num_tokens=self.pool_tokens,
+                    status="ready" if self.ready else "starting")
+        args = self.server_args_dict()
+        graph_gb = 0.45 if self.cost.cuda_graph else 0.0
         states = []
         for s in self.schedulers:
-            states.append({
-                "last_gen_throughput": s.last_gen_throughput,
-                "avg_spec_accept_length": None,
-                "memory_usage": {
-                    "weight": round(self.cost.weight_bytes / self.cost.tp / GIB, 2),
-                    "kvcache": round(self.pool_tokens * self.cost.kv_bytes_per_token
-                                     / self.cost.tp / GIB, 2),
-                    "token_capacity": self.pool_tokens,
-                    "graph": 0.45 if self.cost.cuda_graph else 0.0},
+            st: dict[str, Any] = dict(args)
+            st.update({
+                "decode_cuda_graph_bs": self.graph_bs if self.cost.cuda_graph else [],
+                "decode_cuda_graph_memory_gb": graph_gb,
                 "effective_max_running_requests_per_dp": self.max_running,
-                "sim_scheduling_lag_ratio": s.lag_ratio(),
-                "sim_max_scheduling_lag_s": s.max_lag_s,
-                "sim_model_time_s": s.model_time,
+                "last_gen_throughput": s.last_gen_throughput,
+                "memory_usage": {
+                    "weight": round(self.cost.weight_bytes / self.cost.tp / GIB, 3),
+                    "kvcache": round(self.pool_tokens * self.cost.kv_bytes_per_token
+                                     / self.cost.tp / GIB, 3),
+                    "startup_available": round(self.after_pool_gib, 3),
+                    "token_capacity": self.pool_tokens, "token_capacity_swa": None,
+                    "graph": {"prefill": 0.0, "decode": graph_gb, "target_verify": 0.0,
+                              "draft_prefill": 0.0, "draft_decode": 0.0, "draft_extend": 0.0}},
+                "world_size": self.ns.tp_size,
             })
+            if self.ns.sim_report_lag:
+                st.update(sim_scheduling_lag_ratio=s.lag_ratio(), sim_max_scheduling_lag_s=s.max_lag_s,
+                          sim_model_time_s=s.model_time)
+            states.append(st)
         info["internal_states"] = states
         info["version"] = VERSION
-        info["startup_time"] = self.started_at
-        info["launch_command"] = " ".join(sys.orig_argv)
+        info["startup_time"] = {"load_weight": self.load_s * 0.6, "kv_cache_allocation": 0.05,
+                                "scheduler_e2e": self.load_s,
+                                "cuda_graph": {"prefill": 0.0, "decode": self.load_s * 0.4,
+                                               "target_verify": 0.0, "draft_prefill": 0.0,
+                                               "draft_decode": 0.0, "draft_extend": 0.0},
+                                "tokenizer_e2e": self.load_s}
+        info["launch_command"] = " ".join(sys.argv[1:])
         return info

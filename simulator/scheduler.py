@@ -134,6 +134,16 @@ class Scheduler:
         self.kv.tree.reset()
         return True
 
+    def abort_all(self, message: str) -> None:
+        """End every queued and running request now (server shutdown)."""
+        reqs = list(self.waiting) + self.running + ([self.chunked] if self.chunked else [])
+        for r in reqs:
+            if not r.finished:
+                r.aborted = r.finished = True
+                r.finish_model = self.model_time
+                r.finish_reason = {"type": "abort", "message": message}
+                r.event.set()
+
     def pending_tokens(self) -> int:
         n = sum(len(r.target) for r in self.waiting)
         if self.chunked is not None:
@@ -257,6 +267,7 @@ class Scheduler:
             rem_input -= take
             rem_total -= take
             if r.filled + take < len(r.target):
+                self._log_prefill(batch, len(batch))
                 return batch
             self.chunked = None
         n_running = len(self.running)
@@ -300,6 +311,10 @@ class Scheduler:
             self.waiting.remove(r)
         if not batch:
             return None
+        self._log_prefill(batch, len(batch))
+        return batch
+
+    def _log_prefill(self, batch: list[tuple[SimRequest, int, int, int]], new_seq: int) -> None:
         new_tok = sum(b[1] for b in batch)
         cached = sum(b[2] for b in batch)
         self.last_cache_hit_rate = cached / (cached + new_tok) if cached + new_tok else 0.0
@@ -307,11 +322,10 @@ class Scheduler:
         tput = new_tok / since if since > 0 else 0.0
         self.last_prefill_log_model = self.model_time
         self.log.log(logfmt.prefill_line(
-            new_seq=len(admitted), new_token=new_tok, cached_token=cached,
+            new_seq=new_seq, new_token=new_tok, cached_token=cached,
             token_usage=self.token_usage(), running_req=len(self.running),
             queue_req=len(self.waiting), pending_token=self.pending_tokens(), cuda_graph=False,
             input_throughput=tput), tags=self.cfg.tags)
-        return batch
 
     def _prefill_done(self, batch: list[tuple[SimRequest, int, int, int]]) -> None:
         for r, take, _, _ in batch:

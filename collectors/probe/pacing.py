@@ -2,8 +2,8 @@
 and the client's self-check (event-loop lag ticker + process CPU).
 
 - **Closed loop** (`concurrency=c`): c workers, each sends its next request when the previous
-  one finished. Worker starts are staggered by `stagger_s` so c requests do not queue for the
-  client CPU in the same tick (perf-baselines.md §1: lock-step starts inflate TTFT by
+  one finished. Worker starts are staggered by `stagger_s` (1 ms; the whole ramp capped at
+  `max_ramp_s`, 0.1 s) so c requests do not queue for the client CPU in the same tick (perf-baselines.md §1: lock-step starts inflate TTFT by
   about c x per-request CPU).
 - **Open loop** (`rate=r` req/s): start times follow a seeded Poisson process (exponential gaps,
   mean 1/r) regardless of completions; the achieved start rate is reported next to the requested
@@ -14,6 +14,9 @@ and the client's self-check (event-loop lag ticker + process CPU).
   out) and `abort_error_rate` (after at least `abort_min_requests` finished requests, a failure
   fraction above it stops the level and marks the sweep aborted).
 
+The garbage collector is paused during a level (collected before and after), so a collection
+pause never lands inside a measured latency; a level holds at most a few MB of records.
+
 Self-check: a ticker task sleeps `TICK_S` and records how late it woke (event-loop lag, seconds);
 CPU% is this process's user+system CPU time over the level's wall time (% of one core).
 """
@@ -21,6 +24,7 @@ CPU% is this process's user+system CPU time over the level's wall time (% of one
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import time
@@ -43,7 +47,8 @@ class LevelPlan:
     value: float  # concurrency (int) or rate (req/s)
     requests: int  # measured requests (excluding warm-up)
     warmup: int
-    stagger_s: float = 0.002
+    stagger_s: float = 0.001
+    max_ramp_s: float = 0.1  # the whole stagger of a level never exceeds this
     max_duration_s: float | None = None
     abort_error_rate: float | None = 0.5
     abort_min_requests: int = 10
@@ -137,6 +142,12 @@ async def run_level(
     result = LevelResult(plan)
     stop = _Stopper(plan, on_done)
     check = SelfCheck()
+    # A full garbage collection of the heap aiohttp builds can pause the loop for several ms,
+    # which would land inside some request's measured latency: collect before the level, pause
+    # the collector during it, collect again after.
+    gc.collect()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     check.start()
     total = plan.requests + plan.warmup
     try:
@@ -148,6 +159,9 @@ async def run_level(
             raise ValueError(f"Unknown load mode {plan.mode!r}; use 'concurrency' or 'rate'.")
     finally:
         result.loop_lag_s, result.cpu_pct, result.wall_s = await check.stop()
+        if gc_was_enabled:
+            gc.enable()
+        gc.collect()
     result.records.sort(key=lambda r: r.seq)
     result.stopped = stop.reason
     return result
@@ -155,11 +169,13 @@ async def run_level(
 
 async def _closed(plan: LevelPlan, send: SendFn, total: int, stop: _Stopper, result: LevelResult) -> None:
     next_seq = 0
+    workers = max(int(plan.value), 1)
+    step = min(plan.stagger_s, plan.max_ramp_s / workers)
 
     async def worker(i: int) -> None:
         nonlocal next_seq
         if i:
-            await asyncio.sleep(i * plan.stagger_s)
+            await asyncio.sleep(i * step)
         while next_seq < total and stop.may_start():
             seq = next_seq
             next_seq += 1
@@ -167,7 +183,7 @@ async def _closed(plan: LevelPlan, send: SendFn, total: int, stop: _Stopper, res
             result.records.append(rec)
             stop.done(rec)
 
-    await asyncio.gather(*(worker(i) for i in range(max(int(plan.value), 1))))
+    await asyncio.gather(*(worker(i) for i in range(workers)))
 
 
 async def _open(plan: LevelPlan, send: SendFn, total: int, stop: _Stopper, result: LevelResult) -> None:

@@ -12,7 +12,7 @@ Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.repo
 | requests, ok | measured requests sent / succeeded (warm-up excluded) |
 | errors | {error kind: count} |
 | ttft_s, itl_s, tpot_s, e2e_s | {p50, p95, p99, mean, max} seconds, None when no data |
-| throughput.rps / .output_tok_s | successful requests / output tokens over the measured window (first measured start -> last measured end) |
+| throughput.rps / .output_tok_s | successful requests / their output tokens per second over the steady window (only measured requests in flight -> last measured start; `_steady`), else the whole measured window |
 | throughput.images_per_min | images API only |
 | achieved | concurrency = Σ e2e / window (Little's law); rate = starts / start span; start lag p99 (open loop) |
 | success_rate | ok / requests |
@@ -67,14 +67,15 @@ def level_report(result: LevelResult, api: str = "generate") -> dict[str, Any]:
     errors = Counter(r.error_kind or "unknown" for r in measured if not r.ok)
     window = _window(measured)
     itl = [g for r in ok for g in r.itl_s]
-    tokens_out = sum(r.tokens_out or 0 for r in ok)
-    images = sum(r.images or 0 for r in ok)
+    counted, span = _steady(result, measured, ok, window)
+    tokens_out = sum(r.tokens_out or 0 for r in counted)
+    images = sum(r.images or 0 for r in counted)
     throughput: dict[str, float | None] = {
-        "rps": len(ok) / window if window else None,
-        "output_tok_s": tokens_out / window if window and api != "images" else None,
+        "rps": len(counted) / span if span else None,
+        "output_tok_s": tokens_out / span if span and api != "images" else None,
     }
     if api == "images":
-        throughput["images_per_min"] = images / window * 60.0 if window else None
+        throughput["images_per_min"] = images / span * 60.0 if span else None
     achieved: dict[str, Any] = {}
     if plan.mode == "concurrency":
         busy = sum(r.e2e_s or 0.0 for r in measured)
@@ -109,9 +110,31 @@ def level_report(result: LevelResult, api: str = "generate") -> dict[str, Any]:
         "planned_requests": plan.requests,
         "warmup": plan.warmup,
         "window_s": window,
+        "steady_window_s": _steady(result, measured, ok, window)[1],
         "stopped": result.stopped,
     }
     return out
+
+
+def _steady(result: LevelResult, measured: list[RequestRecord], ok: list[RequestRecord],
+            window: float) -> tuple[list[RequestRecord], float]:
+    """(successful requests counted, seconds) for throughput: the steady window.
+
+    From the moment only measured requests run (closed loop: the last warm-up end; open loop: the
+    first measured start) to the last measured start (after it the pacer runs dry and workers
+    idle), counting requests that *finished* inside it. Ramp-up and drain would otherwise count
+    as idle capacity. Falls back to the whole window when the steady one holds < 2 completions."""
+    if not measured:
+        return ok, window
+    warm = [r for r in result.records if r.warmup]
+    t_a = min(r.t_start for r in measured)
+    if result.plan.mode == "concurrency" and warm:
+        t_a = max(t_a, max(r.t_end for r in warm))
+    t_b = max(r.t_start for r in measured)
+    inside = [r for r in ok if t_a <= r.t_end <= t_b]
+    if t_b - t_a > 0 and len(inside) >= 2:
+        return inside, t_b - t_a
+    return ok, window
 
 
 def _window(records: list[RequestRecord]) -> float:

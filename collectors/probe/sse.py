@@ -6,8 +6,9 @@ the time around it; nothing here reads a clock or a socket.
 
 Shapes handled (reference/sglang-interfaces.md §4):
 - `/generate`: `data: {"text": ..., "meta_info": {...}}`. `text` is **cumulative** by default and
-  incremental with `--incremental-streaming-output`; a chunk whose text extends the text so far is
-  taken as cumulative, anything else as incremental. Token counts come from the cumulative
+  incremental with `--incremental-streaming-output`. The mode is read from `output_ids` (all ids
+  so far when cumulative, only the new ones when incremental, compared with the cumulative
+  `completion_tokens`), else from whether the text extends the text so far. Token counts come from the cumulative
   `meta_info.completion_tokens` (so a chunk carrying several tokens counts them all), falling back
   to 1 per chunk with new text. `prompt_tokens` / `cached_tokens` from `meta_info`.
 - `/v1/completions` (`choices[0].text`) and `/v1/chat/completions` (`choices[0].delta.content`,
@@ -50,6 +51,7 @@ class StreamParser:
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     gen_text: str = ""  # /generate: full text so far
+    gen_mode: str | None = None  # /generate: "cum" | "inc" once known
     counted: int = 0  # tokens counted so far from chunks
     count_cum: int | None = None  # last cumulative completion count seen in a chunk
     tokens_in: int | None = None
@@ -100,20 +102,25 @@ class StreamParser:
         meta = obj.get("meta_info")
         if not isinstance(text, str) or not isinstance(meta, dict):
             raise InvalidResponse("/generate chunk lacks 'text' or 'meta_info'.")
-        if text.startswith(self.gen_text):
-            new = text[len(self.gen_text):]
-            self.gen_text = text
-        else:  # incremental streaming output
-            new = text
+        cum = _as_int(meta.get("completion_tokens"))
+        ids = obj.get("output_ids")
+        if self.gen_mode is None and isinstance(ids, list) and cum is not None and cum > 1:
+            # cumulative chunks carry every output id so far, incremental ones only the new ids
+            self.gen_mode = "cum" if len(ids) == cum else "inc"
+        mode = self.gen_mode or ("cum" if text.startswith(self.gen_text) else "inc")
+        if mode == "cum":
+            new = text != self.gen_text and bool(text)
+            self.gen_text = text  # replaces: a held-back partial character may be rewritten
+        else:
+            new = bool(text)
             self.gen_text += text
         if new:
             self.visible = True
         self.tokens_in = _as_int(meta.get("prompt_tokens")) or self.tokens_in
         self.tokens_cached = _as_int(meta.get("cached_tokens")) if "cached_tokens" in meta else self.tokens_cached
-        cum = _as_int(meta.get("completion_tokens"))
         if cum is not None:
             self.tokens_out = cum
-        return self._tokens(bool(new), cum)
+        return self._tokens(new, cum)
 
     def _openai(self, obj: dict[str, Any]) -> int:
         choices = obj.get("choices")

@@ -83,3 +83,4 @@ def output_rows(engine: Engine, *, run_id: int) -> list[tuple[int, bool, str | N
 def request_count(engine: Engine, *, run_id: int) -> int:
     with engine.connect() as conn:
         return len(conn.execute(select(REQ.c.id).where(REQ.c.run_id == run_id)).all())
+

@@ -60,7 +60,7 @@ class SweepSpec:
     max_duration_s: float | None = None  # per level
     abort_error_rate: float | None = 0.5
     abort_min_requests: int = 10
-    stagger_s: float = 0.002
+    stagger_s: float = 0.001
     api_key: str | None = None
     workload: WorkloadSpec = field(default_factory=WorkloadSpec)
     seed: int = 0
@@ -254,32 +254,56 @@ def sweep_argv(spec_path: str | Path, db_url: str, run_id: int | None = None) ->
     return argv
 
 
-def run_sweep_subprocess(engine: Engine, db_url: str, spec: SweepSpec,
-                         *, timeout_s: float | None = None) -> int:
+def run_sweep_subprocess(
+    engine: Engine,
+    db_url: str,
+    spec: SweepSpec,
+    *,
+    timeout_s: float | None = None,
+    on_progress: Callable[[int, float], None] | None = None,
+    poll_s: float = 1.0,
+) -> int:
     """Create the ProbeRun (pending, visible at once), run the sweep in its own process, wait.
 
-    What the runner's `probe` intent handler calls; returns the run id. A subprocess that dies
-    leaves the run `failed` with the tail of its stderr."""
+    What the runner's `probe` intent handler calls; returns the run id. `on_progress(run_id,
+    fraction)` is called about every `poll_s` with ProbeRun.progress. A subprocess that dies or
+    overruns `timeout_s` (then killed) leaves the run `failed` with the reason."""
     spec.validate()
     run_id = store.create_run(engine, url=spec.url, api=spec.api, spec=spec.to_dict(),
                               fingerprint="", fingerprint_detail={}, server_id=spec.server_id,
                               launch_id=spec.launch_id, name=spec.name,
                               baseline_run_id=spec.baseline_run_id)
+    deadline = time.monotonic() + timeout_s if timeout_s else None
     with tempfile.TemporaryDirectory(prefix="pitwall-sweep-") as tmp:
         path = Path(tmp) / "spec.json"
         path.write_text(json.dumps(spec.to_dict(redact=False)), encoding="utf-8")
         os.chmod(path, 0o600)
-        try:
-            proc = subprocess.run(sweep_argv(path, db_url, run_id), capture_output=True, text=True,
-                                  timeout=timeout_s, check=False)
-            tail = proc.stderr.strip().splitlines()[-1:] if proc.stderr else []
-            code: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            code, tail = None, [f"sweep did not finish within {timeout_s:g} s and was killed"]
+        err_path = Path(tmp) / "stderr.txt"
+        with open(err_path, "w+", encoding="utf-8") as err:
+            proc = subprocess.Popen(sweep_argv(path, db_url, run_id), stdout=subprocess.DEVNULL, stderr=err)
+            reason: str | None = None
+            while True:
+                try:
+                    proc.wait(timeout=poll_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if on_progress is not None:
+                    row = store.get_run(engine, run_id=run_id)
+                    on_progress(run_id, float(row["progress"]) if row else 0.0)
+                if deadline is not None and time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    reason = f"sweep did not finish within {timeout_s:g} s and was stopped"
+                    break
+            err.seek(0)
+            tail = [ln for ln in err.read().strip().splitlines() if ln.strip()][-1:]
     row = store.get_run(engine, run_id=run_id)
     if row and row["status"] in ("pending", "running"):
         store.update_run(engine, run_id=run_id, status="failed", finished_at=time.time(),
-                         error=(tail[0] if tail else f"sweep process exited with code {code}"))
+                         error=reason or (tail[0] if tail else f"sweep process exited with code {proc.returncode}"))
+    if on_progress is not None:
+        on_progress(run_id, 1.0)
     return run_id
 
 

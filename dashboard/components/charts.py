@@ -97,7 +97,7 @@ def latency_vs_load(
         alt.Chart(long)
         .mark_line(point=True)
         .encode(
-            x=alt.X("level:Q", title=x_title),
+            x=alt.X("level:Q", title=x_title, axis=alt.Axis(format="~g")),
             y=alt.Y("ms:Q", title=f"{stat.upper()} (ms)"),
             color=alt.Color("pct:N", title=None, scale=alt.Scale(
                 domain=list(PCT_COLORS), range=list(PCT_COLORS.values()))),
@@ -122,7 +122,7 @@ def throughput_vs_load(
             alt.Chart(levels.dropna(subset=[col]))
             .mark_line(point=True, color=SERIES_COLORS[(i + 4) % len(SERIES_COLORS)])
             .encode(
-                x=alt.X("level:Q", title=x_title),
+                x=alt.X("level:Q", title=x_title, axis=alt.Axis(format="~g")),
                 y=alt.Y(f"{col}:Q", title=col.replace("_", " ")),
                 tooltip=["level:Q", alt.Tooltip(f"{col}:Q", format=",.2f")],
             )

@@ -99,12 +99,6 @@ def fmt_value(value: float | None, unit: str) -> str:
     if unit == "j":
         # energy per token is a fraction of a joule; whole joules only for large totals
         return f"{value:,.0f} J" if abs(value) >= 100 else f"{value:.3g} J"
-    if unit == "img_min":
-        return f"{value:,.2f} img/min"
-    if unit == "usd_h":
-        return f"${value:,.2f}/h"
-    if unit == "x":
-        return f"{value:,.2f}×"
     if unit == "bytes":
         return fmt_bytes(value)
     return f"{value:,.3g}"

@@ -119,7 +119,7 @@ def comparison_view(cmp: Comparison) -> None:
     if not df.empty:
         style_df = pd.DataFrame(styles, columns=df.columns)
         st.dataframe(df.style.apply(lambda _: style_df, axis=None), hide_index=True,
-                     width="stretch")
+                     width="stretch", height=min(35 * (len(df) + 1) + 3, 720))
 
 
 def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, key: str = "dl",

@@ -8,6 +8,8 @@ temporal axis; events are vertical rules on the same axis, coloured by severity
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 
@@ -15,7 +17,7 @@ from dashboard.components.format import SERIES_COLORS, SEVERITY_COLORS
 
 # unit -> (multiplier to display, axis suffix, d3 format)
 DISPLAY: dict[str, tuple[float, str, str]] = {
-    "s": (1000.0, "ms", ",.1f"),
+    "s": (1000.0, "ms", ",.1~f"),
     "ratio": (100.0, "%", ".1f"),
     "pct": (1.0, "%", ".1f"),
     "count": (1.0, "", ",.0f"),
@@ -25,6 +27,7 @@ DISPLAY: dict[str, tuple[float, str, str]] = {
     "w": (1.0, "W", ",.0f"),
     "c": (1.0, "°C", ".0f"),
 }
+SPARSE_POINTS = 200  # below this many points a `points` series also gets dots
 EVENT_KINDS_MARKED = (
     "oom", "prefill_oom", "decode_retract", "crash", "server_exit", "nccl_timeout",
     "relaunch_started", "relaunch_done", "relaunch_failed", "rollback", "health_down",
@@ -36,40 +39,135 @@ def _time(ts: pd.Series) -> pd.Series:
     return pd.to_datetime(ts.astype(float), unit="s", utc=True)
 
 
-def event_rules(events: pd.DataFrame | None, since: float, until: float) -> alt.Chart | None:
-    """Vertical rules at each event (kinds worth seeing on a chart), coloured by severity."""
-    if events is None or events.empty:
-        return None
-    ev = events[events["kind"].isin(EVENT_KINDS_MARKED)]
-    ev = ev[(ev["ts"] >= since) & (ev["ts"] < until)]
-    if ev.empty:
-        return None
-    data = pd.DataFrame(
+def timeseries_spec(
+    df: pd.DataFrame,
+    *,
+    unit: str,
+    since: float,
+    until: float,
+    events: pd.DataFrame | None = None,
+    title: str = "",
+    height: int = 220,
+    dashed: tuple[str, ...] = (),
+    points: tuple[str, ...] = (),
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(data, Vega-Lite spec) of lines of `df` (ts, label, value) over [since, until) with event
+    rules on the same time axis, for `st.vega_lite_chart(data, spec)`.
+
+    A plain spec dict rather than an Altair object: live views redraw nine of these on every
+    rerun, and Altair's to_dict (schema validation) alone costs ~50 ms a chart on this class of
+    machine, against ~1 ms for this. Lines and events share one table (column `layer`), so one
+    Arrow payload carries both. Labels containing any of `dashed` are drawn dashed (estimates);
+    labels in `points` also get dots when sparse (SPARSE_POINTS).
+    """
+    mult, suffix, fmt = DISPLAY.get(unit, (1.0, "", ",.3g"))
+    labels = sorted(str(x) for x in df["label"].unique()) if not df.empty else []
+    lines = pd.DataFrame(
         {
-            "time": _time(ev["ts"]),
-            "kind": ev["kind"].astype(str),
-            "severity": ev["severity"].fillna("info").astype(str),
-            "message": ev["message"].fillna("").astype(str).str.slice(0, 160),
+            "time": _time(df["ts"]) if not df.empty else pd.Series([], dtype="datetime64[ns, UTC]"),
+            "series": df["label"].astype(str).to_numpy() if not df.empty else [],
+            "value": (df["value"].astype(float) * mult).to_numpy() if not df.empty else [],
         }
     )
-    return (
-        alt.Chart(data)
-        .mark_rule(strokeWidth=1.5, strokeDash=[4, 3], opacity=0.8)
-        .encode(
-            x=alt.X("time:T"),
-            color=alt.Color(
-                "severity:N",
-                scale=alt.Scale(domain=list(SEVERITY_COLORS), range=list(SEVERITY_COLORS.values())),
-                legend=None,
-            ),
-            tooltip=[
-                alt.Tooltip("time:T", title="time", format="%Y-%m-%d %H:%M:%S"),
-                alt.Tooltip("kind:N"),
-                alt.Tooltip("severity:N"),
-                alt.Tooltip("message:N"),
-            ],
+    lines["layer"] = "line"
+    lines["dash"] = [any(d in x for d in dashed) for x in lines["series"]]
+    sparse = [x for x in labels if x in points and int((lines["series"] == x).sum()) <= SPARSE_POINTS]
+    lines["dot"] = lines["series"].isin(sparse)
+    frames = [lines]
+    ev = events if events is not None and not events.empty else None
+    if ev is not None:
+        ev = ev[ev["kind"].isin(EVENT_KINDS_MARKED) & (ev["ts"] >= since) & (ev["ts"] < until)]
+    if ev is not None and not ev.empty:
+        frames.append(
+            pd.DataFrame(
+                {
+                    "time": _time(ev["ts"]),
+                    "layer": "event",
+                    "kind": ev["kind"].astype(str).to_numpy(),
+                    "severity": ev["severity"].fillna("info").astype(str).to_numpy(),
+                    "message": ev["message"].fillna("").astype(str).str.slice(0, 160).to_numpy(),
+                }
+            )
         )
-    )
+    data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else lines
+    x = {
+        "field": "time",
+        "type": "temporal",
+        "title": None,
+        "scale": {"domain": [since * 1000.0, until * 1000.0]},
+    }
+    time_tip = {"field": "time", "type": "temporal", "title": "time", "format": "%Y-%m-%d %H:%M:%S"}
+    color = {
+        "field": "series",
+        "type": "nominal",
+        "scale": {"domain": labels, "range": list(SERIES_COLORS[: max(1, len(labels))])},
+        "legend": {"orient": "bottom", "title": None, "columns": 3, "symbolLimit": 0, "labelLimit": 220},
+    }
+    line_enc = {
+        "x": x,
+        "y": {"field": "value", "type": "quantitative", "title": suffix or None, "axis": {"format": fmt}},
+        "color": color,
+        "tooltip": [
+            time_tip,
+            {"field": "series", "type": "nominal"},
+            {"field": "value", "type": "quantitative", "format": fmt, "title": suffix or "value"},
+        ],
+    }
+    layers: list[dict[str, Any]] = [
+        {
+            "transform": [{"filter": "datum.layer === 'line'"}],
+            "mark": {"type": "line", "strokeWidth": 1.5},
+            "encoding": {
+                **line_enc,
+                "strokeDash": {
+                    "field": "dash",
+                    "type": "nominal",
+                    "scale": {"domain": [False, True], "range": [[1, 0], [5, 3]]},
+                    "legend": None,
+                },
+            },
+        }
+    ]
+    if sparse:
+        layers.append(
+            {
+                "transform": [{"filter": "datum.layer === 'line' && datum.dot"}],
+                "mark": {"type": "point", "filled": True, "size": 18},
+                "encoding": line_enc,
+            }
+        )
+    if len(frames) > 1:
+        layers.append(
+            {
+                "transform": [{"filter": "datum.layer === 'event'"}],
+                "mark": {"type": "rule", "strokeWidth": 1.5, "strokeDash": [4, 3], "opacity": 0.8},
+                "encoding": {
+                    "x": x,
+                    "color": {
+                        "field": "severity",
+                        "type": "nominal",
+                        "scale": {"domain": list(SEVERITY_COLORS), "range": list(SEVERITY_COLORS.values())},
+                        "legend": None,
+                    },
+                    "tooltip": [
+                        time_tip,
+                        {"field": "kind", "type": "nominal"},
+                        {"field": "severity", "type": "nominal"},
+                        {"field": "message", "type": "nominal"},
+                    ],
+                },
+            }
+        )
+    spec = {
+        # Canvas, not SVG: thousands of points paint several times faster (vega-embed reads
+        # usermeta.embedOptions from the spec).
+        "usermeta": {"embedOptions": {"renderer": "canvas"}},
+        "title": title,
+        "height": height,
+        "layer": layers,
+        "resolve": {"scale": {"color": "independent"}},
+    }
+    return data, spec
 
 
 def timeseries_chart(
@@ -80,55 +178,21 @@ def timeseries_chart(
     until: float,
     events: pd.DataFrame | None = None,
     title: str = "",
-    height: int = 200,
+    height: int = 220,
     dashed: tuple[str, ...] = (),
     points: tuple[str, ...] = (),
 ) -> alt.LayerChart:
-    """Lines of `df` (ts, label, value) over [since, until) with event rules on the time axis.
-
-    Labels containing any of `dashed` are drawn dashed (estimates); labels in `points` also get
-    dots (sparse client-side samples such as the canary).
-    """
-    mult, suffix, fmt = DISPLAY.get(unit, (1.0, "", ",.3g"))
-    labels = sorted(df["label"].unique()) if not df.empty else []
-    data = pd.DataFrame(
-        {
-            "time": _time(df["ts"]) if not df.empty else pd.Series([], dtype="datetime64[ns, UTC]"),
-            "series": df["label"].astype(str) if not df.empty else pd.Series([], dtype=str),
-            "value": (df["value"].astype(float) * mult) if not df.empty else pd.Series([], dtype=float),
-        }
+    """The same chart as an Altair object (exports, notebooks); live pages use timeseries_spec."""
+    data, spec = timeseries_spec(df, unit=unit, since=since, until=until, events=events, title=title,
+                                 height=height, dashed=dashed, points=points)
+    layers = []
+    for layer in spec["layer"]:
+        chart = alt.Chart.from_dict({**layer, "data": {"values": []}}, validate=False)
+        chart.data = data
+        layers.append(chart)
+    return alt.layer(*layers).resolve_scale(color="independent").properties(
+        title=spec["title"], height=spec["height"]
     )
-    data["dash"] = [any(d in s for d in dashed) for s in data["series"]]
-    domain = [pd.Timestamp(since, unit="s", tz="UTC"), pd.Timestamp(until, unit="s", tz="UTC")]
-    x = alt.X("time:T", title=None, scale=alt.Scale(domain=[d.isoformat() for d in domain]))
-    y = alt.Y("value:Q", title=suffix or None, axis=alt.Axis(format=fmt))
-    color = alt.Color(
-        "series:N",
-        scale=alt.Scale(domain=labels, range=list(SERIES_COLORS[: max(1, len(labels))])),
-        legend=alt.Legend(orient="bottom", title=None),
-    )
-    tooltip = [
-        alt.Tooltip("time:T", title="time", format="%Y-%m-%d %H:%M:%S"),
-        alt.Tooltip("series:N"),
-        alt.Tooltip("value:Q", format=fmt, title=suffix or "value"),
-    ]
-    base = alt.Chart(data).encode(x=x, y=y, color=color, tooltip=tooltip)
-    lines = base.mark_line(strokeWidth=1.5, interpolate="linear").encode(
-        strokeDash=alt.StrokeDash(
-            "dash:N", scale=alt.Scale(domain=[False, True], range=[[1, 0], [5, 3]]), legend=None
-        )
-    )
-    layers: list[alt.Chart] = [lines]
-    if points:
-        dots = base.transform_filter(
-            alt.FieldOneOfPredicate(field="series", oneOf=[s for s in labels if s in points])
-        ).mark_point(size=18, filled=True)
-        layers.append(dots)
-    rules = event_rules(events, since, until)
-    if rules is not None:
-        layers.append(rules)
-    chart = alt.layer(*layers).resolve_scale(color="independent")
-    return chart.properties(title=title, height=height)
 
 
 def curves_chart(

@@ -105,6 +105,13 @@ else:
 def progress() -> None:
     active = bm.active_sweeps(session.engine_for(ctx.url), server_id=server_id)
     alive, summary = session.runner_status(ctx.url)
+    ids = {it.id for it, _ in active}
+    seen = st.session_state.get("bm_seen_active", set())
+    st.session_state["bm_seen_active"] = ids
+    if seen - ids:  # a sweep this tab watched has finished: redraw the runs and curves below
+        _runs.clear()
+        _curves.clear()
+        st.rerun(scope="app")
     if not active:
         last = st.session_state.get("bm_last_started")
         if last is not None:

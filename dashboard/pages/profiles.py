@@ -42,15 +42,7 @@ if not names:
 else:
     wanted = session.selected_server(ctx)
     server_name = st.selectbox("Managed server", names, index=names.index(wanted) if wanted in names else 0)
-    state = next(s for s in states if s.server.name == server_name)
-    if state.launch is not None:
-        st.markdown(
-            f"**{server_name}** runs profile **{state.launch.profile_name or '—'}** "
-            f"(`{state.launch.profile_hash or '—'}`), launch #{state.launch.id}, {state.launch.status}, "
-            f"started {fmt_age(state.launch.started_at)}."
-        )
-    else:
-        st.markdown(f"**{server_name}** is not running.")
+running_now = next((s.launch.profile_name for s in states if s.server.name == server_name and s.launch), None)
 
 # -- live status of the newest lifecycle intent -------------------------------------------------
 
@@ -60,6 +52,15 @@ else:
 def status_panel() -> None:
     if server_name is None:
         return
+    launch = profile_admin.current_launch(ctx.engine, server_name)
+    if launch is not None:
+        st.markdown(
+            f"**{server_name}** runs profile **{launch.profile_name or '—'}** "
+            f"(`{launch.profile_hash or '—'}`), launch #{launch.id}, {launch.status}, "
+            f"started {fmt_age(launch.started_at)}."
+        )
+    else:
+        st.markdown(f"**{server_name}** is not running.")
     intent = profile_admin.latest_intent(ctx.engine, server_name)
     if intent is None:
         st.caption("No launch, stop or relaunch requested yet.")
@@ -69,6 +70,8 @@ def status_panel() -> None:
     head = f"{intent.kind} #{intent.id} ({(intent.payload or {}).get('profile') or '—'}) by {intent.requested_by}: **{stage}**"
     if intent.state in ("pending", "running"):
         st.markdown(head)
+        if intent.state == "pending" and not profile_admin.runner_alive(ctx.engine):
+            st.warning("No runner is alive to carry this out; start it with `pitwall up`.")
         st.progress(min(max(float(prog.get("fraction") or 0.0), 0.0), 1.0), text=str(prog.get("detail") or intent.state))
     elif intent.state == "done":
         st.success(f"{head} — {intent.message or ''}")
@@ -92,7 +95,8 @@ else:
     st.dataframe(table, hide_index=True, width="stretch")
 
 choices = list(by_name)
-picked = st.selectbox("Profile", choices) if choices else None
+start = choices.index(running_now) if running_now in choices else 0
+picked = st.selectbox("Profile", choices, index=start) if choices else None
 spec = by_name.get(picked) if picked else None
 
 if spec is not None and server_name is not None:

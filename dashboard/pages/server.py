@@ -11,7 +11,7 @@ import streamlit as st
 
 from dashboard.components import session
 from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
-from dashboard.components.timeseries_charts import timeseries_chart
+from dashboard.components.timeseries_charts import timeseries_spec
 from dashboard.services import timeseries as ts
 from dashboard.services.overview import ServerDetail, server_detail
 
@@ -93,6 +93,12 @@ shown = c1.pills(
     selection_mode="multi", key="server_panels",
 )
 mark_events = c2.toggle("Mark events", value=True, key="server_mark_events")
+# One GPU chart at a time (every GPU of the server as a series): four GPU charts would double
+# the page's paint time for figures an operator reads one at a time.
+gpu_metric = st.segmented_control(
+    "GPU metric", [k for k, *_ in ts.GPU_PANELS], default="gpu_util",
+    format_func={k: t for k, t, *_ in ts.GPU_PANELS}.get, key="server_gpu_metric",
+) or "gpu_util"
 gpus = _gpus(ctx.url, detail.server.id, tuple(detail.server.gpu_indices or ()))
 live_every = session.LIVE_REFRESH_S if window_s <= 3600 else 30.0
 
@@ -119,7 +125,7 @@ def charts() -> None:
         lat = data["latency"]
         if not probe.empty:
             lat = pd.concat([lat, probe.assign(min=probe["value"], max=probe["value"])], ignore_index=True)
-        specs.append((lat, "s", "Latency: probes, canary and server estimate", ("(est.)",), ("canary TTFT", "canary E2E")))
+        specs.append((lat, "s", "TTFT: probes, canary and server estimate", ("(est.)",), ("canary TTFT",)))
     for key, title, unit in (
         ("throughput", "Throughput", "tok_s"),
         ("batch", "Running batch and queue", "count"),
@@ -133,7 +139,8 @@ def charts() -> None:
             st.caption("No GPU telemetry on this host (NVML not available, or no GPUs assigned).")
         else:
             for key, title, unit, _ in ts.GPU_PANELS:
-                specs.append((data[key], unit, title, (), ()))
+                if key == gpu_metric:
+                    specs.append((data[key], unit, title, (), ()))
     cols = st.columns(2)
     for i, (df, unit, title, dashed, points) in enumerate(specs):
         with cols[i % 2]:
@@ -141,9 +148,9 @@ def charts() -> None:
                 st.markdown(f"**{title}**")
                 st.caption("No data in this window.")
                 continue
-            chart = timeseries_chart(df, unit=unit, since=since, until=until, events=ev, title=title,
-                                     dashed=dashed, points=points)
-            st.altair_chart(chart, width="stretch")
+            data, spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev,
+                                         title=title, dashed=dashed, points=points)
+            st.vega_lite_chart(data, spec, width="stretch")
 
 
 charts()

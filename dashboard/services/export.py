@@ -303,7 +303,8 @@ def chart_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
 
 def to_png(cards: Sequence[Scorecard]) -> bytes:
     """Every chart of the export stacked in one PNG."""
-    stacked = alt.vconcat(*[c for _, c in all_charts(cards)]).properties(
+    parts: list[Any] = [c for _, c in all_charts(cards)]
+    stacked = alt.vconcat(*parts).properties(
         title=" vs ".join(c.title for c in cards))
     return chart_png(stacked)
 

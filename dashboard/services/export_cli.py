@@ -14,6 +14,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from dashboard.services.export import FORMATS, ExportError, default_filename, render, write_export
 from dashboard.services.scorecard import ScorecardError, build_scorecard
@@ -84,7 +85,7 @@ def export_cli(argv: list[str]) -> int:
         from storage.db import make_engine
 
         engine = make_engine(settings.database_url)
-        common = {"settings_slo": settings.slo,
+        common: dict[str, Any] = {"settings_slo": settings.slo,
                   "electricity_usd_per_kwh": settings.electricity_usd_per_kwh}
         cards: list[Scorecard] = [build_scorecard(
             engine, server=args.server, run_id=args.run, launch_id=args.launch,

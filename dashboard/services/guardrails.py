@@ -70,6 +70,18 @@ def check_parallelism(flags: dict[str, Any], gpu_count: int | None) -> list[Issu
     return []
 
 
+def process_tree(pid: int | None) -> list[int]:
+    """pid and all its descendants (an SGLang server's scheduler and detokenizer children)."""
+    if not pid:
+        return []
+    import psutil
+
+    try:
+        return [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return [pid]
+
+
 @dataclass(frozen=True)
 class GpuProcess:
     pid: int

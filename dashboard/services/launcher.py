@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
-from collectors.supervisor import CONTROL_KINDS, LaunchPlan, PlanError, build_argv, flag_args
+from collectors.launch_plan import LaunchPlan, PlanError, build_argv, flag_args
+from collectors.supervisor import CONTROL_KINDS
 from dashboard.services import guardrails, profiles, sglang_flags
 from dashboard.services.profiles import ProfileSpec
 from dashboard.services.sglang_flags import Issue
@@ -37,10 +38,18 @@ from storage.models import Intent, Launch, Server
 PARSER_TIMEOUT_S = 120.0  # importing sglang imports torch: seconds, more on a cold disk
 FINAL_STATES = ("done", "failed", "cancelled")
 
-# Runs in the server's Python: exit 3 when sglang is not importable there, argparse's exit 2 with
-# its message on a bad flag, 0 when SGLang accepts the flags.
+# Runs in the server's Python. argv[1] is the entrypoint module: exit 5 when it cannot be found
+# there (e.g. SGLang not installed in that environment). Then exit 3 when sglang is not
+# importable (use the bundled table), argparse's exit 2 with its message on a bad flag, 0 when
+# SGLang accepts the flags.
 _PARSER_SCRIPT = """
 import importlib.util, sys
+try:
+    found = importlib.util.find_spec(sys.argv[1]) is not None
+except Exception:
+    found = False
+if not found:
+    sys.exit(5)
 if importlib.util.find_spec("sglang") is None:
     sys.exit(3)
 try:
@@ -51,8 +60,13 @@ except Exception as exc:
     sys.exit(4)
 parser = argparse.ArgumentParser(prog="sglang serve")
 ServerArgs.add_cli_args(parser)
-parser.parse_args(sys.argv[1:])
+parser.parse_args(sys.argv[2:])
 """
+
+
+def entry_module(entrypoint: str) -> str:
+    """The module `python -m` runs for a profile's entrypoint."""
+    return "sglang.cli.main" if entrypoint == "sglang serve" else entrypoint
 
 
 class LauncherError(ValueError):
@@ -78,16 +92,41 @@ class Report:
         return [str(i) for i in self.issues]
 
 
+# (python, argv, env) -> the real parser's verdict. Importing sglang takes seconds (torch), so a
+# relaunch to a profile already validated in this process does not pay it again.
+_PARSER_CACHE: dict[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]], tuple[list[Issue], str]] = {}
+_PARSER_CACHE_MAX = 64
+
+
 def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER_TIMEOUT_S) -> tuple[list[Issue], str] | None:
-    """Ask SGLang's own parser in `python`; None when sglang cannot be imported there."""
+    """Ask SGLang's own parser in `python`; None when sglang cannot be imported there.
+
+    Also checks that `python` can find the profile's entrypoint module (an error Issue if not).
+    """
+    args = (entry_module(spec.entrypoint), "--model-path", spec.model_path, *flag_args(spec.flags))
+    key = (python, args, tuple(sorted((k, str(v)) for k, v in spec.env.items())))
+    if key in _PARSER_CACHE:
+        return _PARSER_CACHE[key]
+    result = _run_real_parser(python, spec, list(args), timeout_s)
+    if result is not None:
+        if len(_PARSER_CACHE) >= _PARSER_CACHE_MAX:
+            _PARSER_CACHE.pop(next(iter(_PARSER_CACHE)))
+        _PARSER_CACHE[key] = result
+    return result
+
+
+def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s: float) -> tuple[list[Issue], str] | None:
     import os
 
-    argv = [python, "-c", _PARSER_SCRIPT, "--model-path", spec.model_path, *flag_args(spec.flags)]
+    argv = [python, "-c", _PARSER_SCRIPT, *args]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
                               env={**os.environ, **{k: str(v) for k, v in spec.env.items()}})
     except (OSError, subprocess.TimeoutExpired):
         return None
+    if proc.returncode == 5:
+        module = entry_module(spec.entrypoint)
+        return [Issue("error", "entrypoint", f"{python} cannot find the module {module} (the profile's entrypoint); install it in that environment or point the server's python at one that has it.")], f"the bundled SGLang {sglang_flags.SGLANG_VERSION} flag table"
     if proc.returncode in (3, 4):
         return None
     who = f"SGLang's parser in {python}"
@@ -114,10 +153,11 @@ def validate(
     report = Report()
     python = (server.python if server else None) or sys.executable
     real = real_parser_issues(python, spec) if use_real_parser else None
+    parsed = real is not None and not any(i.flag == "entrypoint" for i in real[0])
     if real is not None:
         report.issues.extend(real[0])
         report.checked_by = real[1]
-    report.issues.extend(sglang_flags.check_flags(spec.flags, known_by_parser=real is not None))
+    report.issues.extend(sglang_flags.check_flags(spec.flags, known_by_parser=parsed))
     report.issues.extend(sglang_flags.check_env(spec.env))
     report.issues.extend(guardrails.check_model_path(spec.model_path))
     if server is None:
@@ -160,9 +200,9 @@ class Planner:
             raise PlanError(str(exc)) from None
         row = profiles.mirror(self.engine, spec)
         assert server.id is not None
-        own = repo.latest_launch(self.engine, server_id=server.id)
+        own = running_launch(self.engine, server.id)
         report = validate(spec, server, replacing=replacing,
-                          own_pids=[own.pid] if replacing and own and own.pid else [])
+                          own_pids=guardrails.process_tree(own.pid) if replacing and own else [])
         if not report.ok:
             kind = "port_in_use" if any(i.flag == "port" for i in report.errors) else "bad_cli_flag"
             detail = "\n".join(report.lines())

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services import launcher, profiles
+from dashboard.services import guardrails, health, launcher, profiles
 from dashboard.services.profiles import ProfileError, ProfileSpec
 from dashboard.settings import Settings
 from storage import repo
@@ -35,6 +35,17 @@ def managed_servers(engine: Engine) -> list[ServerState]:
         intents = repo.list_intents(engine, server_id=s.id, kinds=("launch", "stop", "relaunch"), limit=1)
         out.append(ServerState(s, launcher.running_launch(engine, s.id), intents[0] if intents else None))
     return out
+
+
+def runner_alive(engine: Engine) -> bool:
+    return health.runner_alive(engine)
+
+
+def current_launch(engine: Engine, server_name: str) -> Launch | None:
+    server = repo.get_server(engine, name=server_name)
+    if server is None or server.id is None:
+        return None
+    return launcher.running_launch(engine, server.id)
 
 
 def latest_intent(engine: Engine, server_name: str) -> Intent | None:
@@ -91,7 +102,7 @@ def validate_named(engine: Engine, settings: Settings, name: str, server_name: s
     if server is not None and server.id is not None:
         launch = launcher.running_launch(engine, server.id)
         replacing = launch is not None
-        own = [launch.pid] if launch is not None and launch.pid else []
+        own = guardrails.process_tree(launch.pid) if launch is not None else []
     report = launcher.validate(spec, server, replacing=replacing, own_pids=own)
     repo.add_audit(engine, actor=actor, action="profile_validate", target=name,
                    detail={"ok": report.ok, "issues": report.lines(), "checked_by": report.checked_by})

@@ -74,7 +74,8 @@ def _gpu_info(engine: Engine, server_id: int) -> tuple[str, str]:
         info = repo.load_state(engine, key=key)
         if not info:
             continue
-        gpus = info.get("gpus") if isinstance(info.get("gpus"), list) else [info]
+        raw = info.get("gpus")
+        gpus: list[Any] = raw if isinstance(raw, list) else [info]
         names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
         driver = info.get("driver") or next(
             (g.get("driver") for g in gpus if isinstance(g, dict) and g.get("driver")), None)

@@ -8,6 +8,7 @@ warn_margin = 0.10          # a value up to 10 % worse than its target is "warn"
 queue_threshold = 16        # queue length above which time counts as a queue spike
 ttft_p99_s = 0.5            # a bare number is the target
 success_rate = { target = 0.99, warn = 0.95 }   # or an explicit warn bound
+crash_count = "off"         # "off" drops a default (or a global target, in a server table)
 
 [slo.servers.prod-a]        # per-server targets override the global ones
 ttft_p99_s = 0.3
@@ -40,8 +41,12 @@ DEFAULT_QUEUE_THRESHOLD = 16.0
 OPTION_KEYS = ("warn_margin", "queue_threshold")
 GRADE_ORDER = {"none": 0, "pass": 1, "warn": 2, "fail": 3}
 
-#: Targets that hold for any server (stability only; latency and cost depend on the model).
+#: Targets that hold for most deployments out of the box: an interactive TTFT, a tolerable
+#: per-image latency, and no failures. Throughput and cost depend on the model, the hardware and
+#: the price, so they have no default: set them under [slo] (or in the UI) to grade them.
 DEFAULT_TARGETS: dict[str, dict[str, float]] = {
+    "ttft_p99_s": {"target": 1.0, "warn": 2.0},
+    "image_p99_s": {"target": 30.0, "warn": 60.0},
     "success_rate": {"target": 0.99, "warn": 0.95},
     "crash_count": {"target": 0, "warn": 0},
     "oom_count": {"target": 0, "warn": 0},
@@ -88,11 +93,15 @@ def _entries(table: dict[str, Any], where: str) -> dict[str, dict[str, float]]:
             )
         if SPECS_BY_KEY[key].better == "none":
             raise SloError(f"SLO {where}.{key} is informational and cannot have a target.")
+        if value == "off":  # drops a default or a broader target for this scope
+            out[key] = {"off": 1.0}
+            continue
         if isinstance(value, dict):
             unknown = set(value) - {"target", "warn"}
             if unknown or "target" not in value:
                 raise SloError(
-                    f"SLO {where}.{key} is {value!r}; expected a number or {{target = x, warn = y}}."
+                    f"SLO {where}.{key} is {value!r}; expected a number, "
+                    '{target = x, warn = y} or "off".'
                 )
             entry = {"target": _number(value["target"], f"{where}.{key}.target")}
             if "warn" in value:
@@ -168,6 +177,8 @@ def resolve(server: str | None, settings_slo: dict[str, Any] | None,
     margin = options.get("warn_margin", DEFAULT_WARN_MARGIN)
     targets = {}
     for key, (origin, entry) in merged.items():
+        if "off" in entry:
+            continue
         t = entry["target"]
         higher = SPECS_BY_KEY[key].better == "higher"
         default_warn = t * (1 - margin) if higher else t * (1 + margin)

@@ -1,15 +1,15 @@
 """Chart series for the Server page: which metrics each panel plots and how they are read.
 
-Every series is SQL-bucketed by `storage.repo.bucketed_series` to at most MAX_POINTS points
+Every series is SQL-bucketed by `storage.repo.bucketed_series` to at most MAX_POINTS (720) points
 (windows whose bucket is a minute or longer read the per-minute Rollup table), so a 7-day panel
-over 1-second samples ships ~1,440 points per series, never 600k. Values stay in base units
+over 1-second samples ships 720 points per series, never 600k. Values stay in base units
 (seconds, 0-1 ratios, bytes, watts, °C); the chart component converts for display.
 
 Panels (metric keys are the collectors' contract, DESIGN.md):
 
 | panel | unit | series |
 |---|---|---|
-| latency | s | canary.ttft_s, canary.e2e_s (client-side), metrics.ttft_p50/p95/p99_s (server histogram estimate); probe TTFT p50/p99 per bucket from ProbeRequest rows |
+| latency | s | canary.ttft_s (client-side), metrics.ttft_p50/p95/p99_s (server histogram estimate); probe TTFT p50/p99 per bucket from ProbeRequest rows (E2E lives on the scorecard: on one axis it would flatten TTFT) |
 | throughput | tok/s | log.gen_throughput_tok_s, log.input_throughput_tok_s (fallback metrics.gen_throughput_tok_s) |
 | batch | count | log.running_req, log.queue_req (fallback metrics.num_running_reqs / num_queue_reqs) |
 | token_usage | ratio | log.token_usage (fallback metrics.token_usage) |
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,9 @@ from sqlalchemy.engine import Engine
 
 from storage import repo
 
-MAX_POINTS = 1500
+# A chart is ~600 px wide in the two-column layout, so more points than that cannot be seen;
+# 720 keeps the browser's paint cheap (perf-baselines.md §6) and divides a day evenly.
+MAX_POINTS = 720
 GPU_RE = re.compile(r"^gpu\.(\d+)\.(util_ratio|mem_used_bytes|mem_total_bytes|power_w|temp_c)$")
 
 
@@ -52,7 +55,6 @@ PANELS: tuple[Panel, ...] = (
         "s",
         (
             ("canary.ttft_s", "canary TTFT"),
-            ("canary.e2e_s", "canary E2E"),
             ("metrics.ttft_p50_s", "server TTFT p50 (est.)"),
             ("metrics.ttft_p95_s", "server TTFT p95 (est.)"),
             ("metrics.ttft_p99_s", "server TTFT p99 (est.)"),
@@ -122,6 +124,30 @@ def window(window_s: float, now: float | None = None) -> tuple[float, float]:
     return until - window_s, until
 
 
+def _bucketed(
+    engine: Engine, *, server_id: int, metrics: list[str], since: float, until: float, max_points: int
+) -> pd.DataFrame:
+    """repo.bucketed_series over two halves of `metrics` in two threads.
+
+    SQLite releases the GIL while it scans, so on a 2-core host a long window (many series
+    over Rollup) reads in about half the time; short lists are read in one go.
+    """
+    if len(metrics) < 8:
+        return repo.bucketed_series(engine, server_id=server_id, metrics=metrics, since=since,
+                                    until=until, max_points=max_points)
+    half = len(metrics) // 2
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="series") as pool:
+        parts = list(pool.map(
+            lambda ms: repo.bucketed_series(engine, server_id=server_id, metrics=ms, since=since,
+                                            until=until, max_points=max_points),
+            (metrics[:half], metrics[half:]),
+        ))
+    parts = [p for p in parts if not p.empty]
+    if not parts:
+        return parts[0] if parts else pd.DataFrame(columns=["metric", "ts", "avg", "min", "max"])
+    return pd.concat(parts, ignore_index=True)
+
+
 def read_series(
     engine: Engine,
     *,
@@ -136,9 +162,8 @@ def read_series(
     Fallback series are read only for panels whose primary series have no data in the window.
     """
     wanted = sorted({m for p in panels for m, _ in p.series})
-    df = repo.bucketed_series(
-        engine, server_id=server_id, metrics=wanted, since=since, until=until, max_points=max_points
-    )
+    df = _bucketed(engine, server_id=server_id, metrics=wanted, since=since, until=until,
+                   max_points=max_points)
     present = set(df["metric"].unique()) if not df.empty else set()
     fallback = sorted({m for p in panels if not present & {m for m, _ in p.series} for m, _ in p.fallback})
     if fallback:

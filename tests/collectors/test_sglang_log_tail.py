@@ -323,3 +323,20 @@ def test_live_writer_process_loses_nothing_across_restarts(tmp_path: Path) -> No
         proc.wait(timeout=10)
         c.close()
     assert running(store.rows) == [float(i) for i in range(n)]
+
+
+def test_collector_restart_across_rotation_loses_nothing(tmp_path: Path) -> None:
+    p = tmp_path / "s.log"
+    write(p, dec(1), "w")
+    store, srv = Store(), server(p)
+    c = SGLangLogCollector()
+    store.commit(c.poll(store.ctx([srv])))
+    c.close()  # runner down while the server logs on and logrotate runs
+    write(p, dec(2))
+    os.rename(p, tmp_path / "s.log.1")
+    write(p, dec(3), "w")
+    c2 = SGLangLogCollector()
+    for _ in range(3):
+        store.commit(c2.poll(store.ctx([srv])))
+    assert running(store.rows) == [1.0, 2.0, 3.0]
+    c2.close()

@@ -14,7 +14,7 @@ from dashboard.components.auth import check_password
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "app.py")
 PAGE = "dashboard/pages/profiles.py"
-PROFILE = 'name = "{n}"\nmodel_path = "org/m"\n[flags]\nmax-running-requests = {m}\n'
+PROFILE = 'name = "{n}"\nmodel_path = "org/m"\nentrypoint = "simulator.launch_server"\n[flags]\nmax-running-requests = {m}\n'
 
 
 @pytest.fixture

@@ -191,3 +191,20 @@ def test_ready_timeout_rolls_back_to_last_good_profile(rig) -> None:
     assert _server_info(port)["max_running_requests"] == 8
     timed_out = repo.get_launch(engine, launch_id=final.result["launch_id"])
     assert timed_out.status == "failed" and timed_out.ended_at is not None
+
+
+def test_auto_restart_after_exit_when_enabled(rig) -> None:
+    import os
+    import signal
+
+    engine, sid = rig["engine"], rig["server"].id
+    rig["runner"].supervisor.auto_restart = True  # off by default
+    auto = wait_for(lambda: repo.list_intents(engine, server_id=sid, kinds=["launch"]), what="auto-start")[0]
+    assert wait_for(lambda: _done(engine, auto.id)).state == "done"
+    first = repo.latest_launch(engine, server_id=sid)
+    os.killpg(first.pid, signal.SIGKILL)
+    restart = wait_for(lambda: [i for i in repo.list_intents(engine, server_id=sid, kinds=["launch"])
+                                if i.requested_by == "runner (auto-restart)"], what="auto-restart intent")[0]
+    assert wait_for(lambda: _done(engine, restart.id)).state == "done"
+    again = repo.latest_launch(engine, server_id=sid)
+    assert again.id != first.id and again.profile_name == "fast-a" and again.status == "ready"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.supervisor import build_argv, flag_args, startup_progress
+from collectors.launch_plan import build_argv, flag_args, startup_progress
 from dashboard.services import guardrails, launcher, sglang_flags
 from dashboard.services.guardrails import GpuProcess
 from dashboard.services.profiles import ProfileSpec
@@ -249,6 +249,7 @@ def _fake_sglang(tmp_path: Path) -> Path:
     (tmp_path / "fake" / "sglang" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "server_args.py").write_text(FAKE_SGLANG)
+    (tmp_path / "fake" / "sglang" / "launch_server.py").write_text("")
     return tmp_path / "fake"
 
 
@@ -269,9 +270,18 @@ def test_real_parser_is_used_when_sglang_imports(tmp_path: Path) -> None:
 
 
 def test_bundled_table_when_sglang_is_absent() -> None:
-    report = launcher.validate(ProfileSpec(name="x", model_path="org/m", flags={"enable-radix-cache": True}))
+    # This venv has no sglang; the entrypoint module exists here.
+    spec = ProfileSpec(name="x", model_path="org/m", entrypoint="simulator.launch_server", flags={"enable-radix-cache": True})
+    report = launcher.validate(spec)
     assert report.checked_by == "bundled SGLang 0.5.23 flag table"
-    assert "does not exist in any SGLang release" in report.errors[0].message
+    assert [i.flag for i in report.errors] == ["enable-radix-cache"]
+
+
+def test_entrypoint_must_be_importable_by_the_server_python() -> None:
+    report = launcher.validate(ProfileSpec(name="x", model_path="org/m", entrypoint="no_such_pkg.launch_server"))
+    assert [i.message for i in report.errors] == [
+        f"{sys.executable} cannot find the module no_such_pkg.launch_server (the profile's entrypoint); "
+        "install it in that environment or point the server's python at one that has it."]
 
 
 def test_validate_with_server_runs_guardrails() -> None:
@@ -280,10 +290,11 @@ def test_validate_with_server_runs_guardrails() -> None:
         s.listen()
         port = s.getsockname()[1]
         server = Server(id=1, name="s", base_url=f"http://127.0.0.1:{port}", python=sys.executable, gpu_indices=[0])
-        spec = ProfileSpec(name="x", model_path="org/m", flags={"tp-size": 2})
+        spec = ProfileSpec(name="x", model_path="org/m", entrypoint="simulator.launch_server", flags={"tp-size": 2})
         report = launcher.validate(spec, server, gpu_snapshot={0: []})
         assert [i.flag for i in report.errors] == ["port", "tp-size"]
-        replacing = launcher.validate(ProfileSpec(name="x", model_path="org/m"), server, replacing=True, gpu_snapshot={0: []})
+        replacing = launcher.validate(ProfileSpec(name="x", model_path="org/m", entrypoint="simulator.launch_server"),
+                                      server, replacing=True, gpu_snapshot={0: []})
         assert replacing.ok
 
 

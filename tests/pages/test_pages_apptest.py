@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
-
 from conftest import REPO
 from pages_seed import HOSTILE, seed
+from streamlit.testing.v1 import AppTest
 
 APP = str(REPO / "app.py")
 

@@ -59,7 +59,7 @@ async def handle_stream(api: str, request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"message": "stub error"}}, status=int(mode[6:]))
     body = await request.json()
     rid = request.headers.get("X-Request-Id", "")
-    stamps = STAMPS.setdefault(rid, {"t0": t0, "ts": []})
+    stamps = STAMPS.setdefault(rid, {"t0": t0, "ts": [], "auth": request.headers.get("Authorization")})
     if api == "generate":
         prompt = body.get("text", "")
         n = int(body.get("sampling_params", {}).get("max_new_tokens", 16))

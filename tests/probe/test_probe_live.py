@@ -17,8 +17,6 @@ import pytest
 from probe_stub_server import spawn
 from sqlalchemy.engine import Engine
 
-from collectors.base import CollectorContext, ServerTarget
-from collectors.canary import CanaryCollector
 from collectors.probe import store
 from collectors.probe.cli import open_engine, probe_cli
 from collectors.probe.client import make_session, send
@@ -27,6 +25,7 @@ from collectors.probe.sweep import SweepSpec, run_sweep, run_sweep_subprocess
 from collectors.probe.workloads import Prompt, WorkloadSpec, request_body
 
 pytestmark = pytest.mark.timeout(120)
+SHORT = {"max_new_tokens": 8}  # 8 tokens x 5 ms keeps each request short
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +118,7 @@ def _closed_port() -> int:
 def test_failures_become_error_kinds_and_run_is_stored(
     stub: str, engine: Engine, suffix: str, api: str, kind: str, timeout: float
 ) -> None:
-    spec = SweepSpec(url=stub + suffix, api=api, levels=[2], requests=3, warmup=0, timeout_s=timeout)
+    spec = SweepSpec(url=stub + suffix, api=api, levels=[2], requests=3, warmup=0, timeout_s=timeout, workload=WorkloadSpec(**SHORT))
     report = asyncio.run(run_sweep(spec, engine=engine))
     assert report["status"] == "done" and report["levels"][0]["errors"] == {kind: 3}
     run = store.get_run(engine, run_id=report["run_id"])
@@ -137,7 +136,7 @@ def test_server_down_is_connect_refused(engine: Engine) -> None:
 def test_server_killed_mid_stream(engine: Engine) -> None:
     proc, port = spawn(delay_ms=5.0, first_delay_ms=5.0)
     try:
-        spec = SweepSpec(url=f"http://127.0.0.1:{port}/mode/die", levels=[1], requests=1, warmup=0)
+        spec = SweepSpec(url=f"http://127.0.0.1:{port}/mode/die", levels=[1], requests=1, warmup=0, workload=WorkloadSpec(**SHORT))
         report = asyncio.run(run_sweep(spec, engine=engine))
     finally:
         proc.kill()
@@ -148,7 +147,7 @@ def test_server_killed_mid_stream(engine: Engine) -> None:
 
 
 def test_abort_on_error_rate(stub: str, engine: Engine) -> None:
-    spec = SweepSpec(url=stub + "/mode/status500", levels=[1, 2], requests=40, warmup=0, abort_min_requests=5)
+    spec = SweepSpec(url=stub + "/mode/status500", levels=[1, 2], requests=40, warmup=0, abort_min_requests=5, workload=WorkloadSpec(**SHORT))
     report = asyncio.run(run_sweep(spec, engine=engine))
     assert report["status"] == "aborted" and len(report["levels"]) == 1
     run = store.get_run(engine, run_id=report["run_id"])
@@ -181,17 +180,17 @@ def test_cli_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_rate_mode_and_images(stub: str) -> None:
-    spec = SweepSpec(url=stub, mode="rate", levels=[50.0], requests=10, warmup=1)
+    spec = SweepSpec(url=stub, mode="rate", levels=[50.0], requests=10, warmup=1, workload=WorkloadSpec(**SHORT))
     lv = asyncio.run(run_sweep(spec))["levels"][0]
     assert lv["rate"] == 50.0 and lv["ok"] == 10 and lv["achieved"]["rate"] > 0
-    spec = SweepSpec(url=stub, api="images", levels=[2], requests=4, warmup=0)
+    spec = SweepSpec(url=stub, api="images", levels=[2], requests=4, warmup=0, workload=WorkloadSpec(**SHORT))
     lv = asyncio.run(run_sweep(spec))["levels"][0]
     assert lv["ok"] == 4 and lv["throughput"]["images_per_min"] > 0 and lv["ttft_s"]["p50"] is None
 
 
 def test_consistency_against_baseline(stub: str, engine: Engine) -> None:
-    base = asyncio.run(run_sweep(SweepSpec(url=stub, levels=[2], requests=6, warmup=0), engine=engine))
-    spec = SweepSpec(url=stub, levels=[1], requests=6, warmup=0, baseline_run_id=base["run_id"])
+    base = asyncio.run(run_sweep(SweepSpec(url=stub, levels=[2], requests=6, warmup=0, workload=WorkloadSpec(**SHORT)), engine=engine))
+    spec = SweepSpec(url=stub, levels=[1], requests=6, warmup=0, baseline_run_id=base["run_id"], workload=WorkloadSpec(**SHORT))
     rep = asyncio.run(run_sweep(spec, engine=engine))
     assert rep["consistency"]["compared"] == 6 and rep["consistency"]["differing"] == 0
     assert rep["consistency"]["warnings"] == []
@@ -200,26 +199,32 @@ def test_consistency_against_baseline(stub: str, engine: Engine) -> None:
 def test_sweep_in_subprocess(stub: str, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'sub.db'}"
     engine = open_engine(db)
-    spec = SweepSpec(url=stub, levels=[2], requests=4, warmup=0, api_key="secret")
+    spec = SweepSpec(url=stub, levels=[2], requests=4, warmup=0, api_key="secret", workload=WorkloadSpec(**SHORT))
+    _stamps(stub)
     run_id = run_sweep_subprocess(engine, db, spec, timeout_s=60)
+    seen = _stamps(stub)
+    assert len(seen) == 4 and {s["auth"] for s in seen.values()} == {"Bearer secret"}  # API key sent
     run = store.get_run(engine, run_id=run_id)
     assert run is not None and run["status"] == "done" and run["report"]["levels"][0]["ok"] == 4
     assert run["spec"]["api_key"] == "***"
 
 
-def test_canary(stub: str) -> None:
-    canary = CanaryCollector(interval_s=30, timeout_s=5)
-    servers = [ServerTarget(1, "up", stub), ServerTarget(2, "down", f"http://127.0.0.1:{_closed_port()}"),
-               ServerTarget(3, "img", stub, kind="image")]
-    ctx = CollectorContext(servers=servers, load_state=lambda _k: None, save_state=lambda _k, _v: None)
-    try:
-        res = canary.poll(ctx)
-    finally:
-        canary.close()
-    got = {(s.server_id, s.metric): s.value for s in res.samples}
-    assert got[(1, "canary.ok")] == 1.0 and got[(1, "canary.ttft_s")] > 0 and (1, "canary.e2e_s") in got
-    assert got[(2, "canary.ok")] == 0.0 and (2, "canary.ttft_s") not in got
-    assert got[(3, "canary.ok")] == 1.0 and (3, "canary.ttft_s") not in got
-    assert all(s.source == "probe" for s in res.samples)
-    assert [(e.server_id, e.kind) for e in res.events] == [(2, "probe_error")]
-    assert "connect_refused" in res.events[0].message
+def test_probe_intent_runs_sweep_for_a_server(stub: str, tmp_path: Path) -> None:
+    from collectors.probe.intent import make_probe_intent_handler
+    from storage import repo
+
+    db = f"sqlite:///{tmp_path / 'intent.db'}"
+    engine = open_engine(db)
+    server = repo.upsert_server(engine, name="s1", base_url=stub)
+    intent = repo.create_intent(engine, kind="probe", server_id=server.id,
+                                payload={"levels": [1], "requests": 3, "warmup": 0, "workload": SHORT})
+    make_probe_intent_handler(engine, db, timeout_s=60)(intent)
+    done = repo.get_intent(engine, intent_id=intent.id)  # type: ignore[arg-type]
+    assert done is not None and done.state == "done" and done.result is not None
+    run = store.get_run(engine, run_id=done.result["run_id"])
+    assert run is not None and run["status"] == "done" and run["server_id"] == server.id
+    assert done.progress is not None and done.progress["fraction"] == 1.0
+    bad = repo.create_intent(engine, kind="probe", server_id=None, payload={"levels": [1]})
+    make_probe_intent_handler(engine, db)(bad)
+    failed = repo.get_intent(engine, intent_id=bad.id)  # type: ignore[arg-type]
+    assert failed is not None and failed.state == "failed" and "url" in (failed.message or "")

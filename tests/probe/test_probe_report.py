@@ -101,3 +101,21 @@ def test_compare_outputs_counts_differences() -> None:
                                 {"prompts_hash": "a", "sampling": {"temperature": 0.0}}) == []
     assert len(consistency_warnings({"prompts_hash": "a", "sampling": {"temperature": 0.0}},
                                     {"prompts_hash": "b", "sampling": {"temperature": 1.0}})) == 2
+
+
+def test_throughput_uses_steady_window() -> None:
+    # closed loop c=2, warm-up seq 0/1 end at 1.0 and 1.2; measured requests (start, end):
+    # seq2 (1.0, 2.0), seq3 (1.2, 2.2), seq4 (2.0, 3.0), seq5 (2.2, 3.2), seq6 (3.0, 4.0)
+    # steady window: last warm-up end 1.2 -> last measured start 3.0 = 1.8 s
+    # finished inside it: seq2 (2.0), seq3 (2.2), seq4 (3.0) -> 3 / 1.8 rps; tokens 3 x 3 / 1.8
+    spans = [(0.0, 1.0, True), (0.2, 1.2, True), (1.0, 2.0, False), (1.2, 2.2, False),
+             (2.0, 3.0, False), (2.2, 3.2, False), (3.0, 4.0, False)]
+    recs = [_rec(i, True, 0.1, e - s, s, [0.1, 0.1], warm=w) for i, (s, e, w) in enumerate(spans)]
+    res = LevelResult(LevelPlan("concurrency", 2, requests=5, warmup=2), records=recs,
+                      loop_lag_s=[0.0], cpu_pct=1.0, wall_s=4.0)
+    lv = level_report(res)
+    assert lv["steady_window_s"] == pytest.approx(1.8)
+    assert lv["throughput"]["rps"] == pytest.approx(3 / 1.8)
+    assert lv["throughput"]["output_tok_s"] == pytest.approx(9 / 1.8)
+    # achieved concurrency uses the whole measured window: 5 x 1.0 s busy / (1.0 -> 4.0 = 3.0 s)
+    assert lv["achieved"]["concurrency"] == pytest.approx(5 / 3)

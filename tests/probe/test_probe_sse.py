@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,41 @@ def test_image_response() -> None:
     assert n == 2 and h == hash_output("AAA\nBBB")
     with pytest.raises(InvalidResponse):
         parse_image_response({"data": []})
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("api", "tokens_in", "tokens_out", "cached", "text", "token_chunks"),
+    [
+        # /generate: the first chunk carries 1 token with empty text (a held-back partial
+        # character), then one token per chunk; counts from meta_info (6 out, 4 in, 3 cached)
+        ("generate", 4, 6, 3, "\ufffdZJZJZ", [1, 1, 1, 1, 1, 1]),
+        # chat: role chunk with content "" and reasoning_content null is not a token; 5 content
+        # chunks; usage chunk: 16 prompt, 5 completion, 1 cached (--enable-cache-report)
+        ("chat", 16, 5, 1, " c  c  c", [1, 1, 1, 1, 1]),
+        # completions: first chunk text "" (not counted), 4 visible chunks, usage says 5 tokens
+        ("completions", 4, 5, 3, "\ufffdZJZJ", [1, 1, 1, 1]),
+    ],
+)
+def test_real_sglang_0523_streams(api: str, tokens_in: int, tokens_out: int, cached: int,
+                                  text: str, token_chunks: list[int]) -> None:
+    p = StreamParser(api)
+    counts = []
+    with open(FIXTURES / f"sglang-0.5.23-real-cpu-{api}-stream.sse", "rb") as fh:
+        for line in fh:
+            counts.append(p.feed(line))
+    assert p.done and p.visible
+    assert (p.tokens_in, p.tokens_out, p.tokens_cached) == (tokens_in, tokens_out, cached)
+    assert p.output_text() == text
+    assert [n for n in counts if n] == token_chunks
+
+
+def test_generate_incremental_mode_from_output_ids() -> None:
+    # incremental streaming: output_ids holds only the new ids, so a repeated token is appended
+    p = StreamParser("generate")
+    p.feed(_line({"text": " c", "output_ids": [5], "meta_info": {"completion_tokens": 1}}))
+    p.feed(_line({"text": " c", "output_ids": [5], "meta_info": {"completion_tokens": 2}}))
+    p.feed(_line({"text": " c", "output_ids": [5], "meta_info": {"completion_tokens": 3}}))
+    assert p.output_text() == " c c c" and p.counted == 3

@@ -39,5 +39,7 @@ def test_shared_prefix_gets_no_cached_tokens_anywhere(real_server: Any) -> None:
     text = httpx.get(f"{real_server.base_url}/metrics", timeout=60).text
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     prompt = sum(s.value for s in fams["sglang:prompt_tokens"].samples if s.name.endswith("_total"))
-    cached_total = sum(s.value for s in fams["sglang:cached_tokens"].samples if s.name.endswith("_total"))
-    assert prompt >= sum(m["prompt_tokens"] for m in metas) and cached_total == 0
+    assert prompt >= sum(m["prompt_tokens"] for m in metas)
+    # SGLang's multiprocess collector only shows a labelled counter once a child is incremented:
+    # with no cache hit ever, sglang:cached_tokens_total is ABSENT (not 0) from /metrics.
+    assert "sglang:cached_tokens" not in fams

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DETAIL_A, seed_alpha
+from scorecard_seed import DETAIL_A, seed_alpha
 
 from dashboard.services.compare import compare
 from dashboard.services.scorecard import build_scorecard

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import DETAIL_A, seed_alpha
+from scorecard_seed import DETAIL_A, seed_alpha
 
 from dashboard.services import export
 from dashboard.services.scorecard import build_scorecard

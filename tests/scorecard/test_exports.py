@@ -9,8 +9,8 @@ import json
 
 import jsonschema
 import pytest
-from conftest import DETAIL_A, seed_alpha, seed_canary_only
 from markdown_it import MarkdownIt
+from scorecard_seed import DETAIL_A, seed_alpha, seed_canary_only
 
 from dashboard.services import export
 from dashboard.services.export_cli import export_cli, parse_duration

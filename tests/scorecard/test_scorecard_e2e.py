@@ -31,6 +31,10 @@ from dashboard.services.scorecard import build_scorecard
 from storage import repo
 
 READY_TIMEOUT_S = 60.0
+# Model time runs 4x faster than wall time. At 20x a 2k-token prefill takes ~4 ms of wall time,
+# below this 2-core host's scheduling noise (client and simulator share it); at 4x the uncached
+# prefill (~90 ms) stands well clear of the cached one (~10 ms) and each sweep stays ~1 s.
+SIM_SPEED = "4"
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -47,16 +51,21 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     pytest.fail(f"simulator not ready in {READY_TIMEOUT_S} s: {log.read_text()[-2000:]}")
 
 
-def _run_profile(engine, tmp_path: Path, *, server_id: int, radix: bool) -> int:
+def _run_profile(engine, tmp_path: Path, *, server_id: int, radix: bool,
+                 not_before: float = 0.0) -> tuple[int, float]:
     """Launch the simulator under one profile, sweep it, store its log samples; the launch id."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = [sys.executable, "-m", "simulator.launch_server", "--model-path", "tiny-llama",
-            "--port", str(port), "--enable-metrics", "--sim-speed", "20"]
+            "--port", str(port), "--enable-metrics", "--sim-speed", SIM_SPEED,
+            "--sim-startup-s", "0.5"]
     if not radix:
         argv.append("--disable-radix-cache")
-    # SGLang's log stamps whole seconds: the launch window starts on a whole second so the
-    # first log line of this launch can never fall before it.
+    # SGLang's log stamps whole seconds, so launch windows are whole seconds too: this launch
+    # starts on the second after the previous one ended (windows never overlap), and the first
+    # log line of this launch can never fall before it.
+    while time.time() < not_before:
+        time.sleep(0.05)
     launch = repo.create_launch(
         engine, server_id=server_id, profile_name="radix-on" if radix else "radix-off",
         argv=argv[1:], server_args={"disable_radix_cache": not radix, "enable_metrics": True},
@@ -71,7 +80,7 @@ def _run_profile(engine, tmp_path: Path, *, server_id: int, radix: bool) -> int:
             url=url, levels=[4], requests=32, warmup=4, server_id=server_id,
             launch_id=launch.id, name="radix-e2e",
             workload=WorkloadSpec(prompt_set="shared-prefix", prefix_templates=2,
-                                  suffixes_per_template=8, prefix_tokens=512,
+                                  suffixes_per_template=8, prefix_tokens=2048,
                                   max_new_tokens=16, ignore_eos=True))
         asyncio.run(asyncio.wait_for(run_sweep(spec, engine=engine), timeout=120))
     finally:
@@ -81,8 +90,8 @@ def _run_profile(engine, tmp_path: Path, *, server_id: int, radix: bool) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-    repo.update_launch(engine, launch_id=launch.id, status="stopped",
-                       ended_at=float(math.ceil(time.time())) + 1.0)
+    ended = float(math.floor(time.time()) + 1)
+    repo.update_launch(engine, launch_id=launch.id, status="stopped", ended_at=ended)
     target = ServerTarget(id=server_id, name="sim", base_url=url, launch_id=launch.id)
     rows = records_to_rows(parse_text(log.read_text()), target, time.time())
     with engine.begin() as conn:
@@ -90,15 +99,15 @@ def _run_profile(engine, tmp_path: Path, *, server_id: int, radix: bool) -> int:
             {"ts": s.ts, "server_id": s.server_id, "launch_id": s.launch_id, "source": s.source,
              "metric": s.metric, "value": s.value} for s in rows.samples])
     assert launch.id is not None
-    return launch.id
+    return launch.id, ended
 
 
 def test_radix_on_vs_off_scorecards(engine, tmp_path):
     srv = repo.upsert_server(engine, name="sim", base_url="http://127.0.0.1:1", kind="llm",
                              gpu_indices=[0], gpu_hourly_usd=3.0)
     assert srv.id is not None
-    off = _run_profile(engine, tmp_path, server_id=srv.id, radix=False)
-    on = _run_profile(engine, tmp_path, server_id=srv.id, radix=True)
+    off, ended = _run_profile(engine, tmp_path, server_id=srv.id, radix=False)
+    on, _ = _run_profile(engine, tmp_path, server_id=srv.id, radix=True, not_before=ended)
     slo = {"ttft_p99_s": 1.0}
     cards = [build_scorecard(engine, launch_id=off, settings_slo=slo),
              build_scorecard(engine, launch_id=on, settings_slo=slo)]
@@ -107,7 +116,7 @@ def test_radix_on_vs_off_scorecards(engine, tmp_path):
         assert card.figures["radix_hit_rate"].source == "server"  # from the scheduler log
         assert card.value("success_rate") == 1.0
     hit_off, hit_on = cards[0].value("radix_hit_rate"), cards[1].value("radix_hit_rate")
-    # 2 templates x 8 suffixes sharing a 512-word prefix: with the cache on, most prompt tokens
+    # 2 templates x 8 suffixes sharing a 2048-word prefix: with the cache on, most prompt tokens
     # after the first of each template are cached; with it off, none are
     assert hit_off == 0.0
     assert hit_on is not None and hit_on > 0.5

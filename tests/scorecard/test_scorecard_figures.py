@@ -9,13 +9,18 @@ samples and events in the run window [T0-1, T0+5).
 from __future__ import annotations
 
 import pytest
-from conftest import T0, seed_alpha, seed_canary_only
+from scorecard_seed import T0, seed_alpha, seed_canary_only
 
 from dashboard.services.metric_specs import METRIC_SPECS
 from dashboard.services.scorecard import ScorecardError, build_scorecard
 from dashboard.services.scorecard_compute import ScorecardInputs, compute_scorecard
 from dashboard.services.slo import resolve
 from storage import repo
+
+
+@pytest.fixture
+def alpha(engine) -> dict[str, int]:
+    return seed_alpha(engine)
 
 
 @pytest.fixture
@@ -148,10 +153,16 @@ def test_no_price_is_not_configured_never_zero(engine):
     assert any("not configured" in r for r in card.dimensions["cost"].reasons)
 
 
-def test_no_slo_target_makes_cost_at_target_not_configured(engine, alpha):
+def test_cost_at_target_default_and_off(engine, alpha):
+    # the default TTFT p99 target (1 s) applies: 0.397 s meets it -> $11.111
     card = build_scorecard(engine, run_id=alpha["run_id"])
+    assert v(card, "usd_per_1m_output_tok_at_slo") == pytest.approx(11.1111, rel=1e-4)
+    assert card.figures["ttft_p99_s"].target == 1.0
+    # with the target switched off there is no latency target to price: not configured
+    card = build_scorecard(engine, run_id=alpha["run_id"], settings_slo={"ttft_p99_s": "off"})
     fig = card.figures["usd_per_1m_output_tok_at_slo"]
     assert fig.status == "not_configured" and "ttft_p99_s" in fig.note
+    assert card.figures["ttft_p99_s"].grade == "none"
 
 
 def test_canary_only_latency_is_labelled(engine):

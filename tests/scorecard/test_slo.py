@@ -43,10 +43,14 @@ def test_server_targets_override_global_and_ui_overrides_file(engine):
     assert slo.resolve("a", raw, slo.load_overrides(engine)).targets["ttft_p99_s"].target == 0.3
 
 
-def test_defaults_cover_stability():
+def test_defaults_and_switching_them_off():
     s = slo.resolve(None, {})
     assert s.targets["success_rate"].origin == "default"
+    assert s.targets["ttft_p99_s"].target == 1.0
     assert s.queue_threshold == slo.DEFAULT_QUEUE_THRESHOLD
+    off = slo.resolve("a", {"crash_count": "off", "servers": {"a": {"ttft_p99_s": "off"}}})
+    assert "crash_count" not in off.targets and "ttft_p99_s" not in off.targets
+    assert "ttft_p99_s" in slo.resolve("b", {"servers": {"a": {"ttft_p99_s": "off"}}}).targets
 
 
 @pytest.mark.parametrize(
@@ -55,7 +59,7 @@ def test_defaults_cover_stability():
         ({"ttft_p99": 0.5}, "not a known metric"),
         ({"ttft_p99_s": "fast"}, "expected a number"),
         ({"ttft_p99_s": True}, "expected a number"),
-        ({"ttft_p99_s": {"goal": 1}}, "expected a number or"),
+        ({"ttft_p99_s": {"goal": 1}}, "expected a number, {target"),
         ({"gpu_usd_per_hour": 3}, "informational"),
         ({"warn_margin": 2}, "fraction"),
         ({"servers": {"a": 3}}, "must be a table"),

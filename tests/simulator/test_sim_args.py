@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -71,3 +72,25 @@ def test_bad_sim_fault_is_a_usage_error() -> None:
          "--sim-fault", "explode=1"], cwd=REPO, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "--sim-fault 'explode=1' is not one of" in proc.stderr
+
+
+def test_sim_knobs_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from simulator.args import parse_args
+
+    monkeypatch.setenv("SGLANG_SIM_SPEED", "50")
+    monkeypatch.setenv("SGLANG_SIM_STARTUP_S", "0.5")
+    monkeypatch.setenv("SGLANG_SIM_GPU", "b200")
+    monkeypatch.setenv("SGLANG_SIM_FAULT", "oom-after=3, crash-at-start")
+    ns = parse_args(["--model-path", "m", "--sim-fault", "hang-after=9"])
+    assert (ns.sim_speed, ns.sim_startup_s, ns.sim_gpu) == (50.0, 0.5, "b200")
+    assert ns.sim_fault == ["oom-after=3", "crash-at-start", "hang-after=9"]
+    assert parse_args(["--model-path", "m", "--sim-speed", "2"]).sim_speed == 2.0  # flag wins
+
+
+def test_bad_sim_env_value_is_a_usage_error() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "simulator.launch_server", "--model-path", "m"], cwd=REPO,
+        capture_output=True, text=True, timeout=30,
+        env={**os.environ, "SGLANG_SIM_SPEED": "fast"})
+    assert proc.returncode == 2
+    assert "argument --sim-speed: invalid float value: 'fast'" in proc.stderr

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
+import threading
 import time
 
 import httpx
@@ -120,3 +122,36 @@ def test_log_level_warning_hides_batch_lines(start_sim: StartSim) -> None:
     log = sim.log()
     assert "Prefill batch" not in log and "Decode batch" not in log
     assert '"POST /generate HTTP/1.1"' not in log
+
+
+def test_sigterm_ends_open_streams_and_exits_0(start_sim: StartSim) -> None:
+    sim = start_sim("--sim-speed", "1", "--sim-startup-s", "0.2")
+    chunks: list[str] = []
+
+    def read() -> None:
+        body = {"text": "x", "stream": True, "sampling_params": {"max_new_tokens": 100000}}
+        with httpx.stream("POST", sim.base + "/generate", json=body, timeout=30) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    chunks.append(line[6:])
+
+    t = threading.Thread(target=read)
+    t.start()
+    deadline = time.monotonic() + 10
+    while len(chunks) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sim.proc.send_signal(signal.SIGTERM)
+    assert sim.wait_exit(timeout_s=10) == 0
+    t.join(timeout=10)
+    assert chunks[-1] == "[DONE]"
+    assert json.loads(chunks[-2])["meta_info"]["finish_reason"]["type"] == "abort", chunks[-3:]
+    assert "INFO:     Finished server process [" in sim.log()
+
+
+def test_crash_at_start_never_becomes_ready(start_sim: StartSim) -> None:
+    sim = start_sim(wait_ready=False, env={"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "1",
+                                           "SGLANG_SIM_FAULT": "crash-at-start"})
+    assert sim.wait_exit() == -signal.SIGKILL
+    log = sim.log()
+    assert "Load weight begin" in log and "The server is fired up" not in log
+    assert any(CRASH.match(m) for m in messages(log))

@@ -87,3 +87,14 @@ def test_client_disconnect_aborts_request(start_sim: StartSim) -> None:
     msgs = [m.group("msg") for m in map(PREFIX.match, sim.log().splitlines()) if m]
     assert any(ABORT.match(m) for m in msgs)
     assert any(m.startswith("Receive: obj=GenerateReqInput(rid=") for m in msgs)
+
+
+def test_hot_path_stream_chunk_equals_generic_sse() -> None:
+    from simulator import llm_api
+
+    meta = llm_api.meta_info(rid='a"b', prompt_tokens=7, completion_tokens=2, cached_tokens=3,
+                             finish_reason=None, num_retractions=1, e2e_latency=None)
+    fast = llm_api.partial_meta_json('a"b', 7, 2, 3, 1)
+    assert fast == llm_api.compact_dumps(meta)
+    chunk = llm_api.native_chunk(text=' a "b"', ids_json="5,6", meta_json=fast, index=None)
+    assert chunk == llm_api.sse({"text": ' a "b"', "output_ids": [5, 6], "meta_info": meta})

@@ -1,11 +1,9 @@
-"""Hand-built scorecard worlds: one server with a probe run, samples and events (every number
+"""Hand-built scorecard worlds for tests/scorecard: one server with a probe run, samples and events (every number
 chosen so the expected figures can be computed by hand: see test_scorecard_figures.py)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from storage import repo
 
@@ -103,8 +101,3 @@ def seed_canary_only(engine, *, name: str = "beta") -> int:
     with engine.begin() as conn:
         repo.insert_samples(conn, rows=rows)
     return int(srv.id)
-
-
-@pytest.fixture
-def alpha(engine) -> dict[str, int]:
-    return seed_alpha(engine)

@@ -1,0 +1,62 @@
+"""Profile validation against the REAL SGLang 0.5.23 parser (the `make sglang-cpu` environment).
+
+Skips without that environment (fails instead with PITWALL_REQUIRE_REAL_SGLANG=1, as the rest of
+the real_sglang tier). Each call imports sglang (and torch) in the server's Python: seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from dashboard.services import launcher
+from dashboard.services.profiles import ProfileSpec
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(600)]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _real_env() -> dict[str, str]:
+    path = REPO / "scripts" / "sglang_cpu" / "real_server.py"
+    spec = importlib.util.spec_from_file_location("pitwall_launcher_real_server", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    env = mod.load_env()
+    if env is None:
+        if os.environ.get("PITWALL_REQUIRE_REAL_SGLANG") == "1":
+            pytest.fail("real SGLang CPU environment not built (PITWALL_REQUIRE_REAL_SGLANG=1 forbids skipping)")
+        pytest.skip("real SGLang CPU environment not built: run `make sglang-cpu`")
+    return dict(env)
+
+
+def test_real_parser_messages() -> None:
+    env = _real_env()
+    # The server's environment, as a profile would set it: the CPU engine and its kernel shim.
+    penv = {"PYTHONPATH": env["SHIM"], "SGLANG_USE_CPU_ENGINE": "1"}
+
+    def check(flags: dict) -> launcher.Report:
+        from storage.models import Server
+
+        server = Server(id=1, name="real", base_url="http://127.0.0.1:9", python=env["PYTHON"])
+        report = launcher.Report()
+        real = launcher.real_parser_issues(server.python or "", ProfileSpec(name="r", model_path=env["MODEL"], flags=flags, env=penv))
+        assert real is not None, "sglang should import in the real environment"
+        report.issues.extend(real[0])
+        report.checked_by = real[1]
+        return report
+
+    bad = check({"enable-radix-cache": True})
+    assert bad.checked_by == f"SGLang's parser in {env['PYTHON']}"
+    (err,) = bad.errors
+    assert err.message.startswith("SGLang rejected the flags: unrecognized arguments: --enable-radix-cache.")
+    assert "`disable-radix-cache = true` turns it off" in err.message
+    removed = check({"cuda-graph-max-bs": 64})
+    assert "ambiguous option: --cuda-graph-max-bs" in removed.errors[0].message
+    assert "removed in SGLang 0.5.20" in removed.errors[0].message
+    assert check({"disable-radix-cache": True, "mem-fraction-static": 0.5}).ok

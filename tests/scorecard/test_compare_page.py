@@ -1,0 +1,92 @@
+"""AppTest of the Compare page: empty database, one window scorecard, two runs side by side."""
+
+from __future__ import annotations
+
+import pytest
+import streamlit as st
+from conftest import REPO
+from scorecard_seed import DETAIL_A, seed_alpha
+from streamlit.testing.v1 import AppTest
+
+APP = str(REPO / "app.py")
+PAGE = "dashboard/pages/compare.py"
+
+
+@pytest.fixture
+def app_env(data_env, monkeypatch):
+    monkeypatch.setenv("PITWALL_MANAGED_RUNNER", "1")  # never start a runner from a test
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield data_env
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _engine(env):
+    from storage.db import make_engine
+
+    return make_engine(env["PITWALL_DATABASE_URL"])
+
+
+def _run(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(PAGE)
+    at.run()
+    return at
+
+
+def _ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Traceback" not in " ".join(str(e.value) for e in at.error)
+
+
+def test_empty_database(app_env):
+    at = _run()
+    _ok(at)
+    assert any("No servers yet" in str(i.value) for i in at.info)
+
+
+def test_two_runs_side_by_side_with_diff_and_downloads(app_env):
+    eng = _engine(app_env)
+    a = seed_alpha(eng, name="a")
+    b = seed_alpha(eng, name="b", ttft_scale=2.0, fingerprint="fp-b",
+                   detail=dict(DETAIL_A, levels=[8]),
+                   flags={"tp_size": 4, "chunked_prefill_size": 8192})
+    eng.dispose()
+    at = _run(server="a")
+    _ok(at)
+    assert any("Nothing picked" in str(c.value) for c in at.caption)
+    at.multiselect(key="cmp_pick_run").set_value([a["run_id"], b["run_id"]]).run()
+    _ok(at)
+    warnings = " ".join(str(w.value) for w in at.warning)
+    assert "Workloads differ" in warnings and "levels" in warnings
+    frames = [d.value for d in at.dataframe]
+    config = next(f for f in frames if "setting" in getattr(f, "columns", []))
+    assert "flag.tp_size" in list(config["setting"])
+    buttons = [b.label for b in at.get("download_button")]
+    assert buttons == ["MD", "HTML", "CSV", "JSON", "PNG"]
+
+
+def test_slo_edit_regrades(app_env):
+    eng = _engine(app_env)
+    ids = seed_alpha(eng, name="a")
+    eng.dispose()
+    at = _run(server="a")
+    at.multiselect(key="cmp_pick_run").set_value([ids["run_id"]]).run()
+    _ok(at)
+    at.selectbox(key="cmp-slo-metric").set_value("ttft_p99_s")
+    at.number_input(key="cmp-slo-target").set_value(0.3)
+    at.button[0].click()  # the form's submit button
+    at.run()
+    _ok(at)
+    # the cached scorecard is re-graded: TTFT p99 397 ms now fails a 300 ms target
+    captions = " ".join(str(c.value) for c in at.caption).replace("\\", "")  # md escapes
+    assert "TTFT p99 397.0 ms (target ≤ 300.0 ms): fail" in captions
+    from dashboard.services import slo
+
+    eng = _engine(app_env)
+    assert slo.load_overrides(eng)["servers"]["a"]["ttft_p99_s"] == {"target": 0.3}
+    eng.dispose()
