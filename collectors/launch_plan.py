@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +118,27 @@ def startup_progress(text: str) -> tuple[float, str]:
 
 def tail_lines(text: str, n: int = EXCERPT_LINES) -> str:
     return "\n".join(text.splitlines()[-n:])
+
+
+# What a failing launch's log says, strongest evidence first: an exception line
+# ("RuntimeError: CUDA error: ...", "torch.OutOfMemoryError: ..."), then any error line, then the
+# generic "failed" notices (SGLang's "Received sigquit from a child process").
+_REASON_TIERS = (
+    re.compile(r"\b\w*(Error|Exception)\b:|out of memory|CUDA error", re.IGNORECASE),
+    re.compile(r"error|traceback|killed", re.IGNORECASE),
+    re.compile(r"fail|exception|abort", re.IGNORECASE),
+)
+
+
+def reason_line(excerpt: str) -> str:
+    """The line of a failing launch's log that most likely says why (the last line of the
+    strongest tier above, else the last line), cut to 300 characters."""
+    lines = [ln.strip() for ln in excerpt.splitlines() if ln.strip()]
+    for tier in _REASON_TIERS:
+        for ln in reversed(lines):
+            if tier.search(ln):
+                return ln[:300]
+    return lines[-1][:300] if lines else "(no output)"
 
 
 def read_from(path: str, offset: int, limit: int = 1 << 20) -> str:

@@ -214,7 +214,7 @@ def parse_stream(lines: Iterable[str | bytes], stats: ParseStats | None = None
         if p._group is None and p._nccl is None:  # not busy (inlined: this loop is hot)
             # cheap path: most lines (access logs, loading chatter) cannot matter
             if line.__class__ is bytes:
-                if not search_b(line):
+                if b"batch" not in line and not search_b(line):  # "batch" is a prefilter word
                     continue
                 try:
                     text = line.decode("utf-8")

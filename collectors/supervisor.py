@@ -57,6 +57,7 @@ from collectors.launch_plan import (
     PlanError,
     Planner,
     read_from,
+    reason_line,
     startup_progress,
     tail_lines,
 )
@@ -303,9 +304,9 @@ class ProcessSupervisor:
         repo.add_event(self.engine, kind=failed_kind,
                        server_id=server.id, launch_id=launch_id, severity="error",
                        message=f"{server.name}: {failed_msg}", raw=excerpt)
-        last_line = (excerpt.strip().splitlines() or ["(no output)"])[-1][:300]
+        last_line = reason_line(excerpt)
         if self._closing.is_set() or previous is None:
-            self._finish(intent_id, "failed", f"{failed_msg}. Last log line: {last_line}",
+            self._finish(intent_id, "failed", f"{failed_msg}. Log: {last_line}",
                          {"launch_id": launch_id, "excerpt": excerpt}, stage="failed")
             return
         # Roll back to the last launch that reached ready, with its exact argv and env.
@@ -325,13 +326,13 @@ class ProcessSupervisor:
                            message=f"{server.name}: rolled back to profile {previous.profile_name} because "
                                    f"{plan.profile_name} failed ({why})", raw=excerpt)
             self._finish(intent_id, "failed",
-                         f"{failed_msg}; rolled back to profile {previous.profile_name}. Last log line: {last_line}",
+                         f"{failed_msg}; rolled back to profile {previous.profile_name}. Log: {last_line}",
                          {"launch_id": launch_id, "rollback_launch_id": m_back.launch_id, "excerpt": excerpt},
                          stage="rolled back")
         else:
             self._finish(intent_id, "failed",
                          f"{failed_msg}; the rollback to profile {previous.profile_name} failed too ({why_back}). "
-                         f"{server.name} is down.",
+                         f"{server.name} is down. Log: {last_line}",
                          {"launch_id": launch_id, "excerpt": excerpt, "rollback_excerpt": excerpt_back},
                          stage="failed")
 

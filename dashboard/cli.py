@@ -221,14 +221,14 @@ def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
 
 # Subcommands implemented by their own modules take the rest of the command line.
 DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
-    "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang_log", "parse_log_cli")),
+    "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang_log_cli", "parse_log_cli")),
     "parse-metrics": ("parse a Prometheus /metrics payload into JSON", _delegate("collectors.sglang_metrics", "parse_metrics_cli")),
     "probe": ("run a probe / load sweep against a server", _delegate("collectors.probe.cli", "probe_cli")),
     "profiles": ("list, validate and diff launch profiles", _delegate("dashboard.services.profiles_cli", "profiles_cli")),
     "launch": ("start a managed server under a profile", _delegate("dashboard.services.profiles_cli", "launch_cli")),
     "stop": ("stop a managed server", _delegate("dashboard.services.profiles_cli", "stop_cli")),
     "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.profiles_cli", "relaunch_cli")),
-    "export": ("export a scorecard as md, html, csv or json", _delegate("dashboard.services.export_cli", "export_cli")),
+    "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export_cli", "export_cli")),
 }
 
 
@@ -257,7 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv and argv[0] in DELEGATED:
-            return DELEGATED[argv[0]][1](argv[1:])
+            rest = argv[1:]
+            if argv[0] == "probe" and "--db" not in rest and not {"-h", "--help"} & set(rest):
+                # collectors/ cannot read pitwall.toml: hand it the configured database
+                rest += ["--db", load_settings().database_url]
+            return DELEGATED[argv[0]][1](rest)
         parser = build_parser()
         args = parser.parse_args(argv)
         if not args.command:

@@ -1,9 +1,8 @@
 """Request parsing and response shaping of the LLM HTTP API (pure functions, 0.5.23 shapes).
 
-Native ``/generate``: ``{"text", "output_ids", "meta_info"}`` with meta_info keys ``id,
-finish_reason, prompt_tokens, weight_version, total_retractions, completion_tokens,
-cached_tokens, num_retractions, e2e_latency`` (stream chunks: cumulative ``text`` and
-``output_ids``; ``finish_reason`` null until the last chunk). OpenAI ``/v1/completions`` and
+Native ``/generate``: ``{"text", "output_ids", "meta_info"}`` with meta_info as meta_info()
+builds it (stream chunks: cumulative ``text`` and ``output_ids``; ``finish_reason`` null until
+the last chunk). OpenAI ``/v1/completions`` and
 ``/v1/chat/completions`` objects and stream chunks with ``usage`` (``prompt_tokens_details``
 ``{"cached_tokens": N}`` only with --enable-cache-report, else null).
 """
@@ -93,23 +92,30 @@ def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
 
 
 def meta_info(*, rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int,
-              finish_reason: dict[str, Any] | None, num_retractions: int,
-              e2e_latency: float | None, timing: dict[str, float] | None = None
-              ) -> dict[str, Any]:
-    m: dict[str, Any] = {
-        "id": rid,
-        "finish_reason": finish_reason,
-        "prompt_tokens": prompt_tokens,
-        "weight_version": "default",
-        "total_retractions": num_retractions,
-        "completion_tokens": completion_tokens,
-        "cached_tokens": cached_tokens,
-        "num_retractions": num_retractions,
-    }
-    if e2e_latency is not None:
-        m["e2e_latency"] = e2e_latency
+              finish_reason: dict[str, Any] | None, num_retractions: int, final: bool,
+              e2e_latency: float | None = None, timing: dict[str, float] | None = None,
+              final_timing: dict[str, float] | None = None) -> dict[str, Any]:
+    """meta_info in 0.5.23's key order (captured from a real server with --enable-metrics).
+
+    ``timing`` (forward_entry_time, prefill_finished_time, queue_time) and ``final_timing``
+    (request_received_ts, first_token_latency, ... on the last chunk; response_sent_to_client_ts
+    alone on the first stream chunk) are given only when the server runs --enable-metrics.
+    """
+    m: dict[str, Any] = {"id": rid, "finish_reason": finish_reason,
+                         "prompt_tokens": prompt_tokens, "weight_version": "default",
+                         "num_retractions": num_retractions, "storage_prefetch_wait": 0.0,
+                         "storage_staging_wait": 0.0}
     if timing:
         m.update(timing)
+    m.update(reasoning_tokens=0, completion_tokens=completion_tokens, cached_tokens=cached_tokens)
+    if final:
+        m["weight_versions"] = [{"version": "default", "start": 0, "end": completion_tokens}]
+    m["cached_tokens_details"] = {"device": cached_tokens, "host": 0} if cached_tokens else None
+    m["dp_rank"] = None
+    if final and e2e_latency is not None:
+        m["e2e_latency"] = e2e_latency
+    if final_timing:
+        m.update(final_timing)
     return m
 
 
@@ -129,13 +135,12 @@ def sse(obj: Any) -> bytes:
 SSE_DONE = b"data: [DONE]\n\n"
 
 
-def partial_meta_json(rid: str, prompt: int, completion: int, cached: int, retractions: int
-                      ) -> str:
-    """compact_dumps(meta_info(...)) of a not-yet-finished request, built without json (hot path)."""
-    return (f'{{"id":{json.dumps(rid)},"finish_reason":null,"prompt_tokens":{prompt},'
-            f'"weight_version":"default","total_retractions":{retractions},'
-            f'"completion_tokens":{completion},"cached_tokens":{cached},'
-            f'"num_retractions":{retractions}}}')
+def split_meta_json(meta: dict[str, Any]) -> tuple[str, str]:
+    """compact_dumps(meta) cut around the completion_tokens value, for the per-chunk hot path:
+    ``head + str(n) + tail`` is the JSON of the same dict with completion_tokens = n."""
+    text = compact_dumps({**meta, "completion_tokens": -1})
+    head, tail = text.split('"completion_tokens":-1', 1)
+    return head + '"completion_tokens":', tail
 
 
 def native_chunk(*, text: str, ids_json: str, meta_json: str, index: int | None) -> bytes:
@@ -145,14 +150,18 @@ def native_chunk(*, text: str, ids_json: str, meta_json: str, index: int | None)
             f'"meta_info":{meta_json}{tail}}}\n\n').encode()
 
 
-def usage(prompt: int, completion: int, cached: int, cache_report: bool) -> dict[str, Any]:
-    return {
+def usage(prompt: int, completion: int, cached: int, cache_report: bool, *, chat: bool = False
+          ) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
         "completion_tokens": completion,
         "prompt_tokens_details": {"cached_tokens": cached} if cache_report else None,
         "reasoning_tokens": 0,
     }
+    if chat:
+        out["completion_tokens_details"] = None
+    return out
 
 
 def parse_openai(body: Any, *, chat: bool) -> tuple[GenInput, bool, bool, str | None]:
@@ -187,12 +196,15 @@ def parse_openai(body: Any, *, chat: bool) -> tuple[GenInput, bool, bool, str | 
 def completion_obj(*, rid: str, model: str, text: str, finish: str | None,
                    use: dict[str, Any] | None, chat: bool, chunk: bool, first: bool = False
                    ) -> dict[str, Any]:
+    """OpenAI object; chat stream chunks carry no ``usage`` key (completion chunks: null)."""
     created = int(time.time())
     if chat:
         if chunk:
-            delta: dict[str, Any] = {"role": "assistant", "content": text} if first else \
-                {"role": None, "content": text}
-            delta.update({"reasoning_content": None, "tool_calls": None})
+            delta: dict[str, Any] = {"reasoning_content": None}
+            if first:
+                delta.update(role="assistant", content="")
+            elif finish is None:
+                delta["content"] = text
             choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None,
                                       "finish_reason": finish, "matched_stop": None}
         else:
@@ -206,7 +218,9 @@ def completion_obj(*, rid: str, model: str, text: str, finish: str | None,
                   "matched_stop": None}
         obj = "text_completion"
     out: dict[str, Any] = {"id": rid, "object": obj, "created": created, "model": model,
-                           "choices": [choice], "usage": use}
+                           "choices": [choice]}
+    if not (chat and chunk):
+        out["usage"] = use
     if not chunk:
         out["metadata"] = {"weight_version": "default"}
     return out

@@ -21,6 +21,18 @@ if TYPE_CHECKING:
 FLUSH_TEXT = ("Cache flushed.\nPlease check backend logs for more details. (When there are "
               "running or waiting requests, the operation will not be performed.)\n")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# /model_info "embedding" block of a generative (non-embedding) model, as 0.5.23 reports it.
+EMBEDDING_INFO: dict[str, Any] = {
+    "family": "none", "task": "none", "execution": "none", "attention": "none",
+    "pooling": "model_defined", "normalize": False, "postprocessor": "none",
+    "tokenizer_special_tokens": "model_default", "supports_dimensions": False,
+    "supports_token_embeddings": False, "supports_multimodal": False,
+    "requires_embedding_flag": False, "auto_enable_embedding": False,
+    "bcg_eligibility": "disabled", "safe_disable_kv_cache": False,
+    "safe_disable_radix_cache": False, "safe_disable_chunked_prefill": False, "enabled": False,
+    "matryoshka_dimensions": [], "cache": {"kv_cache_disabled": False,
+                                           "radix_cache_disabled": False,
+                                           "chunked_prefill_disabled": False}}
 
 
 async def _json_body(request: web.Request) -> Any:
@@ -36,8 +48,8 @@ async def _next(r: SimRequest) -> None:
 
 
 def _sse_response() -> web.StreamResponse:
-    return web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
-                                                   "Cache-Control": "no-cache"})
+    return web.StreamResponse(status=200, headers={
+        "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"})
 
 
 def add_routes(app: web.Application, srv: LlmServer) -> None:
@@ -49,8 +61,6 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         r.aborted = True
         srv.log.log("Request is disconnected from the client side (type 1). Abort request "
                     f"obj.rid={r.rid!r}")
-        if srv.metrics:
-            srv.metrics.num_aborted.labels(**srv.metrics.tok_labels()).inc()
 
     def log_receive(r: SimRequest, text: str | None) -> None:
         if ns.log_requests:
@@ -63,13 +73,36 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         if ns.log_requests:
             srv.log.log(f"Finish: obj=GenerateReqInput(rid={r.rid!r}), out={out!r}")
 
-    def native_meta(r: SimRequest, n: int) -> dict[str, Any]:
+    def wall(r: SimRequest, model_t: float) -> float:
+        """Epoch seconds of a model-clock instant of this request."""
+        return r.arrival_wall + (model_t - r.arrival_model) / srv.speed
+
+    def native_meta(r: SimRequest, n: int, first: bool = False) -> dict[str, Any]:
         done = r.finished and n >= len(r.output_ids)
         e2e = (r.finish_model or 0.0) - r.arrival_model if done else None
+        timing = final_timing = None
+        if ns.enable_metrics:
+            entry = r.arrival_model + r.queue_time
+            ttft = (r.first_token_model or entry) - r.arrival_model
+            timing = {"forward_entry_time": wall(r, entry),
+                      "prefill_finished_time": wall(r, r.first_token_model or entry),
+                      "queue_time": r.queue_time}
+            if done:
+                fin = r.finish_model or entry
+                final_timing = {
+                    "request_received_ts": r.arrival_wall, "first_token_latency": ttft,
+                    "api_server_dispatch_finish_ts": r.arrival_wall + 0.001,
+                    "request_finished_ts": wall(r, fin),
+                    "decode_throughput": (n - 1) / (fin - (r.first_token_model or fin))
+                    if n > 1 and fin > (r.first_token_model or fin) else 0.0,
+                    "response_sent_to_client_ts": wall(r, fin)}
+            elif first:
+                final_timing = {"response_sent_to_client_ts": time.time()}
         return llm_api.meta_info(
             rid=r.rid, prompt_tokens=len(r.input_ids), completion_tokens=n,
             cached_tokens=r.cached_tokens, finish_reason=r.finish_reason if done else None,
-            num_retractions=r.num_retractions, e2e_latency=e2e)
+            num_retractions=r.num_retractions, final=done, e2e_latency=e2e, timing=timing,
+            final_timing=final_timing)
 
     def native_out(r: SimRequest) -> dict[str, Any]:
         ids = r.output_ids
@@ -87,6 +120,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
     async def stream_one(resp: web.StreamResponse, r: SimRequest) -> None:
         """Hot path of a single /generate stream (the 256-stream benchmark runs here)."""
         sent, text, ids_json = 0, "", ""
+        cut: tuple[int, str, str] | None = None  # (num_retractions, head, tail) of meta JSON
         interval = ns.stream_interval
         while True:
             await r.event.wait()
@@ -98,11 +132,12 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 if new_ids:
                     frag = ",".join(map(str, new_ids))
                     ids_json = f"{ids_json},{frag}" if ids_json else frag
-                if r.finished:
-                    meta = llm_api.compact_dumps(native_meta(r, n))
+                if r.finished or sent == 0:
+                    meta = llm_api.compact_dumps(native_meta(r, n, first=sent == 0))
                 else:
-                    meta = llm_api.partial_meta_json(r.rid, len(r.input_ids), n,
-                                                     r.cached_tokens, r.num_retractions)
+                    if cut is None or cut[0] != r.num_retractions:
+                        cut = (r.num_retractions, *llm_api.split_meta_json(native_meta(r, n)))
+                    meta = f"{cut[1]}{n}{cut[2]}"
                 await resp.write(llm_api.native_chunk(text=text, ids_json=ids_json,
                                                       meta_json=meta, index=None))
                 sent = n
@@ -157,11 +192,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                         if new_ids:
                             frag = ",".join(map(str, new_ids))
                             ids_json[i] = f"{ids_json[i]},{frag}" if ids_json[i] else frag
-                        done = r.finished and n >= len(r.output_ids)
-                        meta = (llm_api.compact_dumps(native_meta(r, n)) if done
-                                else llm_api.partial_meta_json(r.rid, len(r.input_ids), n,
-                                                               r.cached_tokens,
-                                                               r.num_retractions))
+                        meta = llm_api.compact_dumps(native_meta(r, n, first=sent[i] == 0))
                         await resp.write(llm_api.native_chunk(
                             text=texts[i], ids_json=ids_json[i], meta_json=meta,
                             index=i if batch else None))
@@ -184,11 +215,12 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         except llm_api.BadRequest as exc:
             return bad(str(exc), True)
         log_receive(r, inp.text)
-        name = srv.model_name
+        name = model if isinstance(model, str) and model else srv.model_name  # echoed, as SGLang
         report = ns.enable_cache_report
 
         def use() -> dict[str, Any]:
-            return llm_api.usage(len(r.input_ids), len(r.output_ids), r.cached_tokens, report)
+            return llm_api.usage(len(r.input_ids), len(r.output_ids), r.cached_tokens, report,
+                                 chat=chat)
 
         if not stream:
             while not r.finished:
@@ -268,7 +300,9 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 "weight_version": "default", "has_image_understanding": False,
                 "has_audio_understanding": False, "model_type": "llama",
                 "architectures": [srv.cost.shape.arch], "served_model_name": srv.model_name,
-                "load_format": ns.load_format, "reasoning_parser": None}
+                "load_format": ns.load_format, "reasoning_parser": None,
+                "tool_call_parser": None, "disaggregation_mode": "null",
+                "embedding": EMBEDDING_INFO}
 
     async def model_info(request: web.Request) -> web.StreamResponse:
         return json_response(model_info_obj())
@@ -286,22 +320,53 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
 
     async def loads(request: web.Request) -> web.StreamResponse:
         out = []
+        now = time.time()
         for dp, s in enumerate(srv.schedulers):
-            out.append({"dp_rank": dp, "num_running_reqs": len(s.running),
-                        "num_waiting_reqs": len(s.waiting), "num_used_tokens": s.num_used(),
-                        "num_total_tokens": s.pool, "max_total_num_tokens": s.pool,
-                        "max_running_requests": srv.max_running,
-                        "token_usage": round(s.token_usage(), 4),
-                        "gen_throughput": round(s.last_gen_throughput, 2),
-                        "cache_hit_rate": round(s.last_cache_hit_rate, 4),
-                        "utilization": 1.0 if s.running else 0.0})
+            waiting_unc = sum(len(r.target) for r in s.waiting)
+            out.append({
+                "timestamp": now, "dp_rank": dp, "num_running_reqs": len(s.running),
+                "num_waiting_reqs": len(s.waiting), "num_waiting_uncached_tokens": waiting_unc,
+                "num_used_tokens": s.num_used(), "num_total_tokens": s.kv.used(),
+                "num_active_tokens": s.num_used(), "num_prealloc_ready_tokens": 0,
+                "max_total_num_tokens": s.pool, "max_running_requests": srv.max_running,
+                "token_usage": round(s.token_usage(), 4),
+                "gen_throughput": round(s.last_gen_throughput, 2),
+                "cache_hit_rate": round(s.last_cache_hit_rate, 4),
+                "utilization": 1.0 if s.running else 0.0,
+                "total_prefill_uncached_tokens": s.prefill_tokens_total,
+                "total_prefill_busy_us": int(s.prefill_busy_s * 1e6),
+                "decode_moments": s.decode_moments(),
+                "memory": {"weight_gb": round(srv.cost.weight_bytes / srv.cost.tp / 1e9, 3),
+                           "kv_cache_gb": round(srv.pool_tokens * srv.cost.kv_bytes_per_token
+                                                / srv.cost.tp / 1e9, 3),
+                           "graph_gb": 0.45 if srv.cost.cuda_graph else 0.0,
+                           "token_capacity": srv.pool_tokens},
+                "disaggregation": {"mode": "null", "prefill_bootstrap_queue_reqs": 0,
+                                   "prefill_inflight_queue_reqs": 0,
+                                   "decode_prealloc_queue_reqs": 0,
+                                   "decode_transfer_queue_reqs": 0,
+                                   "decode_retracted_queue_reqs": 0,
+                                   "kv_transfer_speed_gb_s": 0.0, "kv_transfer_latency_ms": 0.0},
+                "queues": {"waiting": len(s.waiting), "grammar": 0, "paused": 0,
+                           "retracted": sum(1 for r in s.waiting if r.num_retractions),
+                           "prealloc_ready": 0}})
         want = request.query.get("dp_rank")
         if want is not None and want.isdigit():
             out = [x for x in out if x["dp_rank"] == int(want)]
         return json_response({
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
-            "version": "0.5.23", "accelerator": "cuda",
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+            + f".{int(now * 1e6) % 1000000:06d}+00:00",
+            "version": "0.5.23", "accelerator": None,
             "num_accelerators": ns.tp_size * ns.dp_size, "loads": out})
+
+    async def ping(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=200)
+
+    async def ready(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=200 if srv.ready else 503)
+
+    async def freeze_gc(request: web.Request) -> web.StreamResponse:
+        return web.Response(status=200)
 
     async def flush_cache(request: web.Request) -> web.StreamResponse:
         ok = all(s.flush_cache() for s in srv.schedulers)
@@ -338,3 +403,6 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
     r.add_put("/generate", generate)
     r.add_post("/v1/completions", completions)
     r.add_post("/v1/chat/completions", chat_completions)
+    r.add_get("/ping", ping)
+    r.add_get("/ready", ready)
+    r.add_post("/freeze_gc", freeze_gc)

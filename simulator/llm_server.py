@@ -220,24 +220,24 @@ class LlmServer:
             loop.create_task(s.run())
 
     def _set_constants(self, weights_gib: float, kv_gib: float, load_s: float) -> None:
-        if not self.metrics:
-            return
         m = self.metrics
+        if not m:
+            return
+        graph_gb = 0.45 if self.cost.cuda_graph else 0.0
         for dp in range(self.ns.dp_size):
-            lab = m.sched_labels(dp)
             for k, v in (("max_total_num_tokens", self.pool_tokens),
                          ("context_len", self.context_len), ("page_size", 1),
                          ("num_pages", self.pool_tokens), ("weight_memory_usage_gb", weights_gib),
                          ("kv_cache_memory_usage_gb", kv_gib),
-                         ("graph_memory_usage_gb", 0.45 if self.cost.cuda_graph else 0.0),
+                         ("startup_available_gpu_memory_gb", self.after_pool_gib),
                          ("is_cuda_graph", 1 if self.cost.cuda_graph else 0),
                          ("kv_available_tokens", self.pool_tokens)):
-                m.g[k].labels(**lab).set(v)
-            for k in m.g:
-                m.g[k].labels(**lab)  # every gauge shows a sample from the start, as in SGLang
-        tl = m.tok_labels()
-        m.startup.labels(**tl, phase="load_weights").set(load_s * 0.6)
-        m.startup.labels(**tl, phase="total").set(load_s)
+                m.child(f"sglang:{k}", dp).set(v)
+            m.child("sglang:graph_memory_usage_gb", dp, phase="decode").set(graph_gb)
+        for phase, v in (("load_weight", load_s * 0.6), ("kv_cache_allocation", 0.05),
+                         ("scheduler_e2e", load_s), ("tokenizer_e2e", load_s)):
+            m.child("sglang:startup_time_seconds", phase=phase).set(v)
+        m.child("sglang:startup_cuda_graph_time_seconds", phase="decode").set(load_s * 0.4)
 
     async def _warmup(self) -> None:
         base = f"http://{'127.0.0.1' if self.ns.host in ('0.0.0.0', '') else self.ns.host}:" \
@@ -256,36 +256,42 @@ class LlmServer:
     # ------------------------------------------------------------------ callbacks
     def _on_first(self, r: SimRequest) -> None:
         if self.metrics and not r.is_health:
-            self.metrics.ttft.labels(**self.metrics.tok_labels(),
-                                     is_streaming=str(r.stream).lower()).observe(
+            self.metrics.child("sglang:time_to_first_token_seconds",
+                               is_streaming=str(r.stream).lower()).observe(
                 (r.first_token_model or 0.0) - r.arrival_model)
 
     def _on_finish(self, r: SimRequest) -> None:
         m = self.metrics
         if not m or r.is_health:
             return
-        tl = m.tok_labels()
         st = str(r.stream).lower()
         e2e = (r.finish_model or 0.0) - r.arrival_model
-        m.prompt_tokens.labels(**tl, is_streaming=st).inc(len(r.input_ids))
-        m.generation_tokens.labels(**tl, is_streaming=st).inc(len(r.output_ids))
-        m.cached_tokens.labels(**tl, cache_source="device").inc(r.cached_tokens)
-        m.num_requests.labels(**tl, is_streaming=st).inc()
-        m.e2e.labels(**tl, is_streaming=st).observe(e2e)
-        itl = m.itl.labels(**tl)
+        n_in, n_out = len(r.input_ids), len(r.output_ids)
+        m.child("sglang:prompt_tokens", is_streaming=st).inc(n_in)
+        m.child("sglang:generation_tokens", is_streaming=st).inc(n_out)
+        m.child("sglang:cached_tokens", cache_source="device").inc(r.cached_tokens)
+        m.child("sglang:num_requests", is_streaming=st).inc()
+        m.child("sglang:e2e_request_latency_seconds", is_streaming=st).observe(e2e)
+        m.child("sglang:prompt_tokens_histogram").observe(n_in)
+        m.child("sglang:uncached_prompt_tokens_histogram").observe(n_in - r.cached_tokens)
+        m.child("sglang:generation_tokens_histogram").observe(n_out)
+        itl = m.child("sglang:inter_token_latency_seconds")
         for x in r.itls:
             itl.observe(x)
-        if len(r.output_ids) > 1 and r.first_token_model is not None:
-            m.tpot.labels(**tl, is_streaming=st).observe(
-                ((r.finish_model or 0.0) - r.first_token_model) / (len(r.output_ids) - 1))
+        if n_out > 1 and r.first_token_model is not None:
+            m.child("sglang:request_time_per_output_token_seconds", is_streaming=st).observe(
+                ((r.finish_model or 0.0) - r.first_token_model) / (n_out - 1))
+        dp = next((i for i, s in enumerate(self.schedulers) if r in s.running), 0)
+        m.child("sglang:queue_time_seconds", dp).observe(r.queue_time)
+        m.child("sglang:realtime_tokens", dp, mode="prefill_compute").inc(n_in - r.cached_tokens)
+        m.child("sglang:realtime_tokens", dp, mode="prefill_cache").inc(r.cached_tokens)
+        m.child("sglang:realtime_tokens", dp, mode="decode").inc(n_out)
 
     def _on_stats(self, s: Scheduler) -> None:
         m = self.metrics
         if not m:
             return
         dp = self.schedulers.index(s) if s in self.schedulers else 0
-        lab = m.sched_labels(dp)
-        g = m.g
         used = s.num_used()
         for k, v in (("num_running_reqs", len(s.running)), ("num_queue_reqs", len(s.waiting)),
                      ("gen_throughput", s.last_gen_throughput),
@@ -300,10 +306,8 @@ class LlmServer:
                      ("new_token_ratio", s.new_token_ratio),
                      ("utilization", 1.0 if s.running else 0.0),
                      ("is_cuda_graph", 1 if s.last_cuda_graph else 0)):
-            g[k].labels(**lab).set(v)
-        if s.last_retracted:
-            m.retracted_total.labels(**lab).inc(s.last_retracted)
-            s.last_retracted = 0
+            m.child(f"sglang:{k}", dp).set(v)
+        s.last_retracted = 0  # the gauge counts retractions since the previous update
 
     # ------------------------------------------------------------------ app
     def make_app(self) -> web.Application:
@@ -319,12 +323,12 @@ class LlmServer:
         m = self.metrics
         assert m is not None
         if status is None:
-            m.http_requests.labels(endpoint=path, method=method).inc()
-            m.http_active.labels(endpoint=path, method=method).inc()
+            m.fam["sglang:http_requests"].labels(endpoint=path, method=method).inc()
+            m.fam["sglang:http_requests_active"].labels(endpoint=path, method=method).inc()
         else:
-            m.http_active.labels(endpoint=path, method=method).dec()
-            m.http_responses.labels(endpoint=path, method=method,
-                                    status_code=str(status)).inc()
+            m.fam["sglang:http_requests_active"].labels(endpoint=path, method=method).dec()
+            m.fam["sglang:http_responses"].labels(endpoint=path, method=method,
+                                                  status_code=str(status)).inc()
 
     def pick_scheduler(self) -> Scheduler:
         s = self.schedulers[self._rr % len(self.schedulers)]

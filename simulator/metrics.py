@@ -1,11 +1,15 @@
 """Prometheus metrics in SGLang 0.5.23 names, types, labels and buckets (private registry).
 
-LLM server (reference §3): scheduler-side gauges carry ``model_name, engine_type, tp_rank,
-pp_rank, moe_ep_rank`` (+ ``dp_rank`` when dp > 1); tokenizer-side metrics carry
-``model_name, engine_type`` plus ``is_streaming`` ("true"/"false") on prompt/generation token
-counters, num_requests_total, TTFT, e2e and per-request TPOT histograms, and ``cache_source``
-("device") on cached_tokens_total. HTTP counters carry ``endpoint, method`` (+ ``status_code``).
-Counters are exposed without ``_created`` samples, as SGLang's multiprocess registry does.
+LLM server (reference §3): the 84 families a real 0.5.23 server exposed in a capture
+(tests/fixtures/sglang-0.5.23-real-cpu-metrics.prom), declared from sglang_0_5_23_metrics.json:
+scheduler-side families carry ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank``
+(+ ``dp_rank`` when dp > 1); tokenizer-side ``model_name, engine_type`` plus ``is_streaming``
+("true"/"false") where the real server has it, ``cache_source`` ("device") on
+cached_tokens_total; HTTP families ``endpoint, method`` (+ ``status_code``). Counters are exposed
+without ``_created`` samples, as SGLang's multiprocess registry does. Modelled (updated): running/
+queue/usage/token gauges, cache hit rate, gen throughput, retraction gauge, new_token_ratio,
+is_cuda_graph, memory/startup constants, token counters, TTFT/ITL/TPOT/e2e/queue-time and token
+histograms, realtime_tokens, HTTP counters. The rest stay at their initial zero.
 
 Diffusion server (§6): ``role`` ("server") and ``replica`` ("0") labels.
 
@@ -14,6 +18,11 @@ reference and filled here with 50..90 and 300..900 steps [inferred].
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -37,100 +46,64 @@ QUEUE_BUCKETS = [0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 
 DIFFUSION_LATENCY_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200]
 DIFFUSION_BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64]
 
-SCHED_GAUGES = {
-    "num_running_reqs": "The number of running requests.",
-    "num_queue_reqs": "The number of requests in the waiting queue.",
-    "num_grammar_queue_reqs": "The number of requests in the grammar waiting queue.",
-    "gen_throughput": "The generation throughput (token/s).",
-    "cache_hit_rate": "The prefix cache hit rate.",
-    "decode_sum_seq_lens": "The sum of all sequence lengths in decode.",
-    "token_usage": "The token usage.",
-    "full_token_usage": "The token usage for full attention layers.",
-    "num_used_tokens": "The number of used tokens.",
-    "kv_available_tokens": "Number of free token slots in the KV cache pool.",
-    "kv_evictable_tokens": "Number of evictable (radix-cached) token slots in the KV cache pool.",
-    "kv_used_tokens": "Number of actively used token slots in the KV cache pool.",
-    "spec_accept_length": "The average acceptance length of speculative decoding.",
-    "spec_accept_rate": "The average acceptance rate of speculative decoding.",
-    "num_retracted_reqs": "The number of retracted requests.",
-    "num_paused_reqs": "The number of paused requests by async weight sync.",
-    "utilization": "The utilization.",
-    "new_token_ratio": "The new token ratio.",
-    "is_cuda_graph": "Whether the batch is using CUDA graph.",
-    "max_total_num_tokens": "Maximum total number of tokens in the KV cache pool.",
-    "context_len": "The context length.",
-    "page_size": "The page size of the KV cache.",
-    "num_pages": "The number of pages in the KV cache pool.",
-    "weight_memory_usage_gb": "Memory used by model weights (GB).",
-    "kv_cache_memory_usage_gb": "Memory used by the KV cache (GB).",
-    "graph_memory_usage_gb": "Memory used by CUDA graphs (GB).",
-}
+FAMILIES: list[dict[str, Any]] = json.loads(
+    Path(__file__).with_name("sglang_0_5_23_metrics.json").read_text())["families"]
+# Labels whose values this process fills in; any other label takes the values the real server
+# showed (the table's "series"), e.g. is_streaming, phase, mode, cache_source.
+COMMON = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank", "pid", "dp_rank")
+ON_DEMAND = {"endpoint", "method", "status_code"}  # created by the first matching request
+OVERRIDE = {"sglang:time_to_first_token_seconds": "ttft", "sglang:inter_token_latency_seconds":
+            "itl", "sglang:request_time_per_output_token_seconds": "itl",
+            "sglang:e2e_request_latency_seconds": "e2e"}
 
 
 class LlmMetrics:
+    """Every family of a real 0.5.23 server (sglang_0_5_23_metrics.json, made from a real
+    capture by bench/sim_metric_table.py): same names, types, HELP, label names and buckets.
+    Families the simulator does not model keep their initial zero samples."""
+
     def __init__(self, *, model_name: str, dp_size: int, ttft_buckets: list[float] | None = None,
                  itl_buckets: list[float] | None = None,
                  e2e_buckets: list[float] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
         self.model_name = model_name
         self.dp = dp_size > 1
-        sched_labels = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
-        if self.dp:
-            sched_labels.append("dp_rank")
-        tok = ["model_name", "engine_type"]
-        stream = [*tok, "is_streaming"]
-        self.g = {k: Gauge(f"sglang:{k}", doc, sched_labels, registry=r)
-                  for k, doc in SCHED_GAUGES.items()}
-        self.startup = Gauge("sglang:startup_time_seconds", "Server startup time by phase.",
-                             [*tok, "phase"], registry=r)
-        self.retracted_total = Counter("sglang:num_retracted_requests_total",
-                                       "Total number of retracted requests.", sched_labels,
-                                       registry=r)
-        self.queue_time = Histogram("sglang:queue_time_seconds",
-                                    "Histogram of queueing time in seconds.", sched_labels,
-                                    buckets=QUEUE_BUCKETS, registry=r)
-        self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.",
-                                     stream, registry=r)
-        self.generation_tokens = Counter("sglang:generation_tokens",
-                                         "Number of generation tokens processed.", stream,
-                                         registry=r)
-        self.cached_tokens = Counter("sglang:cached_tokens",
-                                     "Number of cached prompt tokens.",
-                                     [*tok, "cache_source"], registry=r)
-        self.num_requests = Counter("sglang:num_requests", "Number of requests processed.",
-                                    stream, registry=r)
-        self.num_aborted = Counter("sglang:num_aborted_requests", "Number of requests aborted.",
-                                   tok, registry=r)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds",
-                              "Histogram of time to first token in seconds.", stream,
-                              buckets=ttft_buckets or TTFT_BUCKETS, registry=r)
-        self.itl = Histogram("sglang:inter_token_latency_seconds",
-                             "Histogram of inter-token latency in seconds.", tok,
-                             buckets=itl_buckets or ITL_BUCKETS, registry=r)
-        self.tpot = Histogram("sglang:request_time_per_output_token_seconds",
-                              "Histogram of per-request time per output token in seconds.",
-                              stream, buckets=itl_buckets or ITL_BUCKETS, registry=r)
-        self.e2e = Histogram("sglang:e2e_request_latency_seconds",
-                             "Histogram of End-to-end request latency in seconds", stream,
-                             buckets=e2e_buckets or E2E_BUCKETS, registry=r)
-        self.http_requests = Counter("sglang:http_requests", "Total number of HTTP requests.",
-                                     ["endpoint", "method"], registry=r)
-        self.http_responses = Counter("sglang:http_responses", "Total number of HTTP responses.",
-                                      ["endpoint", "method", "status_code"], registry=r)
-        self.http_active = Gauge("sglang:http_requests_active",
-                                 "Number of HTTP requests currently being processed.",
-                                 ["endpoint", "method"], registry=r)
+        self.pid = str(os.getpid())
+        custom = {"ttft": ttft_buckets, "itl": itl_buckets, "e2e": e2e_buckets}
+        self.fam: dict[str, Any] = {}
+        self.labels_of: dict[str, list[str]] = {}
+        for f in FAMILIES:
+            labels = list(f["labels"])
+            if self.dp and "tp_rank" in labels:
+                labels.append("dp_rank")
+            name, kind = f["name"], f["type"]
+            if kind == "counter":
+                m: Any = Counter(name, f["help"], labels, registry=self.registry)
+            elif kind == "gauge":
+                m = Gauge(name, f["help"], labels, registry=self.registry)
+            else:
+                buckets = custom.get(OVERRIDE.get(name, "")) or f["buckets"]
+                m = Histogram(name, f["help"], labels, buckets=buckets, registry=self.registry)
+            self.fam[name] = m
+            self.labels_of[name] = labels
+            if not labels or ON_DEMAND & set(labels):
+                continue
+            for dp in range(dp_size if self.dp else 1):
+                for extra in f["series"] or [{}]:
+                    m.labels(**self._fill(name, dp, extra))
+        self.g = {n.removeprefix("sglang:"): m for n, m in self.fam.items()
+                  if isinstance(m, Gauge)}
 
-    def sched_labels(self, dp_rank: int) -> dict[str, str]:
-        d = {"model_name": self.model_name, "engine_type": "unified", "tp_rank": "0",
-             "pp_rank": "0", "moe_ep_rank": "0"}
-        if self.dp:
-            d["dp_rank"] = str(dp_rank)
-        return d
+    def _fill(self, name: str, dp: int, extra: dict[str, str]) -> dict[str, str]:
+        values = {"model_name": self.model_name, "engine_type": "unified", "tp_rank": "0",
+                  "pp_rank": "0", "moe_ep_rank": "0", "pid": self.pid, "dp_rank": str(dp)}
+        return {k: extra.get(k, values.get(k, "")) for k in self.labels_of[name]}
 
-    def tok_labels(self) -> dict[str, str]:
-        return {"model_name": self.model_name, "engine_type": "unified"}
+    def child(self, name: str, dp: int = 0, **extra: str) -> Any:
+        """The series of family ``name`` (``sglang:...``) for DP rank ``dp`` and extra labels."""
+        if not self.labels_of[name]:
+            return self.fam[name]
+        return self.fam[name].labels(**self._fill(name, dp, extra))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -26,6 +26,7 @@ class SimRequest:
     is_health: bool = False
     is_warmup: bool = False  # startup warm-up: not counted by --sim-fault thresholds
     arrival_model: float = 0.0
+    arrival_wall: float = 0.0  # epoch seconds
     output_ids: list[int] = field(default_factory=list)
     target: list[int] = field(default_factory=list)  # ids to prefill on (re)admission
     filled: int = 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,6 +84,8 @@ class Scheduler:
         # stats
         self.admitted_count = 0
         self.tokens_emitted = 0
+        self.prefill_tokens_total = 0
+        self.prefill_busy_s = 0.0
         self.finished_count = 0
         self.decode_ct = 0
         self.last_decode_log_model = 0.0
@@ -123,6 +126,7 @@ class Scheduler:
 
     def submit(self, req: SimRequest) -> None:
         req.arrival_model = self.now_model()
+        req.arrival_wall = time.time()
         req.queue_start_model = req.arrival_model
         req.target = list(req.input_ids)
         self.waiting.append(req)
@@ -133,6 +137,12 @@ class Scheduler:
             return False
         self.kv.tree.reset()
         return True
+
+    def decode_moments(self) -> list[float]:
+        """[count, Σbatch, Σbatch², ...]-style decode moments of the running batch (for /v1/loads)."""
+        n = float(len(self.running))
+        seq = float(sum(len(r.input_ids) + len(r.output_ids) for r in self.running))
+        return [n, n, seq, n, seq, n]
 
     def abort_all(self, message: str) -> None:
         """End every queued and running request now (server shutdown)."""
@@ -176,6 +186,8 @@ class Scheduler:
             if batch is not None:
                 dt = self.cfg.cost.prefill_time(sum(b[1] for b in batch),
                                                 sum(b[3] for b in batch))
+                self.prefill_tokens_total += sum(b[1] for b in batch)
+                self.prefill_busy_s += dt
             elif self.running:
                 step = self._decode_prepare()
                 if step is None:

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-PY = sys.executable
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from pwtest import PY, REPO, free_port, subprocess_env  # noqa: F401  (re-exported for fixtures)
 
 
 @pytest.fixture
@@ -41,11 +29,3 @@ def engine(tmp_path):
     eng = make_engine(f"sqlite:///{tmp_path / 'pitwall.db'}")
     yield eng
     eng.dispose()
-
-
-def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
-    return env

@@ -31,6 +31,8 @@ from storage.db import SchemaError, make_engine
 
 WINDOWS = {"15m": 15 * 60, "1h": 3600, "6h": 6 * 3600, "24h": 86400, "7d": 7 * 86400}
 DEFAULT_WINDOW = "1h"
+WINDOW_LABELS = {"15m": "last 15 minutes", "1h": "last hour", "6h": "last 6 hours",
+                 "24h": "last 24 hours", "7d": "last 7 days"}
 LIVE_REFRESH_S = 5.0  # how often live fragments re-read storage
 log = logging.getLogger("pitwall.dashboard")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -220,7 +222,8 @@ def sidebar(ctx: AppContext) -> None:
             st.caption("No servers yet — see the Overview page for how to add one.")
         keys = list(WINDOWS)
         w = _sync_widget("window", "sb_window", keys, DEFAULT_WINDOW)
-        st.segmented_control("Window", keys, key="sb_window", on_change=_on_pick, args=("window", "sb_window"))
+        st.selectbox("Window", keys, key="sb_window", format_func=WINDOW_LABELS.get, on_change=_on_pick,
+                     args=("window", "sb_window"))
         _remember("window", w)
         if alive:
             st.caption(f":green[●] {summary}")

@@ -20,7 +20,7 @@ DISPLAY: dict[str, tuple[float, str, str]] = {
     "s": (1000.0, "ms", ",.1~f"),
     "ratio": (100.0, "%", ".1f"),
     "pct": (1.0, "%", ".1f"),
-    "count": (1.0, "", ",.0f"),
+    "count": (1.0, "", ",.2~f"),
     "tok_s": (1.0, "tok/s", ",.0f"),
     "rps": (1.0, "req/s", ",.2f"),
     "bytes": (1.0 / 2**30, "GiB", ",.1f"),
@@ -33,6 +33,10 @@ EVENT_KINDS_MARKED = (
     "relaunch_started", "relaunch_done", "relaunch_failed", "rollback", "health_down",
     "health_up", "server_ready", "warmup_failed",
 )
+
+
+def _iso(ts: float) -> str:
+    return pd.Timestamp(ts, unit="s", tz="UTC").isoformat()
 
 
 def _time(ts: pd.Series) -> pd.Series:
@@ -94,14 +98,15 @@ def timeseries_spec(
         "field": "time",
         "type": "temporal",
         "title": None,
-        "scale": {"domain": [since * 1000.0, until * 1000.0]},
+        # ISO strings: Vega-Lite reads them as UTC instants whatever the browser's time zone
+        "scale": {"domain": [_iso(since), _iso(until)]},
     }
     time_tip = {"field": "time", "type": "temporal", "title": "time", "format": "%Y-%m-%d %H:%M:%S"}
     color = {
         "field": "series",
         "type": "nominal",
         "scale": {"domain": labels, "range": list(SERIES_COLORS[: max(1, len(labels))])},
-        "legend": {"orient": "bottom", "title": None, "columns": 3, "symbolLimit": 0, "labelLimit": 220},
+        "legend": {"orient": "bottom", "title": None, "columns": 2, "symbolLimit": 0, "labelLimit": 260},
     }
     line_enc = {
         "x": x,

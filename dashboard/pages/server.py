@@ -146,7 +146,9 @@ def charts() -> None:
         with cols[i % 2]:
             if df.empty:
                 st.markdown(f"**{title}**")
-                st.caption("No data in this window.")
+                st.caption("No GPU telemetry in this window (NVML not available on this host, or the "
+                           "GPU collector is not running)." if unit in ("w", "c") or title.startswith("GPU")
+                           else "No data in this window.")
                 continue
             data, spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev,
                                          title=title, dashed=dashed, points=points)

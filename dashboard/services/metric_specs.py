@@ -137,7 +137,8 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "mean of `log.running_req` samples in the window, else `metrics.num_running_reqs`"),
     MetricSpec("radix_hit_rate", "Radix cache hit rate", "throughput", "ratio", "higher",
                "token-weighted: Σ `log.prefill_cached_token` / Σ (`log.prefill_cached_token` + "
-               "`log.prefill_new_token`) in the window; else Σ tokens_cached / Σ tokens_in of the "
+               "`log.prefill_new_token`) in the window; else mean `metrics.cached_tokens_per_s` / "
+               "mean `metrics.prompt_tokens_per_s`; else Σ tokens_cached / Σ tokens_in of the "
                "probe's requests (client-reported)"),
     # -- cost ---------------------------------------------------------------------------------
     MetricSpec("gpu_usd_per_hour", "GPU cost per hour", "cost", "usd_h", "none",

@@ -41,6 +41,7 @@ MEAN_KEYS = (
     "metrics.requests_per_s",
     "metrics.generation_tokens_per_s",
     "metrics.prompt_tokens_per_s",
+    "metrics.cached_tokens_per_s",
 )
 #: Series kept on the scorecard for charts (bucketed, at most SERIES_POINTS per metric).
 SERIES_KEYS = (
@@ -116,7 +117,7 @@ def resolve_subject(
     if run_id is not None:
         run = repo.get_probe_run(engine, run_id=run_id)
         if run is None:
-            raise ScorecardError(f"Probe run #{run_id} does not exist; list runs with the Runs page.")
+            raise ScorecardError(f"Probe run #{run_id} does not exist; the Compare page lists the finished runs.")
         if run.server_id is not None:
             srv = repo.get_server(engine, id=run.server_id)
         if server is not None and (srv is None or srv.name != server):
@@ -128,7 +129,7 @@ def resolve_subject(
     elif launch_id is not None:
         launch = repo.get_launch(engine, launch_id=launch_id)
         if launch is None:
-            raise ScorecardError(f"Launch #{launch_id} does not exist; see the Launches page.")
+            raise ScorecardError(f"Launch #{launch_id} does not exist; the Compare page lists the launches.")
         srv = repo.get_server(engine, id=launch.server_id)
         if server is not None and (srv is None or srv.name != server):
             raise ScorecardError(f"Launch #{launch_id} is not a launch of server {server!r}.")

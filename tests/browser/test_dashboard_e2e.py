@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PY, REPO, free_port, subprocess_env
+from pwtest import PY, REPO, free_port, subprocess_env
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [

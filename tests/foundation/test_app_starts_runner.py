@@ -8,7 +8,7 @@ import time
 
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO
+from pwtest import REPO
 from dashboard.services.health import runner_alive
 from storage import repo
 from storage.db import make_engine

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import PY, subprocess_env
+from pwtest import PY, subprocess_env
 from dashboard.cli import COMMANDS, DELEGATED, main
 
 

@@ -94,7 +94,7 @@ def test_no_absolute_paths_of_this_machine() -> None:
     needles = [str(REPO), str(REPO.parent) + "/", str(Path.home()) + "/"]
     offenders = []
     for path in (REPO).rglob("*"):
-        if not path.is_file() or any(part in (".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache") for part in path.parts):
+        if not path.is_file() or any(part in (".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis") for part in path.parts):
             continue
         if path.suffix in (".png", ".db", ".whl", ".gz", ".pyc"):
             continue

@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import PY, subprocess_env
+from pwtest import PY, subprocess_env
 
 
 def test_sigkill_keeps_every_committed_batch(tmp_path: Path) -> None:

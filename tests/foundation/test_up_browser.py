@@ -12,7 +12,7 @@ import urllib.request
 import psutil
 import pytest
 
-from conftest import PY, free_port, subprocess_env
+from pwtest import PY, free_port, subprocess_env
 
 CHROMIUM = shutil.which("chromium")
 CHROME_ARGS = [

@@ -7,9 +7,18 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import free_port
 
 from dashboard.cli import main
+
+
+def free_port() -> int:
+    # Local copy: `from conftest import ...` is ambiguous when several conftest.py are loaded.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 GOOD = 'name = "{n}"\nmodel_path = "org/m"\nentrypoint = "simulator.launch_server"\n[flags]\nenable-metrics = true\n{f}\n[env]\n{e}\n'
 FAST_ENV = 'SGLANG_SIM_SPEED = "50"\nSGLANG_SIM_STARTUP_S = "0.5"'

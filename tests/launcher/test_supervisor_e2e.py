@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port
 
 from collectors.runner import Runner
 from dashboard.services import launcher
@@ -27,6 +26,16 @@ from storage import repo
 pytestmark = pytest.mark.timeout(120)
 
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
+
+
+def free_port() -> int:
+    # Local copy: `from conftest import ...` is ambiguous when several conftest.py are loaded.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 
 def _profile(folder: Path, name: str, flags: str, env: dict[str, str]) -> None:
@@ -129,6 +138,9 @@ def test_crash_on_start_rolls_back_with_reason(rig) -> None:
     assert final.progress["stage"] == "rolled back"
     assert "crashy failed to come up" in final.message and "rolled back to profile fast-a" in final.message
     assert final.result["excerpt"]  # the failing log excerpt is kept
+    # The reason shown is the error line of the failing launch's log, not its last line.
+    log_part = final.message.split("Log: ", 1)[1]
+    assert any(w in log_part.lower() for w in ("error", "exception", "killed", "traceback")), log_part
     assert _server_info(port)["max_running_requests"] == 8  # fast-a is back
     events = {e["kind"]: e for e in _events(engine, sid)}
     assert events["relaunch_failed"]["raw"] and events["rollback"]["severity"] == "warning"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.launch_plan import build_argv, flag_args, startup_progress
+from collectors.launch_plan import build_argv, flag_args, reason_line, startup_progress
 from dashboard.services import guardrails, launcher, sglang_flags
 from dashboard.services.guardrails import GpuProcess
 from dashboard.services.profiles import ProfileSpec
@@ -316,3 +316,14 @@ def test_startup_progress_from_log_milestones() -> None:
     assert startup_progress("[x] Load weight begin. avail mem=73.91 GB\n") == (0.3, "loading weights")
     assert startup_progress("Load weight end. ...\nCapture target decode CUDA graph begin.") == (0.7, "capturing CUDA graphs")
     assert startup_progress("The server is fired up and ready to roll!")[0] == 1.0
+
+
+def test_reason_line_prefers_the_error() -> None:
+    excerpt = ("[t] Load weight begin.\n[t] ERROR:    [Errno 98] error while attempting to bind on address\n"
+               "[t] INFO:     Waiting for application shutdown.\n[t] INFO:     Application shutdown complete.\n")
+    assert reason_line(excerpt) == "[t] ERROR:    [Errno 98] error while attempting to bind on address"
+    assert reason_line("a\nb\n") == "b"
+    crash = ("RuntimeError: CUDA error: an illegal memory access was encountered\n"
+             "[t] Received sigquit from a child process. It usually means the child failed.\n")
+    assert reason_line(crash).startswith("RuntimeError: CUDA error")
+    assert reason_line("") == "(no output)"

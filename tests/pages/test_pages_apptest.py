@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import streamlit as st
-from conftest import REPO
+from pwtest import REPO
 from pages_seed import HOSTILE, seed
 from streamlit.testing.v1 import AppTest
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO, free_port, subprocess_env
+from pwtest import REPO, free_port, subprocess_env
 
 from collectors.base import ServerTarget
 from collectors.probe.sweep import SweepSpec, run_sweep

@@ -229,3 +229,16 @@ def test_image_server_per_image_latency_and_cost():
     assert v(card, "energy_j_per_image") == pytest.approx(100.0)
     assert card.figures["ttft_p50_s"].status == "not_applicable"
     assert card.figures["usd_per_1m_output_tok"].status == "not_applicable"
+
+
+def test_radix_hit_rate_fallbacks():
+    base = {"subject": {"server": "s", "since": 0.0, "until": 10.0}, "provenance": {}}
+    slo_set = resolve(None, {})
+    # /metrics counter rates: mean cached 30 tok/s over mean prompt 120 tok/s = 0.25
+    inp = ScorecardInputs(**base, means={"metrics.cached_tokens_per_s": 30.0,
+                                         "metrics.prompt_tokens_per_s": 120.0})
+    fig = compute_scorecard(inp, slo_set).figures["radix_hit_rate"]
+    assert fig.value == pytest.approx(0.25) and "/metrics" in fig.note
+    # nothing at all: missing, never 0
+    fig = compute_scorecard(ScorecardInputs(**base), slo_set).figures["radix_hit_rate"]
+    assert fig.value is None and fig.status == "missing"

@@ -14,6 +14,9 @@ from conftest import FAST, Sim, StartSim
 from sim_forms import RETRACT, batch_fields
 
 SYSTEM = "You are a helpful assistant for the operations team. " * 12  # ~150 tokens shared
+# Where arrival timing matters, run slower: at speed 50 one wall millisecond of client jitter is
+# 50 model milliseconds, enough to spread a "simultaneous" burst over several decode steps.
+STEADY = ["--sim-speed", "5", "--sim-startup-s", "1"]
 
 
 async def _fire(base: str, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -54,7 +57,7 @@ def test_shared_prefix_hits_cache_and_not_without_radix(start_sim: StartSim) -> 
 def _level(start_sim: StartSim, n: int, *extra: str
            ) -> tuple[float, float, float, float, float]:
     """(mean decode batch, tokens/model-s, p99 e2e model-s, max queue, max usage), n at once."""
-    sim = start_sim(*FAST, "--max-total-tokens", "6000", "--decode-log-interval", "2", *extra)
+    sim = start_sim(*STEADY, "--max-total-tokens", "6000", "--decode-log-interval", "2", *extra)
     outs = fire(sim, [body(f"req {i} " + "lorem ipsum dolor sit amet " * 12, 60)
                       for i in range(n)])
     e2e = sorted(o["meta_info"]["e2e_latency"] for o in outs)
@@ -83,8 +86,8 @@ def test_lower_mem_fraction_queues_and_retracts_earlier(start_sim: StartSim) -> 
     # 8B on H100: 0.88 x 80 GB - 16 GB weights - 2 GB reserve -> ~400k tokens;
     # 0.25 x 80 GB -> 2 GB -> ~15k tokens for 48 requests x (450 + 200) tokens = 31k.
     bodies = [body(f"doc {i} " + "alpha beta gamma delta " * 100, 200) for i in range(48)]
-    big = start_sim(*FAST, "--decode-log-interval", "5")
-    small = start_sim(*FAST, "--decode-log-interval", "5", "--mem-fraction-static", "0.25")
+    big = start_sim(*STEADY, "--decode-log-interval", "5")
+    small = start_sim(*STEADY, "--decode-log-interval", "5", "--mem-fraction-static", "0.25")
     fire(big, bodies)
     fire(small, bodies)
 

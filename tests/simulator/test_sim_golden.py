@@ -32,7 +32,8 @@ def test_golden_metrics_parse_with_0_5_23_names() -> None:
                  "sglang:gen_throughput", "sglang:cache_hit_rate", "sglang:prompt_tokens",
                  "sglang:generation_tokens", "sglang:cached_tokens", "sglang:num_requests",
                  "sglang:time_to_first_token_seconds", "sglang:e2e_request_latency_seconds",
-                 "sglang:inter_token_latency_seconds", "sglang:num_retracted_requests"):
+                 "sglang:inter_token_latency_seconds", "sglang:num_retracted_reqs",
+                 "sglang:queue_time_seconds", "sglang:realtime_tokens"):
         assert name in fams, name
     gen = sum(s.value for s in fams["sglang:generation_tokens"].samples
               if s.name.endswith("_total"))

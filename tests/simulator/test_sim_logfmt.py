@@ -93,8 +93,11 @@ def test_hot_path_stream_chunk_equals_generic_sse() -> None:
     from simulator import llm_api
 
     meta = llm_api.meta_info(rid='a"b', prompt_tokens=7, completion_tokens=2, cached_tokens=3,
-                             finish_reason=None, num_retractions=1, e2e_latency=None)
-    fast = llm_api.partial_meta_json('a"b', 7, 2, 3, 1)
-    assert fast == llm_api.compact_dumps(meta)
-    chunk = llm_api.native_chunk(text=' a "b"', ids_json="5,6", meta_json=fast, index=None)
+                             finish_reason=None, num_retractions=1, final=False,
+                             timing={"forward_entry_time": 1.5, "prefill_finished_time": 2.0,
+                                     "queue_time": 0.25})
+    head, tail = llm_api.split_meta_json(meta)
+    assert head + "2" + tail == llm_api.compact_dumps(meta)
+    chunk = llm_api.native_chunk(text=' a "b"', ids_json="5,6", meta_json=head + "2" + tail,
+                                 index=None)
     assert chunk == llm_api.sse({"text": ' a "b"', "output_ids": [5, 6], "meta_info": meta})
