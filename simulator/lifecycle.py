@@ -78,7 +78,9 @@ async def bind(app: web.Application, host: str, port: int, log: logfmt.LogWriter
     # Open streams get 5 s to finish after SIGTERM; a hung request does not block the stop.
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=False)
+    # uvicorn sets SO_REUSEADDR: a relaunch can bind while old connections sit in TIME_WAIT,
+    # and a port held by a listening process still fails with Errno 98.
+    site = web.TCPSite(runner, host, port, reuse_address=True)
     try:
         await site.start()
     except OSError as exc:

@@ -33,4 +33,5 @@ def runner_parts(
         engine, launcher.Planner(settings, engine), auto_start=auto_start, auto_restart=auto_restart
     )
     handlers: dict[str, Any] = {kind: supervisor.handle_intent for kind in ("launch", "stop", "relaunch")}
+    handlers["probe"] = __import__("dashboard.services.benchmarks", fromlist=["_"]).probe_intent_handler(engine, settings)
     return supervisor, handlers
