@@ -105,3 +105,15 @@ def test_no_absolute_paths_of_this_machine() -> None:
         if any(n in text for n in needles if n not in ("/", "//")):
             offenders.append(str(path.relative_to(REPO)))
     assert not offenders, f"absolute local paths in: {offenders}"
+
+
+def test_readme_metric_table_matches_metric_specs() -> None:
+    from dashboard.services.metric_specs import metric_table_markdown
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start, end = "<!-- metric-table:start -->\n", "\n<!-- metric-table:end -->"
+    assert start in readme and end in readme
+    table = readme.split(start, 1)[1].split(end, 1)[0]
+    assert table.strip() == metric_table_markdown().strip(), (
+        "README metric table is stale: paste the output of metric_table_markdown()"
+    )
