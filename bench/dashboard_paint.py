@@ -26,8 +26,10 @@ app.py` on 127.0.0.1 (the Streamlit server and the browser share the machine's c
 - rerun: click the "Mark events" toggle (a full script rerun; the series come from the cache)
   -> the last mutation inside any chart (a MutationObserver; done = 400 ms without a change);
 - the server-side part: the page's 7-day read (timeseries.read_series, 31 series), in ms.
-Targets (issue 9): first paint <= 1.5 s, rerun <= 300 ms. Figures print as a table with the
-median and every run; the first navigation of a fresh browser is a discarded warm-up.
+Targets (issue 9): first paint <= 1.5 s, rerun <= 300 ms. Side by side, in the same run, the
+floor: a one-chart 100-point Streamlit page measured the same way (what Streamlit + Chromium cost
+on this host before Pitwall does anything). Figures print as a table with the median, every run
+and the ratio to the floor; each server's first navigation is a discarded warm-up.
 """
 
 from __future__ import annotations
@@ -219,17 +221,27 @@ def _rerun(page, *, label: str, want: int, quiet_ms: float = 400.0, timeout_s: f
     raise TimeoutError(f"charts did not repaint within {timeout_s:.0f} s of clicking {label!r}")
 
 
-def measure(db_path: Path, *, runs: int, shots: Path | None) -> dict[str, list[float]]:
+FLOOR_APP = """
+import numpy as np, pandas as pd, streamlit as st
+on = st.toggle("Mark events", value=True)
+df = pd.DataFrame({"x": np.arange(100), "y": np.random.default_rng(0).random(100)})
+st.vega_lite_chart(df, {"mark": {"type": "line", "color": "#4e79a7" if on else "#f28e2b"},
+    "encoding": {"x": {"field": "x", "type": "quantitative"}, "y": {"field": "y", "type": "quantitative"}},
+    "usermeta": {"embedOptions": {"renderer": "canvas"}}}, width="stretch", height=280)
+"""
+
+
+def measure(
+    app: Path, url_path: str, env_extra: dict[str, str], *, want: int, runs: int, cold_gap_s: float,
+    shot: Path | None,
+) -> dict[str, list[float]]:
     from playwright.sync_api import sync_playwright
 
     port = _free_port()
     env = dict(os.environ)
-    env.update({
-        "PITWALL_DATABASE_URL": f"sqlite:///{db_path}", "PITWALL_DATA_DIR": str(db_path.parent),
-        "PITWALL_MANAGED_RUNNER": "1", "PITWALL_DEMO": "off", "PITWALL_CONFIG": "",
-    })
+    env.update(env_extra)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.address", "127.0.0.1",
+        [sys.executable, "-m", "streamlit", "run", str(app), "--server.address", "127.0.0.1",
          "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
@@ -241,7 +253,7 @@ def measure(db_path: Path, *, runs: int, shots: Path | None) -> dict[str, list[f
                 args=["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                       "--disable-component-update", "--disable-sync", "--no-first-run"],
             )
-            url = f"http://127.0.0.1:{port}/server?server=srv-a&window=7d"
+            url = f"http://127.0.0.1:{port}{url_path}"
             deadline = time.time() + 60
             while True:  # wait for the server to answer
                 try:
@@ -251,10 +263,9 @@ def measure(db_path: Path, *, runs: int, shots: Path | None) -> dict[str, list[f
                     if time.time() > deadline:
                         raise RuntimeError("streamlit did not start within 60 s") from None
                     time.sleep(0.2)
-            want = 6  # TTFT, throughput, batch, KV, cache, GPU (one metric at a time)
             for i in range(runs + 1):  # run 0 is the warm-up (imports, caches of a fresh server)
                 if i:
-                    time.sleep(11)  # the page caches series for 10 s: measure a cold query each run
+                    time.sleep(cold_gap_s)
                 ctx = browser.new_context(viewport={"width": 1280, "height": 900})
                 page = ctx.new_page()
                 t0 = time.perf_counter()
@@ -269,8 +280,8 @@ def measure(db_path: Path, *, runs: int, shots: Path | None) -> dict[str, list[f
                     dt = _rerun(page, label="Mark events", want=want)
                     if i:
                         out["rerun_s"].append(dt)
-                if shots is not None and i == runs:
-                    page.screenshot(path=str(shots / "bench-server-7d.png"), full_page=True)
+                if shot is not None and i == runs:
+                    page.screenshot(path=str(shot), full_page=True)
                 ctx.close()
             browser.close()
     finally:
@@ -327,16 +338,31 @@ def main() -> int:
         server_side(db, now)
         if args.shots:
             args.shots.mkdir(parents=True, exist_ok=True)
-        res = measure(db, runs=args.runs, shots=args.shots)
+        # The floor: a one-chart, 100-point page with the same toggle, same browser, same method;
+        # it shows what this host's Streamlit + Chromium cost before Pitwall does anything.
+        floor_app = folder / "floor_app.py"
+        floor_app.write_text(FLOOR_APP, encoding="utf-8")
+        floor = measure(floor_app, "/", {}, want=1, runs=args.runs, cold_gap_s=0.0, shot=None)
+        env = {
+            "PITWALL_DATABASE_URL": f"sqlite:///{db}", "PITWALL_DATA_DIR": str(db.parent),
+            "PITWALL_MANAGED_RUNNER": "1", "PITWALL_DEMO": "off", "PITWALL_CONFIG": "",
+        }
+        # 6 charts: TTFT, throughput, batch, KV, cache, GPU (one metric at a time). Runs are 11 s
+        # apart, so the page's 10-s query cache has expired and every first paint pays the SQL.
+        res = measure(ROOT / "app.py", "/server?server=srv-a&window=7d", env, want=6, runs=args.runs,
+                      cold_gap_s=11.0, shot=(args.shots / "bench-server-7d.png") if args.shots else None)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print("| step (7-day Server view, headless Chromium) | median | runs | target |")
-    print("|---|---|---|---|")
+    print("| step (headless Chromium) | 7-day Server view, median | runs | floor page, median | ratio | target |")
+    print("|---|---|---|---|---|---|")
     targets = {"first_chart_s": "<= 1.5 s", "all_charts_s": "—", "rerun_s": "<= 0.3 s"}
     for k, v in res.items():
-        print(f"| {k} | {statistics.median(v):.2f} s | {', '.join(f'{x:.2f}' for x in v)} | {targets[k]} |")
+        fl = statistics.median(floor[k])
+        print(f"| {k} | {statistics.median(v):.2f} s | {', '.join(f'{x:.2f}' for x in v)} | {fl:.2f} s | "
+              f"{statistics.median(v) / fl:.1f}x | {targets[k]} |")
+    print(f"(host load average over 1 min at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
     return 0
 
 

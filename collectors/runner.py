@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import psutil
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 
 from collectors.base import (
     Collector,
@@ -148,6 +149,8 @@ class Runner:
         self._lag_lock = threading.Lock()
         self._queue: queue.Queue[_Batch] = queue.Queue()
         self._queued_rows = 0  # approximate; only decides when to flush early
+        self._retry: _Batch | None = None  # a batch whose write failed, retried first
+        self.write_failures = 0
         self._pending_state: dict[str, dict[str, Any]] = {}
         self._state_lock = threading.Lock()
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
@@ -263,8 +266,14 @@ class Runner:
 
     # -- writing ------------------------------------------------------------------------------
     def flush(self) -> int:
-        """Write everything queued in one transaction; returns rows written."""
-        batch = _Batch()
+        """Write everything queued in one transaction; returns rows written.
+
+        If the write fails (a database locked past busy_timeout, a full disk), the batch is kept
+        and retried first on the next flush: nothing collected is dropped, and collector state
+        never gets ahead of the rows it describes.
+        """
+        batch = self._retry or _Batch()
+        self._retry = None
         while True:
             try:
                 b = self._queue.get_nowait()
@@ -276,21 +285,31 @@ class Runner:
         self._queued_rows = 0
         if not (batch.samples or batch.events or batch.states):
             return 0
-        with self.engine.begin() as conn:
-            repo.insert_sample_tuples(
-                conn,
-                rows=[(s.ts, s.server_id, s.launch_id, s.source, s.metric, s.value) for s in batch.samples],
+        try:
+            with self.engine.begin() as conn:
+                repo.insert_sample_tuples(
+                    conn,
+                    rows=[(s.ts, s.server_id, s.launch_id, s.source, s.metric, s.value) for s in batch.samples],
+                )
+                repo.insert_events(
+                    conn,
+                    rows=[
+                        {"ts": e.ts, "server_id": e.server_id, "launch_id": e.launch_id, "kind": e.kind,
+                         "severity": e.severity, "message": e.message, "raw": e.raw}
+                        for e in batch.events
+                    ],
+                )
+                for key, value in batch.states.items():
+                    repo.save_state(conn, key=key, value=value)
+        except Exception as exc:
+            self._retry = batch
+            self.write_failures += 1
+            log.error(
+                "could not write %d rows (%s); keeping them and retrying — check that no other "
+                "process holds the database locked and that the disk has room",
+                len(batch.samples) + len(batch.events), exc,
             )
-            repo.insert_events(
-                conn,
-                rows=[
-                    {"ts": e.ts, "server_id": e.server_id, "launch_id": e.launch_id, "kind": e.kind,
-                     "severity": e.severity, "message": e.message, "raw": e.raw}
-                    for e in batch.events
-                ],
-            )
-            for key, value in batch.states.items():
-                repo.save_state(conn, key=key, value=value)
+            return 0
         with self._state_lock:
             for key, value in batch.states.items():
                 if self._pending_state.get(key) is value:
@@ -341,17 +360,26 @@ class Runner:
                         self.supervisor.tick()
                     except Exception:
                         log.exception("supervisor tick failed")
-                self._dispatch_intents()
+                try:
+                    self._dispatch_intents()
+                except OperationalError as exc:
+                    log.warning("could not read intents (will retry): %s", exc)
                 if now_m - last_flush >= self.flush_s or self._queued_rows >= self.flush_rows:
                     self.flush()
                     last_flush = now_m
                 if now_m - last_beat >= 2.0:
-                    if not repo.renew_lease(self.engine, holder=self.holder):
-                        log.error("lost the runner lease to another runner; stopping")
-                        break
+                    try:
+                        if not repo.renew_lease(self.engine, holder=self.holder):
+                            log.error("lost the runner lease to another runner; stopping")
+                            break
+                    except OperationalError as exc:  # locked: try again at the next beat
+                        log.warning("could not renew the runner lease: %s", exc)
                     last_beat = now_m
                 if now_m - last_rollup >= 60.0:
-                    repo.compute_rollups(self.engine, until=time.time())
+                    try:
+                        repo.compute_rollups(self.engine, until=time.time())
+                    except OperationalError as exc:
+                        log.warning("could not write rollups (will retry): %s", exc)
                     last_rollup = now_m
                 if duration_s is not None and now_m - started >= duration_s:
                     break

@@ -212,8 +212,11 @@ def curves_chart(
     data["shown"] = data[y].astype(float) * mult
     data["trust"] = data["trusted"].map({True: "trusted", False: "NOT trusted"}).fillna("unknown")
     labels = sorted(data["series"].astype(str).unique())
+    levels = sorted(data[x].dropna().unique().tolist())
     base = alt.Chart(data).encode(
-        x=alt.X(f"{x}:Q", title=x, scale=alt.Scale(type="linear", zero=False)),
+        # ordinal: sweep levels (1, 4, 8, 16...) evenly spaced, no fractional ticks
+        x=alt.X(f"{x}:O", title="concurrency" if x == "level" else x, sort=levels,
+                axis=alt.Axis(labelAngle=0)),
         y=alt.Y("shown:Q", title=suffix or y, axis=alt.Axis(format=fmt)),
         color=alt.Color(
             "series:N",
@@ -222,7 +225,7 @@ def curves_chart(
         ),
         tooltip=[
             alt.Tooltip("series:N"),
-            alt.Tooltip(f"{x}:Q"),
+            alt.Tooltip(f"{x}:O"),
             alt.Tooltip("shown:Q", format=fmt, title=suffix or y),
             alt.Tooltip("trust:N", title="client self-check"),
         ],

@@ -37,6 +37,10 @@ def _forget_pending() -> None:
 @st.dialog("Start a sweep?", on_dismiss=_forget_pending)
 def confirm(req: bm.SweepRequest) -> None:
     total = req.requests * len(req.levels)
+    status = bm.server_status(session.engine_for(ctx.url), req.server)
+    if status != "up":
+        st.warning(f"{req.server} is {status} right now: requests will fail until it is up "
+                   "(see Overview / Events).")
     st.write(
         f"This sends about {total:,} requests (plus warm-up) to **{req.server}** at concurrency "
         f"{', '.join(map(str, req.levels))}. Live traffic on that server will see extra load."
@@ -141,14 +145,16 @@ if runs.empty:
     st.stop()
 
 shown = runs.assign(
+    success=[fmt_value(v, "ratio") for v in runs["success_rate"]],
+    error=runs["error"].fillna(""),
     progress=[f"{p:.0%}" for p in runs["progress"]],
     created=[fmt_age(t) for t in runs["created_at"]],
     trusted=runs["trusted"].map({True: "yes", False: "NOT trusted"}).fillna("—"),
 )
 st.subheader("Runs")
 st.dataframe(
-    shown[["id", "name", "status", "progress", "created", "workload", "levels", "requests", "trusted",
-           "fingerprint", "error"]],
+    shown[["id", "name", "status", "progress", "success", "created", "workload", "levels", "requests",
+           "trusted", "fingerprint", "error"]],
     hide_index=True,
     width="stretch",
 )
@@ -205,6 +211,9 @@ for rid in picked:
     untrusted = table[table["trusted"] == False]  # noqa: E712 - pandas element-wise
     head = f"{run.name or 'run ' + str(run.id)} — fingerprint {run.fingerprint[:12] or '—'}"
     with st.expander(head, expanded=len(picked) == 1):
+        if (table["ok"].fillna(0) == 0).all():
+            st.error("No request of this run succeeded — the server was down or refused them "
+                     "(errors below). Check the server on the Overview, then run it again.")
         if run.trusted is False or not untrusted.empty:
             st.warning("Some levels are NOT trusted: the probe client was overloaded, so their "
                        "latencies include its own queueing. " + "; ".join(untrusted["why_not_trusted"].unique()))

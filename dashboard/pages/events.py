@@ -77,12 +77,17 @@ with session.guard("Events"):
             "raw": df["raw"].notna(),
         }
     )
-    st.dataframe(
+    picked = st.dataframe(
         table,
         hide_index=True,
         width="stretch",
         column_config={"raw": st.column_config.CheckboxColumn("raw excerpt", width="small")},
+        on_select="rerun",
+        selection_mode="single-row",
+        key="ev_table",
     )
+    rows = list(getattr(getattr(picked, "selection", None), "rows", []) or [])
+    chosen = int(table.iloc[rows[0]]["id"]) if rows and rows[0] < len(table) else None
     with_raw = df[df["raw"].notna()]
     st.subheader("Raw excerpt")
     if with_raw.empty:
@@ -92,7 +97,10 @@ with session.guard("Events"):
         labels = {
             int(r.id): f"#{int(r.id)} · {fmt_ts(r.ts)} · {r.kind}" for r in with_raw.itertuples()
         }
-        pick = st.selectbox("Event", options, format_func=labels.get, key="ev_raw_pick")
+        if chosen in options and st.session_state.get("ev_raw_last_row") != chosen:
+            st.session_state["ev_raw_pick"] = chosen  # a row picked in the table shows its excerpt
+        st.session_state["ev_raw_last_row"] = chosen
+        pick = st.selectbox("Event (or pick a row above)", options, format_func=labels.get, key="ev_raw_pick")
         row = with_raw[with_raw["id"] == pick].iloc[0]
         st.text(f"{row['kind']} ({row['severity']}): {row['message']}")
         st.code(str(row["raw"]), language=None)

@@ -16,6 +16,7 @@ from dashboard.services import timeseries as ts
 from dashboard.services.overview import ServerDetail, server_detail
 
 ctx = session.bootstrap()
+CHART_HEIGHT_PX = 280  # the whole chart element: plot, axis, two legend rows
 PANEL_LABELS = {
     "latency": "Latency",
     "throughput": "Throughput",
@@ -32,13 +33,25 @@ def _detail(url: str, name: str) -> ServerDetail | None:
 
 
 @st.cache_data(ttl=10, show_spinner=False)
-def _series(url: str, server_id: int, gpus: tuple[int, ...], since: float, until: float):  # type: ignore[no-untyped-def]
+def _panel(url: str, server_id: int, key: str, gpus: tuple[int, ...], since: float, until: float) -> pd.DataFrame:
+    # One cached read per panel: the first chart paints after its own query, not after all of
+    # them, and hidden panels (the three GPU metrics not picked) cost nothing.
+    panel = next(p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) if p.key == key)
+    data = ts.read_series(session.engine_for(url), server_id=server_id, panels=[panel], since=since, until=until)
+    return data[key]
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _extras(
+    url: str, server_id: int, gpus: tuple[int, ...], since: float, until: float
+) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+    """(probe TTFT per bucket, events, any sample in the window) for the window."""
     engine = session.engine_for(url)
-    panels = list(ts.PANELS) + ts.gpu_panels(list(gpus))
-    data = ts.read_series(engine, server_id=server_id, panels=panels, since=since, until=until)
-    probe = ts.probe_latency(engine, server_id=server_id, since=since, until=until)
-    events = ts.events_in_window(engine, server_id=server_id, since=since, until=until)
-    return data, probe, events
+    return (
+        ts.probe_latency(engine, server_id=server_id, since=since, until=until),
+        ts.events_in_window(engine, server_id=server_id, since=since, until=until),
+        ts.has_samples(engine, server_id=server_id, since=since, gpus=list(gpus)),
+    )
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -107,25 +120,24 @@ live_every = session.LIVE_REFRESH_S if window_s <= 3600 else 30.0
 @session.safe("Live charts")
 def charts() -> None:
     assert detail.server.id is not None
+    sid = detail.server.id
     since, until = ts.window(window_s)
-    data, probe, events = _series(ctx.url, detail.server.id, tuple(gpus), since, until)
+    probe, events, any_data = _extras(ctx.url, sid, tuple(gpus), since, until)
     ev = events if mark_events else None
     st.caption(
         f"Window: last {fmt_window(window_s)} (until {fmt_ts(until)}), refreshed every "
         f"{live_every:.0f} s. Dashed lines are the server's histogram estimates; dots are canary "
         f"requests; vertical rules are events ({len(events)} in window)."
     )
-    if all(df.empty for df in data.values()) and probe.empty:
+    if not any_data and probe.empty:
         st.info(
             "No samples in this window. Pick a longer window in the sidebar; if the server is new, "
             "data appears within a few seconds once the runner collects (About / health)."
         )
-    specs = []
+        return
+    wanted: list[tuple[str, str, str, tuple[str, ...], tuple[str, ...]]] = []
     if "latency" in (shown or []):
-        lat = data["latency"]
-        if not probe.empty:
-            lat = pd.concat([lat, probe.assign(min=probe["value"], max=probe["value"])], ignore_index=True)
-        specs.append((lat, "s", "TTFT: probes, canary and server estimate", ("(est.)",), ("canary TTFT",)))
+        wanted.append(("latency", "s", "TTFT: probes, canary and server estimate", ("(est.)",), ("canary TTFT",)))
     for key, title, unit in (
         ("throughput", "Throughput", "tok_s"),
         ("batch", "Running batch and queue", "count"),
@@ -133,26 +145,29 @@ def charts() -> None:
         ("cache_hit", "Radix cache hit rate", "ratio"),
     ):
         if key in (shown or []):
-            specs.append((data[key], unit, title, (), ()))
+            wanted.append((key, unit, title, (), ()))
     if "gpu" in (shown or []):
         if not gpus:
             st.caption("No GPU telemetry on this host (NVML not available, or no GPUs assigned).")
         else:
             for key, title, unit, _ in ts.GPU_PANELS:
                 if key == gpu_metric:
-                    specs.append((data[key], unit, title, (), ()))
+                    wanted.append((key, unit, title, (), ()))
     cols = st.columns(2)
-    for i, (df, unit, title, dashed, points) in enumerate(specs):
+    for i, (key, unit, title, dashed, points) in enumerate(wanted):
+        df = _panel(ctx.url, sid, key, tuple(gpus), since, until)
+        if key == "latency" and not probe.empty:
+            df = pd.concat([df, probe.assign(min=probe["value"], max=probe["value"])], ignore_index=True)
         with cols[i % 2]:
             if df.empty:
                 st.markdown(f"**{title}**")
                 st.caption("No GPU telemetry in this window (NVML not available on this host, or the "
-                           "GPU collector is not running)." if unit in ("w", "c") or title.startswith("GPU")
+                           "GPU collector is not running)." if key.startswith("gpu")
                            else "No data in this window.")
                 continue
             data, spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev,
                                          title=title, dashed=dashed, points=points)
-            st.vega_lite_chart(data, spec, width="stretch")
+            st.vega_lite_chart(data, spec, width="stretch", height=CHART_HEIGHT_PX)
 
 
 charts()

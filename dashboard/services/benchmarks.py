@@ -122,6 +122,14 @@ def server_id(engine: Engine, name: str) -> int | None:
     return s.id if s is not None else None
 
 
+def server_status(engine: Engine, name: str) -> str:
+    """up | down | launching | unknown (the Overview's rule), to warn before a sweep."""
+    from dashboard.services.overview import server_detail
+
+    detail = server_detail(engine, name)
+    return detail.status if detail is not None else "unknown"
+
+
 def get_run(engine: Engine, *, run_id: int) -> ProbeRun | None:
     return repo.get_probe_run(engine, run_id=run_id)
 
@@ -136,15 +144,20 @@ def active_sweeps(engine: Engine, *, server_id: int | None = None) -> list[tuple
 
 
 def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) -> pd.DataFrame:
-    """One row per run: id, name, status, progress, created, levels, trusted, fingerprint, error."""
+    """One row per run: id, name, success_rate (ok / measured requests, 0-1), status, progress,
+    created, levels, trusted, fingerprint, error."""
     rows = []
     for r in repo.list_probe_runs(engine, server_id=server_id, limit=limit):
         spec = r.spec or {}
         wl = spec.get("workload") or {}
+        levels = _levels(r)
+        sent = sum(int(lv.get("requests") or 0) for lv in levels)
+        ok = sum(int(lv.get("ok") or 0) for lv in levels)
         rows.append(
             {
                 "id": r.id,
                 "name": r.name or f"run {r.id}",
+                "success_rate": ok / sent if sent else None,
                 "status": r.status,
                 "progress": float(r.progress or 0.0),
                 "created_at": r.created_at,
@@ -157,8 +170,8 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
                 "error": r.error,
             }
         )
-    cols = ["id", "name", "status", "progress", "created_at", "api", "workload", "levels",
-            "requests", "trusted", "fingerprint", "error"]
+    cols = ["id", "name", "success_rate", "status", "progress", "created_at", "api", "workload",
+            "levels", "requests", "trusted", "fingerprint", "error"]
     return pd.DataFrame(rows, columns=cols)
 
 

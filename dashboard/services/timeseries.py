@@ -250,3 +250,14 @@ def list_events(
 def server_ids(engine: Engine) -> dict[str, int]:
     """{server name: id} of every configured server."""
     return {s.name: int(s.id) for s in repo.list_servers(engine) if s.id is not None}
+
+
+def has_samples(engine: Engine, *, server_id: int, since: float, gpus: list[int] | None = None) -> bool:
+    """True when any charted metric of the server has a sample newer than `since` (indexed
+    newest-sample lookups, a few ms; windows always end now)."""
+    keys = [m for p in PANELS for m, _ in p.series + p.fallback]
+    latest = repo.latest_samples(engine, server_id=server_id, metrics=keys)
+    if any(ts >= since for ts, _ in latest.values()):
+        return True
+    gpu = [f"gpu.{i}.util_ratio" for i in gpus or []]
+    return any(ts >= since for ts, _ in repo.latest_samples(engine, server_id=server_id, metrics=gpu).values())

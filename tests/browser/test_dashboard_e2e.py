@@ -21,7 +21,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from pwtest import PY, REPO, free_port, subprocess_env
 
 CHROMIUM = "/usr/bin/chromium"

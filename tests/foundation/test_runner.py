@@ -122,3 +122,54 @@ def test_self_collector_records_runner_health(engine):
     got = repo.latest_samples(engine, server_id=0, metrics=["self.cpu_pct", "self.loop_lag_s", "self.rows_per_s"])
     assert set(got) == {"self.cpu_pct", "self.loop_lag_s", "self.rows_per_s"}
     assert got["self.loop_lag_s"][1] >= 0
+
+
+def test_locked_database_keeps_rows_and_retries(engine, tmp_path):
+    """A writer holding the database locked past busy_timeout loses nothing: rows wait and land."""
+    import sqlite3
+
+    from storage import db as storage_db
+
+    good = Counter()
+    runner = Runner(engine, [good], tick_s=0.01, flush_s=0.05)
+    path = storage_db.sqlite_path(str(engine.url))
+    assert path is not None
+    import collectors.runner as runner_mod
+
+    orig = runner_mod.repo.insert_sample_tuples
+
+    def short_wait(conn, *, rows):  # type: ignore[no-untyped-def]
+        conn.exec_driver_sql("PRAGMA busy_timeout=50")
+        return orig(conn, rows=rows)
+
+    runner_mod.repo.insert_sample_tuples = short_wait
+    try:
+        t = threading.Thread(target=runner.run, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 20
+        while good.polls < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # a second connection takes the write lock; sample writes wait only 50 ms for it
+        blocker = sqlite3.connect(path, timeout=0.1)
+        blocker.execute("BEGIN IMMEDIATE")
+        deadline = time.monotonic() + 20
+        while runner.write_failures < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert runner.write_failures >= 2
+        blocker.rollback()
+        blocker.close()
+        polls_when_released = good.polls
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            vals = repo.sample_values(engine, server_id=1, metric="counter.n", since=0)
+            if vals.size >= polls_when_released:
+                break
+            time.sleep(0.05)
+        runner.stop()
+        t.join(10)
+    finally:
+        runner_mod.repo.insert_sample_tuples = orig
+    vals = repo.sample_values(engine, server_id=1, metric="counter.n", since=0)
+    # every poll made while the database was locked landed afterwards, in order, once
+    assert sorted(vals.tolist()) == [float(i) for i in range(1, len(vals) + 1)]
+    assert len(vals) >= polls_when_released

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import streamlit as st
-from pwtest import REPO
 from pages_seed import HOSTILE, seed
+from pwtest import REPO
 from streamlit.testing.v1 import AppTest
 
 APP = str(REPO / "app.py")

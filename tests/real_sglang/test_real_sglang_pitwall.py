@@ -1,0 +1,274 @@
+"""Pitwall itself against the real SGLang 0.5.23 server on CPU: launched by Pitwall's launcher.
+
+One real Runner (collectors/runner.py) runs in a thread with the registry's real collectors
+(log, metrics, api, gpu; canary off) and the launcher's supervisor (dashboard/services/wiring.py).
+A managed Server row points at the `make sglang-cpu` environment's Python; its profiles are
+written into tmp_path from that environment (real_sglang_rig.py says why they are not shipped).
+
+The module starts the server twice (~25-35 s each on this machine): the `launch` intent of profile
+`real-cpu` in the fixture, and the `relaunch` to `real-cpu-no-radix` in the LAST test (tests run in
+file order; the ones before it share launch A). Skips visibly without the environment (fails with
+PITWALL_REQUIRE_REAL_SGLANG=1), as the rest of the tier.
+
+Every figure Pitwall stored is checked against the real server directly: its log file parsed here
+independently, its /metrics and /server_info read here, numpy over the stored probe requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from real_sglang_helpers import rs
+from real_sglang_rig import Rig, field_sum, log_batches, running_rig, wait_for, write_profile
+
+from collectors.probe.sweep import SweepSpec, run_sweep
+from collectors.probe.workloads import WorkloadSpec
+from dashboard.services import launcher
+from dashboard.services.profiles import load_file
+from storage import repo
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "real-cpu": {},
+    "real-cpu-no-radix": {"disable-radix-cache": True},
+}
+SHARED = "A shared system prompt is repeated so the radix cache can reuse its tokens. " * 3
+TIMEOUT = httpx.Timeout(120.0)
+
+
+@pytest.fixture(scope="module")
+def rig(sglang_cpu_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    root = tmp_path_factory.mktemp("pitwall-real")
+    with running_rig(sglang_cpu_env, root, PROFILES, default="real-cpu") as r:
+        final = r.request("launch")
+        assert final.state == "done", f"{final.message}\n{r.log_path.read_text()[-3000:]}"
+        yield r
+
+
+def _generate(base: str, text: str, n: int) -> dict[str, Any]:
+    body = {"text": text, "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}}
+    r = httpx.post(f"{base}/generate", json=body, timeout=TIMEOUT)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _prom(base: str) -> dict[str, float]:
+    """Unlabelled-sum value of every sample name in the real /metrics."""
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=TIMEOUT).text):
+        for s in fam.samples:
+            out[s.name] = out.get(s.name, 0.0) + s.value
+    return out
+
+
+def _values(rig: Rig, metric: str, since: float = 0.0, until: float | None = None) -> np.ndarray:
+    return repo.sample_values(rig.engine, server_id=rig.sid, metric=metric, since=since, until=until)
+
+
+def _wait_values(rig: Rig, metric: str, timeout: float) -> np.ndarray:
+    """The stored values of `metric` once there is at least one."""
+    found: list[np.ndarray] = []
+
+    def have() -> bool:
+        found[:] = [_values(rig, metric)]
+        return bool(found[0].size)
+
+    wait_for(have, timeout, f"a {metric} sample")
+    return found[0]
+
+
+def _log_caught_up(rig: Rig, until: float) -> bool:
+    """Pitwall's log.* prefill/decode sums over [0, until) equal the real log file's."""
+    batches = log_batches(rig.log_path.read_text(errors="replace"))
+    for kind, key, metric in (
+        ("prefill", "#new-token", "log.prefill_new_token"),
+        ("prefill", "#cached-token", "log.prefill_cached_token"),
+        ("decode", "gen throughput (token/s)", "log.gen_throughput_tok_s"),
+    ):
+        want = field_sum(batches, kind, key, 0.0, until)
+        got = repo.sample_sum(rig.engine, server_id=rig.sid, metric=metric, since=0.0, until=until)
+        if (round(got[0], 6), got[1]) != (round(want[0], 6), want[1]):
+            return False
+    return True
+
+
+def _settled_cutoff() -> float:
+    # Lines stamped before this second were written more than a second ago: the file holds all
+    # of them, so the comparison is against a closed window even while /health keeps logging.
+    return float(int(time.time()) - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_launch_row_records_the_real_launch(rig: Rig) -> None:
+    launch = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert launch is not None and launch.status == "ready" and launch.profile_name == "real-cpu"
+    argv = launch.argv or []
+    assert argv[:3] == [rig.env["PYTHON"], "-m", "sglang.launch_server"]
+    for flag, value in (("--device", "cpu"), ("--attention-backend", "torch_native"),
+                        ("--load-format", "dummy"), ("--max-total-tokens", "4096"),
+                        ("--decode-log-interval", "5"), ("--port", str(rig.port))):
+        assert argv[argv.index(flag) + 1] == value, flag
+    assert "--disable-overlap-schedule" in argv and "--disable-radix-cache" not in argv
+    assert launch.env == {"SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": rig.env["SHIM"], "PYTHONUNBUFFERED": "1"}
+    assert rs.READY_LINE in rig.log_path.read_text()
+    assert rs.STUB_MARKER not in rig.log_path.read_text()  # the sgl_kernel shim was never called
+
+
+def test_api_collector_records_real_server_args_and_version(rig: Rig) -> None:
+    launch = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert launch is not None
+    key = f"sglang_api:{rig.sid}:info"
+    state = wait_for(lambda: (s := repo.load_state(rig.engine, key=key)) and s.get("launch_id") == launch.id and s,
+                     60, "the API collector's server info of launch A")
+    assert state["version"] == "0.5.23"
+    launch = repo.get_launch(rig.engine, launch_id=launch.id)
+    assert launch is not None and launch.sglang_version == "0.5.23"
+    real = httpx.get(f"{rig.base_url}/server_info", timeout=TIMEOUT).json()
+    args = launch.server_args or {}
+    for k in ("device", "attention_backend", "max_total_tokens", "disable_radix_cache", "port", "model_path"):
+        assert args[k] == real[k], k
+    assert (args["device"], args["attention_backend"], args["max_total_tokens"]) == ("cpu", "torch_native", 4096)
+    assert args["disable_radix_cache"] is False
+    ok = _wait_values(rig, "api.health_ok", 30)
+    assert set(ok.tolist()) == {1.0}
+
+
+def test_log_collector_parses_the_real_log(rig: Rig) -> None:
+    for tail in ("one", "two", "three"):
+        _generate(rig.base_url, SHARED + tail, 12)  # 12 decode steps: Decode lines every 5
+    cutoff = _settled_cutoff()
+    wait_for(lambda: _log_caught_up(rig, cutoff), 60, "log.* sums equal to the real log's")
+    batches = log_batches(rig.log_path.read_text(errors="replace"))
+    n_prefill = len([b for b in batches if b.kind == "prefill" and b.ts < cutoff])
+    n_decode = len([b for b in batches if b.kind == "decode" and b.ts < cutoff])
+    assert n_prefill >= 3 and n_decode >= 3
+    # One sample per record: #new-seq per Prefill line, #running-req on both kinds.
+    assert _values(rig, "log.prefill_new_seq", until=cutoff).size == n_prefill
+    assert _values(rig, "log.running_req", until=cutoff).size == n_prefill + n_decode
+    usage = _values(rig, "log.token_usage", until=cutoff)
+    assert usage.size == n_prefill + n_decode and ((usage >= 0) & (usage <= 1)).all()
+    want_tokens = field_sum(batches, "decode", "#token", 0.0, cutoff)
+    assert repo.sample_sum(rig.engine, server_id=rig.sid, metric="log.num_token", since=0, until=cutoff) == want_tokens
+    ready = repo.list_events(rig.engine, server_id=rig.sid, kinds=["server_ready"])
+    from_log = [r for r in ready.to_dict("records") if rs.READY_LINE in (r["raw"] or "")]
+    assert len(from_log) == 1, ready.to_dict("records")
+
+
+def test_metrics_collector_reads_real_metrics(rig: Rig) -> None:
+    cap = _wait_values(rig, "metrics.max_total_num_tokens", 30)
+    assert set(cap.tolist()) == {_prom(rig.base_url)["sglang:max_total_num_tokens"]}
+    t0 = time.time()
+    for tail in ("alpha", "beta", "gamma", "delta"):
+        _generate(rig.base_url, SHARED + tail, 4)
+    for key in ("metrics.requests_per_s", "metrics.prompt_tokens_per_s", "metrics.generation_tokens_per_s"):
+        wait_for(lambda key=key: (_values(rig, key, since=t0) > 0).any(), 30, f"{key} > 0 after requests")
+    names = repo.metric_names(rig.engine, server_id=rig.sid, prefix="metrics.")
+    for key in ("metrics.num_running_reqs", "metrics.num_queue_reqs", "metrics.token_usage", "metrics.num_used_tokens"):
+        assert key in names, (key, names)
+    errors = repo.list_events(rig.engine, kinds=["collector_error"]).to_dict("records")
+    # The GPU collector's one "NVML is unavailable" note is expected on this CPU-only host; any
+    # other collector_error is a collector failing against the real server.
+    assert [e["message"] for e in errors if "NVML" not in e["message"]] == []
+
+
+def test_probe_sweep_has_exact_percentiles(rig: Rig) -> None:
+    launch = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert launch is not None
+    spec = SweepSpec(url=rig.base_url, api="generate", levels=[1, 4], requests=8, warmup=1, timeout_s=120,
+                     workload=WorkloadSpec(max_new_tokens=8, ignore_eos=True), server_id=rig.sid,
+                     launch_id=launch.id, name="real-cpu c1/c4")
+    report = asyncio.run(run_sweep(spec, engine=rig.engine))
+    assert report["status"] == "done", report.get("error")
+    df = repo.probe_requests(rig.engine, run_id=report["run_id"])
+    assert len(df) == 2 * (8 + 1)
+    for lv, level in zip(report["levels"], (1.0, 4.0), strict=True):
+        rows = df[(df.level == level) & (~df.warmup.astype(bool))]
+        assert len(rows) == 8 and rows.ok.astype(bool).all() and (rows.tokens_out == 8).all()
+        assert lv["requests"] == 8 and lv["ok"] == 8 and not lv["errors"]
+        for key in ("ttft_s", "e2e_s", "tpot_s"):
+            vals = rows[key].to_numpy(dtype=float)
+            want = np.percentile(vals, [50, 95, 99])
+            assert [lv[key]["p50"], lv[key]["p95"], lv[key]["p99"]] == want.tolist(), key
+            assert lv[key]["max"] == vals.max()
+        itl = np.asarray([g for gaps in rows.itl_s for g in gaps], dtype=float)
+        assert itl.size == 8 * 7  # 8 tokens -> 7 gaps per request
+        assert [lv["itl_s"]["p50"], lv["itl_s"]["p99"]] == np.percentile(itl, [50, 99]).tolist()
+    run = repo.get_probe_run(rig.engine, run_id=report["run_id"])
+    assert run is not None and run.status == "done" and run.launch_id == launch.id
+
+
+def test_invalid_profile_is_refused_by_the_real_parser_and_changes_nothing(rig: Rig) -> None:
+    server = repo.get_server(rig.engine, name="real-cpu")
+    assert server is not None
+    good = launcher.validate(load_file(rig.settings.profiles_dir / "real-cpu.toml"), server, replacing=True)
+    assert good.ok, good.lines()
+    assert good.checked_by == f"SGLang's parser in {rig.env['PYTHON']}"
+    # The same profile plus a flag 0.5.23 does not have, requested as a relaunch: the planner's
+    # validation runs the real parser and the running server is left alone.
+    write_profile(rig.settings.profiles_dir, rig.env, "real-cpu-bad", {"enable-radix-cache": True})
+    before = repo.latest_launch(rig.engine, server_id=rig.sid)
+    final = rig.request("relaunch", profile="real-cpu-bad", timeout_s=300)
+    assert final.state == "failed"
+    assert final.message.startswith("Nothing was changed: profile real-cpu-bad is invalid: SGLang rejected the flags: "
+                                    "unrecognized arguments: --enable-radix-cache."), final.message
+    after = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert after is not None and before is not None and after.id == before.id and after.ended_at is None
+    assert httpx.get(f"{rig.base_url}/health", timeout=TIMEOUT).status_code == 200
+    flagged = repo.list_events(rig.engine, server_id=rig.sid, kinds=["bad_cli_flag"]).to_dict("records")
+    assert any("--enable-radix-cache" in e["message"] for e in flagged)
+
+
+def _shared_prefix_workload(rig: Rig) -> tuple[float, float]:
+    """Four requests sharing a long prefix, one after another; returns the [since, until) window."""
+    since = float(int(time.time()))
+    for tail in ("north", "south", "east", "west"):
+        _generate(rig.base_url, SHARED + tail, 2)
+    time.sleep(1.1)  # the last line's second is over: the window is closed
+    return since, _settled_cutoff() + 1
+
+
+def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None:
+    a = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert a is not None
+    win_a = _shared_prefix_workload(rig)
+    wait_for(lambda: _log_caught_up(rig, win_a[1]), 60, "the log collector to read workload A")
+    cached_a, n_a = repo.sample_sum(rig.engine, server_id=rig.sid, metric="log.prefill_cached_token", since=win_a[0], until=win_a[1])
+    new_a, _ = repo.sample_sum(rig.engine, server_id=rig.sid, metric="log.prefill_new_token", since=win_a[0], until=win_a[1])
+    assert n_a >= 4 and cached_a > 0, (cached_a, n_a)
+    hit_a = _values(rig, "log.cache_hit_rate", since=win_a[0], until=win_a[1])
+    assert hit_a.size and hit_a.max() > 0
+
+    final = rig.request("relaunch", profile="real-cpu-no-radix")
+    assert final.state == "done", f"{final.message}\n{rig.log_path.read_text()[-3000:]}"
+    info = httpx.get(f"{rig.base_url}/server_info", timeout=TIMEOUT).json()
+    assert info["disable_radix_cache"] is True
+    b = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert b is not None and b.id != a.id and b.profile_name == "real-cpu-no-radix"
+    assert "--disable-radix-cache" in (b.argv or [])
+    assert (b.server_args or {}).get("disable_radix_cache") is True and b.sglang_version == "0.5.23"
+    old = repo.get_launch(rig.engine, launch_id=a.id)
+    assert old is not None and old.status == "stopped" and old.ended_at is not None
+    key = f"sglang_api:{rig.sid}:info"
+    wait_for(lambda: (s := repo.load_state(rig.engine, key=key)) and s.get("launch_id") == b.id, 60,
+             "the API collector's server info of launch B")
+
+    win_b = _shared_prefix_workload(rig)
+    wait_for(lambda: _log_caught_up(rig, win_b[1]), 60, "the log collector to read workload B")
+    cached_b, n_b = repo.sample_sum(rig.engine, server_id=rig.sid, metric="log.prefill_cached_token", since=win_b[0], until=win_b[1])
+    new_b, _ = repo.sample_sum(rig.engine, server_id=rig.sid, metric="log.prefill_new_token", since=win_b[0], until=win_b[1])
+    # what was cached under A is computed under B
+    assert n_b >= 4 and cached_b == 0 and new_b > new_a, (cached_b, new_b, new_a, cached_a)
+    hit_b = _values(rig, "log.cache_hit_rate", since=win_b[0], until=win_b[1])
+    assert hit_b.size and set(hit_b.tolist()) == {0.0}
+    # One log file holds both launches (the supervisor appends): two ready lines, in order.
+    assert rig.log_path.read_text().count(rs.READY_LINE) == 2
