@@ -97,6 +97,8 @@ with session.guard("Events"):
         labels = {
             int(r.id): f"#{int(r.id)} · {fmt_ts(r.ts)} · {r.kind}" for r in with_raw.itertuples()
         }
+        if st.session_state.get("ev_raw_pick") not in options:
+            st.session_state.pop("ev_raw_pick", None)  # filtered out: fall back to the newest
         if chosen in options and st.session_state.get("ev_raw_last_row") != chosen:
             st.session_state["ev_raw_pick"] = chosen  # a row picked in the table shows its excerpt
         st.session_state["ev_raw_last_row"] = chosen

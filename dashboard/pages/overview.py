@@ -16,6 +16,7 @@ from dashboard.components.format import (
     fmt_value,
     grade_badge,
 )
+from dashboard.components.scorecard import md_escape
 from dashboard.services.overview import FIGURE_WINDOW_S, ServerCard, server_cards
 
 ctx = session.bootstrap()
@@ -29,17 +30,16 @@ def _cards(url: str) -> list[ServerCard]:
 
 def _card(card: ServerCard) -> None:
     label, color = STATUS_BADGE.get(card.status, ("unknown", "gray"))
-    head, link = st.columns([3, 1], vertical_alignment="center")
-    head.markdown(f"#### {card.name}  :{color}-badge[{label}]")
-    link.page_link(
-        "dashboard/pages/server.py",
-        label="Open",
-        icon=":material/open_in_new:",
-        query_params={"server": card.name, "window": session.selected_window_key()},
-    )
+    head, link, score = st.columns([4, 1, 1.4], vertical_alignment="center")
+    head.markdown(f"#### {md_escape(card.name)}  :{color}-badge[{label}]")
+    params = {"server": card.name, "window": session.selected_window_key()}
+    link.page_link("dashboard/pages/server.py", label="Open", icon=":material/open_in_new:",
+                   query_params=params, help="live charts of this server")
+    score.page_link("dashboard/pages/compare.py", label="Scorecard", icon=":material/download:",
+                    query_params=params, help="the full scorecard, with exports")
     st.caption(
-        f"{card.base_url} · {card.kind} · {'managed' if card.managed else 'watched'}"
-        f" · profile **{card.profile or '—'}** · SGLang {card.sglang_version or '—'}"
+        f"{md_escape(card.base_url)} · {card.kind} · {'managed' if card.managed else 'watched'}"
+        f" · profile **{md_escape(card.profile or '—')}** · SGLang {md_escape(card.sglang_version or '—')}"
     )
     if card.status == "down":
         st.warning("Health check failing — the server is down. See Events for why; relaunch from Profiles.")

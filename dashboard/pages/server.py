@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard.components import session
 from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
+from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import timeseries_spec
 from dashboard.services import timeseries as ts
 from dashboard.services.overview import ServerDetail, server_detail
@@ -74,10 +75,10 @@ if detail is None:
 assert detail.server.id is not None
 
 label, color = STATUS_BADGE.get(detail.status, ("unknown", "gray"))
-st.title(f"{detail.server.name}")
+st.title(md_escape(detail.server.name))
 st.markdown(
-    f":{color}-badge[{label}] &nbsp; profile **{detail.profile or '—'}** · "
-    f"SGLang **{detail.sglang_version or 'unknown'}** · {detail.server.kind} · "
+    f":{color}-badge[{label}] &nbsp; profile **{md_escape(detail.profile or '—')}** · "
+    f"SGLang **{md_escape(detail.sglang_version or 'unknown')}** · {detail.server.kind} · "
     f"{'managed' if detail.server.managed else 'watched'}"
 )
 if detail.launch is not None:

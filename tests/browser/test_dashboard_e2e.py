@@ -199,13 +199,13 @@ def test_relaunch_under_another_profile_then_compare_both(page, pitwall):
     body = ""
     while time.time() < deadline:
         body = page.inner_text("body")
-        if "relaunch #" in body and (" done" in body or "failed" in body or "rolled back" in body) \
-                and "running" not in body.split("relaunch #", 1)[1][:200]:
+        tail = body.split("relaunch #", 1)[1][:400] if "relaunch #" in body else ""
+        if "ready under profile demo-radix-off" in tail or "failed" in tail or "rolled back" in tail:
             break
         page.wait_for_timeout(2000)
     shot(page, pitwall, "05-profiles")
     no_traceback(page)
-    assert "demo-radix-off" in body and "failed" not in body.split("relaunch #", 1)[1][:300], body
+    assert "ready under profile demo-radix-off" in tail, body
     goto(page, pitwall, "/compare?server=demo")
     page.get_by_text("Launches", exact=True).first.click()
     page.wait_for_timeout(1000)

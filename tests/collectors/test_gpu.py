@@ -54,6 +54,17 @@ def test_h200_recording_replays_through_the_collector(recording):
     assert all(v["gpu.0.mem_total_bytes"] > 140e9 for v in per_frame)  # 141 GB of HBM3e
 
 
+def test_h200_memory_uses_the_v2_split_like_nvidia_smi(recording):
+    # during the recording nvidia-smi said memory.used 1139 MiB, memory.reserved 616 MiB (NVML: 615.06) and the
+    # matmul process held 1130 MiB: NVML v2 "used" excludes the driver reservation, as smi does
+    frame = recording["frames"][35]
+    (r,) = read_gpus(ReplayBackend([frame["gpus"]]))
+    assert frame["gpus"][0]["fields"]["memory_bytes"]["api"] == 2
+    assert r.mem_used_bytes is not None and r.mem_reserved_bytes is not None
+    assert round(r.mem_used_bytes / 2**20) == 1139 and round(r.mem_reserved_bytes / 2**20) == 615
+    assert r.processes and round(r.processes[0][1] / 2**20) == 1130
+
+
 def test_h200_energy_counter_agrees_with_power_draw(recording):
     # Δenergy / Δt over the loaded stretch must match the mean of the instantaneous power readings
     readings = [(f["t"], read_gpus(ReplayBackend([f["gpus"]]))[0]) for f in recording["frames"]]

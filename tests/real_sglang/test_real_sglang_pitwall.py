@@ -100,10 +100,15 @@ def _log_caught_up(rig: Rig, until: float) -> bool:
     return True
 
 
-def _settled_cutoff() -> float:
-    # Lines stamped before this second were written more than a second ago: the file holds all
-    # of them, so the comparison is against a closed window even while /health keeps logging.
-    return float(int(time.time()) - 1)
+def _close_window() -> float:
+    """Wait for the next whole second and return it: every line stamped before it is in the file.
+
+    Log prefixes have one-second resolution and /health keeps adding Prefill lines, so Pitwall's
+    samples are compared with the file over [.., this second), a window that no longer grows.
+    """
+    boundary = float(int(time.time()) + 1)
+    time.sleep(max(0.0, boundary - time.time()) + 0.2)
+    return boundary
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,14 +144,16 @@ def test_api_collector_records_real_server_args_and_version(rig: Rig) -> None:
         assert args[k] == real[k], k
     assert (args["device"], args["attention_backend"], args["max_total_tokens"]) == ("cpu", "torch_native", 4096)
     assert args["disable_radix_cache"] is False
-    ok = _wait_values(rig, "api.health_ok", 30)
-    assert set(ok.tolist()) == {1.0}
+    ready_at = float(launch.ready_at or 0)
+    # Before the launch the server was down (0 is right there); from ready on it is up.
+    wait_for(lambda: _values(rig, "api.health_ok", since=ready_at).size, 30, "api.health_ok after ready")
+    assert set(_values(rig, "api.health_ok", since=ready_at).tolist()) == {1.0}
 
 
 def test_log_collector_parses_the_real_log(rig: Rig) -> None:
     for tail in ("one", "two", "three"):
         _generate(rig.base_url, SHARED + tail, 12)  # 12 decode steps: Decode lines every 5
-    cutoff = _settled_cutoff()
+    cutoff = _close_window()
     wait_for(lambda: _log_caught_up(rig, cutoff), 60, "log.* sums equal to the real log's")
     batches = log_batches(rig.log_path.read_text(errors="replace"))
     n_prefill = len([b for b in batches if b.kind == "prefill" and b.ts < cutoff])
@@ -175,9 +182,12 @@ def test_metrics_collector_reads_real_metrics(rig: Rig) -> None:
     names = repo.metric_names(rig.engine, server_id=rig.sid, prefix="metrics.")
     for key in ("metrics.num_running_reqs", "metrics.num_queue_reqs", "metrics.token_usage", "metrics.num_used_tokens"):
         assert key in names, (key, names)
-    errors = repo.list_events(rig.engine, kinds=["collector_error"]).to_dict("records")
-    # The GPU collector's one "NVML is unavailable" note is expected on this CPU-only host; any
-    # other collector_error is a collector failing against the real server.
+    launch = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert launch is not None and launch.ready_at is not None
+    errors = repo.list_events(rig.engine, kinds=["collector_error"], since=launch.ready_at).to_dict("records")
+    # Scrapes failed while the server was not yet started (connection refused: right). After
+    # ready, the GPU collector's one "NVML is unavailable" note is expected on this CPU-only host;
+    # any other collector_error is a collector failing against the real server.
     assert [e["message"] for e in errors if "NVML" not in e["message"]] == []
 
 
@@ -233,8 +243,7 @@ def _shared_prefix_workload(rig: Rig) -> tuple[float, float]:
     since = float(int(time.time()))
     for tail in ("north", "south", "east", "west"):
         _generate(rig.base_url, SHARED + tail, 2)
-    time.sleep(1.1)  # the last line's second is over: the window is closed
-    return since, _settled_cutoff() + 1
+    return since, _close_window()
 
 
 def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None:
