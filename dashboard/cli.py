@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from dashboard import __version__
 from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
@@ -151,7 +150,6 @@ def build_runner(settings: Settings, engine):  # type: ignore[no-untyped-def]
     from collectors.registry import build_collectors
     from collectors.runner import Runner
     from dashboard.services import wiring
-
     from storage import repo
 
     supervisor, handlers = wiring.runner_parts(settings, engine)

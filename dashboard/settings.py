@@ -212,7 +212,8 @@ def _servers(raw: Any) -> list[ServerConfig]:
         if item["name"] in seen:
             raise SettingsError(f"Setting {where}.name {item['name']!r} is used twice.")
         seen.add(item["name"])
-        out.append(ServerConfig(**{k: (float(v) if k == "gpu_hourly_usd" else v) for k, v in item.items()}))
+        fields: dict[str, Any] = {k: (float(v) if k == "gpu_hourly_usd" else v) for k, v in item.items()}
+        out.append(ServerConfig(**fields))
     return out
 
 

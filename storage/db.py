@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine
@@ -41,7 +42,7 @@ def sqlite_path(url: str) -> Path | None:
     return Path(path)
 
 
-def _set_sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")

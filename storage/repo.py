@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy import Integer, and_, cast, delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
-from sqlmodel import Session
+from sqlmodel import Session, col
 
 from storage.models import (
     Audit,
@@ -152,13 +152,13 @@ def acquire_lease(
     with engine.begin() as conn:
         row = conn.execute(select(LEASE).where(LEASE.c.id == 1)).mappings().first()
         if row is not None and row["holder"] != holder and now - row["heartbeat_at"] < ttl_s:
-            return False, RunnerLease(**row)
+            return False, RunnerLease.model_validate(dict(row))
         values = dict(holder=holder, pid=pid, host=host, started_at=now, heartbeat_at=now)
         if row is None:
             conn.execute(insert(LEASE).values(id=1, **values))
         else:
             conn.execute(update(LEASE).where(LEASE.c.id == 1).values(**values))
-    return True, RunnerLease(id=1, **values)
+    return True, RunnerLease.model_validate({"id": 1, **values})
 
 
 def renew_lease(engine: Engine, *, holder: str, now: float | None = None) -> bool:
@@ -189,7 +189,7 @@ def get_lease(engine: Engine) -> RunnerLease | None:
 
 def upsert_server(engine: Engine, *, name: str, **fields: Any) -> Server:
     with Session(engine, expire_on_commit=False) as s:
-        srv = s.execute(select(Server).where(Server.name == name)).scalars().first()
+        srv = s.execute(select(Server).where(col(Server.name) == name)).scalars().first()
         if srv is None:
             srv = Server(name=name, **fields)
         else:
@@ -211,12 +211,12 @@ def get_server(engine: Engine, *, name: str | None = None, id: int | None = None
     with Session(engine, expire_on_commit=False) as s:
         if id is not None:
             return s.get(Server, id)
-        return s.execute(select(Server).where(Server.name == name)).scalars().first()
+        return s.execute(select(Server).where(col(Server.name) == name)).scalars().first()
 
 
 def upsert_profile(engine: Engine, *, name: str, **fields: Any) -> Profile:
     with Session(engine, expire_on_commit=False) as s:
-        prof = s.execute(select(Profile).where(Profile.name == name)).scalars().first()
+        prof = s.execute(select(Profile).where(col(Profile.name) == name)).scalars().first()
         if prof is None:
             prof = Profile(name=name, **fields)
         else:
@@ -238,7 +238,7 @@ def get_profile(engine: Engine, *, name: str | None = None, id: int | None = Non
     with Session(engine, expire_on_commit=False) as s:
         if id is not None:
             return s.get(Profile, id)
-        return s.execute(select(Profile).where(Profile.name == name)).scalars().first()
+        return s.execute(select(Profile).where(col(Profile.name) == name)).scalars().first()
 
 
 def delete_profile(engine: Engine, *, name: str) -> None:
@@ -274,15 +274,15 @@ def get_launch(engine: Engine, *, launch_id: int) -> Launch | None:
 
 def latest_launch(engine: Engine, *, server_id: int) -> Launch | None:
     with Session(engine, expire_on_commit=False) as s:
-        q = select(Launch).where(Launch.server_id == server_id).order_by(Launch.id.desc())  # type: ignore[union-attr]
+        q = select(Launch).where(col(Launch.server_id) == server_id).order_by(col(Launch.id).desc())
         return s.execute(q).scalars().first()
 
 
 def list_launches(engine: Engine, *, server_id: int | None = None, limit: int = 100) -> list[Launch]:
     with Session(engine, expire_on_commit=False) as s:
-        q = select(Launch).order_by(Launch.id.desc()).limit(limit)  # type: ignore[union-attr]
+        q = select(Launch).order_by(col(Launch.id).desc()).limit(limit)
         if server_id is not None:
-            q = q.where(Launch.server_id == server_id)
+            q = q.where(col(Launch.server_id) == server_id)
         return list(s.execute(q).scalars())
 
 
@@ -356,13 +356,13 @@ def list_intents(
     limit: int = 50,
 ) -> list[Intent]:
     with Session(engine, expire_on_commit=False) as s:
-        q = select(Intent).order_by(Intent.id.desc()).limit(limit)  # type: ignore[union-attr]
+        q = select(Intent).order_by(col(Intent.id).desc()).limit(limit)
         if server_id is not None:
-            q = q.where(Intent.server_id == server_id)
+            q = q.where(col(Intent.server_id) == server_id)
         if states is not None:
-            q = q.where(Intent.state.in_(list(states)))  # type: ignore[attr-defined]
+            q = q.where(col(Intent.state).in_(list(states)))
         if kinds is not None:
-            q = q.where(Intent.kind.in_(list(kinds)))  # type: ignore[attr-defined]
+            q = q.where(col(Intent.kind).in_(list(kinds)))
         return list(s.execute(q).scalars())
 
 
@@ -665,9 +665,9 @@ def list_probe_runs(
     engine: Engine, *, server_id: int | None = None, limit: int = 100
 ) -> list[ProbeRun]:
     with Session(engine, expire_on_commit=False) as s:
-        q = select(ProbeRun).order_by(ProbeRun.id.desc()).limit(limit)  # type: ignore[union-attr]
+        q = select(ProbeRun).order_by(col(ProbeRun.id).desc()).limit(limit)
         if server_id is not None:
-            q = q.where(ProbeRun.server_id == server_id)
+            q = q.where(col(ProbeRun.server_id) == server_id)
         return list(s.execute(q).scalars())
 
 
@@ -695,7 +695,7 @@ def add_audit(
 
 def list_audit(engine: Engine, *, limit: int = 200) -> list[Audit]:
     with Session(engine, expire_on_commit=False) as s:
-        q = select(Audit).order_by(Audit.id.desc()).limit(limit)  # type: ignore[union-attr]
+        q = select(Audit).order_by(col(Audit.id).desc()).limit(limit)
         return list(s.execute(q).scalars())
 
 

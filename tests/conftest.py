@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from pwtest import PY, REPO, free_port, subprocess_env  # noqa: F401  (re-exported for fixtures)
 
 

@@ -6,9 +6,9 @@ import os
 import signal
 import time
 
+from pwtest import REPO
 from streamlit.testing.v1 import AppTest
 
-from pwtest import REPO
 from dashboard.services.health import runner_alive
 from storage import repo
 from storage.db import make_engine

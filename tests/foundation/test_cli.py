@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
 from pwtest import PY, subprocess_env
+
 from dashboard.cli import COMMANDS, DELEGATED, main
 
 

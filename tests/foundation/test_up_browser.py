@@ -11,7 +11,6 @@ import urllib.request
 
 import psutil
 import pytest
-
 from pwtest import PY, free_port, subprocess_env
 
 CHROMIUM = shutil.which("chromium")

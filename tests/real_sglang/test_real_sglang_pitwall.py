@@ -167,7 +167,7 @@ def test_log_collector_parses_the_real_log(rig: Rig) -> None:
     want_tokens = field_sum(batches, "decode", "#token", 0.0, cutoff)
     assert repo.sample_sum(rig.engine, server_id=rig.sid, metric="log.num_token", since=0, until=cutoff) == want_tokens
     ready = repo.list_events(rig.engine, server_id=rig.sid, kinds=["server_ready"])
-    from_log = [r for r in ready.to_dict("records") if rs.READY_LINE in (r["raw"] or "")]
+    from_log = [r for r in ready.to_dict("records") if isinstance(r["raw"], str) and rs.READY_LINE in r["raw"]]
     assert len(from_log) == 1, ready.to_dict("records")
 
 
