@@ -33,6 +33,7 @@ go to server_id 0 (the host). `gpu.<i>.server_mem_bytes` goes to the server owni
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
 from collectors.gpu_nvml import (
@@ -167,6 +168,8 @@ class GpuCollector:
         self._factory = backend_factory
         self._backend: Backend | None = None
         self._unavailable: str | None = None
+        self._info: dict[str, Any] | None = None
+        self._meta: dict[str, Any] | None = None  # driver versions: read once per backend
 
     def poll(self, ctx: CollectorContext) -> PollResult:
         result = PollResult()
@@ -184,10 +187,24 @@ class GpuCollector:
                 )
                 return result
         readings = read_gpus(self._backend)
+        self._save_info(ctx, readings)
         needs_pids = any(s.pids for s in ctx.servers)
         owners = pid_owner_map(ctx.servers) if needs_pids else {}
         result.samples.extend(readings_to_samples(readings, ctx.servers, ctx.now(), owners))
         return result
+
+    def _save_info(self, ctx: CollectorContext, readings: list[GpuReading]) -> None:
+        """Keep GPU model and driver under state `gpu:info` for provenance (scorecards, exports)."""
+        if self._meta is None:
+            meta_fn = getattr(self._backend, "meta", None)
+            self._meta = meta_fn() if callable(meta_fn) else {}
+        info = {
+            "driver": self._meta.get("driver"),
+            "gpus": [{"index": r.index, "name": r.name, "uuid": r.uuid} for r in readings],
+        }
+        if info != self._info:
+            self._info = info
+            ctx.save_state("gpu:info", info)
 
     @property
     def unavailable_reason(self) -> str | None:

@@ -28,19 +28,26 @@ RECORDING_FORMAT = "pitwall-nvml-recording/1"
 class ReplayBackend:
     """Feeds recorded raw frames back, one per `read_raw()` call; the last one repeats."""
 
-    def __init__(self, frames: Sequence[list[dict[str, Any]]]) -> None:
+    def __init__(
+        self, frames: Sequence[list[dict[str, Any]]], meta: dict[str, Any] | None = None
+    ) -> None:
         if not frames:
             raise ValueError(
                 "A replay needs at least one recorded frame; record one with `record`."
             )
         self._frames = list(frames)
         self._next = 0
+        self._meta = dict(meta or {})
 
     @classmethod
     def from_recording(cls, recording: dict[str, Any]) -> ReplayBackend:
         if recording.get("format") != RECORDING_FORMAT:
             raise ValueError(f"Not a Pitwall NVML recording (format != {RECORDING_FORMAT!r}).")
-        return cls([frame["gpus"] for frame in recording["frames"]])
+        return cls([frame["gpus"] for frame in recording["frames"]], recording.get("meta"))
+
+    def meta(self) -> dict[str, Any]:
+        """The driver facts recorded with the frames (driver, NVML and CUDA versions)."""
+        return dict(self._meta)
 
     def read_raw(self) -> list[dict[str, Any]]:
         frame = self._frames[min(self._next, len(self._frames) - 1)]

@@ -168,7 +168,8 @@ def charts() -> None:
                 continue
             data, spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev,
                                          title=title, dashed=dashed, points=points)
-            st.vega_lite_chart(data, spec, width="stretch", height=CHART_HEIGHT_PX)
+            # a stable key lets the browser keep an unchanged chart as drawn across reruns
+            st.vega_lite_chart(data, spec, width="stretch", height=CHART_HEIGHT_PX, key=f"chart_{key}")
 
 
 charts()

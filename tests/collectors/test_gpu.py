@@ -159,3 +159,26 @@ def test_recorder_round_trip(tmp_path, recording):
     assert data["frames"][-1]["t"] >= 2.0
     with pytest.raises(ValueError, match="Not a Pitwall NVML recording"):
         ReplayBackend.from_recording({"format": "other"})
+
+
+def test_gpu_model_and_driver_are_kept_for_provenance():
+    """The H200 recording's model and driver land in state `gpu:info` (read by scorecards)."""
+    import json
+    from pathlib import Path
+
+    from collectors.base import CollectorContext, ServerTarget
+    from collectors.gpu import GpuCollector
+    from collectors.gpu_record import ReplayBackend
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "nvml-h200-matmul.json"
+    saved: dict = {}
+    ctx = CollectorContext(
+        servers=[ServerTarget(id=1, name="a", base_url="http://127.0.0.1:1", gpu_indices=[0])],
+        load_state=lambda k: saved.get(k),
+        save_state=lambda k, v: saved.__setitem__(k, v),
+    )
+    col = GpuCollector(backend_factory=lambda: ReplayBackend.from_recording(json.loads(fixture.read_text())))
+    col.poll(ctx)
+    info = saved["gpu:info"]
+    assert info["gpus"][0]["name"] == "NVIDIA H200"
+    assert info["driver"] == json.loads(fixture.read_text())["meta"]["driver"]
