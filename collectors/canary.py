@@ -98,6 +98,8 @@ class CanaryCollector:
     def poll(self, ctx: CollectorContext) -> PollResult:
         out = PollResult()
         for target in ctx.servers:
+            if not target.serving:
+                continue  # a managed server that is starting or stopped: nothing to measure
             res = canary_once(self._client, target, self.timeout_s)
             ts = ctx.now()
             for metric in ("ttft_s", "e2e_s"):

@@ -198,9 +198,10 @@ class Runner:
         for s in repo.list_servers(self.engine):
             assert s.id is not None
             launch_id, pids = info.get(s.id, (None, []))
-            if launch_id is None:
-                latest = repo.latest_launch(self.engine, server_id=s.id)
-                launch_id = latest.id if latest is not None and latest.ended_at is None else None
+            latest = repo.latest_launch(self.engine, server_id=s.id)
+            if launch_id is None and latest is not None and latest.ended_at is None:
+                launch_id = latest.id
+            status = latest.status if latest is not None and latest.id == launch_id else None
             out.append(
                 ServerTarget(
                     id=s.id,
@@ -213,6 +214,7 @@ class Runner:
                     api_key=s.api_key,
                     launch_id=launch_id,
                     pids=list(pids),
+                    launch_status=status if s.managed else None,
                 )
             )
         return out

@@ -191,6 +191,8 @@ def records_to_rows(records: list[LogRecord], server: ServerTarget, now: float,
             continue
         if rec.kind == "decode_retract" and "retracted_req" in f:
             add(ts, "log.retracted_req", f["retracted_req"])
+        if rec.kind == "server_ready" and server.managed:
+            continue  # the supervisor owns lifecycle events of the servers it starts (one per start)
         res.events.append(EventRow(ts, sid, rec.kind, rec.message or rec.kind,
                                    SEVERITY.get(rec.kind, "info"), rec.raw, lid))
     for cached, new, last in hit.values():

@@ -301,7 +301,8 @@ class SGLangMetricsCollector:
     def poll(self, ctx: CollectorContext) -> PollResult:
         result = PollResult()
         failures: list[str] = []
-        for server in ctx.servers:
+        servers = [s for s in ctx.servers if s.serving]
+        for server in servers:
             try:
                 text = self.scrape(server)
             except CollectorError as exc:
@@ -321,7 +322,7 @@ class SGLangMetricsCollector:
                 continue
             self._last_error.pop(server.id, None)
             result.extend(self.ingest(ctx, server, text, ctx.now()))
-        if failures and len(failures) == len(ctx.servers) and not result.samples:
+        if failures and len(failures) == len(servers) and not result.samples:
             raise CollectorError(failures[0] if len(failures) == 1 else "; ".join(failures))
         return result
 
