@@ -100,6 +100,8 @@ def timeseries_spec(
         "title": None,
         # ISO strings: Vega-Lite reads them as UTC instants whatever the browser's time zone
         "scale": {"domain": [_iso(since), _iso(until)]},
+        # one label format per window (Vega's default mixes "12:52" with "01 PM")
+        "axis": {"format": "%H:%M" if until - since <= 2 * 86400 else "%b %d", "labelOverlap": True},
     }
     time_tip = {"field": "time", "type": "temporal", "title": "time", "format": "%Y-%m-%d %H:%M:%S"}
     color = {
@@ -138,7 +140,7 @@ def timeseries_spec(
             {
                 "transform": [{"filter": "datum.layer === 'line' && datum.dot"}],
                 "mark": {"type": "point", "filled": True, "size": 18},
-                "encoding": line_enc,
+                "encoding": {**line_enc, "color": {**color, "legend": None}},  # the line's legend says it
             }
         )
     if len(frames) > 1:

@@ -52,10 +52,15 @@ def _wait_http(url: str, timeout_s: float) -> None:
 def pitwall(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pitwall-e2e")
     port, demo_port = free_port(), free_port()
+    # No [[servers]]: `pitwall up` runs the demo. Throughput and cost have no default SLO (they
+    # depend on model, hardware and price), so the operator's config sets them, as in production;
+    # the demo simulator's canary gives a few output tok/s at 3.80 USD/GPU-h.
+    config = tmp / "pitwall.toml"
+    config.write_text("[slo]\noutput_tok_s = 1.0\nusd_per_1m_output_tok = 100000.0\n", encoding="utf-8")
     env = subprocess_env({
         "PITWALL_DATA_DIR": str(tmp / "data"),
         "PITWALL_DATABASE_URL": f"sqlite:///{tmp / 'data' / 'pitwall.db'}",
-        "PITWALL_CONFIG": "",
+        "PITWALL_CONFIG": str(config),
         "PITWALL_DEMO": "auto",
         "PITWALL_DEMO_PORT": str(demo_port),
         "PITWALL_CANARY_INTERVAL_S": "1",
@@ -145,13 +150,15 @@ def test_overview_shows_the_demo_servers_four_grades(page, pitwall):
     text = ""
     while time.time() < deadline:  # the canary and collectors need a few rounds before grading
         text = card.inner_text()
-        if all(d in text for d in ("Latency", "Throughput", "Cost", "Stability")) and sum(
-                text.count(g) for g in GRADES) >= 4 and ":material" not in text:
+        # status badge first: on a busy host a health check can time out for a moment
+        up = text.splitlines()[0].strip().endswith("up") if text else False
+        if up and all(d in text for d in ("Latency", "Throughput", "Cost", "Stability")) and sum(
+                text.count(g) for g in GRADES) >= 4:
             break
         page.wait_for_timeout(2000)
     shot(page, pitwall, "01-overview")
     no_traceback(page)
-    assert "up" in text, text
+    assert text.splitlines()[0].strip().endswith("up"), text
     assert sum(text.count(g) for g in GRADES) >= 4, f"four graded dimensions expected:\n{text}"
 
 

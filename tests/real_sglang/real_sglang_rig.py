@@ -144,7 +144,7 @@ def running_rig(env: dict[str, str], root: Path, profiles: dict[str, dict[str, A
     assert not errors, errors
     for c in collectors:
         if c.name in INTERVALS:
-            c.interval_s = INTERVALS[c.name]  # type: ignore[misc]
+            c.interval_s = INTERVALS[c.name]
     runner = Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers, tick_s=0.1)
     thread = threading.Thread(target=runner.run, name="pitwall-runner", daemon=True)
     thread.start()

@@ -27,12 +27,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from real_sglang_helpers import rs
 from real_sglang_rig import Rig, field_sum, log_batches, running_rig, wait_for, write_profile
+from sqlmodel import select
 
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import WorkloadSpec
 from dashboard.services import launcher
 from dashboard.services.profiles import load_file
 from storage import repo
+from storage.models import Sample
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -71,6 +73,13 @@ def _prom(base: str) -> dict[str, float]:
 
 def _values(rig: Rig, metric: str, since: float = 0.0, until: float | None = None) -> np.ndarray:
     return repo.sample_values(rig.engine, server_id=rig.sid, metric=metric, since=since, until=until)
+
+
+def _launch_values(rig: Rig, metric: str, launch_id: int | None) -> np.ndarray:
+    """The stored values of `metric` attributed to one launch."""
+    q = select(Sample.value).where(Sample.server_id == rig.sid, Sample.metric == metric, Sample.launch_id == launch_id)
+    with rig.engine.connect() as conn:
+        return np.asarray(conn.execute(q).scalars().all(), dtype=float)
 
 
 def _wait_values(rig: Rig, metric: str, timeout: float) -> np.ndarray:
@@ -130,13 +139,14 @@ def test_launch_row_records_the_real_launch(rig: Rig) -> None:
 
 
 def test_api_collector_records_real_server_args_and_version(rig: Rig) -> None:
-    launch = repo.latest_launch(rig.engine, server_id=rig.sid)
-    assert launch is not None
+    latest = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert latest is not None and latest.id is not None
+    lid = latest.id
     key = f"sglang_api:{rig.sid}:info"
-    state = wait_for(lambda: (s := repo.load_state(rig.engine, key=key)) and s.get("launch_id") == launch.id and s,
+    state = wait_for(lambda: (s := repo.load_state(rig.engine, key=key)) and s.get("launch_id") == lid and s,
                      60, "the API collector's server info of launch A")
     assert state["version"] == "0.5.23"
-    launch = repo.get_launch(rig.engine, launch_id=launch.id)
+    launch = repo.get_launch(rig.engine, launch_id=lid)
     assert launch is not None and launch.sglang_version == "0.5.23"
     real = httpx.get(f"{rig.base_url}/server_info", timeout=TIMEOUT).json()
     args = launch.server_args or {}
@@ -166,9 +176,14 @@ def test_log_collector_parses_the_real_log(rig: Rig) -> None:
     assert usage.size == n_prefill + n_decode and ((usage >= 0) & (usage <= 1)).all()
     want_tokens = field_sum(batches, "decode", "#token", 0.0, cutoff)
     assert repo.sample_sum(rig.engine, server_id=rig.sid, metric="log.num_token", since=0, until=cutoff) == want_tokens
-    ready = repo.list_events(rig.engine, server_id=rig.sid, kinds=["server_ready"])
-    from_log = [r for r in ready.to_dict("records") if isinstance(r["raw"], str) and rs.READY_LINE in r["raw"]]
-    assert len(from_log) == 1, ready.to_dict("records")
+    # The ready line was in what the log collector read, yet a managed server gets ONE
+    # server_ready per start: the supervisor's (it owns lifecycle events of what it starts).
+    assert rs.READY_LINE in rig.log_path.read_text()
+    launch = repo.latest_launch(rig.engine, server_id=rig.sid)
+    assert launch is not None
+    ready = repo.list_events(rig.engine, server_id=rig.sid, kinds=["server_ready"]).to_dict("records")
+    assert [(e["launch_id"], e["message"].split(" (")[0]) for e in ready] == [
+        (launch.id, "real-cpu ready under profile real-cpu")], ready
 
 
 def test_metrics_collector_reads_real_metrics(rig: Rig) -> None:
@@ -178,7 +193,10 @@ def test_metrics_collector_reads_real_metrics(rig: Rig) -> None:
     for tail in ("alpha", "beta", "gamma", "delta"):
         _generate(rig.base_url, SHARED + tail, 4)
     for key in ("metrics.requests_per_s", "metrics.prompt_tokens_per_s", "metrics.generation_tokens_per_s"):
-        wait_for(lambda key=key: (_values(rig, key, since=t0) > 0).any(), 30, f"{key} > 0 after requests")
+        def positive(key: str = key) -> bool:
+            return bool((_values(rig, key, since=t0) > 0).any())
+
+        wait_for(positive, 30, f"{key} > 0 after requests")
     names = repo.metric_names(rig.engine, server_id=rig.sid, prefix="metrics.")
     for key in ("metrics.num_running_reqs", "metrics.num_queue_reqs", "metrics.token_usage", "metrics.num_used_tokens"):
         assert key in names, (key, names)
@@ -210,8 +228,10 @@ def test_probe_sweep_has_exact_percentiles(rig: Rig) -> None:
             want = np.percentile(vals, [50, 95, 99])
             assert [lv[key]["p50"], lv[key]["p95"], lv[key]["p99"]] == want.tolist(), key
             assert lv[key]["max"] == vals.max()
+        # At most 7 gaps for 8 tokens: tokens that arrive in the first chunk with the first one
+        # get none (client.py's rule; the real server does send 2-token first chunks at c=4).
+        assert all(1 <= len(gaps) <= 7 for gaps in rows.itl_s)
         itl = np.asarray([g for gaps in rows.itl_s for g in gaps], dtype=float)
-        assert itl.size == 8 * 7  # 8 tokens -> 7 gaps per request
         assert [lv["itl_s"]["p50"], lv["itl_s"]["p99"]] == np.percentile(itl, [50, 99]).tolist()
     run = repo.get_probe_run(rig.engine, run_id=report["run_id"])
     assert run is not None and run.status == "done" and run.launch_id == launch.id
@@ -265,6 +285,7 @@ def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None
     assert b is not None and b.id != a.id and b.profile_name == "real-cpu-no-radix"
     assert "--disable-radix-cache" in (b.argv or [])
     assert (b.server_args or {}).get("disable_radix_cache") is True and b.sglang_version == "0.5.23"
+    assert a.id is not None
     old = repo.get_launch(rig.engine, launch_id=a.id)
     assert old is not None and old.status == "stopped" and old.ended_at is not None
     key = f"sglang_api:{rig.sid}:info"
@@ -279,5 +300,50 @@ def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None
     assert n_b >= 4 and cached_b == 0 and new_b > new_a, (cached_b, new_b, new_a, cached_a)
     hit_b = _values(rig, "log.cache_hit_rate", since=win_b[0], until=win_b[1])
     assert hit_b.size and set(hit_b.tolist()) == {0.0}
-    # One log file holds both launches (the supervisor appends): two ready lines, in order.
+    # /metrics agrees: the token-weighted ratio (Δcached/Δprompt between scrapes) was above 0
+    # under A and never under B (sglang:cached_tokens_total is absent there), and SGLang's own
+    # last-prefill-batch gauge reads only 0 under B. (Its >0 moments under A are not asserted:
+    # a /health prefill resets it within a scrape interval.)
+    wait_for(lambda: _launch_values(rig, "metrics.cache_hit_rate", b.id).size, 30, "metrics.cache_hit_rate under B")
+    assert set(_launch_values(rig, "metrics.cache_hit_rate", b.id).tolist()) == {0.0}
+    assert (_launch_values(rig, "metrics.cached_token_ratio", a.id) > 0).any()
+    assert not (_launch_values(rig, "metrics.cached_token_ratio", b.id) > 0).any()
+    # One log file holds both launches (the supervisor appends): two ready lines, one
+    # server_ready event per start.
     assert rig.log_path.read_text().count(rs.READY_LINE) == 2
+    ready = repo.list_events(rig.engine, server_id=rig.sid, kinds=["server_ready"]).to_dict("records")
+    assert sorted(e["launch_id"] for e in ready) == [a.id, b.id], ready
+
+
+# ---------------------------------------------------------------------------------------------
+# Known defects seen against the real server, pinned (strict xfail: the fix turns them XPASS,
+# which fails, so the marker is removed with the fix). They read the relaunch test's events.
+
+
+def _relaunch_window(rig: Rig) -> tuple[float, float]:
+    ev = repo.list_events(rig.engine, server_id=rig.sid, kinds=["relaunch_started", "relaunch_done"]).to_dict("records")
+    times = {e["kind"]: float(e["ts"]) for e in ev}
+    if set(times) != {"relaunch_started", "relaunch_done"}:
+        pytest.skip("needs test_relaunch_without_radix_cache_drops_the_cache_hit_rate to have run first")
+    return times["relaunch_started"], times["relaunch_done"]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "defect: during the stop of a relaunch the Launch row still says status 'ready' "
+    "(collectors/supervisor.py ProcessSupervisor._stop only sets the in-memory phase), so "
+    "ServerTarget.serving stays True and the metrics collector scrapes a server being SIGTERMed: "
+    "ReadTimeout -> 'Collector sglang_metrics failed' collector_error + backoff on every relaunch"))
+def test_planned_relaunch_records_no_collector_error(rig: Rig) -> None:
+    since, until = _relaunch_window(rig)
+    errors = repo.list_events(rig.engine, kinds=["collector_error"], since=since, until=until + 1).to_dict("records")
+    assert [e["message"] for e in errors] == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "defect: collectors/sglang_api.py SGLangApiCollector.poll_server ignores ServerTarget.serving, "
+    "so a Pitwall-initiated relaunch of a managed server emits a health_down warning (and "
+    "health_up) although the supervisor owns lifecycle events of the servers it starts"))
+def test_planned_relaunch_records_no_health_down_warning(rig: Rig) -> None:
+    since, until = _relaunch_window(rig)
+    down = repo.list_events(rig.engine, server_id=rig.sid, kinds=["health_down"], since=since, until=until + 1)
+    assert down.to_dict("records") == []
