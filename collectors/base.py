@@ -68,7 +68,7 @@ class ServerTarget:
     api_key: str | None = None
     launch_id: int | None = None  # the current Launch row, when known
     pids: list[int] = field(default_factory=list)  # processes of a managed server (for NVML)
-    #: status of the current Launch of a managed server (starting | ready | stopped | exited |
+    #: status of the current Launch of a managed server (starting | ready | stopping | stopped | exited |
     #: failed), None for watched servers. Request-sending collectors skip a managed server that
     #: is not "ready", so a start or a stop is not reported as errors.
     launch_status: str | None = None

@@ -110,6 +110,8 @@ class SGLangApiCollector:
     def poll(self, ctx: CollectorContext) -> PollResult:
         result = PollResult()
         for server in ctx.servers:
+            if not server.serving:
+                continue  # Pitwall is starting or stopping it: the supervisor reports that
             result.extend(self.poll_server(ctx, server))
         # a server that is down is data (api.health_ok 0 + health_down), not a collector failure
         return result

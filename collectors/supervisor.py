@@ -446,6 +446,10 @@ class ProcessSupervisor:
         pgid = m.proc.pid
         code = m.proc.poll()
         if code is None:
+            # visible to the runner's collectors (ServerTarget.serving): a planned stop is not
+            # an outage to report
+            repo.update_launch(self.engine, launch_id=m.launch_id, status="stopping")
+        if code is None:
             _signal_group(pgid, signal.SIGTERM)
             code = m.proc.wait(self.stop_timeout_s)
             if code is None:

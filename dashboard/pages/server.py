@@ -34,12 +34,13 @@ def _detail(url: str, name: str) -> ServerDetail | None:
 
 
 @st.cache_data(ttl=10, show_spinner=False)
-def _panel(url: str, server_id: int, key: str, gpus: tuple[int, ...], since: float, until: float) -> pd.DataFrame:
-    # One cached read per panel: the first chart paints after its own query, not after all of
-    # them, and hidden panels (the three GPU metrics not picked) cost nothing.
-    panel = next(p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) if p.key == key)
-    data = ts.read_series(session.engine_for(url), server_id=server_id, panels=[panel], since=since, until=until)
-    return data[key]
+def _panels(
+    url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[int, ...], since: float, until: float
+) -> dict[str, pd.DataFrame]:
+    # Read per group of panels: the first chart is read (and painted) on its own, the rest in
+    # one query after it; hidden panels (the GPU metrics not picked) are never read.
+    panels = [p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) if p.key in keys]
+    return ts.read_series(session.engine_for(url), server_id=server_id, panels=panels, since=since, until=until)
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -155,8 +156,13 @@ def charts() -> None:
                 if key == gpu_metric:
                     wanted.append((key, unit, title, (), ()))
     cols = st.columns(2)
+    keys = [w[0] for w in wanted]
+    frames: dict[str, pd.DataFrame] = {}
     for i, (key, unit, title, dashed, points) in enumerate(wanted):
-        df = _panel(ctx.url, sid, key, tuple(gpus), since, until)
+        if key not in frames:
+            group = tuple(keys[:1]) if i == 0 else tuple(keys[1:])
+            frames.update(_panels(ctx.url, sid, group, tuple(gpus), since, until))
+        df = frames[key]
         if key == "latency" and not probe.empty:
             df = pd.concat([df, probe.assign(min=probe["value"], max=probe["value"])], ignore_index=True)
         with cols[i % 2]:

@@ -316,8 +316,8 @@ def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None
 
 
 # ---------------------------------------------------------------------------------------------
-# Known defects seen against the real server, pinned (strict xfail: the fix turns them XPASS,
-# which fails, so the marker is removed with the fix). They read the relaunch test's events.
+# Regressions of two defects first seen against the real server: a planned relaunch must not
+# be reported as collector errors or as an outage. They read the relaunch test's events.
 
 
 def _relaunch_window(rig: Rig) -> tuple[float, float]:
@@ -328,21 +328,12 @@ def _relaunch_window(rig: Rig) -> tuple[float, float]:
     return times["relaunch_started"], times["relaunch_done"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect: during the stop of a relaunch the Launch row still says status 'ready' "
-    "(collectors/supervisor.py ProcessSupervisor._stop only sets the in-memory phase), so "
-    "ServerTarget.serving stays True and the metrics collector scrapes a server being SIGTERMed: "
-    "ReadTimeout -> 'Collector sglang_metrics failed' collector_error + backoff on every relaunch"))
 def test_planned_relaunch_records_no_collector_error(rig: Rig) -> None:
     since, until = _relaunch_window(rig)
     errors = repo.list_events(rig.engine, kinds=["collector_error"], since=since, until=until + 1).to_dict("records")
     assert [e["message"] for e in errors] == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "defect: collectors/sglang_api.py SGLangApiCollector.poll_server ignores ServerTarget.serving, "
-    "so a Pitwall-initiated relaunch of a managed server emits a health_down warning (and "
-    "health_up) although the supervisor owns lifecycle events of the servers it starts"))
 def test_planned_relaunch_records_no_health_down_warning(rig: Rig) -> None:
     since, until = _relaunch_window(rig)
     down = repo.list_events(rig.engine, server_id=rig.sid, kinds=["health_down"], since=since, until=until + 1)
