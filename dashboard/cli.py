@@ -162,15 +162,18 @@ def build_runner(settings: Settings, engine):  # type: ignore[no-untyped-def]
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     from collectors.runner import LeaseHeld
-    from dashboard.services.servers import sync_servers
+    from dashboard.services.servers import seed_demo, sync_servers
 
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] pitwall-runner %(levelname)s %(message)s"
     )
+    for noisy in ("httpx", "httpcore"):  # one line per scrape would drown the runner's own log
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     engine = _engine(settings)
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     sync_servers(engine, settings)
     runner = build_runner(settings, engine)
+    seed_demo(engine, settings)
 
     def _on_signal(signum: int, _frame: object) -> None:
         runner.stop()

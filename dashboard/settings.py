@@ -18,6 +18,12 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+#: SLO targets of the demo server, so its card grades all four dimensions out of the box
+#: (throughput and cost have no global defaults: they depend on model, hardware and price).
+#: A [slo.servers.demo] table in pitwall.toml overrides them.
+DEMO_SLO: dict[str, Any] = {"output_tok_s": 400.0, "usd_per_1m_output_tok": 5.0}
+
+
 class SettingsError(ValueError):
     """A setting has the wrong form; the message names the key and the expected form."""
 
@@ -284,6 +290,13 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     database_url = values["database_url"] or f"sqlite:///{data_dir / 'pitwall.db'}"
     profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
+    servers = _servers(data.get("servers", []))
+    slo = dict(data.get("slo") or {})
+    demo_active = values["demo"] == "on" or (values["demo"] == "auto" and not servers)
+    if demo_active:
+        per_server = dict(slo.get("servers") or {})
+        per_server["demo"] = {**DEMO_SLO, **(per_server.get("demo") or {})}
+        slo["servers"] = per_server
     return Settings(
         data_dir=data_dir,
         database_url=database_url,
@@ -296,7 +309,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         read_only=values["read_only"],
         electricity_usd_per_kwh=values["electricity_usd_per_kwh"],
         probe=probe,
-        servers=_servers(data.get("servers", [])),
-        slo=dict(data.get("slo") or {}),
+        servers=servers,
+        slo=slo,
         config_path=config_path,
     )

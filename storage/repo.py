@@ -491,10 +491,18 @@ def bucketed_series(
                 .group_by(ROLLUP.c.metric, b)
             )
             frames.append(pd.DataFrame(conn.execute(q).mappings().all()))
-            rolled_until = conn.execute(
-                select(func.max(ROLLUP.c.ts)).where(ROLLUP.c.server_id == server_id)
-            ).scalar()
-            raw_since = since if rolled_until is None else max(since, float(rolled_until) + 60)
+            # newest rolled-up minute over the requested metrics: one index seek per metric
+            # (a plain max over the server scans every rollup row of it)
+            newest = [
+                conn.execute(
+                    select(func.max(ROLLUP.c.ts)).where(
+                        and_(ROLLUP.c.server_id == server_id, ROLLUP.c.metric == m)
+                    )
+                ).scalar()
+                for m in metrics
+            ]
+            rolled = [float(t) for t in newest if t is not None]
+            raw_since = max(since, max(rolled) + 60) if rolled else since
         else:
             raw_since = since
         if raw_since < until:

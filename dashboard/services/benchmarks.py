@@ -259,6 +259,26 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
 # runner side: the `probe` intent handler
 
 
+READY_WAIT_S = 180.0
+
+
+def _wait_until_ready(engine: Engine, *, intent_id: int, server: Any, timeout_s: float) -> int | None:
+    """For a managed server: wait while its launch is starting; the ready launch id, or None."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        launch = repo.latest_launch(engine, server_id=server.id)
+        status = launch.status if launch is not None and launch.ended_at is None else None
+        if status == "ready":
+            return launch.id if launch is not None else None
+        lifecycle_queued = bool(repo.list_intents(
+            engine, server_id=server.id, states=("pending", "running"), kinds=("launch", "relaunch"), limit=1))
+        if (status not in ("starting", "stopping") and not lifecycle_queued) or time.monotonic() > deadline:
+            return None
+        repo.update_intent(engine, intent_id=intent_id, progress={
+            "stage": "waiting", "fraction": 0.0, "detail": f"waiting for {server.name} to be ready"})
+        time.sleep(0.5)
+
+
 def probe_intent_handler(engine: Engine, settings: Settings) -> Callable[[Intent], None]:
     """The runner's handler for Intent(kind="probe"): one sweep subprocess, progress mirrored.
 
@@ -276,6 +296,17 @@ def probe_intent_handler(engine: Engine, settings: Settings) -> Callable[[Intent
             return
         spec = dict(run.spec)
         server = repo.get_server(engine, id=run.server_id) if run.server_id is not None else None
+        if server is not None and server.managed:
+            waited = _wait_until_ready(engine, intent_id=intent.id, server=server, timeout_s=READY_WAIT_S)
+            if waited is None:
+                msg = (f"Sweep {run_id} did not start: {server.name} is not ready (it is starting, "
+                       "stopped or failed); start it, then run the sweep again.")
+                repo.update_probe_run(engine, run_id=run_id, status="failed", error=msg, finished_at=time.time())
+                repo.update_intent(engine, intent_id=intent.id, state="failed", message=msg)
+                return
+            if run.launch_id != waited:
+                spec["launch_id"] = waited
+                repo.update_probe_run(engine, run_id=run_id, launch_id=waited, spec=spec)
         if server is not None and server.api_key:
             spec["api_key"] = server.api_key  # used by the subprocess only; never stored
         code, tail = _run_subprocess(engine, intent_id=intent.id, run_id=run_id, spec=spec,

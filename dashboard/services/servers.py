@@ -60,3 +60,25 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
             fields["log_path"] = str(settings.logs_dir / f"{cfg.name}.log")
         out.append(repo.upsert_server(engine, name=cfg.name, **fields))
     return out
+
+
+def seed_demo(engine: Engine, settings: Settings) -> int | None:
+    """First run of the demo: queue one sweep so every page has probe data. Returns the run id.
+
+    The sweep waits for the demo server to be ready (the probe intent handler does), and is
+    queued only while the demo has no probe run yet.
+    """
+    from dashboard.services.benchmarks import SweepRequest, start_sweep
+
+    if not settings.demo_active:
+        return None
+    server = repo.get_server(engine, name=DEMO_SERVER)
+    if server is None or repo.list_probe_runs(engine, server_id=server.id, limit=1):
+        return None
+    run_id, _ = start_sweep(
+        engine,
+        SweepRequest(server=DEMO_SERVER, levels=[1, 4, 8, 16], requests=40, prompt_set="shared-prefix",
+                     max_new_tokens=64, name="demo: first sweep"),
+        requested_by="demo",
+    )
+    return run_id
