@@ -151,6 +151,7 @@ class Runner:
         self._queued_rows = 0  # approximate; only decides when to flush early
         self._retry: _Batch | None = None  # a batch whose write failed, retried first
         self.write_failures = 0
+        self.lost_lease = False  # another runner took over: its servers are not ours to stop
         self._pending_state: dict[str, dict[str, Any]] = {}
         self._state_lock = threading.Lock()
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
@@ -224,9 +225,8 @@ class Runner:
         staged: dict[str, dict[str, Any]] = {}
 
         def save_state(key: str, value: dict[str, Any]) -> None:
+            # staged only: a poll that raises after saving must not move the position forward
             staged[key] = value
-            with self._state_lock:
-                self._pending_state[key] = value
 
         def update_launch(launch_id: int, fields: dict[str, Any]) -> None:
             allowed = {k: v for k, v in fields.items() if k in ("server_args", "sglang_version", "pid")}
@@ -237,6 +237,8 @@ class Runner:
             servers=targets, load_state=self._load_state, save_state=save_state, update_launch=update_launch
         )
         result = slot.collector.poll(ctx)
+        with self._state_lock:
+            self._pending_state.update(staged)
         self._queued_rows += len(result.samples) + len(result.events)
         self._queue.put(_Batch(list(result.samples), list(result.events), staged))
 
@@ -356,7 +358,10 @@ class Runner:
                 now_m = time.monotonic()
                 with self._lag_lock:
                     self._max_lag = max(self._max_lag, max(0.0, now_m - expected))
-                self._schedule(now_m)
+                try:
+                    self._schedule(now_m)
+                except Exception:  # e.g. the database restarting: keep the loop alive
+                    log.exception("scheduling collectors failed; retrying")
                 if self.supervisor is not None:
                     try:
                         self.supervisor.tick()
@@ -372,7 +377,9 @@ class Runner:
                 if now_m - last_beat >= 2.0:
                     try:
                         if not repo.renew_lease(self.engine, holder=self.holder):
-                            log.error("lost the runner lease to another runner; stopping")
+                            log.error("lost the runner lease to another runner; stopping and "
+                                      "leaving its servers to it")
+                            self.lost_lease = True
                             break
                     except OperationalError as exc:  # locked: try again at the next beat
                         log.warning("could not renew the runner lease: %s", exc)
@@ -380,7 +387,7 @@ class Runner:
                 if now_m - last_rollup >= 60.0:
                     try:
                         repo.compute_rollups(self.engine, until=time.time())
-                    except OperationalError as exc:
+                    except Exception as exc:
                         log.warning("could not write rollups (will retry): %s", exc)
                     last_rollup = now_m
                 if duration_s is not None and now_m - started >= duration_s:
@@ -392,7 +399,7 @@ class Runner:
 
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self.supervisor is not None:
+        if self.supervisor is not None and not self.lost_lease:
             try:
                 self.supervisor.shutdown()
             except Exception:
@@ -406,4 +413,5 @@ class Runner:
                     slot.collector.close()
                 except Exception:
                     log.exception("closing collector %s failed", slot.collector.name)
-            repo.release_lease(self.engine, holder=self.holder)
+            if not self.lost_lease:
+                repo.release_lease(self.engine, holder=self.holder)

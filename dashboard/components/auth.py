@@ -39,9 +39,26 @@ def _oidc_user() -> str | None:
     return None
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def exposed(settings: Settings) -> bool:
+    """True when this Streamlit server may be reachable from other hosts.
+
+    Looks at the address Streamlit really binds (`server.address`), not only at PITWALL_HOST:
+    `streamlit run app.py --server.address 0.0.0.0` must not open the controls. An unset address
+    means all interfaces, so it counts as exposed; .streamlit/config.toml sets 127.0.0.1.
+    """
+    try:
+        address = st.get_option("server.address")
+    except Exception:
+        address = None
+    return settings.exposed or not address or str(address) not in LOOPBACK
+
+
 def current_operator(settings: Settings) -> str | None:
     """The actor recorded in Audit, or None when nobody is authenticated on an exposed dashboard."""
-    if not settings.exposed:
+    if not exposed(settings):
         return "local"
     oidc = _oidc_user()
     if oidc:

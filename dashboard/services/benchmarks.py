@@ -259,7 +259,7 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
 # runner side: the `probe` intent handler
 
 
-READY_WAIT_S = 180.0
+READY_WAIT_S = 660.0  # longer than the supervisor's longest ready timeout (600 s)
 
 
 def _wait_until_ready(engine: Engine, *, intent_id: int, server: Any, timeout_s: float) -> int | None:

@@ -173,3 +173,34 @@ def test_locked_database_keeps_rows_and_retries(engine, tmp_path):
     # every poll made while the database was locked landed afterwards, in order, once
     assert sorted(vals.tolist()) == [float(i) for i in range(1, len(vals) + 1)]
     assert len(vals) >= polls_when_released
+
+
+def test_a_poll_that_raises_after_saving_state_does_not_advance_it(engine):
+    """State saved by a poll that then fails is dropped with its rows (no silent skip)."""
+
+    class SavesThenFails:
+        name = "offsets"
+        interval_s = 0.02
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def poll(self, ctx: CollectorContext) -> PollResult:
+            self.calls += 1
+            state = ctx.load_state("offsets") or {"offset": 0}
+            offset = state["offset"] + 100
+            ctx.save_state("offsets", {"offset": offset})
+            if self.calls == 1:
+                raise RuntimeError("second server failed after the first was read")
+            return PollResult(samples=[SampleRow(ctx.now(), 1, "offsets.offset", float(offset), "log")])
+
+        def close(self) -> None:
+            pass
+
+    col = SavesThenFails()
+    runner = Runner(engine, [col], tick_s=0.01, flush_s=0.02, max_backoff_s=0.05)
+    _run(runner, lambda: col.calls >= 5)
+    vals = sorted(repo.sample_values(engine, server_id=1, metric="offsets.offset", since=0).tolist())
+    # the failed first poll's advance is not kept: the first written offset is 100, not 200
+    assert vals[0] == 100.0
+    assert repo.load_state(engine, key="offsets") == {"offset": int(vals[-1])}

@@ -138,3 +138,16 @@ def test_check_password_is_exact() -> None:
     assert check_password("s3cret", "s3cret")
     assert not check_password("s3cret ", "s3cret")
     assert not check_password("", None) and not check_password(None, "x")
+
+
+def test_unset_streamlit_address_counts_as_exposed(page_env) -> None:
+    """`streamlit run app.py` outside the repo binds every interface: controls need a login."""
+    from streamlit import config
+
+    config.set_option("server.address", None)
+    try:
+        at = _run()
+        buttons = {b.label for b in at.button}
+        assert "Relaunch…" not in buttons and "Stop…" not in buttons
+    finally:
+        config.set_option("server.address", "127.0.0.1")
