@@ -18,6 +18,7 @@ from dashboard.services import export, slo
 from dashboard.services.compare import Comparison
 from dashboard.services.metric_specs import DIMENSION_LABELS, DIMENSIONS, METRIC_SPECS, specs_of
 from dashboard.services.scorecard_model import Scorecard
+from storage import repo
 
 VERDICT_STYLE = {
     "better": f"color: {GRADE_COLORS['pass'][1]}; font-weight: 600",
@@ -148,7 +149,7 @@ def _maker(engine: Engine, fmt: str, cards: list[Scorecard], actor: str) -> Call
 
 
 def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,  # type: ignore[type-arg]
-               key: str = "slo", disabled: bool = False) -> None:
+               key: str = "slo", disabled: bool = False, actor: str = "local") -> None:
     """Edit one SLO target (globally or for this server); stored in the database."""
     current = slo.resolve(server, settings_slo, slo.load_overrides(engine))
     rows = [{"metric": t.key, "target": t.target, "warn bound": t.warn, "from": t.origin}
@@ -168,6 +169,9 @@ def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,
             try:
                 slo.save_override(engine, server=server if scope.startswith("server") else None,
                                   key=metric, target=target)
+                repo.add_audit(engine, actor=actor, action="slo_edit",
+                               target=server if scope.startswith("server") else "global",
+                               detail={"metric": metric, "target": target})
             except slo.SloError as exc:
                 st.error(str(exc))
             else:

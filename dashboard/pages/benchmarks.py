@@ -10,8 +10,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard.components import session
+from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_value
+from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import curves_chart, tradeoff_chart
 from dashboard.services import benchmarks as bm
 
@@ -42,14 +43,15 @@ def confirm(req: bm.SweepRequest) -> None:
         st.warning(f"{req.server} is {status} right now: requests will fail until it is up "
                    "(see Overview / Events).")
     st.write(
-        f"This sends about {total:,} requests (plus warm-up) to **{req.server}** at concurrency "
+        f"This sends about {total:,} requests (plus warm-up) to **{md_escape(req.server)}** at concurrency "
         f"{', '.join(map(str, req.levels))}. Live traffic on that server will see extra load."
     )
     a, b = st.columns(2)
     if a.button("Start sweep", type="primary", key="bm_confirm"):
         _forget_pending()
         try:
-            run_id, _ = bm.start_sweep(session.engine_for(ctx.url), req)
+            run_id, _ = bm.start_sweep(session.engine_for(ctx.url), req,
+                                       requested_by=st.session_state.get("bm_operator") or "local")
         except bm.SweepRequestError as exc:
             st.error(str(exc))
             return
@@ -72,11 +74,12 @@ if server_id is None:
     st.error(f"Server {name!r} is not in the database; pick another in the sidebar.")
     st.stop()
 
-if ctx.settings.read_only:
-    st.caption("Read-only mode: starting sweeps is disabled (PITWALL_READ_ONLY).")
-else:
+# A sweep loads a server: on an exposed dashboard only a signed-in operator may start one.
+operator = auth.require_operator(ctx.settings)
+if operator is not None:
+    st.session_state["bm_operator"] = operator
     with st.form("sweep_form", border=True):
-        st.markdown(f"**New sweep against {name}** (server picked in the sidebar)")
+        st.markdown(f"**New sweep against {md_escape(name)}** (server picked in the sidebar)")
         c1, c2, c3, c4 = st.columns(4)
         workload = c1.selectbox("Workload", bm.PROMPT_SETS, key="bm_workload",
                                 help="builtin: 24 short prompts · synthetic: fixed input length · "
@@ -121,17 +124,17 @@ def progress() -> None:
         if last is not None:
             run = bm.get_run(session.engine_for(ctx.url), run_id=int(last))
             if run is not None and run.status in ("done", "aborted", "failed"):
-                msg = f"Sweep {run.name or 'run ' + str(run.id)} finished: {run.status}."
+                msg = f"Sweep {md_escape(run.name or 'run ' + str(run.id))} finished: {run.status}."
                 if run.status == "done":
                     st.success(msg)
                 else:
-                    st.error(msg + (f" {run.error}" if run.error else ""))
+                    st.error(msg + (f" {md_escape(run.error)}" if run.error else ""))
         return
     if not alive:
         st.warning(summary + " Pending sweeps start when it runs.")
     for intent, run in active:
         frac = float(run.progress or 0.0) if run is not None else 0.0
-        label = (run.name or f"run {run.id}") if run is not None else f"intent {intent.id}"
+        label = md_escape(run.name or f"run {run.id}") if run is not None else f"intent {intent.id}"
         state = "waiting for the runner" if intent.state == "pending" else (run.status if run else intent.state)
         st.progress(min(max(frac, 0.0), 1.0), text=f"Sweep {label}: {state}, {frac:.0%} · requested {fmt_age(intent.created_at)}")
     _runs.clear()
@@ -209,7 +212,7 @@ for rid in picked:
     if table.empty:
         continue
     untrusted = table[table["trusted"] == False]  # noqa: E712 - pandas element-wise
-    head = f"{run.name or 'run ' + str(run.id)} — fingerprint {run.fingerprint[:12] or '—'}"
+    head = f"{md_escape(run.name or 'run ' + str(run.id))} — fingerprint {run.fingerprint[:12] or '—'}"
     with st.expander(head, expanded=len(picked) == 1):
         if (table["ok"].fillna(0) == 0).all():
             st.error("No request of this run succeeded — the server was down or refused them "

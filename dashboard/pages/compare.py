@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard.components import charts, session
+from dashboard.components import auth, charts, session
 from dashboard.components import scorecard as sc_view
 from dashboard.components.format import grade_badge
 from dashboard.services import compare as cmp_service
@@ -95,5 +95,9 @@ for i, card in enumerate(cards):
 
 with st.expander("SLO targets"):
     server = cards[0].subject.get("server")
+    # targets regrade every page: on an exposed dashboard only a signed-in operator edits them
+    editor = auth.current_operator(settings) if not settings.read_only else None
+    if editor is None and not settings.read_only:
+        st.caption("Sign in on the Profiles page to edit SLO targets.")
     sc_view.slo_editor(ctx.engine, server, settings.slo, key="cmp-slo",
-                       disabled=settings.read_only)
+                       disabled=editor is None, actor=editor or "local")

@@ -12,6 +12,7 @@ import streamlit as st
 
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age
+from dashboard.components.scorecard import md_escape
 from dashboard.services import launcher, profile_admin, profiles
 
 ctx = session.bootstrap()
@@ -55,34 +56,37 @@ def status_panel() -> None:
     launch = profile_admin.current_launch(ctx.engine, server_name)
     if launch is not None:
         st.markdown(
-            f"**{server_name}** runs profile **{launch.profile_name or '—'}** "
+            f"**{md_escape(server_name)}** runs profile **{md_escape(launch.profile_name or '—')}** "
             f"(`{launch.profile_hash or '—'}`), launch #{launch.id}, {launch.status}, "
             f"started {fmt_age(launch.started_at)}."
         )
     else:
-        st.markdown(f"**{server_name}** is not running.")
+        st.markdown(f"**{md_escape(server_name)}** is not running.")
     intent = profile_admin.latest_intent(ctx.engine, server_name)
     if intent is None:
         st.caption("No launch, stop or relaunch requested yet.")
         return
     prog = intent.progress or {}
     stage = prog.get("stage") or intent.state
-    head = f"{intent.kind} #{intent.id} ({(intent.payload or {}).get('profile') or '—'}) by {intent.requested_by}: **{stage}**"
+    head = (f"{intent.kind} #{intent.id} ({md_escape((intent.payload or {}).get('profile') or '—')}) "
+            f"by {md_escape(intent.requested_by)}: **{md_escape(stage)}**")
+    # intent messages can end in a raw log line: escaped, so log text is shown as text
+    message = md_escape(intent.message or "")
     if intent.state in ("pending", "running"):
         st.markdown(head)
         if intent.state == "pending" and not profile_admin.runner_alive(ctx.engine):
             st.warning("No runner is alive to carry this out; start it with `pitwall up`.")
         st.progress(min(max(float(prog.get("fraction") or 0.0), 0.0), 1.0), text=str(prog.get("detail") or intent.state))
     elif intent.state == "done":
-        st.success(f"{head} — {intent.message or ''}")
+        st.success(f"{head} — {message}")
     elif stage == "rolled back":
-        st.warning(f"{head} — {intent.message or ''}")
+        st.warning(f"{head} — {message}")
         excerpt = (intent.result or {}).get("excerpt")
         if excerpt:
             with st.expander("Why: the failing log excerpt"):
                 st.code(excerpt, language=None)
     else:
-        st.error(f"{head} — {intent.message or ''}")
+        st.error(f"{head} — {message}")
 
 
 status_panel()
@@ -106,7 +110,7 @@ if spec is not None and server_name is not None:
     elif diff.empty:
         st.caption(f"{spec.name} launches exactly what {server_name} runs now ({running}).")
     else:
-        st.markdown(f"**What changes on {server_name}** (running {running} → {spec.name})")
+        st.markdown(f"**What changes on {md_escape(server_name)}** (running {md_escape(running)} → {md_escape(spec.name)})")
         st.dataframe(diff, hide_index=True, width="stretch")
 
 
@@ -143,7 +147,7 @@ def confirm_relaunch(server: str, profile: str, actor: str) -> None:
 
 @st.dialog("Confirm stop", on_dismiss=_close_confirm)
 def confirm_stop(server: str, actor: str) -> None:
-    st.markdown(f"Stop **{server}**? In-flight requests fail; it stays down until launched again.")
+    st.markdown(f"Stop **{md_escape(server)}**? In-flight requests fail; it stays down until launched again.")
     go, cancel = st.columns(2)
     if go.button("Stop now", type="primary"):
         _close_confirm()
@@ -167,7 +171,7 @@ if spec is not None:
             f"{spec.name} is {'valid' if report.ok else 'invalid'} (checked by {report.checked_by})."
         )
         for issue in report.issues:
-            {"error": st.error, "warning": st.warning}.get(issue.severity, st.info)(issue.message)
+            {"error": st.error, "warning": st.warning}.get(issue.severity, st.info)(md_escape(issue.message))
     if can_act and server_name is not None:
         cols[1].button("Relaunch…", type="primary", help=f"relaunch {server_name} under {spec.name}",
                        on_click=st.session_state.__setitem__,
@@ -206,8 +210,8 @@ if can_act:
             try:
                 saved, changes = profile_admin.save_form(
                     ctx.engine, ctx.settings, name=name, description=description, model_path=model_path,
-                    entrypoint=entrypoint, flags=[(r.get("flag", ""), str(r.get("value", ""))) for r in flags],
-                    env=[(r.get("name", ""), str(r.get("value", ""))) for r in env], actor=operator,
+                    entrypoint=entrypoint, flags=[(r.get("flag") or "", str(r.get("value") or "")) for r in flags],
+                    env=[(r.get("name") or "", str(r.get("value") or "")) for r in env], actor=operator,
                 )
                 st.success(f"Saved {saved.name} ({len(changes)} change(s)); validate it before relaunching.")
             except profile_admin.ProfileError as exc:

@@ -134,6 +134,12 @@ def compare(cards: list[Scorecard]) -> Comparison:
         for i, v in enumerate(values[1:], start=1):
             workload_bound = any(f is not None and f.source in WORKLOAD_SOURCES
                                  for f in (figs[0], figs[i]))
+            if spec.dimension == "cost" and spec.key != "gpu_usd_per_hour":
+                # cost per token / image / request is price ÷ measured throughput: it inherits
+                # the workload of the throughput it was divided by
+                workload_bound = workload_bound or any(
+                    (f := c.figures.get(k)) is not None and f.source in WORKLOAD_SOURCES
+                    for c in (cards[0], cards[i]) for k in ("output_tok_s", "rps", "images_per_min"))
             if b is None or v is None:
                 d.append(None)
                 rel.append(None)

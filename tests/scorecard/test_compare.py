@@ -53,6 +53,9 @@ def test_different_fingerprints_are_not_compared_silently(engine):
     assert not cmp.comparable
     assert cmp.workload_diff == [["levels: [4] -> [8]", "sampling.temperature: 0.0 -> 0.7"]]
     assert _delta(cmp, "ttft_p50_s").verdicts[1] == "not comparable"
+    # cost per token divides the price by the probe's throughput: it is workload-bound too
+    cost = _delta(cmp, "usd_per_1m_output_tok")
+    assert cost.values[0] is not None and cost.verdicts[1] == "not comparable"
     # server-side event counts do not depend on the workload: still judged
     assert _delta(cmp, "oom_count").verdicts[1] == "same"
     assert cmp.warnings and "not comparable" in cmp.warnings[0]
