@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from streamlit import config as _st_config
 from pwtest import PY, REPO, free_port, subprocess_env  # noqa: F401  (re-exported for fixtures)
+from streamlit import config as _st_config
 
 # AppTest starts from Streamlit's defaults, not .streamlit/config.toml: give it the loopback
 # address the committed config sets (an unset address counts as exposed, see components/auth.py).
