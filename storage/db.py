@@ -67,8 +67,13 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
     return engine
 
 
-# Each step upgrades the schema from version N to N+1 (key N). Empty while there is one version.
-_UPGRADES: dict[int, Callable[[Connection], None]] = {}
+def _v1_to_v2(conn: Connection) -> None:
+    """v2: Server.retired_at (servers that left the configuration keep their history)."""
+    conn.execute(text("ALTER TABLE server ADD COLUMN retired_at FLOAT"))
+
+
+# Each step upgrades the schema from version N to N+1 (key N).
+_UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
 
 
 def ensure_schema(engine: Engine) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def _json(default: Any = None) -> Any:
@@ -63,6 +63,8 @@ class Server(SQLModel, table=True):
     profile: str | None = None  # profile a managed server starts with
     api_key: str | None = None
     updated_at: float = 0.0
+    #: set when the server left the configuration (its history stays); None while configured
+    retired_at: float | None = None
 
 
 class Profile(SQLModel, table=True):

@@ -196,15 +196,34 @@ def upsert_server(engine: Engine, *, name: str, **fields: Any) -> Server:
             for k, v in fields.items():
                 setattr(srv, k, v)
         srv.updated_at = time.time()
+        srv.retired_at = fields.get("retired_at")  # configured again: active
         s.add(srv)
         s.commit()
         s.refresh(srv)
         return srv
 
 
-def list_servers(engine: Engine) -> list[Server]:
+def list_servers(engine: Engine, *, include_retired: bool = False) -> list[Server]:
+    """Configured servers (and, with include_retired, those that left the configuration)."""
     with Session(engine, expire_on_commit=False) as s:
-        return list(s.execute(select(Server).order_by(Server.name)).scalars())
+        q = select(Server).order_by(Server.name)
+        if not include_retired:
+            q = q.where(col(Server.retired_at).is_(None))
+        return list(s.execute(q).scalars())
+
+
+def retire_servers_except(engine: Engine, *, names: Iterable[str]) -> list[str]:
+    """Mark every active server not in `names` as retired; returns the names retired."""
+    keep = set(names)
+    retired = [s.name for s in list_servers(engine) if s.name not in keep]
+    if retired:
+        with engine.begin() as conn:
+            conn.execute(
+                update(Server.__table__)  # type: ignore[attr-defined]
+                .where(Server.__table__.c.name.in_(retired))  # type: ignore[attr-defined]
+                .values(retired_at=time.time())
+            )
+    return retired
 
 
 def get_server(engine: Engine, *, name: str | None = None, id: int | None = None) -> Server | None:

@@ -169,7 +169,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
 
 def run_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
     """(run id, label) of finished probe runs, newest first."""
-    names = {s.id: s.name for s in repo.list_servers(engine)}
+    names = {s.id: s.name for s in repo.list_servers(engine, include_retired=True)}
     out = []
     for r in repo.list_probe_runs(engine, limit=limit):
         if r.status != "done" or r.id is None:
@@ -182,7 +182,7 @@ def run_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
 
 def launch_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
     """(launch id, label) of launches, newest first."""
-    names = {s.id: s.name for s in repo.list_servers(engine)}
+    names = {s.id: s.name for s in repo.list_servers(engine, include_retired=True)}
     return [(la.id, f"#{la.id} {names.get(la.server_id, '?')} · {la.profile_name or '—'} · "
                     f"{la.status} · {fmt_ts(la.started_at)}")
             for la in repo.list_launches(engine, limit=limit) if la.id is not None]

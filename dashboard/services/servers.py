@@ -44,7 +44,8 @@ def configured_servers(settings: Settings) -> list[ServerConfig]:
 def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
     """Upsert every configured server; managed servers log to <data_dir>/logs/<name>.log."""
     out = []
-    for cfg in configured_servers(settings):
+    configured = configured_servers(settings)
+    for cfg in configured:
         fields: dict[str, Any] = {
             "base_url": cfg.base_url.rstrip("/"),
             "kind": cfg.kind,
@@ -59,6 +60,9 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
         if cfg.managed and not cfg.log_path:
             fields["log_path"] = str(settings.logs_dir / f"{cfg.name}.log")
         out.append(repo.upsert_server(engine, name=cfg.name, **fields))
+    # servers that left pitwall.toml (the demo, once real servers are configured) stop being
+    # watched or started; their history stays browsable on Compare and Events
+    repo.retire_servers_except(engine, names=[c.name for c in configured])
     return out
 
 

@@ -133,3 +133,33 @@ def test_events_count_by_kind(engine):
     for kind in ("oom", "oom", "crash"):
         repo.add_event(engine, kind=kind, message="m", server_id=1, ts=now)
     assert repo.count_events(engine, server_id=1, since=now - 1) == {"oom": 2, "crash": 1}
+
+
+def test_v1_database_is_upgraded_in_place(tmp_path):
+    """A schema-1 file (no server.retired_at) is upgraded, keeping its rows."""
+    path = tmp_path / "v1.db"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    repo.upsert_server(engine, name="old", base_url="http://127.0.0.1:1")
+    engine.dispose()
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE server DROP COLUMN retired_at")
+    con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    engine = make_engine(url)
+    assert [s.name for s in repo.list_servers(engine)] == ["old"]
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    assert "retired_at" in [r[1] for r in con.execute("PRAGMA table_info(server)")]
+    con.close()
+
+
+def test_servers_that_leave_the_configuration_are_retired_not_deleted(engine):
+    repo.upsert_server(engine, name="demo", base_url="http://127.0.0.1:1", managed=True)
+    repo.upsert_server(engine, name="prod", base_url="http://127.0.0.1:2")
+    assert repo.retire_servers_except(engine, names=["prod"]) == ["demo"]
+    assert [s.name for s in repo.list_servers(engine)] == ["prod"]
+    assert [s.name for s in repo.list_servers(engine, include_retired=True)] == ["demo", "prod"]
+    repo.upsert_server(engine, name="demo", base_url="http://127.0.0.1:1")  # configured again
+    assert [s.name for s in repo.list_servers(engine)] == ["demo", "prod"]
