@@ -202,8 +202,12 @@ class ProcessSupervisor:
         self._closing.set()
         with self._lock:
             managed = list(self._procs.values())
-        for m in managed:
-            self._stop(m, reason="runner stopped")
+        # in parallel: N servers that each take a while to exit cost the slowest, not the sum
+        threads = [threading.Thread(target=self._stop, args=(m, "runner stopped")) for m in managed]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     # -- intents --------------------------------------------------------------------------------
     def _collision(self, intent: Intent) -> str | None:

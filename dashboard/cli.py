@@ -27,6 +27,7 @@ from dashboard import __version__
 from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+RUNNER_STOP_TIMEOUT_S = 120.0
 
 
 class CliError(Exception):
@@ -116,8 +117,8 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal closed
+        signal.signal(sig, _on_signal)
     shown = "localhost" if host == "127.0.0.1" else host
     print(f"Pitwall {__version__} is starting: http://{shown}:{port}  (Ctrl-C stops everything)", flush=True)
     if settings.demo_active:
@@ -136,7 +137,8 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
             time.sleep(0.2)
     finally:
         _stop_group(app)
-        _stop_group(runner, timeout=30.0)
+        # the runner stops every managed server first (SIGTERM, up to 30 s each, then SIGKILL)
+        _stop_group(runner, timeout=RUNNER_STOP_TIMEOUT_S)
     print("Pitwall stopped.", flush=True)
     return code
 
