@@ -404,6 +404,13 @@ class Runner:
                 self.supervisor.shutdown()
             except Exception:
                 log.exception("supervisor shutdown failed")
+        for handler in set(self.intent_handlers.values()):
+            close = getattr(handler, "close", None)  # e.g. the probe handler stops its sweeps
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    log.exception("closing an intent handler failed")
         self._lane_pool.shutdown(wait=False, cancel_futures=True)
         try:
             self.flush()

@@ -16,10 +16,13 @@ A level whose self-check failed is drawn hollow and labelled "NOT trusted" every
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -330,7 +333,31 @@ def probe_intent_handler(engine: Engine, settings: Settings) -> Callable[[Intent
         repo.update_intent(engine, intent_id=intent.id, state="failed", message=msg,
                            result={"run_id": run_id, "status": "failed"})
 
+    handle.close = lambda: stop_active_sweeps(engine)  # type: ignore[attr-defined]
     return handle
+
+
+# sweep processes this runner started: stopped with it (they run in their own session, so a
+# signal to the runner's process group does not reach them)
+_ACTIVE: dict[int, subprocess.Popen[bytes]] = {}
+_ACTIVE_LOCK = threading.Lock()
+
+
+def stop_active_sweeps(engine: Engine) -> int:
+    """Stop every sweep subprocess still running and mark its run aborted; returns how many."""
+    with _ACTIVE_LOCK:
+        active = dict(_ACTIVE)
+    for run_id, proc in active.items():
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(10)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+            repo.update_probe_run(engine, run_id=run_id, status="aborted", finished_at=time.time(),
+                                  error="The runner stopped during the sweep; start it again.")
+    return len(active)
 
 
 def _run_subprocess(
@@ -349,6 +376,8 @@ def _run_subprocess(
                 sweep_argv(path, db_url, run_id), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
                 stderr=err, start_new_session=True,
             )
+            with _ACTIVE_LOCK:
+                _ACTIVE[run_id] = proc
             deadline = time.monotonic() + timeout_s
             last = -1.0
             while proc.poll() is None:
@@ -366,5 +395,7 @@ def _run_subprocess(
                                   "detail": f"run {run_id}"},
                     )
                 time.sleep(POLL_S)
+        with _ACTIVE_LOCK:
+            _ACTIVE.pop(run_id, None)
         lines = err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     return proc.returncode, (lines[-1] if lines else "")
