@@ -510,7 +510,7 @@ class ProcessSupervisor:
                 continue
             latest = repo.latest_launch(self.engine, server_id=server.id)
             if latest is not None and latest.ended_at is None and latest.id is not None:
-                if latest.pid and _alive(latest.pid):
+                if latest.pid and _same_process(latest.pid, latest.started_at):
                     proc = _Proc(pid=latest.pid)
                     m = _Managed(server.id, latest.id, proc, None, _size(latest.log_path))
                     m.phase = "ready"
@@ -530,6 +530,20 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _same_process(pid: int, started_at: float, slack_s: float = 30.0) -> bool:
+    """The launch's process is still this PID: alive, and created when the launch started.
+
+    After a reboot or in a container, PIDs are reused; adopting a stranger would later signal
+    its whole process group.
+    """
+    try:
+        p = psutil.Process(pid)
+        return (p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+                and abs(p.create_time() - started_at) <= slack_s)
+    except psutil.Error:
+        return False
 
 
 def _alive(pid: int) -> bool:

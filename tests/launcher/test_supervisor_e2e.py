@@ -220,3 +220,17 @@ def test_auto_restart_after_exit_when_enabled(rig) -> None:
     assert wait_for(lambda: _done(engine, restart.id)).state == "done"
     again = repo.latest_launch(engine, server_id=sid)
     assert again.id != first.id and again.profile_name == "fast-a" and again.status == "ready"
+
+
+def test_a_reused_pid_is_not_adopted() -> None:
+    """Adoption needs the PID's process to have started with the launch, not just to exist."""
+    import os
+
+    import psutil
+
+    from collectors.supervisor import _same_process
+
+    me = psutil.Process(os.getpid())
+    assert _same_process(os.getpid(), me.create_time())
+    # the same PID recorded by a launch an hour earlier belongs to another process now
+    assert not _same_process(os.getpid(), me.create_time() - 3600)
