@@ -152,6 +152,7 @@ class Runner:
         self._retry: _Batch | None = None  # a batch whose write failed, retried first
         self.write_failures = 0
         self.lost_lease = False  # another runner took over: its servers are not ours to stop
+        self._acquired = False
         self._pending_state: dict[str, dict[str, Any]] = {}
         self._state_lock = threading.Lock()
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
@@ -177,6 +178,7 @@ class Runner:
                 f"(heartbeat {time.time() - lease.heartbeat_at:.0f} s ago); stop it first or use "
                 "another PITWALL_DATABASE_URL."
             )
+        self._acquired = True
         n = repo.fail_stale_intents(self.engine, reason="The runner that was carrying this out stopped; request it again.")
         if n:
             log.warning("failed %d intents left running by a previous runner", n)
@@ -349,7 +351,8 @@ class Runner:
 
     def run(self, *, duration_s: float | None = None) -> None:
         """Run until stop() (or for duration_s); always flushes and releases the lease."""
-        self.acquire()
+        if not self._acquired:
+            self.acquire()
         started = time.monotonic()
         last_flush = last_beat = last_rollup = time.monotonic()
         expected = time.monotonic()

@@ -163,8 +163,8 @@ class ProcessSupervisor:
 
     def tick(self) -> None:
         if not self._started:
+            self._first_tick()  # raises on a locked database: retried on the next tick
             self._started = True
-            self._first_tick()
         exited: list[tuple[_Managed, int]] = []
         with self._lock:
             for sid, m in list(self._procs.items()):

@@ -175,6 +175,10 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     sync_servers(engine, settings)
     runner = build_runner(settings, engine)
+    try:
+        runner.acquire()  # before seeding: two runners started at once must not both seed
+    except LeaseHeld as exc:
+        raise CliError(str(exc)) from None
     seed_demo(engine, settings)
 
     def _on_signal(signum: int, _frame: object) -> None:

@@ -157,7 +157,17 @@ def acquire_lease(
         if row is None:
             conn.execute(insert(LEASE).values(id=1, **values))
         else:
-            conn.execute(update(LEASE).where(LEASE.c.id == 1).values(**values))
+            # guarded by the heartbeat we read: of two runners taking over a stale lease at
+            # once (PostgreSQL reads do not block), only one updates the row
+            res = conn.execute(
+                update(LEASE)
+                .where(and_(LEASE.c.id == 1, LEASE.c.heartbeat_at == row["heartbeat_at"]))
+                .values(**values)
+            )
+            if res.rowcount != 1:
+                return False, RunnerLease.model_validate(
+                    dict(conn.execute(select(LEASE).where(LEASE.c.id == 1)).mappings().one())
+                )
     return True, RunnerLease.model_validate({"id": 1, **values})
 
 
