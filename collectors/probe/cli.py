@@ -40,15 +40,9 @@ def default_db_url() -> str:
 
 
 def open_engine(url: str) -> Engine:
-    """The lead's storage.db.make_engine when present (pragmas, schema), else a plain engine."""
-    try:
-        from storage.db import make_engine
-    except ImportError:  # pragma: no cover - storage.db ships with Pitwall
-        from sqlmodel import SQLModel, create_engine
+    """The database through storage.db.make_engine (pragmas, schema checks)."""
+    from storage.db import make_engine
 
-        engine = create_engine(url)
-        SQLModel.metadata.create_all(engine)
-        return engine
     return make_engine(url)
 
 

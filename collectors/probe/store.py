@@ -1,26 +1,21 @@
-"""ProbeRun / ProbeRequest writes and the few reads a sweep needs (SQLAlchemy Core, one Engine).
+"""ProbeRun / ProbeRequest writes and the few reads a sweep needs, over storage.repo.
 
-Temporary home: the lead moves these into storage/repo.py (the only SQL in the project).
-ProbeRequest rows go in with one Core `insert()` executemany per batch (per-row ORM adds are
-12x slower: perf-baselines.md §5). Progress (`ProbeRun.progress`, 0..1) and `status`
+ProbeRequest rows go in with one executemany per batch (per-row ORM adds are 12x slower:
+perf-baselines.md §5). Progress (`ProbeRun.progress`, 0..1) and `status`
 (pending -> running -> done | failed | aborted) are updated while a sweep runs, so the dashboard
 can show live progress by reading the row.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Engine
 
 from collectors.probe.client import RequestRecord
-from storage.models import ProbeRequest, ProbeRun
+from storage import repo
 
-RUN = ProbeRun.__table__  # type: ignore[attr-defined]
-REQ = ProbeRequest.__table__  # type: ignore[attr-defined]
 BATCH_ROWS = 1000
 
 
@@ -39,21 +34,16 @@ def create_run(
 ) -> int:
     """Insert a `pending` ProbeRun and return its id."""
     with engine.begin() as conn:
-        res = conn.execute(insert(RUN).values(
-            url=url, api=api, spec=spec, fingerprint=fingerprint,
+        return repo.insert_probe_run(
+            conn, url=url, api=api, spec=spec, fingerprint=fingerprint,
             fingerprint_detail=fingerprint_detail, server_id=server_id, launch_id=launch_id,
             name=name, baseline_run_id=baseline_run_id, status="pending", progress=0.0,
-            created_at=time.time(),
-        ))
-        pk = res.inserted_primary_key
-        assert pk is not None
-        return int(pk[0])
+        )
 
 
 def update_run(engine: Engine, *, run_id: int, **fields: Any) -> None:
     """Set columns of a ProbeRun (status, progress, started_at, report, trusted, error, ...)."""
-    with engine.begin() as conn:
-        conn.execute(update(RUN).where(RUN.c.id == run_id).values(**fields))
+    repo.update_probe_run(engine, run_id=run_id, **fields)
 
 
 def insert_requests(engine: Engine, *, run_id: int, records: Sequence[RequestRecord]) -> int:
@@ -61,26 +51,18 @@ def insert_requests(engine: Engine, *, run_id: int, records: Sequence[RequestRec
     rows = [r.row(run_id) for r in records]
     with engine.begin() as conn:
         for i in range(0, len(rows), BATCH_ROWS):
-            conn.execute(insert(REQ), rows[i:i + BATCH_ROWS])
+            repo.insert_probe_requests(conn, rows=rows[i:i + BATCH_ROWS])
     return len(rows)
 
 
 def get_run(engine: Engine, *, run_id: int) -> dict[str, Any] | None:
-    with engine.connect() as conn:
-        row = conn.execute(select(RUN).where(RUN.c.id == run_id)).mappings().first()
-    return dict(row) if row else None
+    return repo.probe_run_row(engine, run_id=run_id)
 
 
 def output_rows(engine: Engine, *, run_id: int) -> list[tuple[int, bool, str | None]]:
     """(seq, ok, output_hash) of every request of a run (consistency check input)."""
-    with engine.connect() as conn:
-        rows: Iterable[Any] = conn.execute(
-            select(REQ.c.seq, REQ.c.ok, REQ.c.output_hash).where(REQ.c.run_id == run_id)
-        ).all()
-        return [(int(s), bool(ok), h) for s, ok, h in rows]
+    return repo.probe_output_rows(engine, run_id=run_id)
 
 
 def request_count(engine: Engine, *, run_id: int) -> int:
-    with engine.connect() as conn:
-        return len(conn.execute(select(REQ.c.id).where(REQ.c.run_id == run_id)).all())
-
+    return repo.probe_request_count(engine, run_id=run_id)

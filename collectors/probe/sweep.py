@@ -4,7 +4,8 @@ Entry points:
 - `await run_sweep(spec, engine=...)` in-process (tests, the CLI: the CLI process *is* the one
   process of its sweep);
 - `python -m collectors.probe.sweep --spec spec.json --db URL [--run-id N]`: one subprocess per
-  sweep, what the runner starts for a dashboard `probe` intent (`run_sweep_subprocess()`), so a
+  sweep in its own process (`run_sweep_subprocess()`; the dashboard's probe intent handler in
+  dashboard/services/benchmarks.py starts the same entry point), so a
   sweep's event loop never shares a core's GIL with the collectors.
 
 One process drives every level; aiohttp holds about c=128 streams at 100 tok/s on one core

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from collectors.supervisor import ProcessSupervisor
-from dashboard.services import launcher, profiles
+from dashboard.services import benchmarks, launcher, profiles
 from dashboard.settings import Settings
 from storage import repo
 
@@ -33,5 +33,5 @@ def runner_parts(
         engine, launcher.Planner(settings, engine), auto_start=auto_start, auto_restart=auto_restart
     )
     handlers: dict[str, Any] = {kind: supervisor.handle_intent for kind in ("launch", "stop", "relaunch")}
-    handlers["probe"] = __import__("dashboard.services.benchmarks", fromlist=["_"]).probe_intent_handler(engine, settings)
+    handlers["probe"] = benchmarks.probe_intent_handler(engine, settings)
     return supervisor, handlers

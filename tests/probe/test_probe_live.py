@@ -207,24 +207,3 @@ def test_sweep_in_subprocess(stub: str, tmp_path: Path) -> None:
     run = store.get_run(engine, run_id=run_id)
     assert run is not None and run["status"] == "done" and run["report"]["levels"][0]["ok"] == 4
     assert run["spec"]["api_key"] == "***"
-
-
-def test_probe_intent_runs_sweep_for_a_server(stub: str, tmp_path: Path) -> None:
-    from collectors.probe.intent import make_probe_intent_handler
-    from storage import repo
-
-    db = f"sqlite:///{tmp_path / 'intent.db'}"
-    engine = open_engine(db)
-    server = repo.upsert_server(engine, name="s1", base_url=stub)
-    intent = repo.create_intent(engine, kind="probe", server_id=server.id,
-                                payload={"levels": [1], "requests": 3, "warmup": 0, "workload": SHORT})
-    make_probe_intent_handler(engine, db, timeout_s=60)(intent)
-    done = repo.get_intent(engine, intent_id=intent.id)  # type: ignore[arg-type]
-    assert done is not None and done.state == "done" and done.result is not None
-    run = store.get_run(engine, run_id=done.result["run_id"])
-    assert run is not None and run["status"] == "done" and run["server_id"] == server.id
-    assert done.progress is not None and done.progress["fraction"] == 1.0
-    bad = repo.create_intent(engine, kind="probe", server_id=None, payload={"levels": [1]})
-    make_probe_intent_handler(engine, db)(bad)
-    failed = repo.get_intent(engine, intent_id=bad.id)  # type: ignore[arg-type]
-    assert failed is not None and failed.state == "failed" and "url" in (failed.message or "")
