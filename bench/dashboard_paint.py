@@ -12,7 +12,7 @@ temp_c) = 31 series per server, 62 in all. At 1 s that is 2.59M samples per seri
 
 - Rollup rows (count=60, avg/min/max/p50/p95/p99) for every minute of the 30 days up to 2
   minutes ago (the runner rolls up each finished minute): 62 x ~43k = ~2.7M rows, what
-  `compute_rollups` would have written;
+  `compute_rollups` would have written, and the RollupQuarter rows it builds from them (~180k);
 - raw 1-second Sample rows for the newest `raw_hours` hours (62 x 3,600 x h rows; 1.3M at 6 h):
   what short windows read and what the last unrolled minutes of a long window read (older raw
   samples would only deepen the index, which the 7-day read never touches);
@@ -143,8 +143,10 @@ def generate(db_path: Path, *, days: int, raw_hours: float, now: float) -> dict[
                             "message": f"bench {kind} #{k}", "raw": None})
         with engine.begin() as conn:
             repo.insert_events(conn, rows=ev_rows)
+    with engine.begin() as conn:  # the 15-minute tier the runner builds from those minutes
+        n_quarter = repo.backfill_quarters(conn)
     engine.dispose()
-    return {"gen_s": time.perf_counter() - t0, "rollup_rows": n_roll, "raw_rows": n_raw,
+    return {"gen_s": time.perf_counter() - t0, "rollup_rows": n_roll, "quarter_rows": n_quarter, "raw_rows": n_raw,
             "db_mb": db_path.stat().st_size / 1e6}
 
 
@@ -344,7 +346,8 @@ def main() -> int:
             db.unlink(missing_ok=True)
             g = generate(db, days=args.days, raw_hours=args.raw_hours, now=now)
             stamp.write_text(repr(now))
-            print(f"generated {g['rollup_rows']:,} rollup rows + {g['raw_rows']:,} raw samples "
+            print(f"generated {g['rollup_rows']:,} minute + {g['quarter_rows']:,} quarter rollup rows + "
+                  f"{g['raw_rows']:,} raw samples "
                   f"({g['db_mb']:.0f} MB) in {g['gen_s']:.0f} s")
         server_side(db, now)
         if args.shots:

@@ -72,8 +72,16 @@ def _v1_to_v2(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE server ADD COLUMN retired_at FLOAT"))
 
 
+def _v2_to_v3(conn: Connection) -> None:
+    """v3: RollupQuarter (15-minute tier for long chart windows), filled from the Rollup history."""
+    from storage import repo  # repo imports models only; imported here to keep db.py import-light
+
+    models.RollupQuarter.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
+    repo.backfill_quarters(conn)
+
+
 # Each step upgrades the schema from version N to N+1 (key N).
-_UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+_UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def ensure_schema(engine: Engine) -> None:

@@ -3,7 +3,7 @@
 Rules (reference/perf-baselines.md): time-series rows are written with SQLAlchemy Core
 `insert()` executemany in batches, never per-row ORM adds (12x slower); percentile reads select the
 value column over an indexed window and compute with numpy, never ORDER BY/OFFSET; charts read
-SQL-bucketed series (`CAST(ts / bucket AS INTEGER)`), long windows read Rollup. Everything here is
+SQL-bucketed series (`CAST(ts / bucket AS INTEGER)`), long windows read Rollup and RollupQuarter. Everything here is
 portable SQL (SQLite and PostgreSQL).
 """
 
@@ -29,6 +29,7 @@ from storage.models import (
     ProbeRun,
     Profile,
     Rollup,
+    RollupQuarter,
     RunnerLease,
     Sample,
     Server,
@@ -37,6 +38,8 @@ from storage.models import (
 SAMPLE = Sample.__table__  # type: ignore[attr-defined]
 EVENT = Event.__table__  # type: ignore[attr-defined]
 ROLLUP = Rollup.__table__  # type: ignore[attr-defined]
+QUARTER = RollupQuarter.__table__  # type: ignore[attr-defined]
+QUARTER_S = 900  # seconds a RollupQuarter row covers
 PROBE_REQUEST = ProbeRequest.__table__  # type: ignore[attr-defined]
 COLLECTOR_STATE = CollectorState.__table__  # type: ignore[attr-defined]
 INTENT = Intent.__table__  # type: ignore[attr-defined]
@@ -477,6 +480,9 @@ def _bucket(col: Any, bucket: int, dialect: str) -> Any:
     return cast(func.floor(col / bucket), Integer)
 
 
+_BUCKET_COLUMNS = ["metric", "ts", "n", "total", "min", "max"]
+
+
 def bucketed_series(
     engine: Engine,
     *,
@@ -488,96 +494,94 @@ def bucketed_series(
 ) -> pd.DataFrame:
     """Time-bucketed avg/min/max per metric over [since, until), <= max_points per series.
 
-    Windows whose buckets are a minute or longer read the Rollup table (written by
-    `compute_rollups`), falling back to raw samples for minutes not rolled up yet.
-    Columns: metric, ts (bucket start, epoch s), avg, min, max.
+    Each bucket reads the coarsest tier that divides it: RollupQuarter for buckets of 15 minutes
+    or more, Rollup for a minute or more, Sample below that. A bucket of 10 minutes or more is
+    widened to the next multiple of 15 minutes, and one of 30 s or more to the next whole minute
+    (fewer points than asked, never more: scanning raw seconds for a 6-hour chart reads 20x the
+    rows of its minutes). A tier is read up to the newest row it holds; the
+    minutes and seconds after that (not rolled up yet) come from the next finer tier, so the
+    newest bucket is complete, and partial aggregates of one bucket from two tiers are merged
+    count-weighted. Columns: metric, ts (bucket start, epoch s), avg, min, max.
     """
     span = max(until - since, 1.0)
     bucket = max(1, int(np.ceil(span / max_points)))
+    if bucket >= 600:
+        bucket = int(np.ceil(bucket / QUARTER_S) * QUARTER_S)
+        tiers = [(QUARTER, QUARTER_S), (ROLLUP, 60)]
+    elif bucket >= 30:
+        bucket = int(np.ceil(bucket / 60) * 60)
+        tiers = [(ROLLUP, 60)]
+    else:
+        tiers = []
+    metrics = list(metrics)
+    dialect = engine.dialect.name
     frames = []
+
+    def read(table: Any, *, n: Any, total: Any, low: Any, high: Any, a: float, z: float) -> None:
+        b = _bucket(table.c.ts, bucket, dialect)
+        q = (
+            select(table.c.metric, (b * bucket).label("ts"), n, total, low, high)
+            .where(and_(table.c.server_id == server_id, table.c.metric.in_(metrics),
+                        table.c.ts >= a, table.c.ts < z))
+            .group_by(table.c.metric, b)
+        )
+        # plain tuples: pandas probes SQLAlchemy Rows with hasattr, one exception per cell
+        frames.append(pd.DataFrame([tuple(r) for r in conn.execute(q)], columns=_BUCKET_COLUMNS))
+
     with engine.connect() as conn:
-        if bucket >= 60:
-            bucket = int(np.ceil(bucket / 60) * 60)
-            b = _bucket(ROLLUP.c.ts, bucket, engine.dialect.name)
-            q = (
-                select(
-                    ROLLUP.c.metric,
-                    (b * bucket).label("ts"),
-                    (func.sum(ROLLUP.c.avg * ROLLUP.c.count) / func.sum(ROLLUP.c.count)).label(
-                        "avg"
-                    ),
-                    func.min(ROLLUP.c.min).label("min"),
-                    func.max(ROLLUP.c.max).label("max"),
-                )
-                .where(
-                    and_(
-                        ROLLUP.c.server_id == server_id,
-                        ROLLUP.c.metric.in_(list(metrics)),
-                        ROLLUP.c.ts >= since,
-                        ROLLUP.c.ts < until,
-                    )
-                )
-                .group_by(ROLLUP.c.metric, b)
-            )
-            frames.append(pd.DataFrame(conn.execute(q).mappings().all()))
-            # newest rolled-up minute over the requested metrics: one index seek per metric
-            # (a plain max over the server scans every rollup row of it)
+        todo = [(since, until)]  # what is left to read, for the next finer tier
+        for table, row_s in tiers:
+            # the newest row of this tier over the requested metrics: one index seek per metric
+            # (a plain max over the server scans every row of it)
             newest = [
                 conn.execute(
-                    select(func.max(ROLLUP.c.ts)).where(
-                        and_(ROLLUP.c.server_id == server_id, ROLLUP.c.metric == m)
-                    )
+                    select(func.max(table.c.ts)).where(and_(table.c.server_id == server_id, table.c.metric == m))
                 ).scalar()
                 for m in metrics
             ]
             rolled = [float(t) for t in newest if t is not None]
-            raw_since = max(since, max(rolled) + 60) if rolled else since
-        else:
-            raw_since = since
-        if raw_since < until:
-            b = _bucket(SAMPLE.c.ts, bucket, engine.dialect.name)
-            q = (
-                select(
-                    SAMPLE.c.metric,
-                    (b * bucket).label("ts"),
-                    func.avg(SAMPLE.c.value).label("avg"),
-                    func.min(SAMPLE.c.value).label("min"),
-                    func.max(SAMPLE.c.value).label("max"),
-                )
-                .where(
-                    and_(
-                        SAMPLE.c.server_id == server_id,
-                        SAMPLE.c.metric.in_(list(metrics)),
-                        SAMPLE.c.ts >= raw_since,
-                        SAMPLE.c.ts < until,
-                    )
-                )
-                .group_by(SAMPLE.c.metric, b)
-            )
-            frames.append(pd.DataFrame(conn.execute(q).mappings().all()))
+            if not rolled:
+                continue
+            left = []
+            for a, z in todo:
+                lo = float(np.ceil(a / row_s) * row_s)  # rows that start inside the range
+                hi = min(z, max(rolled) + row_s)
+                if lo >= hi:
+                    left.append((a, z))
+                    continue
+                read(table, n=func.sum(table.c.count), total=func.sum(table.c.avg * table.c.count),
+                     low=func.min(table.c.min), high=func.max(table.c.max), a=lo, z=hi)
+                # for the finer tier: the head before the first whole row, the tail after the newest
+                left += [(a, lo)] if a < lo else []
+                left += [(hi, z)] if hi < z else []
+            todo = left
+        for a, z in todo:
+            v = SAMPLE.c.value
+            read(SAMPLE, n=func.count(v), total=func.sum(v), low=func.min(v), high=func.max(v), a=a, z=z)
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=["metric", "ts", "avg", "min", "max"])
-    df = pd.concat(frames, ignore_index=True)
+    df = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     df["ts"] = df["ts"].astype(float)
-    return df.sort_values(["metric", "ts"]).reset_index(drop=True)
+    df[["n", "total", "min", "max"]] = df[["n", "total", "min", "max"]].astype(float)
+    if len(frames) > 1:  # a bucket split between two tiers: merge its partial aggregates
+        df = df.groupby(["metric", "ts"], as_index=False).agg(
+            n=("n", "sum"), total=("total", "sum"), min=("min", "min"), max=("max", "max"))
+    df["avg"] = df["total"] / df["n"]
+    return df[["metric", "ts", "avg", "min", "max"]].sort_values(["metric", "ts"]).reset_index(drop=True)
 
 
 def compute_rollups(engine: Engine, *, until: float, lookback_s: float = 3600) -> int:
-    """Write per-minute Rollup rows for complete minutes in [until - lookback_s, until).
+    """Write Rollup rows for complete minutes and RollupQuarter rows for complete quarter hours
+    in [until - lookback_s, until).
 
-    Idempotent: minutes already rolled up are skipped. Percentiles are exact per minute
-    (numpy over that minute's values). Returns the number of rows written.
+    Idempotent: minutes and quarters already written are skipped. Minute percentiles are exact
+    (numpy over that minute's values); a quarter aggregates its minutes (count-weighted avg,
+    min of min, max of max). Returns the number of rows written (both tiers).
     """
     end = int(until // 60) * 60
     start = end - int(lookback_s)
     with engine.begin() as conn:
-        done = conn.execute(
-            select(ROLLUP.c.server_id, ROLLUP.c.metric, func.max(ROLLUP.c.ts)).group_by(
-                ROLLUP.c.server_id, ROLLUP.c.metric
-            )
-        ).all()
-        last = {(r[0], r[1]): float(r[2]) for r in done}
         res = conn.execute(
             select(SAMPLE.c.server_id, SAMPLE.c.metric, SAMPLE.c.ts, SAMPLE.c.value).where(
                 and_(SAMPLE.c.ts >= start, SAMPLE.c.ts < end)
@@ -586,6 +590,7 @@ def compute_rollups(engine: Engine, *, until: float, lookback_s: float = 3600) -
         if not res:
             return 0
         df = pd.DataFrame(res, columns=["server_id", "metric", "ts", "value"])
+        last = _newest(conn, ROLLUP, df[["server_id", "metric"]].drop_duplicates().itertuples(index=False))
         df["minute"] = (df["ts"] // 60).astype("int64") * 60
         rows = []
         for (sid, metric, minute), g in df.groupby(["server_id", "metric", "minute"]):
@@ -609,7 +614,65 @@ def compute_rollups(engine: Engine, *, until: float, lookback_s: float = 3600) -
             )
         if rows:
             conn.execute(insert(ROLLUP), rows)
+        q_end = end // QUARTER_S * QUARTER_S  # every minute before it is rolled up by now
+        q_start = start // QUARTER_S * QUARTER_S
+        return len(rows) + _write_quarters(conn, since=q_start, until=q_end)
+
+
+def _newest(conn: Connection, table: Any, series: Iterable[tuple[Any, Any]]) -> dict[tuple[int, str], float]:
+    """{(server_id, metric): newest ts in `table`} by one index seek per series (a GROUP BY over
+    the table would scan every row of it, millions after a month)."""
+    out = {}
+    for sid, metric in series:
+        ts = conn.execute(
+            select(func.max(table.c.ts)).where(and_(table.c.server_id == int(sid), table.c.metric == metric))
+        ).scalar()
+        if ts is not None:
+            out[(int(sid), str(metric))] = float(ts)
+    return out
+
+
+def _write_quarters(conn: Connection, *, since: float, until: float) -> int:
+    """RollupQuarter rows from the Rollup minutes of complete quarters in [since, until) that
+    are newer than each series' last quarter."""
+    if until <= since:
+        return 0
+    b = _bucket(ROLLUP.c.ts, QUARTER_S, conn.dialect.name)
+    got = conn.execute(
+        select(
+            ROLLUP.c.server_id,
+            ROLLUP.c.metric,
+            (b * QUARTER_S).label("ts"),
+            func.sum(ROLLUP.c.count).label("count"),
+            (func.sum(ROLLUP.c.avg * ROLLUP.c.count) / func.sum(ROLLUP.c.count)).label("avg"),
+            func.min(ROLLUP.c.min).label("min"),
+            func.max(ROLLUP.c.max).label("max"),
+        )
+        .where(and_(ROLLUP.c.ts >= since, ROLLUP.c.ts < until))
+        .group_by(ROLLUP.c.server_id, ROLLUP.c.metric, b)
+    ).mappings().all()
+    if not got:
+        return 0
+    last = _newest(conn, QUARTER, {(r["server_id"], r["metric"]) for r in got})
+    rows = [
+        {"ts": float(r["ts"]), "server_id": int(r["server_id"]), "metric": r["metric"], "count": int(r["count"]),
+         "avg": float(r["avg"]), "min": float(r["min"]), "max": float(r["max"])}
+        for r in got
+        if float(r["ts"]) > last.get((int(r["server_id"]), r["metric"]), -1.0)
+    ]
+    if rows:
+        conn.execute(insert(QUARTER), rows)
     return len(rows)
+
+
+def backfill_quarters(conn: Connection) -> int:
+    """RollupQuarter rows for every complete quarter of the Rollup history (schema v2 -> v3)."""
+    newest = conn.execute(select(func.max(ROLLUP.c.ts))).scalar()
+    oldest = conn.execute(select(func.min(ROLLUP.c.ts))).scalar()
+    if newest is None or oldest is None:
+        return 0
+    until = (int(newest) + 60) // QUARTER_S * QUARTER_S  # quarters whose minutes are all rolled up
+    return _write_quarters(conn, since=int(oldest) // QUARTER_S * QUARTER_S, until=until)
 
 
 def insert_rollups(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:

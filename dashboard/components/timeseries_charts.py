@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from dashboard.components.format import SERIES_COLORS, SEVERITY_COLORS
@@ -35,14 +36,6 @@ EVENT_KINDS_MARKED = (
 )
 
 
-def _iso(ts: float) -> str:
-    return pd.Timestamp(ts, unit="s", tz="UTC").isoformat()
-
-
-def _time(ts: pd.Series) -> pd.Series:
-    return pd.to_datetime(ts.astype(float), unit="s", utc=True)
-
-
 def timeseries_spec(
     df: pd.DataFrame,
     *,
@@ -54,56 +47,58 @@ def timeseries_spec(
     height: int = 220,
     dashed: tuple[str, ...] = (),
     points: tuple[str, ...] = (),
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(data, Vega-Lite spec) of lines of `df` (ts, label, value) over [since, until) with event
-    rules on the same time axis, for `st.vega_lite_chart(data, spec)`.
+) -> dict[str, Any]:
+    """Vega-Lite spec of lines of `df` (ts, label, value) over [since, until) with event rules on
+    the same time axis, for `st.vega_lite_chart(spec)`; the data ride in `spec["datasets"]`.
 
-    A plain spec dict rather than an Altair object: live views redraw nine of these on every
-    rerun, and Altair's to_dict (schema validation) alone costs ~50 ms a chart on this class of
-    machine, against ~1 ms for this. Lines and events share one table (column `layer`), so one
-    Arrow payload carries both. Labels containing any of `dashed` are drawn dashed (estimates);
-    labels in `points` also get dots when sparse (SPARSE_POINTS).
+    Built for a browser that keeps the chart open (bench/dashboard_paint.py measures it):
+    - The spec's JSON depends only on the title, unit, series labels and the window's length, never
+      on the data, the window's position or whether events are shown. Streamlit re-creates a Vega
+      view (compile, parse, first render: ~60 ms a chart on a 2-core host) when the JSON changes
+      and only swaps a dataset when the data change, so a live refresh or the events toggle costs
+      a dataset swap per changed dataset, not a rebuilt chart.
+    - Four named datasets and no filter transforms (Streamlit runs Vega expressions through an
+      interpreter, so a per-row filter per layer is not free): `lines` (time, series, value),
+      `dots` (the sparse rows of `points` labels), `events` (time, kind, severity, message; empty
+      when events are off) and `window` (its two ends, an invisible layer that pins the x domain
+      to the whole window when data cover only part of it).
+    - A plain dict, not Altair: Altair's to_dict (schema validation) costs ~50 ms a chart here.
+    Times are epoch milliseconds on a UTC axis; labels containing any of `dashed` are drawn
+    dashed (estimates); `points` labels also get dots while sparse (<= SPARSE_POINTS points).
     """
     mult, suffix, fmt = DISPLAY.get(unit, (1.0, "", ",.3g"))
     labels = sorted(str(x) for x in df["label"].unique()) if not df.empty else []
     lines = pd.DataFrame(
         {
-            "time": _time(df["ts"]) if not df.empty else pd.Series([], dtype="datetime64[ns, UTC]"),
-            "series": df["label"].astype(str).to_numpy() if not df.empty else [],
-            "value": (df["value"].astype(float) * mult).to_numpy() if not df.empty else [],
+            "time": df["ts"].to_numpy(dtype=float) * 1000.0 if not df.empty else np.empty(0),
+            "series": df["label"].astype(str).to_numpy() if not df.empty else np.empty(0, dtype=object),
+            "value": df["value"].to_numpy(dtype=float) * mult if not df.empty else np.empty(0),
         }
     )
-    lines["layer"] = "line"
-    lines["dash"] = [any(d in x for d in dashed) for x in lines["series"]]
     sparse = [x for x in labels if x in points and int((lines["series"] == x).sum()) <= SPARSE_POINTS]
-    lines["dot"] = lines["series"].isin(sparse)
-    frames = [lines]
     ev = events if events is not None and not events.empty else None
     if ev is not None:
         ev = ev[ev["kind"].isin(EVENT_KINDS_MARKED) & (ev["ts"] >= since) & (ev["ts"] < until)]
-    if ev is not None and not ev.empty:
-        frames.append(
-            pd.DataFrame(
-                {
-                    "time": _time(ev["ts"]),
-                    "layer": "event",
-                    "kind": ev["kind"].astype(str).to_numpy(),
-                    "severity": ev["severity"].fillna("info").astype(str).to_numpy(),
-                    "message": ev["message"].fillna("").astype(str).str.slice(0, 160).to_numpy(),
-                }
-            )
-        )
-    data = pd.concat(frames, ignore_index=True) if len(frames) > 1 else lines
+    marks = pd.DataFrame(
+        {
+            "time": ev["ts"].to_numpy(dtype=float) * 1000.0 if ev is not None else np.empty(0),
+            "kind": ev["kind"].astype(str).to_numpy() if ev is not None else np.empty(0, dtype=object),
+            "severity": ev["severity"].fillna("info").astype(str).to_numpy()
+            if ev is not None else np.empty(0, dtype=object),
+            "message": ev["message"].fillna("").astype(str).str.slice(0, 160).to_numpy()
+            if ev is not None else np.empty(0, dtype=object),
+        }
+    )
     x = {
         "field": "time",
         "type": "temporal",
         "title": None,
-        # ISO strings: Vega-Lite reads them as UTC instants whatever the browser's time zone
-        "scale": {"domain": [_iso(since), _iso(until)]},
+        "scale": {"type": "utc", "nice": False},
         # one label format per window (Vega's default mixes "12:52" with "01 PM")
         "axis": {"format": "%H:%M" if until - since <= 2 * 86400 else "%b %d", "labelOverlap": True},
     }
-    time_tip = {"field": "time", "type": "temporal", "title": "time", "format": "%Y-%m-%d %H:%M:%S"}
+    time_tip = {"field": "time", "type": "temporal", "title": "time (UTC)", "format": "%Y-%m-%d %H:%M:%S",
+                "formatType": "utc"}
     color = {
         "field": "series",
         "type": "nominal",
@@ -121,85 +116,65 @@ def timeseries_spec(
         ],
     }
     layers: list[dict[str, Any]] = [
+        {"data": {"name": "window"}, "mark": {"type": "rule", "opacity": 0}, "encoding": {"x": x}},
         {
-            "transform": [{"filter": "datum.layer === 'line'"}],
+            "data": {"name": "lines"},
             "mark": {"type": "line", "strokeWidth": 1.5},
             "encoding": {
                 **line_enc,
                 "strokeDash": {
-                    "field": "dash",
+                    "field": "series",
                     "type": "nominal",
-                    "scale": {"domain": [False, True], "range": [[1, 0], [5, 3]]},
+                    "scale": {"domain": labels or [""],
+                              "range": [[5, 3] if any(d in x for d in dashed) else [1, 0] for x in labels]
+                              or [[1, 0]]},
                     "legend": None,
                 },
             },
-        }
+        },
     ]
-    if sparse:
+    if sparse:  # changes the spec only when a series crosses SPARSE_POINTS (a window switch)
         layers.append(
             {
-                "transform": [{"filter": "datum.layer === 'line' && datum.dot"}],
+                "data": {"name": "dots"},
                 "mark": {"type": "point", "filled": True, "size": 18},
                 "encoding": {**line_enc, "color": {**color, "legend": None}},  # the line's legend says it
             }
         )
-    if len(frames) > 1:
-        layers.append(
-            {
-                "transform": [{"filter": "datum.layer === 'event'"}],
-                "mark": {"type": "rule", "strokeWidth": 1.5, "strokeDash": [4, 3], "opacity": 0.8},
-                "encoding": {
-                    "x": x,
-                    "color": {
-                        "field": "severity",
-                        "type": "nominal",
-                        "scale": {"domain": list(SEVERITY_COLORS), "range": list(SEVERITY_COLORS.values())},
-                        "legend": None,
-                    },
-                    "tooltip": [
-                        time_tip,
-                        {"field": "kind", "type": "nominal"},
-                        {"field": "severity", "type": "nominal"},
-                        {"field": "message", "type": "nominal"},
-                    ],
+    layers.append(
+        {
+            "data": {"name": "events"},
+            "mark": {"type": "rule", "strokeWidth": 1.5, "strokeDash": [4, 3], "opacity": 0.8},
+            "encoding": {
+                "x": x,
+                "color": {
+                    "field": "severity",
+                    "type": "nominal",
+                    "scale": {"domain": list(SEVERITY_COLORS), "range": list(SEVERITY_COLORS.values())},
+                    "legend": None,
                 },
-            }
-        )
-    spec = {
+                "tooltip": [
+                    time_tip,
+                    {"field": "kind", "type": "nominal"},
+                    {"field": "severity", "type": "nominal"},
+                    {"field": "message", "type": "nominal"},
+                ],
+            },
+        }
+    )
+    datasets = {"window": pd.DataFrame({"time": [since * 1000.0, until * 1000.0]}), "lines": lines, "events": marks}
+    if sparse:
+        datasets["dots"] = lines[lines["series"].isin(sparse)].reset_index(drop=True)
+    return {
         # Canvas, not SVG: thousands of points paint several times faster (vega-embed reads
         # usermeta.embedOptions from the spec).
         "usermeta": {"embedOptions": {"renderer": "canvas"}},
         "title": title,
         "height": height,
+        "datasets": datasets,
         "layer": layers,
         "resolve": {"scale": {"color": "independent"}},
     }
-    return data, spec
-
-
-def timeseries_chart(
-    df: pd.DataFrame,
-    *,
-    unit: str,
-    since: float,
-    until: float,
-    events: pd.DataFrame | None = None,
-    title: str = "",
-    height: int = 220,
-    dashed: tuple[str, ...] = (),
-    points: tuple[str, ...] = (),
-) -> alt.LayerChart:
-    """The same chart as an Altair object (exports, notebooks); live pages use timeseries_spec."""
-    data, spec = timeseries_spec(df, unit=unit, since=since, until=until, events=events, title=title,
-                                 height=height, dashed=dashed, points=points)
-    layers = []
-    for layer in spec["layer"]:
-        chart = alt.Chart.from_dict({**layer, "data": {"values": []}}, validate=False)
-        chart.data = data
-        layers.append(chart)
-    return alt.layer(*layers).resolve_scale(color="independent").properties(
-        title=spec["title"], height=spec["height"]
-    )
 
 
 def curves_chart(

@@ -1,7 +1,8 @@
 """Server: live charts over the chosen window with events on the time axis; args and version.
 
-Series are SQL-bucketed (≤ ~1,500 points each; Rollup for long windows) by
-dashboard/services/timeseries.py and cached for a few seconds, so a rerun only redraws.
+Series are SQL-bucketed (≤ 600 points each; minute and quarter-hour Rollups for long windows) by
+dashboard/services/timeseries.py and cached for a few seconds; chart specs stay the same across
+refreshes, so a rerun swaps data in the drawn charts (components/timeseries_charts.py).
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ def _detail(url: str, name: str) -> ServerDetail | None:
 def _panels(
     url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[int, ...], since: float, until: float
 ) -> dict[str, pd.DataFrame]:
-    # Read per group of panels: the first chart is read (and painted) on its own, the rest in
-    # one query after it; hidden panels (the GPU metrics not picked) are never read.
+    # One read for every shown panel; hidden panels (the GPU metrics not picked) are never read.
     panels = [p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) if p.key in keys]
     return ts.read_series(session.engine_for(url), server_id=server_id, panels=panels, since=since, until=until)
 
@@ -102,27 +102,28 @@ with st.expander("Server args and launch command", expanded=False):
         st.code(" ".join(detail.argv), language=None)
 
 window_s = session.selected_window_s()
-c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
-shown = c1.pills(
-    "Panels", list(PANEL_LABELS), default=list(PANEL_LABELS), format_func=PANEL_LABELS.get,
-    selection_mode="multi", key="server_panels",
-)
-mark_events = c2.toggle("Mark events", value=True, key="server_mark_events")
-# One GPU chart at a time (every GPU of the server as a series): four GPU charts would double
-# the page's paint time for figures an operator reads one at a time.
-gpu_metric = st.segmented_control(
-    "GPU metric", [k for k, *_ in ts.GPU_PANELS], default="gpu_util",
-    format_func={k: t for k, t, *_ in ts.GPU_PANELS}.get, key="server_gpu_metric",
-) or "gpu_util"
 gpus = _gpus(ctx.url, detail.server.id, tuple(detail.server.gpu_indices or ()))
 live_every = session.LIVE_REFRESH_S if window_s <= 3600 else 30.0
 
 
+# The panel controls live inside the fragment: a click reruns the charts, not the whole page.
 @st.fragment(run_every=live_every)
 @session.safe("Live charts")
 def charts() -> None:
     assert detail.server.id is not None
     sid = detail.server.id
+    c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+    shown = c1.pills(
+        "Panels", list(PANEL_LABELS), default=list(PANEL_LABELS), format_func=PANEL_LABELS.get,
+        selection_mode="multi", key="server_panels",
+    )
+    mark_events = c2.toggle("Mark events", value=True, key="server_mark_events")
+    # One GPU chart at a time (every GPU of the server as a series): four GPU charts would double
+    # the page's paint time for figures an operator reads one at a time.
+    gpu_metric = st.segmented_control(
+        "GPU metric", [k for k, *_ in ts.GPU_PANELS], default="gpu_util",
+        format_func={k: t for k, t, *_ in ts.GPU_PANELS}.get, key="server_gpu_metric",
+    ) or "gpu_util"
     since, until = ts.window(window_s)
     probe, events, any_data = _extras(ctx.url, sid, tuple(gpus), since, until)
     ev = events if mark_events else None
@@ -156,12 +157,9 @@ def charts() -> None:
                 if key == gpu_metric:
                     wanted.append((key, unit, title, (), ()))
     cols = st.columns(2)
-    keys = [w[0] for w in wanted]
-    frames: dict[str, pd.DataFrame] = {}
+    keys = tuple(w[0] for w in wanted)
+    frames = _panels(ctx.url, sid, keys, tuple(gpus), since, until)
     for i, (key, unit, title, dashed, points) in enumerate(wanted):
-        if key not in frames:
-            group = tuple(keys[:1]) if i == 0 else tuple(keys[1:])
-            frames.update(_panels(ctx.url, sid, group, tuple(gpus), since, until))
         df = frames[key]
         if key == "latency" and not probe.empty:
             df = pd.concat([df, probe.assign(min=probe["value"], max=probe["value"])], ignore_index=True)
@@ -172,10 +170,10 @@ def charts() -> None:
                            "GPU collector is not running)." if key.startswith("gpu")
                            else "No data in this window.")
                 continue
-            data, spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev,
-                                         title=title, dashed=dashed, points=points)
-            # a stable key lets the browser keep an unchanged chart as drawn across reruns
-            st.vega_lite_chart(data, spec, width="stretch", height=CHART_HEIGHT_PX, key=f"chart_{key}")
-
+            spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev, title=title,
+                                   dashed=dashed, points=points)
+            # A stable key and a spec that only changes with the title, unit and series: a live
+            # refresh or the events toggle swaps datasets in the drawn chart instead of rebuilding it.
+            st.vega_lite_chart(spec, width="stretch", height=CHART_HEIGHT_PX, key=f"chart_{key}")
 
 charts()

@@ -1,8 +1,8 @@
 """Chart series for the Server page: which metrics each panel plots and how they are read.
 
-Every series is SQL-bucketed by `storage.repo.bucketed_series` to at most MAX_POINTS (720) points
-(windows whose bucket is a minute or longer read the per-minute Rollup table), so a 7-day panel
-over 1-second samples ships 720 points per series, never 600k. Values stay in base units
+Every series is SQL-bucketed by `storage.repo.bucketed_series` to at most MAX_POINTS (600) points
+(windows of hours read the per-minute Rollup table, a 7-day window the 15-minute RollupQuarter),
+so a 7-day panel over 1-second samples ships 336 points per series, never 600k. Values stay in base units
 (seconds, 0-1 ratios, bytes, watts, °C); the chart component converts for display.
 
 Panels (metric keys are the collectors' contract, DESIGN.md):
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,9 +32,11 @@ from sqlalchemy.engine import Engine
 
 from storage import repo
 
-# A chart is ~600 px wide in the two-column layout, so more points than that cannot be seen;
-# 720 keeps the browser's paint cheap (perf-baselines.md §6) and divides a day evenly.
-MAX_POINTS = 720
+# A chart's plot is ~560 px wide in the two-column layout: more points than pixels cannot be
+# seen, and every point costs the browser (Vega runs each row through interpreted expressions)
+# and the server (Arrow, protobuf). Tiers widen buckets, so windows get: 15 min -> 450 points of
+# 2 s, 1 h -> 600 of 6 s, 6 h -> 360 of 1 min, 24 h -> 480 of 3 min, 7 d -> 336 of 30 min.
+MAX_POINTS = 600
 GPU_RE = re.compile(r"^gpu\.(\d+)\.(util_ratio|mem_used_bytes|mem_total_bytes|power_w|temp_c)$")
 
 
@@ -124,30 +125,6 @@ def window(window_s: float, now: float | None = None) -> tuple[float, float]:
     return until - window_s, until
 
 
-def _bucketed(
-    engine: Engine, *, server_id: int, metrics: list[str], since: float, until: float, max_points: int
-) -> pd.DataFrame:
-    """repo.bucketed_series over two halves of `metrics` in two threads.
-
-    SQLite releases the GIL while it scans, so on a 2-core host a long window (many series
-    over Rollup) reads in about half the time; short lists are read in one go.
-    """
-    if len(metrics) < 8:
-        return repo.bucketed_series(engine, server_id=server_id, metrics=metrics, since=since,
-                                    until=until, max_points=max_points)
-    half = len(metrics) // 2
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="series") as pool:
-        parts = list(pool.map(
-            lambda ms: repo.bucketed_series(engine, server_id=server_id, metrics=ms, since=since,
-                                            until=until, max_points=max_points),
-            (metrics[:half], metrics[half:]),
-        ))
-    parts = [p for p in parts if not p.empty]
-    if not parts:
-        return parts[0] if parts else pd.DataFrame(columns=["metric", "ts", "avg", "min", "max"])
-    return pd.concat(parts, ignore_index=True)
-
-
 def read_series(
     engine: Engine,
     *,
@@ -162,8 +139,8 @@ def read_series(
     Fallback series are read only for panels whose primary series have no data in the window.
     """
     wanted = sorted({m for p in panels for m, _ in p.series})
-    df = _bucketed(engine, server_id=server_id, metrics=wanted, since=since, until=until,
-                   max_points=max_points)
+    df = repo.bucketed_series(engine, server_id=server_id, metrics=wanted, since=since, until=until,
+                              max_points=max_points)
     present = set(df["metric"].unique()) if not df.empty else set()
     fallback = sorted({m for p in panels if not present & {m for m, _ in p.series} for m, _ in p.fallback})
     if fallback:

@@ -36,19 +36,41 @@ def _lines(n: int, label: str = "canary TTFT") -> pd.DataFrame:
 def test_spec_marks_events_on_the_time_axis_and_converts_units():
     ev = pd.DataFrame({"ts": [1005.0, 5000.0], "kind": ["oom", "oom"], "severity": ["error", "error"],
                        "message": ["boom", "outside the window"]})
-    data, spec = timeseries_spec(_lines(10), unit="s", since=1000.0, until=1100.0, events=ev,
-                                 points=("canary TTFT",))
-    layers = [layer["mark"]["type"] for layer in spec["layer"]]
-    assert layers == ["line", "point", "rule"]  # 10 points are sparse -> canary dots
-    assert (data["layer"] == "event").sum() == 1  # only the event inside [since, until)
-    assert data.loc[data["layer"] == "line", "value"].iloc[0] == pytest.approx(10.0)  # 0.01 s -> 10 ms
-    assert spec["layer"][0]["encoding"]["x"]["scale"]["domain"][0].startswith("1970-01-01T00:16:40")
+    spec = timeseries_spec(_lines(10), unit="s", since=1000.0, until=1100.0, events=ev,
+                           points=("canary TTFT",))
+    layers = [(layer["data"]["name"], layer["mark"]["type"]) for layer in spec["layer"]]
+    assert layers == [("window", "rule"), ("lines", "line"), ("dots", "point"), ("events", "rule")]
+    data = spec["datasets"]
+    assert data["events"]["message"].tolist() == ["boom"]  # only the event inside [since, until)
+    assert data["lines"]["value"].iloc[0] == pytest.approx(10.0)  # 0.01 s -> 10 ms
+    assert data["window"]["time"].tolist() == [1_000_000.0, 1_100_000.0]  # the x domain, epoch ms
+    assert len(data["dots"]) == 10  # 10 points are sparse -> canary dots
 
 
-def test_dense_series_get_no_dots_and_no_events_layer_without_events():
-    _, spec = timeseries_spec(_lines(SPARSE_POINTS + 1), unit="s", since=1000.0, until=2000.0,
-                              points=("canary TTFT",))
-    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["line"]
+def test_spec_json_does_not_change_with_data_window_position_or_events():
+    """Streamlit rebuilds a Vega view when the spec JSON changes and swaps datasets otherwise:
+    a live refresh (new data, window moved) or the events toggle must leave the JSON alone."""
+    import json
+
+    def shape(spec):
+        return json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
+
+    ev = pd.DataFrame({"ts": [1005.0], "kind": ["oom"], "severity": ["error"], "message": ["boom"]})
+    dense = SPARSE_POINTS + 50
+    a = timeseries_spec(_lines(dense), unit="s", since=1000.0, until=1000.0 + dense, events=ev)
+    later = _lines(dense).assign(ts=lambda d: d["ts"] + 10.0, value=0.02)
+    b = timeseries_spec(later, unit="s", since=1010.0, until=1010.0 + dense, events=None)
+    assert shape(a) == shape(b)
+    assert len(a["datasets"]["events"]) == 1 and b["datasets"]["events"].empty
+    other = timeseries_spec(_lines(dense), unit="ratio", since=1000.0, until=1000.0 + dense)
+    assert shape(other) != shape(a)  # a different unit is a different chart
+
+
+def test_dense_series_get_no_dots():
+    spec = timeseries_spec(_lines(SPARSE_POINTS + 1), unit="s", since=1000.0, until=2000.0,
+                           points=("canary TTFT",))
+    assert [layer["mark"]["type"] for layer in spec["layer"]] == ["rule", "line", "rule"]
+    assert "dots" not in spec["datasets"]
 
 
 def test_curves_and_tradeoff_charts_build():

@@ -75,15 +75,18 @@ def test_batched_insert_and_exact_percentiles(engine):
 
 def test_bucketed_series_caps_points_and_averages(engine):
     srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
-    # 3,000 one-second samples, value = i; max_points 100 -> 30-s buckets; first bucket avg of 0..29 = 14.5
-    t0 = 1_800_000_000.0  # a multiple of 30, so buckets align with the data
+    # 3,000 one-second samples, value = i; max_points 150 -> 20-s buckets; first bucket avg of 0..19 = 9.5
+    t0 = 1_800_000_000.0  # a multiple of 20, so buckets align with the data
     with engine.begin() as conn:
         repo.insert_samples(conn, rows=_rows(srv.id, "m", range(3000), t0))
-    df = repo.bucketed_series(engine, server_id=srv.id, metrics=["m"], since=t0, until=t0 + 3000, max_points=100)
-    assert len(df) == 100
+    df = repo.bucketed_series(engine, server_id=srv.id, metrics=["m"], since=t0, until=t0 + 3000, max_points=150)
+    assert len(df) == 150
     first = df.iloc[0]
-    assert first["avg"] == pytest.approx(14.5)
-    assert (first["min"], first["max"]) == (0.0, 29.0)
+    assert first["avg"] == pytest.approx(9.5)
+    assert (first["min"], first["max"]) == (0.0, 19.0)
+    # 30-s buckets and more are widened to whole minutes (read from Rollup once rolled up)
+    wide = repo.bucketed_series(engine, server_id=srv.id, metrics=["m"], since=t0, until=t0 + 3000, max_points=100)
+    assert len(wide) == 50 and wide.iloc[0]["avg"] == pytest.approx(29.5)
 
 
 def test_rollups_are_exact_per_minute_and_idempotent(engine):
@@ -98,6 +101,47 @@ def test_rollups_are_exact_per_minute_and_idempotent(engine):
     df = repo.bucketed_series(engine, server_id=srv.id, metrics=["m"], since=t0, until=t0 + 120 * 60 * 24, max_points=100)
     # the window is long enough that buckets are >= 60 s and come from Rollup
     assert df["avg"].iloc[0] == pytest.approx(59.5)  # both minutes fall in one bucket: mean of 0..119
+
+
+def test_quarter_rollups_aggregate_their_minutes_and_are_idempotent(engine):
+    srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
+    t0 = 1_800_000_000.0  # a multiple of 900: the start of a quarter hour
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=_rows(srv.id, "m", range(2000), t0))
+    # minutes 0..32 are complete at t0 + 1980; quarters 0 and 1 are complete, quarter 2 is not
+    assert repo.compute_rollups(engine, until=t0 + 1985, lookback_s=3600) == 33 + 2
+    assert repo.compute_rollups(engine, until=t0 + 1985, lookback_s=3600) == 0
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT ts, count, avg, min, max FROM rollup_quarter ORDER BY ts")).all()
+    assert [tuple(r) for r in rows] == [(t0, 900, pytest.approx(449.5), 0.0, 899.0),
+                                        (t0 + 900, 900, pytest.approx(1349.5), 900.0, 1799.0)]
+
+
+def test_long_windows_read_quarters_minutes_and_samples_without_gaps(tmp_path):
+    """A 15-minute-bucket read stitches RollupQuarter, Rollup and Sample (head and tail) and
+    gives the same avg/min/max as reading the raw samples of each bucket."""
+    t0 = 1_800_000_000.0
+    rng = np.random.default_rng(3)
+    values = rng.normal(10.0, 3.0, 3 * 3600 + 437)  # 3 h 7 min 17 s of 1-s samples
+    since, until = t0 + 100.0, t0 + values.size  # neither end on a minute or quarter boundary
+    got = {}
+    for name, rolled_until in (("tiers", t0 + 3 * 3600 + 5 * 60 + 7), ("raw", None)):
+        engine = make_engine(f"sqlite:///{tmp_path / name}.db")
+        srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
+        with engine.begin() as conn:
+            repo.insert_samples(conn, rows=_rows(srv.id, "m", values, t0))
+        if rolled_until is not None:  # quarters up to 3 h, minutes up to 3 h 5 min, raw after
+            assert repo.compute_rollups(engine, until=rolled_until, lookback_s=4 * 3600) == 185 + 12
+        got[name] = repo.bucketed_series(engine, server_id=srv.id, metrics=["m"], since=since,
+                                         until=until, max_points=13)  # 862-s buckets -> 900
+        engine.dispose()
+    df = got["tiers"]
+    assert len(df) == 13 and (df["ts"].diff().dropna() == 900.0).all()
+    for _, row in df.iterrows():
+        lo, hi = max(row["ts"], since), min(row["ts"] + 900.0, until)
+        part = values[int(lo - t0): int(hi - t0)]
+        assert row["avg"] == pytest.approx(part.mean()) and (row["min"], row["max"]) == (part.min(), part.max())
+    assert df["avg"].to_numpy() == pytest.approx(got["raw"]["avg"].to_numpy())
 
 
 def test_claim_intent_is_exclusive(engine):
@@ -144,6 +188,7 @@ def test_v1_database_is_upgraded_in_place(tmp_path):
     engine.dispose()
     con = sqlite3.connect(path)
     con.execute("ALTER TABLE server DROP COLUMN retired_at")
+    con.execute("DROP TABLE rollup_quarter")
     con.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
     con.commit()
     con.close()
@@ -153,6 +198,31 @@ def test_v1_database_is_upgraded_in_place(tmp_path):
     assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     assert "retired_at" in [r[1] for r in con.execute("PRAGMA table_info(server)")]
     con.close()
+
+
+def test_v2_database_gets_quarter_rollups_from_its_minute_history(tmp_path):
+    """v2 -> v3 creates RollupQuarter and fills it from the Rollup minutes of complete quarters."""
+    path = tmp_path / "v2.db"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    srv = repo.upsert_server(engine, name="old", base_url="http://127.0.0.1:1")
+    t0 = 1_800_000_000.0
+    with engine.begin() as conn:  # 40 minutes, value = minute index
+        repo.insert_rollups(conn, rows=[
+            {"ts": t0 + 60 * i, "server_id": srv.id, "metric": "m", "count": 60, "avg": float(i),
+             "min": float(i), "max": float(i)} for i in range(40)])
+    engine.dispose()
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE rollup_quarter")
+    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT ts, count, avg, min, max FROM rollup_quarter ORDER BY ts")).all()
+    # two complete quarters (minutes 0-14 and 15-29); minutes 30-39 wait for the runner
+    assert [tuple(r) for r in rows] == [(t0, 900, 7.0, 0.0, 14.0), (t0 + 900, 900, 22.0, 15.0, 29.0)]
+    engine.dispose()
 
 
 def test_servers_that_leave_the_configuration_are_retired_not_deleted(engine):
