@@ -89,7 +89,8 @@ if detail.launch is not None:
         + (f", ended {fmt_ts(detail.launch.ended_at)}: {detail.launch.end_reason or ''}"
            if detail.launch.ended_at else "")
     )
-st.caption(f"Base URL: {detail.server.base_url}")  # caption, not markdown link: no navigation
+base_url = detail.server.base_url.replace("`", "")
+st.caption(f"Base URL: `{base_url}`")  # a code span: markdown neither links nor interprets it
 if detail.status == "down":
     st.warning("The server is down (health check failing). The Events page shows why; relaunch from Profiles.")
 

@@ -119,9 +119,13 @@ def gpu_panels(indices: list[int]) -> list[Panel]:
 
 
 def window(window_s: float, now: float | None = None) -> tuple[float, float]:
-    """[since, until) aligned to 10 s so repeated reads within a few seconds hit the same cache."""
+    """[since, until) with `until` on a grid, so reads within one step share a cache entry and
+    an unchanged chart is not re-sent: 10 s for windows up to 6 h, 60 s beyond (their points are
+    minutes or more, so a step of 60 s hides nothing; the 7-day view then moves once a minute,
+    not on every 30-s refresh)."""
     now = time.time() if now is None else now
-    until = float(int(now // 10) * 10 + 10)
+    step = 10 if window_s <= 6 * 3600 else 60
+    until = float(int(now // step) * step + step)
     return until - window_s, until
 
 

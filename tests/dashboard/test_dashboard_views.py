@@ -66,6 +66,14 @@ def test_spec_json_does_not_change_with_data_window_position_or_events():
     assert shape(other) != shape(a)  # a different unit is a different chart
 
 
+def test_window_ends_on_a_grid_coarser_for_long_windows():
+    assert ts.window(3600, now=1_000_003.0) == (1_000_010.0 - 3600, 1_000_010.0)
+    assert ts.window(3600, now=1_000_013.0)[1] == 1_000_020.0  # 10-s steps up to 6 h
+    week = 7 * 86400
+    assert ts.window(week, now=1_000_003.0) == (1_000_020.0 - week, 1_000_020.0)
+    assert ts.window(week, now=1_000_059.0)[1] == 1_000_080.0  # 60-s steps beyond
+
+
 def test_dense_series_get_no_dots():
     spec = timeseries_spec(_lines(SPARSE_POINTS + 1), unit="s", since=1000.0, until=2000.0,
                            points=("canary TTFT",))

@@ -1,0 +1,35 @@
+"""The runner rolls up what it flushed: minutes and quarter hours, each once, reading only new samples."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from collectors import runner as runner_mod
+from collectors.runner import Runner
+from storage import repo
+
+
+def test_runner_rolls_up_each_minute_and_quarter_once(engine, monkeypatch):
+    srv = repo.upsert_server(engine, name="a", base_url="http://127.0.0.1:1")
+    t0 = 1_800_000_000.0  # the start of a quarter hour
+    clock = {"now": t0 + 600.0}
+    monkeypatch.setattr(runner_mod.time, "time", lambda: clock["now"])
+
+    def write(a: float, b: float) -> None:
+        with engine.begin() as conn:
+            repo.insert_sample_tuples(conn, rows=[(t0 + i, srv.id, None, "log", "m", float(i)) for i in range(int(a), int(b))])
+
+    runner = Runner(engine, [])
+    write(0, 600)
+    runner._roll_up()  # first call: looks back an hour; minutes 0-9 are complete
+    write(600, 1000)
+    clock["now"] = t0 + 1000.0
+    runner._roll_up()  # later calls read only what came since: minutes 10-15 and quarter 0
+    clock["now"] = t0 + 1000.0 + 3 * 3600  # a long pause: the lookback is capped, nothing is redone
+    runner._roll_up()
+    with engine.connect() as conn:
+        minutes = [r[0] for r in conn.execute(text("SELECT ts FROM rollup ORDER BY ts"))]
+        quarters = conn.execute(text("SELECT ts, count, avg FROM rollup_quarter")).all()
+    assert minutes == [t0 + 60 * i for i in range(16)]
+    assert [tuple(q) for q in quarters] == [(t0, 900, 449.5)]
+    assert runner._rolled_until == clock["now"] - runner_mod.ROLLUP_LAG_S
