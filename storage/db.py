@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from storage import models
@@ -101,6 +101,23 @@ def ensure_schema(engine: Engine) -> None:
             f"The database has schema version {version}, newer than this Pitwall "
             f"({models.SCHEMA_VERSION}); upgrade Pitwall or use another database file."
         )
+    attempts = 10  # each waits up to BUSY_TIMEOUT_MS for the lock: a long backfill elsewhere is outwaited
+    for attempt in range(attempts):
+        try:
+            _upgrade(engine, version)
+            return
+        except (OperationalError, IntegrityError):
+            # Two processes opened an old file at once (`pitwall up` starts the runner and the
+            # dashboard together): the one that lost the race (locked out, or its rows already
+            # written by the other) rolls back, re-reads the version the winner has upgraded by
+            # now, and skips the steps it no longer sees.
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1.0)
+            version = _read_version(engine)
+
+
+def _upgrade(engine: Engine, version: int | None) -> None:
     with engine.begin() as conn:
         if version is not None:
             while version < models.SCHEMA_VERSION:

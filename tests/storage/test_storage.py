@@ -233,3 +233,36 @@ def test_servers_that_leave_the_configuration_are_retired_not_deleted(engine):
     assert [s.name for s in repo.list_servers(engine, include_retired=True)] == ["demo", "prod"]
     repo.upsert_server(engine, name="demo", base_url="http://127.0.0.1:1")  # configured again
     assert [s.name for s in repo.list_servers(engine)] == ["demo", "prod"]
+
+
+def test_two_processes_upgrading_one_file_at_once_both_open_it(tmp_path):
+    """`pitwall up` opens the database from the runner and the dashboard together: an old file
+    is upgraded once, and the process that lost the race opens the upgraded file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    path = tmp_path / "v2.db"
+    engine = make_engine(f"sqlite:///{path}")
+    srv = repo.upsert_server(engine, name="old", base_url="http://127.0.0.1:1")
+    t0 = 1_800_000_000.0
+    with engine.begin() as conn:  # 60 series x 7 days of minutes: the backfill takes a while
+        repo.insert_rollups(conn, rows=[
+            {"ts": t0 + 60 * i, "server_id": srv.id, "metric": f"m{k}", "count": 60, "avg": 1.0,
+             "min": 1.0, "max": 1.0} for k in range(60) for i in range(7 * 1440)])
+    engine.dispose()
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE rollup_quarter")
+    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    root = Path(__file__).resolve().parents[2]
+    code = f"from storage.db import make_engine; make_engine({f'sqlite:///{path}'!r}); print('ok')"
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=root, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT count(*) FROM rollup_quarter").fetchone()[0] == 60 * 7 * 96
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    con.close()
