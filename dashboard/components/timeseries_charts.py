@@ -57,11 +57,11 @@ def timeseries_spec(
       view (compile, parse, first render: ~60 ms a chart on a 2-core host) when the JSON changes
       and only swaps a dataset when the data change, so a live refresh or the events toggle costs
       a dataset swap per changed dataset, not a rebuilt chart.
-    - Four named datasets and no filter transforms (Streamlit runs Vega expressions through an
-      interpreter, so a per-row filter per layer is not free): `lines` (time, series, value),
-      `dots` (the sparse rows of `points` labels), `events` (time, kind, severity, message; empty
-      when events are off) and `window` (its two ends, an invisible layer that pins the x domain
-      to the whole window when data cover only part of it).
+    - One named dataset a layer and no filter transforms (Streamlit runs Vega expressions through
+      an interpreter, so a per-row filter per layer is not free): `lines` (time, series, value),
+      `events` (time, kind, severity, message; empty when events are off), `window` (its two
+      ends: an invisible layer that pins the x domain to the whole window when data cover only
+      part of it) and, while a `points` series is sparse, `dots` (its rows).
     - A plain dict, not Altair: Altair's to_dict (schema validation) costs ~50 ms a chart here.
     Times are epoch milliseconds on a UTC axis; labels containing any of `dashed` are drawn
     dashed (estimates); `points` labels also get dots while sparse (<= SPARSE_POINTS points).
