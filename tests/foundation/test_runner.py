@@ -109,8 +109,8 @@ def test_handler_exception_fails_the_intent_not_the_runner(engine):
 
     it = repo.create_intent(engine, kind="probe", server_id=1)
     runner = Runner(engine, [], intent_handlers={"probe": handler}, tick_s=0.01)
-    _run(runner, lambda: repo.get_intent(engine, intent_id=it.id).state != "running"
-         and repo.get_intent(engine, intent_id=it.id).state != "pending")
+    # one read per poll: two reads could straddle the claim (pending, then running) and stop early
+    _run(runner, lambda: repo.get_intent(engine, intent_id=it.id).state not in ("pending", "running"))
     got = repo.get_intent(engine, intent_id=it.id)
     assert got.state == "failed" and "profile 'x' not found" in got.message
 
