@@ -154,6 +154,7 @@ class Runner:
         self.write_failures = 0
         self.lost_lease = False  # another runner took over: its servers are not ours to stop
         self._rolled_until: float | None = None  # end of the last successful compute_rollups
+        self._series: set[tuple[int, str]] = set()  # (server_id, metric) rolled up since start
         self._acquired = False
         self._pending_state: dict[str, dict[str, Any]] = {}
         self._state_lock = threading.Lock()
@@ -407,7 +408,7 @@ class Runner:
         until = time.time() - ROLLUP_LAG_S
         lookback = 3600.0 if self._rolled_until is None else min(3600.0, until - self._rolled_until + 120.0)
         try:
-            repo.compute_rollups(self.engine, until=until, lookback_s=lookback)
+            repo.compute_rollups(self.engine, until=until, lookback_s=lookback, known_series=self._series)
             self._rolled_until = until
         except Exception as exc:
             log.warning("could not write rollups (will retry): %s", exc)

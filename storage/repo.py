@@ -571,13 +571,19 @@ def bucketed_series(
     return df[["metric", "ts", "avg", "min", "max"]].sort_values(["metric", "ts"]).reset_index(drop=True)
 
 
-def compute_rollups(engine: Engine, *, until: float, lookback_s: float = 3600) -> int:
+def compute_rollups(
+    engine: Engine, *, until: float, lookback_s: float = 3600, known_series: set[tuple[int, str]] | None = None
+) -> int:
     """Write Rollup rows for complete minutes and RollupQuarter rows for complete quarter hours
     in [until - lookback_s, until).
 
     Idempotent: minutes and quarters already written are skipped. Minute percentiles are exact
     (numpy over that minute's values); a quarter aggregates its minutes (count-weighted avg,
     min of min, max of max). Returns the number of rows written (both tiers).
+
+    A caller that rolls up a few minutes at a time (the runner) passes `known_series`, a set it
+    keeps: the series seen so far are added to it, and quarters are written for all of them, so
+    a series that stopped early in a quarter (a server gone down) still gets that quarter.
     """
     end = int(until // 60) * 60
     start = end - int(lookback_s)
@@ -587,12 +593,11 @@ def compute_rollups(engine: Engine, *, until: float, lookback_s: float = 3600) -
                 and_(SAMPLE.c.ts >= start, SAMPLE.c.ts < end)
             )
         ).all()
-        if not res:
-            return 0
         df = pd.DataFrame(res, columns=["server_id", "metric", "ts", "value"])
-        last = _newest(conn, ROLLUP, df[["server_id", "metric"]].drop_duplicates().itertuples(index=False))
+        series = [(int(sid), str(m)) for sid, m in df[["server_id", "metric"]].drop_duplicates().itertuples(index=False)]
+        last = _newest(conn, ROLLUP, series)
         df["minute"] = (df["ts"] // 60).astype("int64") * 60
-        rows = []
+        rows = []  # (no samples in the lookback: no minutes, but quarters of known series may end now)
         for (sid, metric, minute), g in df.groupby(["server_id", "metric", "minute"]):
             if minute <= last.get((sid, metric), -1):
                 continue
@@ -616,7 +621,10 @@ def compute_rollups(engine: Engine, *, until: float, lookback_s: float = 3600) -
             conn.execute(insert(ROLLUP), rows)
         q_end = end // QUARTER_S * QUARTER_S  # every minute before it is rolled up by now
         q_start = start // QUARTER_S * QUARTER_S
-        return len(rows) + _write_quarters(conn, since=q_start, until=q_end)
+        if known_series is not None:
+            known_series.update(series)
+        return len(rows) + _write_quarters(conn, since=q_start, until=q_end,
+                                           series=sorted(known_series) if known_series is not None else series)
 
 
 def _newest(conn: Connection, table: Any, series: Iterable[tuple[Any, Any]]) -> dict[tuple[int, str], float]:
@@ -632,13 +640,17 @@ def _newest(conn: Connection, table: Any, series: Iterable[tuple[Any, Any]]) -> 
     return out
 
 
-def _write_quarters(conn: Connection, *, since: float, until: float) -> int:
+def _write_quarters(
+    conn: Connection, *, since: float, until: float, series: Iterable[tuple[int, str]] | None = None
+) -> int:
     """RollupQuarter rows from the Rollup minutes of complete quarters in [since, until) that
-    are newer than each series' last quarter."""
+    are newer than each series' last quarter. With `series`, one index range per series (the
+    runner's path: a ts range over every series would scan the whole table, 4 s at 2.7M rows);
+    without, one scan of the range (the v3 backfill)."""
     if until <= since:
         return 0
     b = _bucket(ROLLUP.c.ts, QUARTER_S, conn.dialect.name)
-    got = conn.execute(
+    q = (
         select(
             ROLLUP.c.server_id,
             ROLLUP.c.metric,
@@ -650,7 +662,12 @@ def _write_quarters(conn: Connection, *, since: float, until: float) -> int:
         )
         .where(and_(ROLLUP.c.ts >= since, ROLLUP.c.ts < until))
         .group_by(ROLLUP.c.server_id, ROLLUP.c.metric, b)
-    ).mappings().all()
+    )
+    if series is None:
+        got = list(conn.execute(q).mappings())
+    else:
+        got = [r for sid, metric in series for r in conn.execute(
+            q.where(and_(ROLLUP.c.server_id == int(sid), ROLLUP.c.metric == metric))).mappings()]
     if not got:
         return 0
     last = _newest(conn, QUARTER, {(r["server_id"], r["metric"]) for r in got})

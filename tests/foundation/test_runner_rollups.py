@@ -15,12 +15,13 @@ def test_runner_rolls_up_each_minute_and_quarter_once(engine, monkeypatch):
     clock = {"now": t0 + 600.0}
     monkeypatch.setattr(runner_mod.time, "time", lambda: clock["now"])
 
-    def write(a: float, b: float) -> None:
+    def write(a: float, b: float, metric: str = "m") -> None:
         with engine.begin() as conn:
-            repo.insert_sample_tuples(conn, rows=[(t0 + i, srv.id, None, "log", "m", float(i)) for i in range(int(a), int(b))])
+            repo.insert_sample_tuples(conn, rows=[(t0 + i, srv.id, None, "log", metric, float(i)) for i in range(int(a), int(b))])
 
     runner = Runner(engine, [])
     write(0, 600)
+    write(0, 300, metric="x")  # a series that stops early in the quarter (its server went down)
     runner._roll_up()  # first call: looks back an hour; minutes 0-9 are complete
     write(600, 1000)
     clock["now"] = t0 + 1000.0
@@ -28,8 +29,9 @@ def test_runner_rolls_up_each_minute_and_quarter_once(engine, monkeypatch):
     clock["now"] = t0 + 1000.0 + 3 * 3600  # a long pause: the lookback is capped, nothing is redone
     runner._roll_up()
     with engine.connect() as conn:
-        minutes = [r[0] for r in conn.execute(text("SELECT ts FROM rollup ORDER BY ts"))]
-        quarters = conn.execute(text("SELECT ts, count, avg FROM rollup_quarter")).all()
+        minutes = [r[0] for r in conn.execute(text("SELECT ts FROM rollup WHERE metric = 'm' ORDER BY ts"))]
+        quarters = conn.execute(text("SELECT metric, ts, count, avg FROM rollup_quarter ORDER BY metric")).all()
     assert minutes == [t0 + 60 * i for i in range(16)]
-    assert [tuple(q) for q in quarters] == [(t0, 900, 449.5)]
+    # x had no samples in the second call's few minutes, and still gets its quarter when it ends
+    assert [tuple(q) for q in quarters] == [("m", t0, 900, 449.5), ("x", t0, 300, 149.5)]
     assert runner._rolled_until == clock["now"] - runner_mod.ROLLUP_LAG_S
