@@ -74,7 +74,7 @@ def _v1_to_v2(conn: Connection) -> None:
 
 def _v2_to_v3(conn: Connection) -> None:
     """v3: RollupQuarter (15-minute tier for long chart windows), filled from the Rollup history."""
-    from storage import repo  # repo imports models only; imported here to keep db.py import-light
+    from storage import repo  # not at the top: repo is the SQL layer above this module
 
     models.RollupQuarter.__table__.create(conn, checkfirst=True)  # type: ignore[attr-defined]
     repo.backfill_quarters(conn)

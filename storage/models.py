@@ -162,8 +162,9 @@ class Rollup(_Aggregate, table=True):
 
 
 class RollupQuarter(_Aggregate, table=True):
-    """Per-15-minute aggregate of Rollup (ts = start of the quarter hour) for windows of a day or
-    more: a 7-day chart reads 672 rows a series here instead of 10,080 per-minute ones.
+    """Per-15-minute aggregate of Rollup (ts = start of the quarter hour) for windows of days
+    (buckets of 10 minutes or more): a 7-day chart reads 672 rows a series here instead of
+    10,080 per-minute ones.
 
     count/avg/min/max are exact (count-weighted from the minutes); percentiles are not kept, since
     a quarter's p99 cannot be derived from its minutes' (read Sample for exact ones).

@@ -27,6 +27,19 @@ def data_env(tmp_path, monkeypatch) -> dict[str, str]:
 
 
 @pytest.fixture
+def app_env(data_env, monkeypatch):
+    """data_env for AppTest pages: no runner is started, and Streamlit's caches start empty."""
+    import streamlit as st
+
+    monkeypatch.setenv("PITWALL_MANAGED_RUNNER", "1")  # never start a runner from a test
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield data_env
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture
 def engine(tmp_path):
     from storage.db import make_engine
 

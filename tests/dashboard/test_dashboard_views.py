@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -50,7 +51,6 @@ def test_spec_marks_events_on_the_time_axis_and_converts_units():
 def test_spec_json_does_not_change_with_data_window_position_or_events():
     """Streamlit rebuilds a Vega view when the spec JSON changes and swaps datasets otherwise:
     a live refresh (new data, window moved) or the events toggle must leave the JSON alone."""
-    import json
 
     def shape(spec):
         return json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)

@@ -5,22 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-import streamlit as st
 from pages_seed import HOSTILE, seed
 from pwtest import REPO
 from streamlit.testing.v1 import AppTest
 
 APP = str(REPO / "app.py")
-
-
-@pytest.fixture
-def app_env(data_env, monkeypatch):
-    monkeypatch.setenv("PITWALL_MANAGED_RUNNER", "1")  # never start a runner from a test
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield data_env
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 @pytest.fixture

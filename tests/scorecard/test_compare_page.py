@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-import streamlit as st
 from pwtest import REPO
 from scorecard_seed import DETAIL_A, seed_alpha
 from streamlit.testing.v1 import AppTest
 
 APP = str(REPO / "app.py")
 PAGE = "dashboard/pages/compare.py"
-
-
-@pytest.fixture
-def app_env(data_env, monkeypatch):
-    monkeypatch.setenv("PITWALL_MANAGED_RUNNER", "1")  # never start a runner from a test
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    yield data_env
-    st.cache_data.clear()
-    st.cache_resource.clear()
 
 
 def _engine(env):
