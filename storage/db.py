@@ -3,7 +3,7 @@
 `make_engine(url)` is the one way to open the database. For SQLite it turns on WAL,
 `synchronous=NORMAL` and a `busy_timeout`, so the runner (one writer) and the dashboard (readers)
 never block each other for long, and a runner killed mid-write leaves a database that opens with
-every committed batch intact. PostgreSQL URLs work too (the SQL in repo.py is portable).
+every committed batch intact. PostgreSQL URLs work too (the SQL in storage/repo/ is portable).
 
 Schema versioning: the `meta` table holds `schema_version`. A new database is stamped with
 `SCHEMA_VERSION`; an older one is upgraded by the steps in `_UPGRADES`; a newer one (made by a

@@ -1,0 +1,103 @@
+"""Events: batched and one-off inserts, window reads and counts by kind."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import func, insert, select
+from sqlalchemy.engine import Connection, Engine
+
+from storage.repo._common import (
+    EVENT,
+)
+
+
+def insert_events(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
+    """Insert Event rows (dicts with ts, server_id, launch_id, kind, severity, message, raw)."""
+    if rows:
+        conn.execute(insert(EVENT), list(rows))
+    return len(rows)
+
+
+def add_event(
+    engine: Engine,
+    *,
+    kind: str,
+    message: str,
+    server_id: int | None = None,
+    launch_id: int | None = None,
+    severity: str = "info",
+    raw: str | None = None,
+    ts: float | None = None,
+) -> None:
+    """Write one Event right away (low-rate paths: supervisor, CLI)."""
+    with engine.begin() as conn:
+        insert_events(
+            conn,
+            rows=[
+                {
+                    "ts": ts if ts is not None else time.time(),
+                    "server_id": server_id,
+                    "launch_id": launch_id,
+                    "kind": kind,
+                    "severity": severity,
+                    "message": message,
+                    "raw": raw,
+                }
+            ],
+        )
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# events
+
+
+def list_events(
+    engine: Engine,
+    *,
+    server_id: int | None = None,
+    kinds: Iterable[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
+    limit: int = 200,
+) -> pd.DataFrame:
+    q = select(EVENT).order_by(EVENT.c.ts.desc(), EVENT.c.id.desc()).limit(limit)
+    if server_id is not None:
+        q = q.where(EVENT.c.server_id == server_id)
+    if kinds is not None:
+        q = q.where(EVENT.c.kind.in_(list(kinds)))
+    if since is not None:
+        q = q.where(EVENT.c.ts >= since)
+    if until is not None:
+        q = q.where(EVENT.c.ts < until)
+    with engine.connect() as conn:
+        rows = conn.execute(q).mappings().all()
+    cols = ["id", "ts", "server_id", "launch_id", "kind", "severity", "message", "raw"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def count_events(
+    engine: Engine,
+    *,
+    server_id: int | None,
+    since: float,
+    until: float | None = None,
+    launch_id: int | None = None,
+) -> dict[str, int]:
+    """{kind: count} over a window."""
+    q = select(EVENT.c.kind, func.count()).where(EVENT.c.ts >= since).group_by(EVENT.c.kind)
+    if server_id is not None:
+        q = q.where(EVENT.c.server_id == server_id)
+    if launch_id is not None:
+        q = q.where(EVENT.c.launch_id == launch_id)
+    if until is not None:
+        q = q.where(EVENT.c.ts < until)
+    with engine.connect() as conn:
+        return {k: int(n) for k, n in conn.execute(q).all()}
+
+

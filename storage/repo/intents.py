@@ -1,0 +1,110 @@
+"""Intents: desired state written by the UI/CLI, claimed and carried out by the runner."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import and_, select, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from storage.models import (
+    Intent,
+)
+from storage.repo._common import (
+    INTENT,
+)
+
+# ---------------------------------------------------------------------------------------------
+# intents (desired state written by UI/CLI, carried out by the runner)
+
+
+def create_intent(
+    engine: Engine,
+    *,
+    kind: str,
+    server_id: int | None,
+    payload: dict[str, Any] | None = None,
+    requested_by: str = "cli",
+) -> Intent:
+    with Session(engine, expire_on_commit=False) as s:
+        intent = Intent(
+            kind=kind,
+            server_id=server_id,
+            payload=payload or {},
+            requested_by=requested_by,
+            created_at=time.time(),
+        )
+        s.add(intent)
+        s.commit()
+        s.refresh(intent)
+        return intent
+
+
+def claim_next_intent(engine: Engine, *, kinds: Iterable[str] | None = None) -> Intent | None:
+    """Move the oldest pending intent to running and return it (None when there is none).
+
+    The UPDATE is guarded by `state = 'pending'`, so two runners (or a stale one) can never
+    claim the same intent.
+    """
+    with engine.begin() as conn:
+        q = select(INTENT.c.id).where(INTENT.c.state == "pending").order_by(INTENT.c.id).limit(1)
+        if kinds is not None:
+            q = q.where(INTENT.c.kind.in_(list(kinds)))
+        row = conn.execute(q).first()
+        if row is None:
+            return None
+        res = conn.execute(
+            update(INTENT)
+            .where(and_(INTENT.c.id == row[0], INTENT.c.state == "pending"))
+            .values(state="running", started_at=time.time())
+        )
+        if res.rowcount != 1:
+            return None
+    return get_intent(engine, intent_id=row[0])
+
+
+def update_intent(engine: Engine, *, intent_id: int, **fields: Any) -> None:
+    if fields.get("state") in ("done", "failed", "cancelled") and "finished_at" not in fields:
+        fields["finished_at"] = time.time()
+    with engine.begin() as conn:
+        conn.execute(update(INTENT).where(INTENT.c.id == intent_id).values(**fields))
+
+
+def get_intent(engine: Engine, *, intent_id: int) -> Intent | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(Intent, intent_id)
+
+
+def list_intents(
+    engine: Engine,
+    *,
+    server_id: int | None = None,
+    states: Iterable[str] | None = None,
+    kinds: Iterable[str] | None = None,
+    limit: int = 50,
+) -> list[Intent]:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Intent).order_by(col(Intent.id).desc()).limit(limit)
+        if server_id is not None:
+            q = q.where(col(Intent.server_id) == server_id)
+        if states is not None:
+            q = q.where(col(Intent.state).in_(list(states)))
+        if kinds is not None:
+            q = q.where(col(Intent.kind).in_(list(kinds)))
+        return list(s.execute(q).scalars())
+
+
+def fail_stale_intents(engine: Engine, *, reason: str) -> int:
+    """Intents left `running` by a runner that died are failed with `reason` (runner start)."""
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(INTENT)
+            .where(INTENT.c.state == "running")
+            .values(state="failed", message=reason, finished_at=time.time())
+        )
+    return res.rowcount
+
+

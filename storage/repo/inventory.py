@@ -1,0 +1,140 @@
+"""Servers, profiles and launches: what Pitwall watches, what it can start, and every start."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, col
+
+from storage.models import (
+    Launch,
+    Profile,
+    Server,
+)
+
+# ---------------------------------------------------------------------------------------------
+# servers and profiles
+
+
+def upsert_server(engine: Engine, *, name: str, **fields: Any) -> Server:
+    with Session(engine, expire_on_commit=False) as s:
+        srv = s.execute(select(Server).where(col(Server.name) == name)).scalars().first()
+        if srv is None:
+            srv = Server(name=name, **fields)
+        else:
+            for k, v in fields.items():
+                setattr(srv, k, v)
+        srv.updated_at = time.time()
+        srv.retired_at = fields.get("retired_at")  # configured again: active
+        s.add(srv)
+        s.commit()
+        s.refresh(srv)
+        return srv
+
+
+def list_servers(engine: Engine, *, include_retired: bool = False) -> list[Server]:
+    """Configured servers (and, with include_retired, those that left the configuration)."""
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Server).order_by(Server.name)
+        if not include_retired:
+            q = q.where(col(Server.retired_at).is_(None))
+        return list(s.execute(q).scalars())
+
+
+def retire_servers_except(engine: Engine, *, names: Iterable[str]) -> list[str]:
+    """Mark every active server not in `names` as retired; returns the names retired."""
+    keep = set(names)
+    retired = [s.name for s in list_servers(engine) if s.name not in keep]
+    if retired:
+        with engine.begin() as conn:
+            conn.execute(
+                update(Server.__table__)  # type: ignore[attr-defined]
+                .where(Server.__table__.c.name.in_(retired))  # type: ignore[attr-defined]
+                .values(retired_at=time.time())
+            )
+    return retired
+
+
+def get_server(engine: Engine, *, name: str | None = None, id: int | None = None) -> Server | None:
+    with Session(engine, expire_on_commit=False) as s:
+        if id is not None:
+            return s.get(Server, id)
+        return s.execute(select(Server).where(col(Server.name) == name)).scalars().first()
+
+
+def upsert_profile(engine: Engine, *, name: str, **fields: Any) -> Profile:
+    with Session(engine, expire_on_commit=False) as s:
+        prof = s.execute(select(Profile).where(col(Profile.name) == name)).scalars().first()
+        if prof is None:
+            prof = Profile(name=name, **fields)
+        else:
+            for k, v in fields.items():
+                setattr(prof, k, v)
+        prof.updated_at = time.time()
+        s.add(prof)
+        s.commit()
+        s.refresh(prof)
+        return prof
+
+
+def list_profiles(engine: Engine) -> list[Profile]:
+    with Session(engine, expire_on_commit=False) as s:
+        return list(s.execute(select(Profile).order_by(Profile.name)).scalars())
+
+
+def get_profile(engine: Engine, *, name: str | None = None, id: int | None = None) -> Profile | None:
+    with Session(engine, expire_on_commit=False) as s:
+        if id is not None:
+            return s.get(Profile, id)
+        return s.execute(select(Profile).where(col(Profile.name) == name)).scalars().first()
+
+
+def delete_profile(engine: Engine, *, name: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(delete(Profile.__table__).where(Profile.__table__.c.name == name))  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# launches
+
+
+def create_launch(engine: Engine, **fields: Any) -> Launch:
+    fields.setdefault("started_at", time.time())
+    with Session(engine, expire_on_commit=False) as s:
+        launch = Launch(**fields)
+        s.add(launch)
+        s.commit()
+        s.refresh(launch)
+        return launch
+
+
+def update_launch(engine: Engine, *, launch_id: int, **fields: Any) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(Launch.__table__).where(Launch.__table__.c.id == launch_id).values(**fields)  # type: ignore[attr-defined]
+        )
+
+
+def get_launch(engine: Engine, *, launch_id: int) -> Launch | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(Launch, launch_id)
+
+
+def latest_launch(engine: Engine, *, server_id: int) -> Launch | None:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Launch).where(col(Launch.server_id) == server_id).order_by(col(Launch.id).desc())
+        return s.execute(q).scalars().first()
+
+
+def list_launches(engine: Engine, *, server_id: int | None = None, limit: int = 100) -> list[Launch]:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(Launch).order_by(col(Launch.id).desc()).limit(limit)
+        if server_id is not None:
+            q = q.where(col(Launch.server_id) == server_id)
+        return list(s.execute(q).scalars())
+
+

@@ -1,0 +1,106 @@
+"""Probe runs and their requests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlmodel import Session, col
+
+from storage.models import (
+    ProbeRun,
+)
+from storage.repo._common import (
+    PROBE_REQUEST,
+)
+
+# ---------------------------------------------------------------------------------------------
+# probe runs
+
+
+def create_probe_run(engine: Engine, **fields: Any) -> ProbeRun:
+    fields.setdefault("created_at", time.time())
+    with Session(engine, expire_on_commit=False) as s:
+        run = ProbeRun(**fields)
+        s.add(run)
+        s.commit()
+        s.refresh(run)
+        return run
+
+
+def update_probe_run(engine: Engine, *, run_id: int, **fields: Any) -> None:
+    with engine.begin() as conn:
+        conn.execute(
+            update(ProbeRun.__table__).where(ProbeRun.__table__.c.id == run_id).values(**fields)  # type: ignore[attr-defined]
+        )
+
+
+def insert_probe_requests(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
+    if rows:
+        conn.execute(insert(PROBE_REQUEST), list(rows))
+    return len(rows)
+
+
+def insert_probe_run(conn: Connection, **fields: Any) -> int:
+    """Insert a ProbeRun row (Core) and return its id."""
+    fields.setdefault("created_at", time.time())
+    res = conn.execute(insert(ProbeRun.__table__).values(**fields))  # type: ignore[attr-defined]
+    pk = res.inserted_primary_key
+    assert pk is not None
+    return int(pk[0])
+
+
+def probe_run_row(engine: Engine, *, run_id: int) -> dict[str, Any] | None:
+    """A ProbeRun as a plain dict (for the sweep subprocess, which avoids ORM sessions)."""
+    run = ProbeRun.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        row = conn.execute(select(run).where(run.c.id == run_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def probe_output_rows(engine: Engine, *, run_id: int) -> list[tuple[int, bool, str | None]]:
+    """(seq, ok, output_hash) of every request of a run (the output-consistency check)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(PROBE_REQUEST.c.seq, PROBE_REQUEST.c.ok, PROBE_REQUEST.c.output_hash).where(
+                PROBE_REQUEST.c.run_id == run_id
+            )
+        ).all()
+    return [(int(s), bool(ok), h) for s, ok, h in rows]
+
+
+def probe_request_count(engine: Engine, *, run_id: int) -> int:
+    with engine.connect() as conn:
+        q = select(func.count()).select_from(PROBE_REQUEST).where(PROBE_REQUEST.c.run_id == run_id)
+        return int(conn.execute(q).scalar() or 0)
+
+
+def get_probe_run(engine: Engine, *, run_id: int) -> ProbeRun | None:
+    with Session(engine, expire_on_commit=False) as s:
+        return s.get(ProbeRun, run_id)
+
+
+def list_probe_runs(
+    engine: Engine, *, server_id: int | None = None, limit: int = 100
+) -> list[ProbeRun]:
+    with Session(engine, expire_on_commit=False) as s:
+        q = select(ProbeRun).order_by(col(ProbeRun.id).desc()).limit(limit)
+        if server_id is not None:
+            q = q.where(col(ProbeRun.server_id) == server_id)
+        return list(s.execute(q).scalars())
+
+
+def probe_requests(engine: Engine, *, run_id: int) -> pd.DataFrame:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(PROBE_REQUEST).where(PROBE_REQUEST.c.run_id == run_id).order_by(
+                PROBE_REQUEST.c.id
+            )
+        ).mappings().all()
+    return pd.DataFrame(rows, columns=[c.name for c in PROBE_REQUEST.columns])
+
+
