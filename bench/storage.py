@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collectors.base import SampleRow  # noqa: E402
-from collectors.runner import Runner, _Batch  # noqa: E402
+from runner.loop import Runner  # noqa: E402
+from runner.writer import Batch  # noqa: E402
 from storage.db import make_engine  # noqa: E402
 
 METRICS = ("log.running_req", "log.queue_req", "log.token_usage", "gpu.0.power_w", "canary.ttft_s")
@@ -63,7 +64,7 @@ def pitwall(path: Path, rows: int, batch: int) -> float:
         samples = [
             SampleRow(base + i, 1, METRICS[i % 5], float(i), "log") for i in range(start, min(start + batch, rows))
         ]
-        runner._queue.put(_Batch(samples=samples))
+        runner.writer.put(Batch(samples=samples))
         runner.flush()
     dt = time.perf_counter() - t0
     engine.dispose()

@@ -18,9 +18,7 @@ import argparse
 import logging
 import os
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 
 from dashboard import __version__
@@ -61,28 +59,6 @@ def _engine(settings: Settings):  # type: ignore[no-untyped-def]
 # up
 
 
-def _popen(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    # Own process group, so shutdown reaches the whole tree (no orphans).
-    return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, start_new_session=True)
-
-
-def _stop_group(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(5)
-
-
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or settings.host
     port = args.port or settings.port
@@ -102,69 +78,30 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     env["PITWALL_MANAGED_RUNNER"] = "1"  # app.py: `pitwall up` owns the runner
     if settings.config_path:
         env["PITWALL_CONFIG"] = str(settings.config_path)
-    runner = _popen([sys.executable, "-m", "dashboard", "collect"], env)
-    app = _popen(
-        [
-            sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app.py"),
-            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
-            "--browser.gatherUsageStats", "false",
-        ],
-        env,
-    )
-    stopping = False
+    from runner.up import up
 
-    def _on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # SIGHUP: the terminal closed
-        signal.signal(sig, _on_signal)
+    app_argv = [
+        sys.executable, "-m", "streamlit", "run", str(REPO_ROOT / "app.py"),
+        "--server.address", host, "--server.port", str(port), "--server.headless", "true",
+        "--browser.gatherUsageStats", "false",
+    ]
     shown = "localhost" if host == "127.0.0.1" else host
-    print(f"Pitwall {__version__} is starting: http://{shown}:{port}  (Ctrl-C stops everything)", flush=True)
+    banner = f"Pitwall {__version__} is starting: http://{shown}:{port}  (Ctrl-C stops everything)"
     if settings.demo_active:
-        print("No servers configured: running the demo (bundled SGLang simulator, profile 'demo').", flush=True)
-    code = EXIT_OK
-    try:
-        while not stopping:
-            if runner.poll() is not None:
-                print(f"pitwall: the runner exited with code {runner.returncode}; stopping.", file=sys.stderr)
-                code = EXIT_FAIL
-                break
-            if app.poll() is not None:
-                print(f"pitwall: the dashboard exited with code {app.returncode}; stopping.", file=sys.stderr)
-                code = EXIT_FAIL
-                break
-            time.sleep(0.2)
-    finally:
-        _stop_group(app)
-        # the runner stops every managed server first (SIGTERM, up to 30 s each, then SIGKILL)
-        _stop_group(runner, timeout=RUNNER_STOP_TIMEOUT_S)
+        banner += "\nNo servers configured: running the demo (bundled SGLang simulator, profile 'demo')."
+    code = up(app_argv, env, cwd=REPO_ROOT, runner_stop_s=RUNNER_STOP_TIMEOUT_S, on_started=banner)
     print("Pitwall stopped.", flush=True)
-    return code
+    return EXIT_OK if code == 0 else EXIT_FAIL
 
 
 # --------------------------------------------------------------------------------------------
 # collect
 
 
-def build_runner(settings: Settings, engine):  # type: ignore[no-untyped-def]
-    """The runner with every collector of the registry and the intent handlers wired in."""
-    from collectors.registry import build_collectors
-    from collectors.runner import Runner
-    from dashboard.services import wiring
-    from storage import repo
-
-    supervisor, handlers = wiring.runner_parts(settings, engine)
-    collectors, errors = build_collectors(settings.probe)
-    for err in errors:
-        logging.getLogger("pitwall.runner").error(err)
-        repo.add_event(engine, kind="collector_error", message=err, severity="error")
-    return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers)
-
-
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
-    from collectors.runner import LeaseHeld
     from dashboard.services.servers import seed_demo, sync_servers
+    from dashboard.services.wiring import build_runner
+    from runner.lease import LeaseHeld
 
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] pitwall-runner %(levelname)s %(message)s"

@@ -63,6 +63,14 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("probe.timeout_s", None, "float", 120.0, "Per-request timeout of probes, seconds."),
     SettingSpec("probe.canary_interval_s", "PITWALL_CANARY_INTERVAL_S", "float", 30.0,
                 "Seconds between canary requests to each server (0 turns the canary off)."),
+    SettingSpec("runner.auto_restart", "PITWALL_AUTO_RESTART", "bool", False,
+                "Start a managed server again when it exits on its own (crash, OOM), with backoff."),
+    SettingSpec("runner.restart_budget", None, "int", 3,
+                "Auto-restarts allowed per server within `runner.restart_window_s`; past it the server stays down."),
+    SettingSpec("runner.restart_window_s", None, "float", 3600.0,
+                "Window of the restart budget, seconds."),
+    SettingSpec("runner.intent_expiry_s", None, "float", 900.0,
+                "A request (relaunch, stop, sweep, validation) not started within this many seconds expires."),
     SettingSpec("servers", None, "servers", [],
                 "`[[servers]]` tables: name, base_url, kind, managed, log_path, gpu_indices, "
                 "gpu_hourly_usd, python, profile, api_key."),
@@ -109,6 +117,7 @@ class Settings:
     read_only: bool = False
     electricity_usd_per_kwh: float | None = None
     probe: dict[str, Any] = field(default_factory=dict)
+    runner: dict[str, Any] = field(default_factory=dict)  # auto_restart, restart_budget, ...
     servers: list[ServerConfig] = field(default_factory=list)
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
     config_path: Path | None = None
@@ -290,6 +299,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     database_url = values["database_url"] or f"sqlite:///{data_dir / 'pitwall.db'}"
     profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
+    runner = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("runner.")}
+    if runner["restart_budget"] < 0 or runner["intent_expiry_s"] <= 0:
+        raise SettingsError("Settings runner.restart_budget must be >= 0 and runner.intent_expiry_s > 0.")
     servers = _servers(data.get("servers", []))
     slo = dict(data.get("slo") or {})
     demo_active = values["demo"] == "on" or (values["demo"] == "auto" and not servers)
@@ -309,6 +321,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         read_only=values["read_only"],
         electricity_usd_per_kwh=values["electricity_usd_per_kwh"],
         probe=probe,
+        runner=runner,
         servers=servers,
         slo=slo,
         config_path=config_path,

@@ -80,8 +80,22 @@ def _v2_to_v3(conn: Connection) -> None:
     repo.backfill_quarters(conn)
 
 
+def _v3_to_v4(conn: Connection) -> None:
+    """v4: RunnerLease.generation (fencing), Server.stopped_by / stopped_at (an operator's Stop)."""
+    _add_column(conn, "runnerlease", "generation", "INTEGER NOT NULL DEFAULT 0")
+    _add_column(conn, "server", "stopped_by", "VARCHAR")
+    _add_column(conn, "server", "stopped_at", "FLOAT")
+
+
+def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
+    """ALTER TABLE ... ADD COLUMN unless it is there (a file whose version was lowered by hand,
+    or an upgrade step that another process already ran)."""
+    if column not in {c["name"] for c in inspect(conn).get_columns(table)}:
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {ddl}"))
+
+
 # Each step upgrades the schema from version N to N+1 (key N).
-_UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
+_UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def ensure_schema(engine: Engine) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _json(default: Any = None) -> Any:
@@ -37,6 +37,9 @@ class RunnerLease(SQLModel, table=True):
     host: str
     started_at: float
     heartbeat_at: float
+    #: bumped by every acquire; the runner fences its claims and process actions with it, so a
+    #: runner that stalled past its lease never acts after another took over
+    generation: int = 0
 
 
 class CollectorState(SQLModel, table=True):
@@ -65,6 +68,10 @@ class Server(SQLModel, table=True):
     updated_at: float = 0.0
     #: set when the server left the configuration (its history stays); None while configured
     retired_at: float | None = None
+    #: an operator's Stop, remembered: auto-start and auto-restart leave the server down until
+    #: a launch or relaunch is requested (who, when); None when it may run
+    stopped_by: str | None = None
+    stopped_at: float | None = None
 
 
 class Profile(SQLModel, table=True):
@@ -107,11 +114,12 @@ class Launch(SQLModel, table=True):
 class Intent(SQLModel, table=True):
     """Desired state written by the UI/CLI and carried out by the runner.
 
-    State machine: pending -> running -> done | failed (or cancelled while pending).
+    State machine (storage/kinds.py): pending -> running -> done | failed; a pending one is
+    cancelled (refused) or expired (not started within intent_expiry_s).
     """
 
     id: int | None = Field(default=None, primary_key=True)
-    kind: str  # relaunch | launch | stop | probe
+    kind: str  # storage/kinds.py INTENT_KINDS
     server_id: int | None = Field(default=None, index=True)
     payload: dict[str, Any] | None = _json()
     state: str = Field(default="pending", index=True)

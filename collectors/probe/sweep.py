@@ -3,10 +3,9 @@
 Entry points:
 - `await run_sweep(spec, engine=...)` in-process (tests, the CLI: the CLI process *is* the one
   process of its sweep);
-- `python -m collectors.probe.sweep --spec spec.json --db URL [--run-id N]`: one subprocess per
-  sweep in its own process (`run_sweep_subprocess()`; the dashboard's probe intent handler in
-  dashboard/services/benchmarks.py starts the same entry point), so a
-  sweep's event loop never shares a core's GIL with the collectors.
+- the runner's probe lane runs each sweep in a process of its own (runner/sweeps.py starts
+  `python -m runner.sweep_child`, which calls run_sweep), so a sweep's event loop never shares a
+  core's GIL with the collectors.
 
 One process drives every level; aiohttp holds about c=128 streams at 100 tok/s on one core
 (perf-baselines.md §4). Spreading one level over several processes is not implemented: above
@@ -19,18 +18,12 @@ ProbeRequest rows are written between levels, never during one.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -241,100 +234,3 @@ async def _progress_writer(engine: Engine | None, run_id: int | None, state: dic
 
 def _jsonable(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=str))
-
-
-# ---------------------------------------------------------------------------------------------
-# one subprocess per sweep
-
-
-def sweep_argv(spec_path: str | Path, db_url: str, run_id: int | None = None) -> list[str]:
-    """The argument list of a sweep subprocess (no shell)."""
-    argv = [sys.executable, "-m", "collectors.probe.sweep", "--spec", os.fspath(spec_path), "--db", db_url]
-    if run_id is not None:
-        argv += ["--run-id", str(run_id)]
-    return argv
-
-
-def run_sweep_subprocess(
-    engine: Engine,
-    db_url: str,
-    spec: SweepSpec,
-    *,
-    timeout_s: float | None = None,
-    on_progress: Callable[[int, float], None] | None = None,
-    poll_s: float = 1.0,
-) -> int:
-    """Create the ProbeRun (pending, visible at once), run the sweep in its own process, wait.
-
-    What the runner's `probe` intent handler calls; returns the run id. `on_progress(run_id,
-    fraction)` is called about every `poll_s` with ProbeRun.progress. A subprocess that dies or
-    overruns `timeout_s` (then killed) leaves the run `failed` with the reason."""
-    spec.validate()
-    run_id = store.create_run(engine, url=spec.url, api=spec.api, spec=spec.to_dict(),
-                              fingerprint="", fingerprint_detail={}, server_id=spec.server_id,
-                              launch_id=spec.launch_id, name=spec.name,
-                              baseline_run_id=spec.baseline_run_id)
-    deadline = time.monotonic() + timeout_s if timeout_s else None
-    with tempfile.TemporaryDirectory(prefix="pitwall-sweep-") as tmp:
-        path = Path(tmp) / "spec.json"
-        path.write_text(json.dumps(spec.to_dict(redact=False)), encoding="utf-8")
-        os.chmod(path, 0o600)
-        err_path = Path(tmp) / "stderr.txt"
-        with open(err_path, "w+", encoding="utf-8") as err:
-            proc = subprocess.Popen(sweep_argv(path, db_url, run_id), stdout=subprocess.DEVNULL, stderr=err)
-            reason: str | None = None
-            while True:
-                try:
-                    proc.wait(timeout=poll_s)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                if on_progress is not None:
-                    row = store.get_run(engine, run_id=run_id)
-                    on_progress(run_id, float(row["progress"]) if row else 0.0)
-                if deadline is not None and time.monotonic() > deadline:
-                    proc.kill()
-                    proc.wait()
-                    reason = f"sweep did not finish within {timeout_s:g} s and was stopped"
-                    break
-            err.seek(0)
-            tail = [ln for ln in err.read().strip().splitlines() if ln.strip()][-1:]
-    row = store.get_run(engine, run_id=run_id)
-    if row and row["status"] in ("pending", "running"):
-        store.update_run(engine, run_id=run_id, status="failed", finished_at=time.time(),
-                         error=reason or (tail[0] if tail else f"sweep process exited with code {proc.returncode}"))
-    if on_progress is not None:
-        on_progress(run_id, 1.0)
-    return run_id
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m collectors.probe.sweep",
-                                description="Run one probe sweep described by a JSON spec.")
-    p.add_argument("--spec", required=True, help="path of a SweepSpec JSON file")
-    p.add_argument("--db", default=None, help="database URL to store the run in")
-    p.add_argument("--run-id", type=int, default=None, help="existing ProbeRun to fill")
-    p.add_argument("--json-out", default=None, help="write the full report here")
-    args = p.parse_args(argv)
-    try:
-        spec = SweepSpec.from_dict(json.loads(Path(args.spec).read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError) as exc:
-        print(f"pitwall sweep: cannot read the spec {args.spec} ({exc}); fix the file.", file=sys.stderr)
-        return 2
-    engine = None
-    if args.db:
-        from collectors.probe.cli import open_engine
-
-        engine = open_engine(args.db)
-    try:
-        report = asyncio.run(run_sweep(spec, engine=engine, run_id=args.run_id))
-    except Exception as exc:
-        print(f"pitwall sweep: failed ({type(exc).__name__}: {exc}).", file=sys.stderr)
-        return 1
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
-    return 0 if report["status"] in ("done", "aborted") else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

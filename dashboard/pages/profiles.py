@@ -24,6 +24,7 @@ st.caption(
 )
 
 states = profile_admin.managed_servers(ctx.engine)
+st.caption(profile_admin.restart_policy(ctx.settings))
 table, specs, errors = profile_admin.profile_table(ctx.settings)
 for err in errors:
     st.warning(err)
@@ -164,20 +165,46 @@ def confirm_stop(server: str, actor: str) -> None:
 
 if spec is not None:
     cols = st.columns(4)
-    if cols[0].button("Validate", help="flags (SGLang's parser, or the bundled 0.5.23 table), env, and guardrails"):
-        with st.spinner("Validating…"):
-            report = profile_admin.validate_named(ctx.engine, ctx.settings, spec.name, server_name, operator or "local")
-        (st.success if report.ok else st.error)(
-            f"{spec.name} is {'valid' if report.ok else 'invalid'} (checked by {report.checked_by})."
-        )
-        for issue in report.issues:
-            {"error": st.error, "warning": st.warning}.get(issue.severity, st.info)(md_escape(issue.message))
+    if cols[0].button("Validate", help="flags (SGLang's parser, or the bundled 0.5.23 table), env, and guardrails; runs in the runner"):
+        profile_admin.request_validation(ctx.engine, profile=spec.name, server_name=server_name, actor=operator or "local")
     if can_act and server_name is not None:
         cols[1].button("Relaunch…", type="primary", help=f"relaunch {server_name} under {spec.name}",
                        on_click=st.session_state.__setitem__,
                        args=(CONFIRM, {"kind": "relaunch", "server": server_name, "profile": spec.name}))
         cols[2].button("Stop…", help=f"stop {server_name}", on_click=st.session_state.__setitem__,
                        args=(CONFIRM, {"kind": "stop", "server": server_name}))
+
+
+
+@st.fragment(run_every=1)
+@session.safe("Validation")
+def validation_panel(profile: str) -> None:
+    """The newest validation of this profile, live: progress while the runner checks it, then
+    the verdict and every issue (as text: messages can quote SGLang's own output)."""
+    intent = profile_admin.latest_validation(ctx.engine, profile)
+    if intent is None:
+        return
+    prog = intent.progress or {}
+    if intent.state in ("pending", "running"):
+        with st.status(f"Validating {profile}…", expanded=True):
+            if intent.state == "pending" and not profile_admin.runner_alive(ctx.engine):
+                st.warning("No runner is alive to carry this out; start it with `pitwall up`.")
+            st.progress(min(max(float(prog.get("fraction") or 0.0), 0.0), 1.0),
+                        text=str(prog.get("detail") or "waiting for the runner"))
+        return
+    result = intent.result or {}
+    message = md_escape(intent.message or "")
+    if intent.state == "done" and result.get("ok"):
+        st.success(message)
+    else:
+        st.error(message or f"Validation {intent.state}.")
+    for issue in result.get("issues") or []:
+        {"error": st.error, "warning": st.warning}.get(issue.get("severity"), st.info)(
+            md_escape(str(issue.get("message"))))
+
+
+if spec is not None:
+    validation_panel(spec.name)
 
 pending = st.session_state.get(CONFIRM)
 if can_act and operator is not None and pending:

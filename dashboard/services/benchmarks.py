@@ -3,10 +3,8 @@
 Flow (DESIGN.md "pages never do slow work"):
 1. `start_sweep()` (called by the page) stores a `pending` ProbeRun whose `spec` is the probe's
    SweepSpec dict, and an Intent(kind="probe", payload={"run_id": N}). Nothing runs yet.
-2. The runner claims the intent and calls `probe_intent_handler(engine, settings)(intent)`, which
-   starts ONE subprocess, `collectors.probe.sweep.sweep_argv(spec.json, db_url, run_id)` (an
-   argument list, never a shell string), and while it runs copies ProbeRun.progress (0..1,
-   finished requests / planned requests) into Intent.progress every POLL_S.
+2. The runner's probe lane carries it out (runner/sweeps.py: one sweep process, progress copied
+   from ProbeRun.progress (0..1, finished requests / planned requests) into Intent.progress).
 3. The page reads ProbeRun rows (`list_runs`, `curves`, `tradeoff`) and draws them.
 
 Figures per level come from ProbeRun.report["levels"] (collectors/probe/report.py): latencies in
@@ -16,23 +14,12 @@ A level whose self-check failed is drawn hollow and labelled "NOT trusted" every
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import subprocess
-import tempfile
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.settings import REPO_ROOT, Settings
 from storage import repo
 from storage.models import Intent, ProbeRun
 
@@ -256,146 +243,3 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------------------------------------
-# runner side: the `probe` intent handler
-
-
-READY_WAIT_S = 660.0  # longer than the supervisor's longest ready timeout (600 s)
-
-
-def _wait_until_ready(engine: Engine, *, intent_id: int, server: Any, timeout_s: float) -> int | None:
-    """For a managed server: wait while its launch is starting; the ready launch id, or None."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        launch = repo.latest_launch(engine, server_id=server.id)
-        status = launch.status if launch is not None and launch.ended_at is None else None
-        if status == "ready":
-            return launch.id if launch is not None else None
-        lifecycle_queued = bool(repo.list_intents(
-            engine, server_id=server.id, states=("pending", "running"), kinds=("launch", "relaunch"), limit=1))
-        if (status not in ("starting", "stopping") and not lifecycle_queued) or time.monotonic() > deadline:
-            return None
-        repo.update_intent(engine, intent_id=intent_id, progress={
-            "stage": "waiting", "fraction": 0.0, "detail": f"waiting for {server.name} to be ready"})
-        time.sleep(0.5)
-
-
-def probe_intent_handler(engine: Engine, settings: Settings) -> Callable[[Intent], None]:
-    """The runner's handler for Intent(kind="probe"): one sweep subprocess, progress mirrored.
-
-    The handler settles the intent itself (done, or failed with one readable sentence) and does
-    not raise for a failed sweep, so the runner does not overwrite that sentence.
-    """
-
-    def handle(intent: Intent) -> None:
-        assert intent.id is not None
-        run_id = int((intent.payload or {}).get("run_id") or 0)
-        run = repo.get_probe_run(engine, run_id=run_id) if run_id else None
-        if run is None or not run.spec:
-            msg = f"Probe intent {intent.id} names no stored sweep (run {run_id}); start it again."
-            repo.update_intent(engine, intent_id=intent.id, state="failed", message=msg)
-            return
-        spec = dict(run.spec)
-        server = repo.get_server(engine, id=run.server_id) if run.server_id is not None else None
-        if server is not None and server.managed:
-            waited = _wait_until_ready(engine, intent_id=intent.id, server=server, timeout_s=READY_WAIT_S)
-            if waited is None:
-                msg = (f"Sweep {run_id} did not start: {server.name} is not ready (it is starting, "
-                       "stopped or failed); start it, then run the sweep again.")
-                repo.update_probe_run(engine, run_id=run_id, status="failed", error=msg, finished_at=time.time())
-                repo.update_intent(engine, intent_id=intent.id, state="failed", message=msg)
-                return
-            if run.launch_id != waited:
-                spec["launch_id"] = waited
-                repo.update_probe_run(engine, run_id=run_id, launch_id=waited, spec=spec)
-        if server is not None and server.api_key:
-            spec["api_key"] = server.api_key  # used by the subprocess only; never stored
-        code, tail = _run_subprocess(engine, intent_id=intent.id, run_id=run_id, spec=spec,
-                                     db_url=settings.database_url)
-        final = repo.get_probe_run(engine, run_id=run_id)
-        status = final.status if final else "failed"
-        if status in ("pending", "running"):
-            err = tail or f"the sweep process exited with code {code}"
-            repo.update_probe_run(engine, run_id=run_id, status="failed", error=err, finished_at=time.time())
-            status = "failed"
-        if status == "done" or status == "aborted":
-            msg = f"Sweep {run_id} {status}."
-            if status == "aborted" and final is not None and final.error:
-                msg = f"Sweep {run_id} aborted: {final.error}"
-            repo.update_intent(engine, intent_id=intent.id, state="done", message=msg,
-                               progress={"stage": status, "fraction": 1.0, "detail": f"run {run_id}"},
-                               result={"run_id": run_id, "status": status})
-            return
-        final_err = (final.error if final and final.error else None) or tail or f"exit code {code}"
-        msg = f"Sweep {run_id} failed: {final_err}"
-        repo.update_intent(engine, intent_id=intent.id, state="failed", message=msg,
-                           result={"run_id": run_id, "status": "failed"})
-
-    handle.close = lambda: stop_active_sweeps(engine)  # type: ignore[attr-defined]
-    return handle
-
-
-# sweep processes this runner started: stopped with it (they run in their own session, so a
-# signal to the runner's process group does not reach them)
-_ACTIVE: dict[int, subprocess.Popen[bytes]] = {}
-_ACTIVE_LOCK = threading.Lock()
-
-
-def stop_active_sweeps(engine: Engine) -> int:
-    """Stop every sweep subprocess still running and mark its run aborted; returns how many."""
-    with _ACTIVE_LOCK:
-        active = dict(_ACTIVE)
-    for run_id, proc in active.items():
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(10)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-            repo.update_probe_run(engine, run_id=run_id, status="aborted", finished_at=time.time(),
-                                  error="The runner stopped during the sweep; start it again.")
-    return len(active)
-
-
-def _run_subprocess(
-    engine: Engine, *, intent_id: int, run_id: int, spec: dict[str, Any], db_url: str,
-    timeout_s: float = 6 * 3600,
-) -> tuple[int | None, str]:
-    from collectors.probe.sweep import sweep_argv
-
-    with tempfile.TemporaryDirectory(prefix="pitwall-sweep-") as tmp:
-        path = Path(tmp) / "spec.json"
-        path.write_text(json.dumps(spec), encoding="utf-8")
-        os.chmod(path, 0o600)  # it may hold the server's API key
-        err_path = Path(tmp) / "stderr.txt"
-        with open(err_path, "w", encoding="utf-8") as err:
-            proc = subprocess.Popen(
-                sweep_argv(path, db_url, run_id), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
-                stderr=err, start_new_session=True,
-            )
-            with _ACTIVE_LOCK:
-                _ACTIVE[run_id] = proc
-            deadline = time.monotonic() + timeout_s
-            last = -1.0
-            while proc.poll() is None:
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    proc.wait(10)
-                    return None, f"the sweep did not finish within {timeout_s:.0f} s and was stopped"
-                run = repo.get_probe_run(engine, run_id=run_id)
-                frac = float(run.progress or 0.0) if run else 0.0
-                if frac != last:
-                    last = frac
-                    repo.update_intent(
-                        engine, intent_id=intent_id,
-                        progress={"stage": run.status if run else "running", "fraction": frac,
-                                  "detail": f"run {run_id}"},
-                    )
-                time.sleep(POLL_S)
-        with _ACTIVE_LOCK:
-            _ACTIVE.pop(run_id, None)
-        lines = err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    return proc.returncode, (lines[-1] if lines else "")

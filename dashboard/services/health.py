@@ -6,14 +6,13 @@ heartbeat is younger than LEASE_TTL_S (it renews every 2 s).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
-from collectors.runner import LEASE_TTL_S, SELF_SERVER_ID
+from runner.lease import LEASE_TTL_S
+from runner.loop import SELF_SERVER_ID
 from storage import repo
 from storage.db import database_size_bytes
 
@@ -48,17 +47,13 @@ def runner_alive(engine: Engine, now: float | None = None) -> bool:
 
 
 def start_runner_detached(repo_root: str) -> None:
-    """Start `python -m dashboard collect` in its own session; it outlives this process.
+    """Ask the runner package to start `python -m dashboard collect` detached (runner/up.py).
 
     Safe to call when one may already be running: the runner's lease lets only one collect.
     """
-    subprocess.Popen(
-        [sys.executable, "-m", "dashboard", "collect"],
-        cwd=repo_root,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    from runner.up import start_detached
+
+    start_detached(repo_root)
 
 
 def runner_health(engine: Engine, database_url: str) -> RunnerHealth:

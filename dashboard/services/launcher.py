@@ -1,11 +1,11 @@
 """Launcher: validate profiles, plan launches for the runner's supervisor, record lifecycle intents.
 
 - `validate(spec, server)` -> Report: [flags] against SGLang's real parser when `import sglang`
-  works in the server's Python (a subprocess with an argument list and a timeout: the parser is
+  works in the server's Python (a child of runner/procs.py with an argument list and a deadline: the parser is
   built with `ServerArgs.add_cli_args` and `parse_args`, sglang-interfaces.md §5), otherwise
   against the bundled 0.5.23 table (sglang_flags); [env] names/values; and the guardrails (port,
   GPUs, model path, tp x dp).
-- `Planner` (injected into collectors.supervisor.ProcessSupervisor by wiring.py): profile name ->
+- `Planner` (injected into runner.supervisor.ProcessSupervisor by wiring.py): profile name ->
   validated LaunchPlan, or PlanError (event kind bad_cli_flag / port_in_use).
 - `request(...)` writes a launch/stop/relaunch Intent for the runner, with an Audit row; it
   refuses while another lifecycle intent for the server is pending or running (one action per
@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -26,17 +25,18 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
-from collectors.launch_plan import LaunchPlan, PlanError, build_argv, flag_args
-from collectors.supervisor import CONTROL_KINDS
 from dashboard.services import guardrails, profiles, sglang_flags
 from dashboard.services.profiles import ProfileSpec
 from dashboard.services.sglang_flags import Issue
 from dashboard.settings import Settings
+from runner import procs
+from runner.launch_plan import LaunchPlan, PlanError, build_argv, flag_args
 from storage import repo
+from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES
 from storage.models import Intent, Launch, Server
 
 PARSER_TIMEOUT_S = 120.0  # importing sglang imports torch: seconds, more on a cold disk
-FINAL_STATES = ("done", "failed", "cancelled")
+FINAL_STATES = FINAL_INTENT_STATES
 
 # Runs in the server's Python. argv[1] is the entrypoint module: exit 5 when it cannot be found
 # there (e.g. SGLang not installed in that environment). Then exit 3 when sglang is not
@@ -116,13 +116,18 @@ def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER
 
 
 def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s: float) -> tuple[list[Issue], str] | None:
+    """Runs in the runner's check lane (runner/validation.py), never in a page: a child of
+    runner/procs.py with a total deadline and capped output."""
     import os
 
     argv = [python, "-c", _PARSER_SCRIPT, *args]
+    env = {k: v for k, v in os.environ.items() if k != "PITWALL_PASSWORD"}
+    env.update({k: str(v) for k, v in spec.env.items()})
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
-                              env={**os.environ, **{k: str(v) for k, v in spec.env.items()}})
-    except (OSError, subprocess.TimeoutExpired):
+        proc = procs.run_capture(argv, timeout_s=timeout_s, env=env)
+    except OSError:
+        return None
+    if proc.timed_out:
         return None
     if proc.returncode == 5:
         module = entry_module(spec.entrypoint)

@@ -17,6 +17,7 @@ from dashboard.services import guardrails, health, launcher, profiles
 from dashboard.services.profiles import ProfileError, ProfileSpec
 from dashboard.settings import Settings
 from storage import repo
+from storage.kinds import CONTROL_KINDS
 from storage.models import Intent, Launch, Server
 
 
@@ -32,9 +33,21 @@ def managed_servers(engine: Engine) -> list[ServerState]:
     for s in repo.list_servers(engine):
         if not s.managed or s.id is None:
             continue
-        intents = repo.list_intents(engine, server_id=s.id, kinds=("launch", "stop", "relaunch"), limit=1)
+        intents = repo.list_intents(engine, server_id=s.id, kinds=CONTROL_KINDS, limit=1)
         out.append(ServerState(s, launcher.running_launch(engine, s.id), intents[0] if intents else None))
     return out
+
+
+def restart_policy(settings: Settings) -> str:
+    """One sentence on what the runner does when a managed server exits on its own."""
+    opts = settings.runner
+    if not opts.get("auto_restart"):
+        return ("Auto-restart is off (`[runner] auto_restart = false`): a managed server that "
+                "crashes stays down until someone launches it.")
+    return (f"Auto-restart is on: a managed server that exits on its own is started again with "
+            f"backoff, at most {opts.get('restart_budget', 3)} times per "
+            f"{float(opts.get('restart_window_s', 3600)) / 60:.0f} min; then it stays down. "
+            "A server an operator stopped is never started by the runner.")
 
 
 def runner_alive(engine: Engine) -> bool:
@@ -52,7 +65,7 @@ def latest_intent(engine: Engine, server_name: str) -> Intent | None:
     server = repo.get_server(engine, name=server_name)
     if server is None or server.id is None:
         return None
-    found = repo.list_intents(engine, server_id=server.id, kinds=("launch", "stop", "relaunch"), limit=1)
+    found = repo.list_intents(engine, server_id=server.id, kinds=CONTROL_KINDS, limit=1)
     return found[0] if found else None
 
 
@@ -169,6 +182,22 @@ def audit_frame(engine: Engine, limit: int = 50) -> pd.DataFrame:
     rows = [{"ts": a.ts, "actor": a.actor, "action": a.action, "target": a.target, "detail": a.detail}
             for a in repo.list_audit(engine, limit=limit)]
     return pd.DataFrame(rows, columns=["ts", "actor", "action", "target", "detail"])
+
+
+def request_validation(engine: Engine, *, profile: str, server_name: str | None, actor: str) -> Intent:
+    """Record a `validate` intent: the runner's check lane runs it (SGLang's own parser can take
+    seconds to import), the page follows it with `latest_validation`. Returns at once."""
+    server = repo.get_server(engine, name=server_name) if server_name else None
+    return repo.create_intent(engine, kind="validate", server_id=server.id if server else None,
+                              payload={"profile": profile, "server": server_name}, requested_by=actor)
+
+
+def latest_validation(engine: Engine, profile: str) -> Intent | None:
+    """The newest validate intent of this profile (its progress, then its verdict in .result)."""
+    for intent in repo.list_intents(engine, kinds=("validate",), limit=50):
+        if (intent.payload or {}).get("profile") == profile:
+            return intent
+    return None
 
 
 def request_action(engine: Engine, *, kind: str, server_name: str, actor: str, profile: str | None = None) -> Intent:

@@ -1,9 +1,12 @@
-"""Wires the runner's supervisor and intent handlers from dashboard services.
+"""Builds the runner (runner/) with what only the dashboard side knows: profiles, validation,
+settings. The runner package never imports dashboard/ (DESIGN.md import direction), so the CLI
+asks this module for a Runner with its parts injected:
 
-The runner lives in collectors/ and must not import dashboard/, so the CLI builds these parts
-here and injects them (DESIGN.md import direction): the profiles folder is mirrored into storage,
-and collectors.supervisor.ProcessSupervisor gets the launcher's Planner (profile -> validated
-LaunchPlan) and handles the launch / stop / relaunch intents.
+- the supervisor (runner/supervisor.py) gets the launcher's Planner (profile -> validated
+  LaunchPlan) and the `[runner]` settings (auto_restart, restart budget);
+- the control lane runs launch / stop / relaunch, the probe lane sweeps (runner/sweeps.py), the
+  check lane profile validation (runner/validation.py with profile_admin.validate_named);
+- the profiles folder is mirrored into storage first.
 """
 
 from __future__ import annotations
@@ -13,25 +16,63 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from collectors.supervisor import ProcessSupervisor
-from dashboard.services import benchmarks, launcher, profiles
+from collectors.registry import build_collectors
+from dashboard.services import launcher, profile_admin, profiles
 from dashboard.settings import Settings
+from runner.loop import Runner
+from runner.supervisor import ProcessSupervisor
+from runner.sweeps import Sweeps
+from runner.validation import Validations
 from storage import repo
+from storage.kinds import CONTROL_KINDS
 
 log = logging.getLogger("pitwall.runner")
 
 
 def runner_parts(
-    settings: Settings, engine: Engine, *, auto_start: bool = True, auto_restart: bool = False
-) -> tuple[Any, dict[str, Any]]:
+    settings: Settings, engine: Engine, *, auto_start: bool = True, auto_restart: bool | None = None
+) -> tuple[ProcessSupervisor, dict[str, Any]]:
     """(supervisor, {intent kind: handler}); mirrors profiles/ into storage first."""
     _, errors = profiles.sync_profiles(engine, settings.profiles_dir)
     for err in errors:
         log.error(err)
         repo.add_event(engine, kind="bad_cli_flag", message=err, severity="warning")
+    opts = settings.runner
     supervisor = ProcessSupervisor(
-        engine, launcher.Planner(settings, engine), auto_start=auto_start, auto_restart=auto_restart
+        engine, launcher.Planner(settings, engine), auto_start=auto_start,
+        auto_restart=bool(opts.get("auto_restart", False)) if auto_restart is None else auto_restart,
+        restart_budget=int(opts.get("restart_budget", 3)),
+        restart_window_s=float(opts.get("restart_window_s", 3600.0)),
     )
-    handlers: dict[str, Any] = {kind: supervisor.handle_intent for kind in ("launch", "stop", "relaunch")}
-    handlers["probe"] = benchmarks.probe_intent_handler(engine, settings)
+    handlers: dict[str, Any] = {kind: supervisor.handle_intent for kind in CONTROL_KINDS}
+    sweeps = Sweeps(engine, settings.database_url)
+    handlers["probe"] = _with_close(sweeps.handle, sweeps.stop_all)
+
+    def validate(profile: str, server: str | None, actor: str) -> dict[str, Any]:
+        report = profile_admin.validate_named(engine, settings, profile, server, actor)
+        return {"ok": report.ok, "checked_by": report.checked_by,
+                "issues": [{"severity": i.severity, "flag": i.flag, "message": i.message} for i in report.issues]}
+
+    handlers["validate"] = Validations(engine, validate).handle
     return supervisor, handlers
+
+
+def build_runner(settings: Settings, engine: Engine) -> Runner:
+    """The runner with every collector of the registry and the intent handlers wired in."""
+    supervisor, handlers = runner_parts(settings, engine)
+    collectors, errors = build_collectors(settings.probe)
+    for err in errors:
+        log.error(err)
+        repo.add_event(engine, kind="collector_error", message=err, severity="error")
+    return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
+                  intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)))
+
+
+class _with_close:  # noqa: N801 - reads as a function at the call site
+    """A handler callable that also has close() (the runner calls it at shutdown)."""
+
+    def __init__(self, handle: Any, close: Any) -> None:
+        self._handle, self.close = handle, close
+
+    def __call__(self, intent: Any) -> None:
+        self._handle(intent)

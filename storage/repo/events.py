@@ -10,13 +10,17 @@ import pandas as pd
 from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
+from storage.kinds import check_event_kind
 from storage.repo._common import (
     EVENT,
 )
 
 
 def insert_events(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
-    """Insert Event rows (dicts with ts, server_id, launch_id, kind, severity, message, raw)."""
+    """Insert Event rows (dicts with ts, server_id, launch_id, kind, severity, message, raw);
+    every kind must be in storage/kinds.py EVENT_KINDS."""
+    for row in rows:
+        check_event_kind(row["kind"])
     if rows:
         conn.execute(insert(EVENT), list(rows))
     return len(rows)

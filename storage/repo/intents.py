@@ -10,12 +10,14 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
+from storage.kinds import FINAL_INTENT_STATES, check_intent_kind
 from storage.models import (
     Intent,
 )
 from storage.repo._common import (
     INTENT,
 )
+from storage.repo.runner_state import lease_fence
 
 # ---------------------------------------------------------------------------------------------
 # intents (desired state written by UI/CLI, carried out by the runner)
@@ -29,6 +31,7 @@ def create_intent(
     payload: dict[str, Any] | None = None,
     requested_by: str = "cli",
 ) -> Intent:
+    check_intent_kind(kind)
     with Session(engine, expire_on_commit=False) as s:
         intent = Intent(
             kind=kind,
@@ -43,11 +46,14 @@ def create_intent(
         return intent
 
 
-def claim_next_intent(engine: Engine, *, kinds: Iterable[str] | None = None) -> Intent | None:
+def claim_next_intent(
+    engine: Engine, *, kinds: Iterable[str] | None = None, generation: int | None = None
+) -> Intent | None:
     """Move the oldest pending intent to running and return it (None when there is none).
 
     The UPDATE is guarded by `state = 'pending'`, so two runners (or a stale one) can never
-    claim the same intent.
+    claim the same intent; with `generation` it is also fenced by the runner lease, so a
+    runner that lost its lease while stalled claims nothing.
     """
     with engine.begin() as conn:
         q = select(INTENT.c.id).where(INTENT.c.state == "pending").order_by(INTENT.c.id).limit(1)
@@ -56,18 +62,17 @@ def claim_next_intent(engine: Engine, *, kinds: Iterable[str] | None = None) -> 
         row = conn.execute(q).first()
         if row is None:
             return None
-        res = conn.execute(
-            update(INTENT)
-            .where(and_(INTENT.c.id == row[0], INTENT.c.state == "pending"))
-            .values(state="running", started_at=time.time())
-        )
+        cond = and_(INTENT.c.id == row[0], INTENT.c.state == "pending")
+        if generation is not None:
+            cond = and_(cond, lease_fence(generation))
+        res = conn.execute(update(INTENT).where(cond).values(state="running", started_at=time.time()))
         if res.rowcount != 1:
             return None
     return get_intent(engine, intent_id=row[0])
 
 
 def update_intent(engine: Engine, *, intent_id: int, **fields: Any) -> None:
-    if fields.get("state") in ("done", "failed", "cancelled") and "finished_at" not in fields:
+    if fields.get("state") in FINAL_INTENT_STATES and "finished_at" not in fields:
         fields["finished_at"] = time.time()
     with engine.begin() as conn:
         conn.execute(update(INTENT).where(INTENT.c.id == intent_id).values(**fields))
@@ -108,3 +113,28 @@ def fail_stale_intents(engine: Engine, *, reason: str) -> int:
     return res.rowcount
 
 
+
+
+def expire_pending_intents(engine: Engine, *, older_than: float, now: float | None = None) -> list[Intent]:
+    """Pending intents created before `older_than` become `expired`; returns them.
+
+    A request nobody started in time (no runner was alive, or its lane was busy that long) is
+    dropped rather than carried out long after the operator stopped waiting for it.
+    """
+    now = time.time() if now is None else now
+    stale = [i for i in list_intents(engine, states=("pending",), limit=500) if i.created_at < older_than]
+    out = []
+    for intent in stale:
+        waited = now - intent.created_at
+        msg = (f"Expired: not started within {waited / 60:.0f} min of the request (no runner was "
+               "carrying out requests, or its lane was busy); request it again if still wanted.")
+        with engine.begin() as conn:
+            res = conn.execute(
+                update(INTENT).where(and_(INTENT.c.id == intent.id, INTENT.c.state == "pending"))
+                .values(state="expired", message=msg, finished_at=now,
+                        progress={"stage": "expired", "fraction": 1.0, "detail": msg})
+            )
+        if res.rowcount == 1:
+            intent.state, intent.message = "expired", msg
+            out.append(intent)
+    return out

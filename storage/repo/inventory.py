@@ -59,6 +59,16 @@ def retire_servers_except(engine: Engine, *, names: Iterable[str]) -> list[str]:
     return retired
 
 
+def set_server_stopped(engine: Engine, *, server_id: int, stopped_by: str | None) -> None:
+    """Remember an operator's Stop (who, when), or forget it (None: the server may run again)."""
+    with engine.begin() as conn:
+        conn.execute(
+            update(Server.__table__)  # type: ignore[attr-defined]
+            .where(Server.__table__.c.id == server_id)  # type: ignore[attr-defined]
+            .values(stopped_by=stopped_by, stopped_at=time.time() if stopped_by else None)
+        )
+
+
 def get_server(engine: Engine, *, name: str | None = None, id: int | None = None) -> Server | None:
     with Session(engine, expire_on_commit=False) as s:
         if id is not None:

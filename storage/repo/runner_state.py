@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy import and_, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session
 
@@ -47,13 +47,20 @@ def save_state(conn: Connection, *, key: str, value: dict[str, Any]) -> None:
 def acquire_lease(
     engine: Engine, *, holder: str, pid: int, host: str, ttl_s: float, now: float | None = None
 ) -> tuple[bool, RunnerLease | None]:
-    """Take the runner lease if free or stale (no heartbeat for ttl_s); return (ok, current)."""
+    """Take the runner lease if free or stale (no heartbeat for ttl_s); return (ok, current).
+
+    Every acquire bumps `generation`: the new holder fences its intent claims and process
+    actions with it (`lease_is`), so a runner that stalled past ttl_s (SIGSTOP, a frozen VM)
+    finds on waking that it is no longer the holder before it touches a server.
+    """
     now = time.time() if now is None else now
     with engine.begin() as conn:
         row = conn.execute(select(LEASE).where(LEASE.c.id == 1)).mappings().first()
         if row is not None and row["holder"] != holder and now - row["heartbeat_at"] < ttl_s:
             return False, RunnerLease.model_validate(dict(row))
-        values = dict(holder=holder, pid=pid, host=host, started_at=now, heartbeat_at=now)
+        generation = (int(row["generation"] or 0) if row is not None else 0) + 1
+        values = dict(holder=holder, pid=pid, host=host, started_at=now, heartbeat_at=now,
+                      generation=generation)
         if row is None:
             conn.execute(insert(LEASE).values(id=1, **values))
         else:
@@ -61,7 +68,8 @@ def acquire_lease(
             # once (PostgreSQL reads do not block), only one updates the row
             res = conn.execute(
                 update(LEASE)
-                .where(and_(LEASE.c.id == 1, LEASE.c.heartbeat_at == row["heartbeat_at"]))
+                .where(and_(LEASE.c.id == 1, LEASE.c.heartbeat_at == row["heartbeat_at"],
+                            LEASE.c.generation == row["generation"]))
                 .values(**values)
             )
             if res.rowcount != 1:
@@ -71,15 +79,28 @@ def acquire_lease(
     return True, RunnerLease.model_validate({"id": 1, **values})
 
 
-def renew_lease(engine: Engine, *, holder: str, now: float | None = None) -> bool:
-    """Refresh the heartbeat; False when another runner took the lease over."""
+def lease_is(engine: Engine, *, generation: int) -> bool:
+    """True while the lease still carries `generation` (nobody took it over since)."""
+    with engine.connect() as conn:
+        row = conn.execute(select(LEASE.c.generation).where(LEASE.c.id == 1)).first()
+    return row is not None and int(row[0]) == generation
+
+
+def lease_fence(generation: int) -> Any:
+    """SQL condition: the lease still carries `generation` (a WHERE clause for fenced writes)."""
+    return exists().where(and_(LEASE.c.id == 1, LEASE.c.generation == generation))
+
+
+def renew_lease(engine: Engine, *, holder: str, generation: int | None = None,
+                now: float | None = None) -> bool:
+    """Refresh the heartbeat; False when another runner took the lease over (fenced by
+    `generation` when given: the same holder name after a takeover does not count)."""
     now = time.time() if now is None else now
+    cond = and_(LEASE.c.id == 1, LEASE.c.holder == holder)
+    if generation is not None:
+        cond = and_(cond, LEASE.c.generation == generation)
     with engine.begin() as conn:
-        res = conn.execute(
-            update(LEASE)
-            .where(and_(LEASE.c.id == 1, LEASE.c.holder == holder))
-            .values(heartbeat_at=now)
-        )
+        res = conn.execute(update(LEASE).where(cond).values(heartbeat_at=now))
     return res.rowcount == 1
 
 

@@ -142,7 +142,9 @@ def test_probe_intent_runs_one_sweep_subprocess_and_settles_the_intent(tmp_path,
     intent = repo.claim_next_intent(engine, kinds=["probe"])
     assert intent is not None and intent.id == intent_id
     t0 = time.monotonic()
-    bm.probe_intent_handler(engine, load_settings())(intent)
+    from runner.sweeps import Sweeps
+
+    Sweeps(engine, load_settings().database_url).handle(intent)
     assert time.monotonic() - t0 < 120
     it = repo.get_intent(engine, intent_id=intent_id)
     run = repo.get_probe_run(engine, run_id=run_id)

@@ -18,7 +18,7 @@ import pytest
 from dashboard.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("app.py", "dashboard", "collectors", "storage", "simulator")
+PACKAGES = ("app.py", "dashboard", "collectors", "storage", "simulator", "runner")
 
 
 def _py_files(root: str) -> list[Path]:
@@ -51,8 +51,10 @@ def test_import_direction(path: Path) -> None:
     tops = _top(mods)
     if rel.startswith("simulator/"):
         assert not tops & {"dashboard", "collectors", "storage"}, f"{rel} must import nothing of Pitwall"
-    if rel.startswith(("collectors/", "storage/")):
+    if rel.startswith(("collectors/", "storage/", "runner/")):
         assert "dashboard" not in tops, f"{rel} must not import dashboard"
+    if rel.startswith(("collectors/", "storage/")):
+        assert "runner" not in tops, f"{rel} must not import the runner package (it imports them)"
     if rel.startswith("storage/"):
         assert "collectors" not in tops, f"{rel} must not import collectors"
     if "streamlit" in tops:
@@ -65,6 +67,40 @@ def test_import_direction(path: Path) -> None:
         assert "storage" not in tops, f"page {rel} reads storage directly; use a service"
     if rel.startswith("dashboard/components/"):
         assert not tops & {"httpx", "aiohttp", "subprocess", "pynvml"}, f"{rel} does I/O"
+
+
+def _calls(path: Path) -> set[str]:
+    """Dotted names of what a module calls or references: `os.kill`, `subprocess.Popen`, ..."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            out.add(f"{node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("os", "subprocess"):
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+PROCESS_CALLS = {"os.kill", "os.killpg", "os.fork", "os.execv", "os.execvp", "os.spawnv", "os.system",
+                 "os.popen", "os.posix_spawn", "signal.pthread_kill"}
+
+
+@pytest.mark.parametrize("path", [p for p in ALL if not p.relative_to(REPO).as_posix().startswith(("runner/", "simulator/"))],
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_only_the_runner_package_starts_or_signals_processes(path: Path) -> None:
+    """Issue 15: one owner of processes. Outside runner/ (the simulator aside) no module imports
+    subprocess or multiprocessing, nor calls os.kill / os.killpg / os.system and friends."""
+    rel = path.relative_to(REPO).as_posix()
+    tops = _top(_imports(path))
+    assert not tops & {"subprocess", "multiprocessing"}, f"{rel} imports {tops & {'subprocess', 'multiprocessing'}}; go through runner/"
+    bad = _calls(path) & PROCESS_CALLS
+    assert not bad, f"{rel} calls {bad}; only runner/procs.py starts or signals processes"
+
+
+def test_no_module_over_500_lines() -> None:
+    big = [(p.relative_to(REPO).as_posix(), n) for p in ALL
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500]
+    assert not big, f"modules over 500 lines (split by responsibility): {big}"
 
 
 def test_every_page_has_an_apptest() -> None:

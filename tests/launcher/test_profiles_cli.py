@@ -74,7 +74,7 @@ def test_lifecycle_without_runner_says_how_to_start_it(cli_env, capsys) -> None:
 
 
 def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> None:
-    from collectors.runner import Runner
+    from runner.loop import Runner
     from dashboard.services.wiring import runner_parts
     from dashboard.settings import load_settings
     from storage import repo

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.launch_plan import build_argv, flag_args, reason_line, startup_progress
+from runner.launch_plan import build_argv, flag_args, reason_line, startup_progress
 from dashboard.services import guardrails, launcher, sglang_flags
 from dashboard.services.guardrails import GpuProcess
 from dashboard.services.profiles import ProfileSpec

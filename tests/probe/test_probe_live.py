@@ -21,7 +21,8 @@ from collectors.probe import store
 from collectors.probe.cli import open_engine, probe_cli
 from collectors.probe.client import make_session, send
 from collectors.probe.sse import hash_output
-from collectors.probe.sweep import SweepSpec, run_sweep, run_sweep_subprocess
+from collectors.probe.sweep import SweepSpec, run_sweep
+from runner.sweeps import Sweeps
 from collectors.probe.workloads import Prompt, WorkloadSpec, request_body
 
 pytestmark = pytest.mark.timeout(120)
@@ -201,7 +202,11 @@ def test_sweep_in_subprocess(stub: str, tmp_path: Path) -> None:
     engine = open_engine(db)
     spec = SweepSpec(url=stub, levels=[2], requests=4, warmup=0, api_key="secret", workload=WorkloadSpec(**SHORT))
     _stamps(stub)
-    run_id = run_sweep_subprocess(engine, db, spec, timeout_s=60)
+    run_id = store.create_run(engine, url=spec.url, api=spec.api, spec=spec.to_dict(), fingerprint="",
+                              fingerprint_detail={}, server_id=None, launch_id=None, name=None,
+                              baseline_run_id=None)
+    code, tail = Sweeps(engine, db, timeout_s=60).run(run_id=run_id, spec=spec.to_dict(redact=False))
+    assert code == 0, tail
     seen = _stamps(stub)
     assert len(seen) == 4 and {s["auth"] for s in seen.values()} == {"Bearer secret"}  # API key sent
     run = store.get_run(engine, run_id=run_id)

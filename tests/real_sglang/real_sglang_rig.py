@@ -25,7 +25,7 @@ from real_sglang_helpers import rs
 from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
-from collectors.runner import Runner
+from runner.loop import Runner
 from dashboard.services import launcher
 from dashboard.services.profiles import ProfileSpec, dump_profile
 from dashboard.services.wiring import runner_parts

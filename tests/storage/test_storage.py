@@ -266,3 +266,23 @@ def test_two_processes_upgrading_one_file_at_once_both_open_it(tmp_path):
     assert con.execute("SELECT count(*) FROM rollup_quarter").fetchone()[0] == 60 * 7 * 96
     assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     con.close()
+
+
+def test_v3_database_gets_lease_generation_and_stop_memory(tmp_path):
+    """v3 -> v4 adds RunnerLease.generation and Server.stopped_by/stopped_at, keeping rows."""
+    path = tmp_path / "v3.db"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    repo.upsert_server(engine, name="old", base_url="http://127.0.0.1:1")
+    engine.dispose()
+    con = sqlite3.connect(path)
+    for table, column in (("runnerlease", "generation"), ("server", "stopped_by"), ("server", "stopped_at")):
+        con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    engine = make_engine(url)
+    [srv] = repo.list_servers(engine)
+    assert srv.name == "old" and srv.stopped_by is None
+    ok, lease = repo.acquire_lease(engine, holder="a", pid=1, host="h", ttl_s=15)
+    assert ok and lease is not None and lease.generation == 1

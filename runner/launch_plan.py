@@ -2,7 +2,7 @@
 pure readers of a launch's log text (startup progress, excerpts).
 
 Pure and Streamlit-free; dashboard/services/launcher.py builds LaunchPlans (after validation),
-collectors/supervisor.py runs them.
+runner/lifecycle.py runs them.
 """
 
 from __future__ import annotations

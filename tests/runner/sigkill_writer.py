@@ -11,7 +11,7 @@ import threading
 import time
 
 from collectors.base import PollResult, SampleRow
-from collectors.runner import Runner
+from runner.loop import Runner
 from storage.db import make_engine
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collectors.runner import Runner
+from runner.loop import Runner
 from dashboard.services import launcher
 from dashboard.services.wiring import runner_parts
 from dashboard.settings import Settings
@@ -228,7 +228,7 @@ def test_a_reused_pid_is_not_adopted() -> None:
 
     import psutil
 
-    from collectors.supervisor import _same_process
+    from runner.procs import same_process as _same_process
 
     me = psutil.Process(os.getpid())
     assert _same_process(os.getpid(), me.create_time())

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from collectors.base import CollectorContext, PollResult, SampleRow
-from collectors.runner import LeaseHeld, Runner
+from runner.loop import LeaseHeld, Runner
 from storage import repo
 
 
@@ -134,7 +134,7 @@ def test_locked_database_keeps_rows_and_retries(engine, tmp_path):
     runner = Runner(engine, [good], tick_s=0.01, flush_s=0.05)
     path = storage_db.sqlite_path(str(engine.url))
     assert path is not None
-    import collectors.runner as runner_mod
+    import runner.loop as runner_mod
 
     orig = runner_mod.repo.insert_sample_tuples
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from collectors import runner as runner_mod
-from collectors.runner import Runner
+from runner import loop as runner_mod
+from runner.loop import Runner
 from storage import repo
 
 

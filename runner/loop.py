@@ -1,0 +1,343 @@
+"""The runner loop (`pitwall collect`): schedules collectors, isolates failures, batches writes,
+dispatches intents and ticks the supervisor of managed servers.
+
+How it works:
+- One scheduler loop (the main thread) wakes every `tick_s`. Each collector polls on its own
+  interval in a worker thread; its PollResult and the state it saved go to the BatchWriter
+  (runner/writer.py), flushed every `flush_s` or `flush_rows` rows in one transaction.
+- A collector that raises records one `collector_error` event and is retried with exponential
+  backoff (its interval x 2^failures, capped at `max_backoff_s`); the others carry on.
+- Intents are claimed per lane (runner/intents.py): control (launch / stop / relaunch), probe
+  (sweeps), check (profile validation), so a long sweep never blocks a relaunch. Claims are
+  fenced by the lease generation (runner/lease.py); pending intents older than
+  `intent_expiry_s` are expired.
+- Shutdown (SIGTERM / Ctrl-C / stop()): the supervisor stops every managed server FIRST, then
+  sweeps are stopped, then the poll threads are given a bounded wait (a poll stuck on a stalled
+  server never holds a server process alive), then the last flush and the lease release.
+- The built-in `self` collector records the runner's CPU (self.cpu_pct, % of one core), scheduler
+  loop lag (self.loop_lag_s) and rows written per second (self.rows_per_s), on server_id 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import psutil
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
+
+from collectors.base import (
+    Collector,
+    CollectorContext,
+    EventRow,
+    PollResult,
+    SampleRow,
+    ServerTarget,
+)
+from runner.intents import IntentHandler, IntentLanes
+from runner.lease import LEASE_TTL_S, RENEW_EVERY_S, Lease, LeaseHeld
+from runner.writer import Batch, BatchWriter
+from storage import repo
+
+__all__ = ["LEASE_TTL_S", "SELF_SERVER_ID", "LeaseHeld", "Runner", "Supervisor"]
+
+log = logging.getLogger("pitwall.runner")
+
+SELF_SERVER_ID = 0  # samples about the runner itself
+ROLLUP_LAG_S = 5.0  # a minute is rolled up this long after it ends (late polls land first)
+POLL_JOIN_S = 10.0  # at shutdown, how long poll threads get to finish before we move on
+INTENT_EXPIRY_S = 900.0
+
+
+class Supervisor(Protocol):
+    """What the runner needs from the server supervisor (runner/supervisor.py)."""
+
+    def handle_intent(self, intent: Any) -> None: ...
+
+    def tick(self) -> None: ...
+
+    def targets_info(self) -> dict[int, tuple[int | None, list[int]]]: ...
+
+    def shutdown(self) -> None: ...
+
+    def set_fence(self, fence: Callable[[], bool]) -> None: ...
+
+
+class SelfCollector:
+    """Runner health: CPU of this process, scheduler loop lag, rows written per second."""
+
+    name = "self"
+    interval_s = 5.0
+
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
+        self._proc = psutil.Process()
+        self._proc.cpu_percent(None)
+        self._last_rows = 0
+        self._last_t = time.monotonic()
+
+    def poll(self, ctx: CollectorContext) -> PollResult:
+        now = ctx.now()
+        t = time.monotonic()
+        rows = self._runner.rows_written
+        rate = (rows - self._last_rows) / max(t - self._last_t, 1e-6)
+        self._last_rows, self._last_t = rows, t
+        lag = self._runner.take_max_lag()
+        out = PollResult()
+        for metric, value in (
+            ("self.cpu_pct", self._proc.cpu_percent(None)),
+            ("self.loop_lag_s", lag),
+            ("self.rows_per_s", rate),
+        ):
+            out.samples.append(SampleRow(now, SELF_SERVER_ID, metric, float(value), "self"))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Slot:
+    collector: Collector
+    next_at: float = 0.0
+    failures: int = 0
+    future: Future[Any] | None = None
+
+
+class Runner:
+    def __init__(
+        self,
+        engine: Engine,
+        collectors: Sequence[Collector],
+        *,
+        supervisor: Supervisor | None = None,
+        intent_handlers: dict[str, IntentHandler] | None = None,
+        tick_s: float = 0.2,
+        flush_s: float = 1.0,
+        flush_rows: int = 1000,
+        max_backoff_s: float = 60.0,
+        holder: str | None = None,
+        intent_expiry_s: float = INTENT_EXPIRY_S,
+    ) -> None:
+        self.engine = engine
+        self.supervisor = supervisor
+        self.tick_s = tick_s
+        self.flush_s = flush_s
+        self.flush_rows = flush_rows
+        self.max_backoff_s = max_backoff_s
+        self.lease = Lease(engine, holder)
+        self.writer = BatchWriter(engine)
+        self.intents = IntentLanes(engine, intent_handlers or {}, expiry_s=intent_expiry_s)
+        self.lost_lease = False  # another runner took over: its servers are not ours to stop
+        self._max_lag = 0.0
+        self._lag_lock = threading.Lock()
+        self._rolled_until: float | None = None  # end of the last successful compute_rollups
+        self._series: set[tuple[int, str]] = set()  # (server_id, metric) rolled up since start
+        self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
+        self._pool = ThreadPoolExecutor(max_workers=max(2, len(self._slots)), thread_name_prefix="poll")
+        self._stop = threading.Event()
+        if supervisor is not None:
+            supervisor.set_fence(self.lease.held)
+
+    # -- compatibility views --------------------------------------------------------------------
+    @property
+    def holder(self) -> str:
+        return self.lease.holder
+
+    @property
+    def rows_written(self) -> int:
+        return self.writer.rows_written
+
+    @property
+    def write_failures(self) -> int:
+        return self.writer.write_failures
+
+    def flush(self) -> int:
+        return self.writer.flush()
+
+    # -- lease --------------------------------------------------------------------------------
+    def acquire(self) -> None:
+        self.lease.acquire()
+        n = repo.fail_stale_intents(self.engine, reason="The runner that was carrying this out stopped; request it again.")
+        if n:
+            log.warning("failed %d intents left running by a previous runner", n)
+        self.intents.expire()
+
+    def take_max_lag(self) -> float:
+        with self._lag_lock:
+            lag, self._max_lag = self._max_lag, 0.0
+        return lag
+
+    def _targets(self) -> list[ServerTarget]:
+        info = self.supervisor.targets_info() if self.supervisor else {}
+        out = []
+        for s in repo.list_servers(self.engine):
+            assert s.id is not None
+            launch_id, pids = info.get(s.id, (None, []))
+            latest = repo.latest_launch(self.engine, server_id=s.id)
+            if launch_id is None and latest is not None and latest.ended_at is None:
+                launch_id = latest.id
+            status = latest.status if latest is not None and latest.id == launch_id else None
+            out.append(
+                ServerTarget(
+                    id=s.id, name=s.name, base_url=s.base_url, kind=s.kind, managed=s.managed,
+                    log_path=s.log_path, gpu_indices=s.gpu_indices, api_key=s.api_key,
+                    launch_id=launch_id, pids=list(pids), launch_status=status if s.managed else None,
+                )
+            )
+        return out
+
+    # -- polling ------------------------------------------------------------------------------
+    def _poll_one(self, slot: _Slot, targets: list[ServerTarget]) -> None:
+        staged: dict[str, dict[str, Any]] = {}
+
+        def save_state(key: str, value: dict[str, Any]) -> None:
+            # staged only: a poll that raises after saving must not move the position forward
+            staged[key] = value
+
+        def update_launch(launch_id: int, fields: dict[str, Any]) -> None:
+            allowed = {k: v for k, v in fields.items() if k in ("server_args", "sglang_version", "pid")}
+            if allowed:
+                repo.update_launch(self.engine, launch_id=launch_id, **allowed)
+
+        ctx = CollectorContext(
+            servers=targets, load_state=self.writer.load_state, save_state=save_state, update_launch=update_launch
+        )
+        result = slot.collector.poll(ctx)
+        self.writer.put(Batch(list(result.samples), list(result.events), staged))
+
+    def _schedule(self, now: float) -> None:
+        targets: list[ServerTarget] | None = None
+        for slot in self._slots:
+            if slot.future is not None:
+                if not slot.future.done():
+                    continue
+                exc = slot.future.exception()
+                slot.future = None
+                name = slot.collector.name
+                if exc is None:
+                    slot.failures = 0
+                    slot.next_at = now + slot.collector.interval_s
+                else:
+                    slot.failures += 1
+                    delay = min(slot.collector.interval_s * 2**slot.failures, self.max_backoff_s)
+                    slot.next_at = now + delay
+                    msg = f"Collector {name} failed: {exc} (retrying in {delay:.0f} s)"
+                    log.warning(msg)
+                    self.writer.put(
+                        Batch(events=[EventRow(time.time(), None, "collector_error", msg, "warning", raw=repr(exc)[:2000])])
+                    )
+            if slot.future is None and now >= slot.next_at:
+                if targets is None:
+                    targets = self._targets()
+                slot.future = self._pool.submit(self._poll_one, slot, targets)
+
+    # -- main loop ----------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, *, duration_s: float | None = None) -> None:
+        """Run until stop() (or for duration_s); always stops servers, flushes and releases."""
+        if not self.lease.acquired:
+            self.acquire()
+        started = time.monotonic()
+        last_flush = last_beat = last_rollup = last_expiry = time.monotonic()
+        expected = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                now_m = time.monotonic()
+                with self._lag_lock:
+                    self._max_lag = max(self._max_lag, max(0.0, now_m - expected))
+                if now_m - last_beat >= RENEW_EVERY_S:
+                    if not self._renew():
+                        break
+                    last_beat = now_m
+                try:
+                    self._schedule(now_m)
+                except Exception:  # e.g. the database restarting: keep the loop alive
+                    log.exception("scheduling collectors failed; retrying")
+                if self.supervisor is not None:
+                    try:
+                        self.supervisor.tick()
+                    except Exception:
+                        log.exception("supervisor tick failed")
+                try:
+                    self.intents.dispatch(self.lease.generation)
+                except OperationalError as exc:
+                    log.warning("could not read intents (will retry): %s", exc)
+                if now_m - last_expiry >= 5.0:
+                    self.intents.expire()
+                    last_expiry = now_m
+                if now_m - last_flush >= self.flush_s or self.writer.queued_rows >= self.flush_rows:
+                    self.flush()
+                    last_flush = now_m
+                if now_m - last_rollup >= 60.0:
+                    self._roll_up()
+                    last_rollup = now_m
+                if duration_s is not None and now_m - started >= duration_s:
+                    break
+                expected = time.monotonic() + self.tick_s
+                self._stop.wait(self.tick_s)
+        finally:
+            self._shutdown()
+
+    def _renew(self) -> bool:
+        try:
+            if self.lease.renew():
+                return True
+        except OperationalError as exc:  # locked: try again at the next beat
+            log.warning("could not renew the runner lease: %s", exc)
+            return True
+        log.error("lost the runner lease to another runner; stopping and leaving its servers to it")
+        self.lost_lease = True
+        return False
+
+    def _roll_up(self) -> None:
+        """Minute and quarter-hour Rollups of what was flushed. The first call looks back an hour
+        (a restart catches up); later ones read only the samples since the last call. Minutes are
+        rolled up ROLLUP_LAG_S after they end, so a poll queued at the end of a minute is in it."""
+        until = time.time() - ROLLUP_LAG_S
+        lookback = 3600.0 if self._rolled_until is None else min(3600.0, until - self._rolled_until + 120.0)
+        try:
+            repo.compute_rollups(self.engine, until=until, lookback_s=lookback, known_series=self._series)
+            self._rolled_until = until
+        except Exception as exc:
+            log.warning("could not write rollups (will retry): %s", exc)
+
+    def _shutdown(self) -> None:
+        # 1. servers first: nothing may keep a server process alive past the runner's own end
+        if self.supervisor is not None and not self.lost_lease:
+            try:
+                self.supervisor.shutdown()
+            except Exception:
+                log.exception("supervisor shutdown failed")
+        # 2. sweeps and other intent work (their handlers stop their child processes)
+        self.intents.close()
+        # 3. polls get a bounded wait: one stuck on a stalled server is abandoned (daemon-like)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + POLL_JOIN_S
+        for slot in self._slots:
+            if slot.future is not None and not slot.future.done():
+                try:
+                    slot.future.result(timeout=max(0.0, deadline - time.monotonic()))
+                except Exception:
+                    pass
+        try:
+            self.flush()
+        finally:
+            for slot in self._slots:
+                try:
+                    slot.collector.close()
+                except Exception:
+                    log.exception("closing collector %s failed", slot.collector.name)
+            if not self.lost_lease:
+                try:
+                    self.lease.release()
+                except Exception:
+                    log.exception("releasing the runner lease failed")

@@ -1,0 +1,294 @@
+"""The server supervisor: watches managed servers and carries out their lifecycle intents.
+
+Driven by Intents (launch / stop / relaunch) that the runner claims in its control lane, so one
+server is never launched twice. What to start comes from a *planner* injected by the entry point
+(dashboard/services/launcher.py: it resolves the profile, validates flags and env, runs the
+guardrails and returns a LaunchPlan (runner/launch_plan.py), or raises PlanError); starting and
+stopping is runner/lifecycle.py, through runner/procs.py.
+
+- tick(): a managed server that exits on its own is recorded within one tick (server_exit event
+  with the exit code and the log tail; classifying crash/OOM is the log collector's job). With
+  `auto_restart`, it is started again with exponential backoff, at most `restart_budget` times
+  per `restart_window_s`; past the budget a `restart_budget_exhausted` event says it stays down.
+- First tick: stale Launch rows of a previous runner are closed; live processes are adopted (a
+  PID whose start time matches the launch). One adopted while still `starting` is watched until
+  /health answers (server_ready) or its ready timeout passes (stopped, `failed`, warmup_failed).
+  Managed servers with a profile and no live process get a `launch` intent (auto-start), unless
+  an operator's Stop is remembered on the Server row.
+- Fencing: before it starts, stops or restarts anything, the supervisor checks that the runner
+  still holds its lease generation (`set_fence`); a runner that lost it does nothing.
+- shutdown(): stops the servers this supervisor runs, in parallel.
+
+Concurrency rule (documented in the Profiles page and `pitwall relaunch --help`): one lifecycle
+action per server at a time. A launch/stop/relaunch intent that was requested while another one
+for the same server was pending or running is refused (state `cancelled`, message naming the
+intent it collided with) instead of running a second relaunch right after the first.
+
+Events: server_ready, server_exit, relaunch_started, relaunch_done, relaunch_failed, rollback,
+warmup_failed, restart_budget_exhausted, plus the planner's bad_cli_flag / port_in_use.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from sqlalchemy.engine import Engine
+
+from runner import procs
+from runner.launch_plan import LaunchPlan, PlanError, Planner, read_from, tail_lines
+from runner.lifecycle import Lifecycle, Managed
+from storage import repo
+from storage.kinds import CONTROL_KINDS
+from storage.models import Intent
+
+__all__ = ["CONTROL_KINDS", "LaunchPlan", "PlanError", "Planner", "ProcessSupervisor"]
+
+log = logging.getLogger("pitwall.supervisor")
+
+ADOPTED_HEALTH_EVERY_S = 2.0
+
+
+class ProcessSupervisor(Lifecycle):
+    """Implements runner.loop.Supervisor for managed servers."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        planner: Planner,
+        *,
+        auto_start: bool = True,
+        auto_restart: bool = False,
+        restart_budget: int = 3,
+        restart_window_s: float = 3600.0,
+        max_backoff_s: float = 300.0,
+        stop_timeout_s: float = 30.0,
+        ready_timeout_s: float = 600.0,
+        poll_s: float = 0.05,
+    ) -> None:
+        self.engine = engine
+        self.planner = planner
+        self.auto_start = auto_start
+        self.auto_restart = auto_restart
+        self.restart_budget = restart_budget
+        self.restart_window_s = restart_window_s
+        self.max_backoff_s = max_backoff_s
+        self.stop_timeout_s = stop_timeout_s
+        self.ready_timeout_s = ready_timeout_s
+        self.poll_s = poll_s
+        self._procs: dict[int, Managed] = {}
+        self._lock = threading.RLock()
+        self._started = False
+        self._closing = threading.Event()
+        self._restart_at: dict[int, tuple[float, int]] = {}  # server_id -> (due monotonic, attempt)
+        self._restarts: dict[int, deque[float]] = {}  # server_id -> wall times of auto-restarts
+        self._fence: Callable[[], bool] = lambda: True
+        self._last_health = 0.0
+
+    # -- runner protocol ------------------------------------------------------------------------
+    def set_fence(self, fence: Callable[[], bool]) -> None:
+        """`fence()` is True while this runner still holds its lease generation."""
+        self._fence = fence
+
+    def targets_info(self) -> dict[int, tuple[int | None, list[int]]]:
+        with self._lock:
+            return {sid: (m.launch_id, m.proc.pids()) for sid, m in self._procs.items()}
+
+    def tick(self) -> None:
+        if not self._fence():
+            return  # another runner holds the lease: nothing here is ours to start or stop
+        if not self._started:
+            self._first_tick()  # raises on a locked database: retried on the next tick
+            self._started = True
+        exited: list[tuple[Managed, int]] = []
+        adopted_starting: list[Managed] = []
+        with self._lock:
+            for sid, m in list(self._procs.items()):
+                if m.phase == "adopted-starting":
+                    adopted_starting.append(m)
+                if m.phase not in ("ready", "adopted-starting"):
+                    continue  # starting/stopping processes are watched by the intent in flight
+                code = m.proc.poll()
+                if code is not None:
+                    del self._procs[sid]
+                    exited.append((m, code))
+        for m, code in exited:
+            self._record_exit(m, code)
+        if adopted_starting and time.monotonic() - self._last_health >= ADOPTED_HEALTH_EVERY_S:
+            self._last_health = time.monotonic()
+            for m in adopted_starting:
+                if m.proc.poll() is None:
+                    self._watch_adopted_start(m)
+        self._due_restarts()
+
+    def handle_intent(self, intent: Intent) -> None:
+        assert intent.id is not None
+        if not self._fence():
+            self._finish(intent.id, "failed", "This runner lost its lease to another runner; request it again.")
+            return
+        refusal = self._collision(intent)
+        if refusal is not None:
+            repo.update_intent(self.engine, intent_id=intent.id, state="cancelled", message=refusal,
+                               progress={"stage": "refused", "fraction": 1.0, "detail": refusal})
+            return
+        server = repo.get_server(self.engine, id=intent.server_id) if intent.server_id is not None else None
+        if server is None or not server.managed:
+            what = "does not exist" if server is None else "is not managed by Pitwall (managed = false)"
+            self._finish(intent.id, "failed", f"Server #{intent.server_id} {what}; nothing was started or stopped.")
+            return
+        payload = intent.payload or {}
+        if intent.kind == "stop":
+            self._do_stop_intent(intent.id, server, intent.requested_by)
+        elif intent.kind in ("launch", "relaunch"):
+            if server.stopped_by and not payload.get("auto_restart"):
+                assert server.id is not None
+                repo.set_server_stopped(self.engine, server_id=server.id, stopped_by=None)
+            self._do_start_intent(intent.id, intent.kind, server, payload.get("profile"), payload.get("timeout_s"))
+        else:
+            self._finish(intent.id, "failed", f"Unknown intent kind {intent.kind!r}.")
+
+    def shutdown(self) -> None:
+        self._closing.set()
+        with self._lock:
+            managed = list(self._procs.values())
+        # in parallel: N servers that each take a while to exit cost the slowest, not the sum
+        threads = [threading.Thread(target=self._stop, args=(m, "runner stopped")) for m in managed]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    # -- intents --------------------------------------------------------------------------------
+    def _collision(self, intent: Intent) -> str | None:
+        """The refusal message when another lifecycle intent for this server overlapped this one."""
+        if intent.server_id is None:
+            return None
+        for other in repo.list_intents(self.engine, server_id=intent.server_id, kinds=CONTROL_KINDS, limit=20):
+            if other.id is None or intent.id is None or other.id >= intent.id:
+                continue
+            if other.state in ("pending", "running") or (
+                other.state in ("done", "failed")
+                and other.finished_at is not None
+                and other.finished_at >= intent.created_at
+            ):
+                what = f"{other.kind} #{other.id}"
+                prof = (other.payload or {}).get("profile")
+                if prof:
+                    what += f" (profile {prof})"
+                return (
+                    f"Refused: {what} for this server was already pending or running when this "
+                    f"{intent.kind} was requested; one lifecycle action per server at a time. "
+                    "Request it again if you still want it."
+                )
+        return None
+
+    # -- watching -------------------------------------------------------------------------------
+    def _record_exit(self, m: Managed, code: int) -> None:
+        server = repo.get_server(self.engine, id=m.server_id)
+        name = server.name if server else f"server #{m.server_id}"
+        path = (m.plan.log_path if m.plan else None) or (server.log_path if server else None)
+        excerpt = tail_lines(read_from(path, m.log_offset)) if path else ""
+        procs.stop(m.proc, timeout_s=0.0)  # leftover children of the dead leader
+        repo.update_launch(self.engine, launch_id=m.launch_id, status="exited", ended_at=time.time(),
+                           exit_code=code, end_reason=f"exited on its own (code {code})")
+        repo.add_event(self.engine, kind="server_exit", server_id=m.server_id, launch_id=m.launch_id,
+                       severity="error", message=f"{name} exited on its own with code {code}", raw=excerpt or None)
+        if not self.auto_restart or self._closing.is_set() or (server is not None and server.stopped_by):
+            return
+        window = self._restarts.setdefault(m.server_id, deque())
+        now = time.time()
+        while window and now - window[0] > self.restart_window_s:
+            window.popleft()
+        if len(window) >= self.restart_budget:
+            self._restart_at.pop(m.server_id, None)
+            repo.add_event(
+                self.engine, kind="restart_budget_exhausted", server_id=m.server_id, launch_id=m.launch_id,
+                severity="critical",
+                message=(f"{name} crashed {len(window) + 1} times within {self.restart_window_s / 60:.0f} min; "
+                         f"its auto-restart budget ({self.restart_budget}) is used up and it stays down. "
+                         "Read its log, fix the profile, then launch it again."),
+            )
+            return
+        window.append(now)
+        _, attempt = self._restart_at.get(m.server_id, (0.0, 0))
+        delay = min(2.0 ** attempt, self.max_backoff_s)
+        self._restart_at[m.server_id] = (time.monotonic() + delay, attempt + 1)
+
+    def restarts_used(self, server_id: int) -> int:
+        """Auto-restarts of this server within the current budget window."""
+        now = time.time()
+        return sum(1 for t in self._restarts.get(server_id, ()) if now - t <= self.restart_window_s)
+
+    def _due_restarts(self) -> None:
+        now = time.monotonic()
+        for sid, (due, attempt) in list(self._restart_at.items()):
+            if now < due or self._pending_control(sid):
+                continue
+            with self._lock:
+                if sid in self._procs:
+                    continue
+            # Keep the attempt count (backoff grows) until a launch reaches ready.
+            self._restart_at[sid] = (float("inf"), attempt)
+            launch = repo.latest_launch(self.engine, server_id=sid)
+            repo.create_intent(self.engine, kind="launch", server_id=sid,
+                               payload={"profile": launch.profile_name if launch else None, "auto_restart": attempt},
+                               requested_by="runner (auto-restart)")
+
+    def _pending_control(self, server_id: int) -> bool:
+        return bool(repo.list_intents(self.engine, server_id=server_id, states=("pending", "running"),
+                                      kinds=CONTROL_KINDS, limit=1))
+
+    def _watch_adopted_start(self, m: Managed) -> None:
+        """An adopted launch that was still starting: ready when /health answers 200, failed
+        (and stopped) once its ready deadline passes."""
+        headers = {"Authorization": f"Bearer {m.api_key}"} if m.api_key else {}
+        if m.base_url and self._healthy(m.base_url, headers):
+            ready_at = time.time()
+            info = self._server_info(m.base_url, headers)
+            fields: dict[str, object] = {"status": "ready", "ready_at": ready_at}
+            if info is not None:
+                fields["server_args"] = info
+            repo.update_launch(self.engine, launch_id=m.launch_id, **fields)
+            m.phase = "ready"
+            repo.add_event(self.engine, kind="server_ready", server_id=m.server_id, launch_id=m.launch_id,
+                           message=f"server #{m.server_id} ready (adopted from a previous runner while starting)")
+            return
+        if m.ready_deadline is not None and time.time() > m.ready_deadline:
+            why = (f"not ready within {self.ready_timeout_s:.0f} s of its start (adopted from a previous "
+                   "runner while starting; no /health 200)")
+            self._stop(m, reason=why)
+            repo.update_launch(self.engine, launch_id=m.launch_id, status="failed", end_reason=why)
+            repo.add_event(self.engine, kind="warmup_failed", server_id=m.server_id, launch_id=m.launch_id,
+                           severity="error", message=f"server #{m.server_id}: {why}")
+
+    def _first_tick(self) -> None:
+        """Adopt or close what a previous runner left; auto-start managed servers."""
+        for server in repo.list_servers(self.engine):
+            if not server.managed or server.id is None:
+                continue
+            latest = repo.latest_launch(self.engine, server_id=server.id)
+            if latest is not None and latest.ended_at is None and latest.id is not None:
+                if latest.pid and procs.same_process(latest.pid, latest.started_at):
+                    m = Managed(server.id, latest.id, procs.Proc(pid=latest.pid), None, procs.log_size(latest.log_path))
+                    if latest.status == "starting":
+                        m.phase = "adopted-starting"
+                        m.ready_deadline = latest.started_at + self.ready_timeout_s
+                        m.base_url, m.api_key = server.base_url.rstrip("/"), server.api_key
+                    else:
+                        m.phase = "ready"
+                    with self._lock:
+                        self._procs[server.id] = m
+                    log.info("adopted %s (pid %s, %s) from a previous runner", server.name, latest.pid, latest.status)
+                    continue
+                repo.update_launch(self.engine, launch_id=latest.id, status="exited", ended_at=time.time(),
+                                   end_reason="process gone when the runner started")
+            if server.stopped_by:
+                log.info("%s stays down: stopped by %s", server.name, server.stopped_by)
+                continue
+            if self.auto_start and server.profile and not self._pending_control(server.id):
+                repo.create_intent(self.engine, kind="launch", server_id=server.id,
+                                   payload={"profile": server.profile}, requested_by="runner (auto-start)")
+

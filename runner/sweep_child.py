@@ -1,0 +1,66 @@
+"""The sweep process: `python -m runner.sweep_child --spec spec.json --db URL [--run-id N]
+[--parent-pid PID]`. Runs one collectors.probe.sweep.run_sweep and exits.
+
+Started only by runner/sweeps.py (one process per sweep). With --parent-pid it dies with the
+runner that started it: when that PID goes away (even by SIGKILL) the run is marked `aborted`
+with the reason and this process exits, so no sweep outlives its runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from collectors.probe.sweep import SweepSpec, _jsonable, run_sweep
+from runner.procs import exit_with_parent
+
+ORPHANED = "The runner that started this sweep stopped (it was killed); start the sweep again."
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m runner.sweep_child",
+                                description="Run one probe sweep described by a JSON spec.")
+    p.add_argument("--spec", required=True, help="path of a SweepSpec JSON file")
+    p.add_argument("--db", default=None, help="database URL to store the run in")
+    p.add_argument("--run-id", type=int, default=None, help="existing ProbeRun to fill")
+    p.add_argument("--json-out", default=None, help="write the full report here")
+    p.add_argument("--parent-pid", type=int, default=None, help="exit when this process dies")
+    args = p.parse_args(argv)
+    try:
+        spec = SweepSpec.from_dict(json.loads(Path(args.spec).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"pitwall sweep: cannot read the spec {args.spec} ({exc}); fix the file.", file=sys.stderr)
+        return 2
+    engine = None
+    if args.db:
+        from collectors.probe.cli import open_engine
+
+        engine = open_engine(args.db)
+    if args.parent_pid:
+        def orphaned() -> None:
+            if engine is not None and args.run_id is not None:
+                from collectors.probe import store
+
+                store.update_run(engine, run_id=args.run_id, status="aborted", error=ORPHANED,
+                                 finished_at=time.time())
+            print(f"pitwall sweep: {ORPHANED}", file=sys.stderr, flush=True)
+
+        exit_with_parent(args.parent_pid, orphaned)
+    try:
+        report = asyncio.run(run_sweep(spec, engine=engine, run_id=args.run_id))
+    except Exception as exc:
+        print(f"pitwall sweep: failed ({type(exc).__name__}: {exc}).", file=sys.stderr)
+        return 1
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
+    return 0 if report["status"] in ("done", "aborted") else 1
+
+
+if __name__ == "__main__":
+    os.environ.pop("PITWALL_PASSWORD", None)  # a sweep needs no operator secret
+    raise SystemExit(main())

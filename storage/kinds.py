@@ -1,0 +1,68 @@
+"""The one table of event kinds and the one table of intent kinds (DESIGN.md): every writer
+and reader names kinds from here, never by a literal of its own.
+
+Event kinds follow DESIGN.md's taxonomy; `restart_budget_exhausted` and `intent_expired` were
+added with the runner package (issue 15). Intent kinds name the runner lane that carries them
+out: `control` (server lifecycle, one action at a time), `probe` (sweeps) and `check` (profile
+validation with SGLang's own parser), so a long sweep never blocks a relaunch and a validation
+never waits behind either.
+"""
+
+from __future__ import annotations
+
+#: kind -> (default severity, what it means)
+EVENT_KINDS: dict[str, tuple[str, str]] = {
+    "server_ready": ("info", "the server answered /health 200 or logged its ready line"),
+    "server_exit": ("error", "a server process exited (on its own, or before it was ready)"),
+    "oom": ("error", "CUDA out of memory"),
+    "prefill_oom": ("error", "prefill could not allocate KV cache"),
+    "decode_retract": ("warning", "decode retracted requests to free KV cache"),
+    "nccl_timeout": ("critical", "an NCCL collective timed out (watchdog)"),
+    "crash": ("critical", "a traceback or a child process's sigquit"),
+    "warmup_failed": ("error", "the server did not become ready (warm-up failed or timed out)"),
+    "bad_cli_flag": ("error", "a launch was refused: a flag, env or profile error"),
+    "port_in_use": ("error", "a launch was refused: the port is held by another process"),
+    "health_check_failed": ("warning", "the server's own health check failed"),
+    "health_down": ("error", "/health stopped answering 200"),
+    "health_up": ("info", "/health answers 200 again"),
+    "probe_error": ("warning", "a canary or probe request failed"),
+    "relaunch_started": ("info", "a relaunch began"),
+    "relaunch_done": ("info", "a relaunch reached ready"),
+    "relaunch_failed": ("error", "a relaunch did not reach ready"),
+    "rollback": ("warning", "the last good launch was started again after a failed relaunch"),
+    "collector_error": ("warning", "a collector failed; it is retried with backoff"),
+    "gpu_xid": ("critical", "NVML reported an XID error"),
+    "restart_budget_exhausted": ("critical", "a crashing server used up its auto-restart budget; it stays down"),
+    "intent_expired": ("warning", "a request was not started within intent_expiry_s and was dropped"),
+}
+
+#: intent kind -> runner lane
+INTENT_KINDS: dict[str, str] = {
+    "launch": "control",
+    "stop": "control",
+    "relaunch": "control",
+    "probe": "probe",
+    "validate": "check",
+}
+
+CONTROL_KINDS: tuple[str, ...] = tuple(k for k, lane in INTENT_KINDS.items() if lane == "control")
+LANES: tuple[str, ...] = tuple(dict.fromkeys(INTENT_KINDS.values()))
+
+#: pending -> running -> done | failed; pending -> cancelled (refused) | expired (too old)
+INTENT_STATES = ("pending", "running", "done", "failed", "cancelled", "expired")
+OPEN_INTENT_STATES = ("pending", "running")
+FINAL_INTENT_STATES = ("done", "failed", "cancelled", "expired")
+
+
+def check_event_kind(kind: str) -> str:
+    """`kind`, or ValueError naming the known kinds (a writer's typo fails loudly, in tests)."""
+    if kind not in EVENT_KINDS:
+        raise ValueError(f"Unknown event kind {kind!r}; add it to storage/kinds.py EVENT_KINDS.")
+    return kind
+
+
+def check_intent_kind(kind: str) -> str:
+    if kind not in INTENT_KINDS:
+        known = ", ".join(INTENT_KINDS)
+        raise ValueError(f"Unknown intent kind {kind!r}; known: {known}.")
+    return kind
