@@ -32,8 +32,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collectors.launch_plan import build_argv  # noqa: E402
 from collectors.runner import Runner  # noqa: E402
+from collectors.sglang.launch import build_argv  # noqa: E402
 from dashboard.services import launcher  # noqa: E402
 from dashboard.services.wiring import runner_parts  # noqa: E402
 from dashboard.settings import Settings  # noqa: E402

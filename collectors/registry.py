@@ -13,19 +13,19 @@ from collectors.base import Collector
 
 
 def _log(_: dict[str, Any]) -> Collector:
-    from collectors.sglang_log import SGLangLogCollector
+    from collectors.sglang.log import SGLangLogCollector
 
     return SGLangLogCollector()
 
 
 def _metrics(_: dict[str, Any]) -> Collector:
-    from collectors.sglang_metrics import SGLangMetricsCollector
+    from collectors.sglang.metrics import SGLangMetricsCollector
 
     return SGLangMetricsCollector()
 
 
 def _api(_: dict[str, Any]) -> Collector:
-    from collectors.sglang_api import SGLangApiCollector
+    from collectors.sglang.api import SGLangApiCollector
 
     return SGLangApiCollector()
 

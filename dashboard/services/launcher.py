@@ -3,8 +3,8 @@
 - `validate(spec, server)` -> Report: [flags] against SGLang's real parser when `import sglang`
   works in the server's Python (a subprocess with an argument list and a timeout: the parser is
   built with `ServerArgs.add_cli_args` and `parse_args`, sglang-interfaces.md §5), otherwise
-  against the bundled 0.5.23 table (sglang_flags); [env] names/values; and the guardrails (port,
-  GPUs, model path, tp x dp).
+  against the bundled 0.5.23 table (collectors/sglang/flags.py); [env] names/values; and the
+  guardrails (port, GPUs, model path, tp x dp).
 - `Planner` (injected into collectors.supervisor.ProcessSupervisor by wiring.py): profile name ->
   validated LaunchPlan, or PlanError (event kind bad_cli_flag / port_in_use).
 - `request(...)` writes a launch/stop/relaunch Intent for the runner, with an Audit row; it
@@ -26,11 +26,13 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
-from collectors.launch_plan import LaunchPlan, PlanError, build_argv, flag_args
+from collectors.launch_plan import LaunchPlan, PlanError
+from collectors.sglang import flags as sglang_flags
+from collectors.sglang.flags import Issue
+from collectors.sglang.launch import build_argv, flag_args
 from collectors.supervisor import CONTROL_KINDS
-from dashboard.services import guardrails, profiles, sglang_flags
+from dashboard.services import guardrails, profiles
 from dashboard.services.profiles import ProfileSpec
-from dashboard.services.sglang_flags import Issue
 from dashboard.settings import Settings
 from storage import repo
 from storage.models import Intent, Launch, Server

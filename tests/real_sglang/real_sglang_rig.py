@@ -168,7 +168,7 @@ def running_rig(env: dict[str, str], root: Path, profiles: dict[str, dict[str, A
 
 
 # ---------------------------------------------------------------------------------------------
-# the real log, read independently of collectors/sglang_log*.py
+# the real log, read independently of collectors/sglang/log*.py
 
 _LINE = re.compile(r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)?(?: [A-Z_]+\d+)*\] (?P<body>.*)$")
 _INT = r"(\d+)"

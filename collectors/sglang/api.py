@@ -6,7 +6,7 @@ a one-token generation, so its latency is a cheap end-to-end liveness probe), th
 `/get_server_info` -> `/get_server_args`; `/model_info` -> `/get_model_info`) are read on the
 first healthy poll, after every down -> up change and every `info_interval_s`; they are recorded on
 the current Launch (`server_args`, `sglang_version`) and kept in this collector's state
-(`sglang_api:<server_id>:info`). Parsing is collectors/sglang_api_parse.py.
+(`sglang_api:<server_id>:info`). Parsing is collectors/sglang/api_parse.py.
 
 Restart outside Pitwall: a server whose identity (version, launch command, startup timings,
 random seed, port, model) changes while its Launch stays the same was restarted by someone else;
@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.sglang_api_parse import (
+from collectors.sglang.api_parse import (
     ServerInfo,
     health_step,
     parse_loads,

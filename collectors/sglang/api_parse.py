@@ -1,5 +1,5 @@
 """Pure shape parsing of SGLang's HTTP endpoints (/server_info, /model_info, /v1/loads, /get_load)
-and the health state machine; collectors/sglang_api.py does the I/O around them.
+and the health state machine; collectors/sglang/api.py does the I/O around them.
 
 Shapes by version (../shared/reference/sglang-interfaces.md §4):
 
