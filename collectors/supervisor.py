@@ -51,6 +51,7 @@ import httpx
 import psutil
 from sqlalchemy.engine import Engine
 
+from collectors.http import auth_headers
 from collectors.launch_plan import (
     READY_LINE,
     LaunchPlan,
@@ -61,6 +62,7 @@ from collectors.launch_plan import (
     startup_progress,
     tail_lines,
 )
+from collectors.sglang.api import SERVER_INFO_PATHS
 from storage import repo
 from storage.models import Intent, Launch, Server
 
@@ -374,7 +376,7 @@ class ProcessSupervisor:
             self._procs[plan.server_id] = m
         self._progress(intent_id, stage, 0.1, f"pid {popen.pid} started")
         deadline = time.monotonic() + plan.ready_timeout_s
-        headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
+        headers = auth_headers(plan.api_key)
         last_frac = -1.0
         while True:
             code = m.proc.poll()
@@ -431,7 +433,7 @@ class ProcessSupervisor:
             return False
 
     def _server_info(self, base_url: str, headers: dict[str, str]) -> dict[str, Any] | None:
-        for path in ("/server_info", "/get_server_info"):
+        for path in SERVER_INFO_PATHS:
             try:
                 r = httpx.get(f"{base_url}{path}", headers=headers, timeout=5.0)
             except httpx.HTTPError:

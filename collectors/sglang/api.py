@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.http import auth_headers
 from collectors.sglang.api_parse import (
     ServerInfo,
     health_step,
@@ -45,6 +46,8 @@ from collectors.sglang.api_parse import (
 )
 
 SOURCE = "api"
+#: Newest first (sglang-interfaces.md §4): /server_info 0.5.6+, /get_server_info 0.4.0+ (an alias
+#: since 0.5.6), /get_server_args 0.3.6 and older. The supervisor reads the same order at ready.
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info", "/get_server_args")
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 LOAD_PATHS = ("/v1/loads", "/get_load")
@@ -76,7 +79,7 @@ class SGLangApiCollector:
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _get(self, server: ServerTarget, path: str) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+        headers = auth_headers(server.api_key)
         return self._client.get(server.base_url.rstrip("/") + path, headers=headers)
 
     def _get_json(

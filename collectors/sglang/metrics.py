@@ -54,6 +54,7 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
+from collectors.http import auth_headers
 from collectors.sglang.metrics_alias import (
     ALIASES,
     LOOKUP,
@@ -275,7 +276,7 @@ class SGLangMetricsCollector:
     def scrape(self, server: ServerTarget) -> str:
         """The payload text; raises CollectorError with what to do on any failure."""
         url = server.base_url.rstrip("/") + "/metrics"
-        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+        headers = auth_headers(server.api_key)
         try:
             resp = self._client.get(url, headers=headers)
         except httpx.HTTPError as exc:
