@@ -62,7 +62,7 @@ from collectors.launch_plan import (
     startup_progress,
     tail_lines,
 )
-from collectors.sglang.api import SERVER_INFO_PATHS
+from collectors.sglang.api_parse import SERVER_INFO_PATHS
 from storage import repo
 from storage.models import Intent, Launch, Server
 

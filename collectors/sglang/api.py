@@ -38,6 +38,10 @@ import httpx
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
 from collectors.http import auth_headers
 from collectors.sglang.api_parse import (
+    HEALTH_PATH,
+    LOAD_PATHS,
+    MODEL_INFO_PATHS,
+    SERVER_INFO_PATHS,
     ServerInfo,
     health_step,
     parse_loads,
@@ -46,11 +50,6 @@ from collectors.sglang.api_parse import (
 )
 
 SOURCE = "api"
-#: Newest first (sglang-interfaces.md §4): /server_info 0.5.6+, /get_server_info 0.4.0+ (an alias
-#: since 0.5.6), /get_server_args 0.3.6 and older. The supervisor reads the same order at ready.
-SERVER_INFO_PATHS = ("/server_info", "/get_server_info", "/get_server_args")
-MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
-LOAD_PATHS = ("/v1/loads", "/get_load")
 
 
 class _NotFound(Exception):
@@ -99,7 +98,7 @@ class SGLangApiCollector:
         """(ok, latency_s of any answer, detail); never raises."""
         t0 = time.perf_counter()
         try:
-            resp = self._get(server, "/health")
+            resp = self._get(server, HEALTH_PATH)
         except httpx.TimeoutException:
             return False, None, "timed out"
         except httpx.HTTPError as exc:
