@@ -39,7 +39,7 @@ bench: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy collectors storage dashboard/services simulator
+	$(VENV)/bin/mypy collectors storage dashboard/services simulator runner
 
 clean:
 	rm -rf $(VENV) .pytest_cache

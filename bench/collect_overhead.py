@@ -38,8 +38,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from collectors.base import CollectorContext, ServerTarget  # noqa: E402
 from collectors.gpu import GpuCollector  # noqa: E402
 from collectors.gpu_record import ReplayBackend, load_recording  # noqa: E402
-from collectors.sglang_api import SGLangApiCollector  # noqa: E402
-from collectors.sglang_metrics import SGLangMetricsCollector, parse_metrics  # noqa: E402
+from collectors.sglang.api import SGLangApiCollector  # noqa: E402
+from collectors.sglang.metrics import SGLangMetricsCollector, parse_metrics  # noqa: E402
 
 FIX = REPO / "tests" / "fixtures"
 

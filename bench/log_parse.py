@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collectors.sglang_log_cli import main_parse_log  # noqa: E402
+from collectors.sglang.log_cli import main_parse_log  # noqa: E402
 
 CHATTER = [
     "Load weight begin. avail mem=70.12 GB",

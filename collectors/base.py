@@ -1,16 +1,20 @@
-"""The collector protocol, the row types collectors emit, and CollectorError.
+"""The collector protocol, the row types collectors emit, CollectorError, and the Engine
+description (what one inference engine, e.g. SGLang, provides to the runner and the launcher).
 
 A collector is a small object with a `name`, an `interval_s` and a `poll(ctx)` method that returns
 a `PollResult` (samples + events). The runner (collectors/runner.py) calls `poll` on the collector's
 interval in a worker thread, writes the rows in batches, and turns an exception into one
 `collector_error` event while the other collectors carry on. Collectors never touch the database
 directly: persistent state (a tailer's offset) goes through `ctx.load_state` / `ctx.save_state`.
+
+An engine is one folder (collectors/sglang/) exposing `ENGINE = Engine(...)`; the registry of
+engines is collectors/engines.py. Everything engine-specific is reached through it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -97,3 +101,55 @@ class Collector(Protocol):
     def poll(self, ctx: CollectorContext) -> PollResult: ...
 
     def close(self) -> None: ...
+
+
+class FlagIssue(Protocol):
+    """One finding of an engine's flag or env check; an "error" blocks a launch."""
+
+    @property
+    def severity(self) -> str: ...  # error | warning | note
+
+    @property
+    def flag(self) -> str | None: ...  # the flag (no dashes) or env var; None for the profile
+
+    @property
+    def message(self) -> str: ...
+
+
+#: The collector roles every engine fills; the registry names them "<engine>_<role>".
+ENGINE_ROLES = ("log", "metrics", "api")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What the runner, the launcher and the scorecards need of one inference engine.
+
+    collectors: role ("log", "metrics", "api") -> a factory of that collector; factories import
+    their module when called, so describing an engine stays cheap.
+    build_argv(python, entrypoint, model_path, host, port, flags) -> the server's argv.
+    ready_line: the log line that says the server is ready; startup_progress(log text) ->
+    (fraction 0-1, what it is doing). health_path answers 200 when serving; server_info_paths
+    are tried in order (newest first) for the server's args and version.
+    check_flags / check_env: a profile's [flags] / [env] -> issues, against the engine's bundled
+    flag table of version `flags_version`. parse_line: one log line -> a record or None.
+    """
+
+    name: str
+    collectors: Mapping[str, Callable[[], Collector]]
+    build_argv: Callable[[str, str, str, str, int, dict[str, Any]], list[str]]
+    ready_line: str
+    startup_progress: Callable[[str], tuple[float, str]]
+    health_path: str
+    server_info_paths: tuple[str, ...]
+    check_flags: Callable[[dict[str, Any]], Sequence[FlagIssue]]
+    check_env: Callable[[dict[str, Any]], Sequence[FlagIssue]]
+    flags_version: str
+    parse_line: Callable[[str], object | None]
+
+    def collector(self, role: str) -> Collector:
+        """A new collector of `role`; CollectorError naming the roles this engine has."""
+        factory = self.collectors.get(role)
+        if factory is None:
+            known = ", ".join(sorted(self.collectors))
+            raise CollectorError(f"Engine {self.name!r} has no {role!r} collector; it has: {known}.")
+        return factory()

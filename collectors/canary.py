@@ -24,6 +24,7 @@ import time
 import httpx
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.http import auth_headers
 from collectors.probe.sse import (
     InvalidResponse,
     ServerStreamError,
@@ -44,7 +45,7 @@ IMAGE_BODY = {"prompt": "a small red square", "n": 1, "size": "64x64", "num_infe
 def canary_once(client: httpx.Client, target: ServerTarget, timeout_s: float) -> dict[str, object]:
     """One canary request: {"ok", "ttft_s", "e2e_s", "error_kind", "detail"} (seconds)."""
     base = target.base_url.rstrip("/")
-    headers = {"Authorization": f"Bearer {target.api_key}"} if target.api_key else {}
+    headers = auth_headers(target.api_key)
     out: dict[str, object] = {"ok": False, "ttft_s": None, "e2e_s": None, "error_kind": None, "detail": ""}
     t0 = time.perf_counter()
     try:

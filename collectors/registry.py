@@ -1,6 +1,7 @@
 """The one table of collectors the runner runs (STYLE.md rule 2).
 
-Each row: name, factory. A factory takes the probe settings dict and returns a Collector.
+Each row: name, factory. A factory takes the probe settings dict and returns a Collector. An
+engine's collectors are named "<engine>_<role>" and built through its Engine (collectors/engines.py).
 The runner adds its built-in `self` collector on top of these.
 """
 
@@ -12,22 +13,16 @@ from typing import Any
 from collectors.base import Collector
 
 
-def _log(_: dict[str, Any]) -> Collector:
-    from collectors.sglang_log import SGLangLogCollector
+def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
+    """A factory building the `role` collector of `engine` through the engine registry
+    (collectors/engines.py), imported on first use so importing this table stays cheap."""
 
-    return SGLangLogCollector()
+    def make(_: dict[str, Any]) -> Collector:
+        from collectors.engines import get_engine
 
+        return get_engine(engine).collector(role)
 
-def _metrics(_: dict[str, Any]) -> Collector:
-    from collectors.sglang_metrics import SGLangMetricsCollector
-
-    return SGLangMetricsCollector()
-
-
-def _api(_: dict[str, Any]) -> Collector:
-    from collectors.sglang_api import SGLangApiCollector
-
-    return SGLangApiCollector()
+    return make
 
 
 def _gpu(_: dict[str, Any]) -> Collector:
@@ -43,9 +38,9 @@ def _canary(probe: dict[str, Any]) -> Collector:
 
 
 COLLECTORS: tuple[tuple[str, Callable[[dict[str, Any]], Collector]], ...] = (
-    ("sglang_log", _log),
-    ("sglang_metrics", _metrics),
-    ("sglang_api", _api),
+    ("sglang_log", _engine("sglang", "log")),
+    ("sglang_metrics", _engine("sglang", "metrics")),
+    ("sglang_api", _engine("sglang", "api")),
     ("gpu", _gpu),
     ("canary", _canary),
 )

@@ -165,8 +165,8 @@ def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
 
 # Subcommands implemented by their own modules take the rest of the command line.
 DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
-    "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang_log_cli", "parse_log_cli")),
-    "parse-metrics": ("parse a Prometheus /metrics payload into JSON", _delegate("collectors.sglang_metrics", "parse_metrics_cli")),
+    "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang.log_cli", "parse_log_cli")),
+    "parse-metrics": ("parse a Prometheus /metrics payload into JSON", _delegate("collectors.sglang.metrics", "parse_metrics_cli")),
     "probe": ("run a probe / load sweep against a server", _delegate("collectors.probe.cli", "probe_cli")),
     "profiles": ("list, validate and diff launch profiles", _delegate("dashboard.services.profiles_cli", "profiles_cli")),
     "launch": ("start a managed server under a profile", _delegate("dashboard.services.profiles_cli", "launch_cli")),

@@ -27,16 +27,15 @@ from typing import Any
 import httpx
 from sqlalchemy.engine import Engine
 
-from collectors.sglang_api import SERVER_INFO_PATHS
+from collectors.engines import get_engine
+from collectors.http import auth_headers
 from runner import procs
 from runner.launch_plan import (
-    READY_LINE,
     LaunchPlan,
     PlanError,
     Planner,
     read_from,
     reason_line,
-    startup_progress,
     tail_lines,
 )
 from storage import repo
@@ -56,6 +55,7 @@ class Managed:
     ready_deadline: float | None = None  # adopted while starting: wall-clock deadline to be ready
     base_url: str | None = None  # adopted while starting: where to ask /health
     api_key: str | None = None
+    engine: str = "sglang"
 
 
 class Lifecycle:
@@ -160,7 +160,7 @@ class Lifecycle:
             argv=list(previous.argv or []), env=dict(previous.env or {}), log_path=plan.log_path,
             profile_name=previous.profile_name, profile_id=previous.profile_id,
             profile_hash=previous.profile_hash, cwd=plan.cwd, api_key=plan.api_key,
-            ready_timeout_s=max(plan.ready_timeout_s, 60.0),
+            ready_timeout_s=max(plan.ready_timeout_s, 60.0), engine=plan.engine,
         )
         ok_back, m_back, why_back, excerpt_back = self._start(back_plan, intent_id, rollback=True)
         if ok_back:
@@ -211,7 +211,8 @@ class Lifecycle:
             self._procs[plan.server_id] = m
         self._progress(intent_id, stage, 0.1, f"pid {proc.pid} started")
         deadline = time.monotonic() + plan.ready_timeout_s
-        headers = {"Authorization": f"Bearer {plan.api_key}"} if plan.api_key else {}
+        headers = auth_headers(plan.api_key)
+        eng = get_engine(plan.engine)
         last_frac = -1.0
         while True:
             code = m.proc.poll()
@@ -219,7 +220,7 @@ class Lifecycle:
             if code is not None:
                 why = f"the process exited with code {code} before it was ready"
                 return self._fail_start(m, code, why, text)
-            if READY_LINE in text or self._healthy(plan.base_url, headers):
+            if eng.ready_line in text or self._healthy(plan.base_url, headers, eng.health_path):
                 break
             if time.monotonic() > deadline:
                 self._stop(m, reason="not ready in time")
@@ -228,13 +229,13 @@ class Lifecycle:
             if self._closing.is_set():
                 self._stop(m, reason="runner stopped")
                 return self._fail_start(m, m.proc.poll(), "the runner is stopping", text, stopped=True)
-            frac, detail = startup_progress(text)
+            frac, detail = eng.startup_progress(text)
             if frac != last_frac:
                 last_frac = frac
                 self._progress(intent_id, "loading" if frac > 0.2 else stage, 0.1 + 0.85 * frac, detail)
             time.sleep(self.poll_s)
         ready_at = time.time()
-        info = self._server_info(plan.base_url, headers)
+        info = self._server_info(plan.base_url, headers, eng.server_info_paths)
         fields: dict[str, Any] = {"status": "ready", "ready_at": ready_at}
         if info is not None:
             fields["server_args"] = info
@@ -259,16 +260,16 @@ class Lifecycle:
             repo.update_launch(self.engine, launch_id=m.launch_id, status="failed", end_reason=why)
         return False, m, why, tail_lines(text)
 
-    def _healthy(self, base_url: str, headers: dict[str, str]) -> bool:
+    def _healthy(self, base_url: str, headers: dict[str, str], path: str = "/health") -> bool:
         try:
             # A fresh connection per call, closed by us: no keep-alive socket for the server to
             # close at shutdown, which would leave its port in TIME_WAIT for the next launch.
-            return httpx.get(f"{base_url}/health", headers=headers, timeout=1.0).status_code == 200
+            return httpx.get(f"{base_url}{path}", headers=headers, timeout=1.0).status_code == 200
         except httpx.HTTPError:
             return False
 
-    def _server_info(self, base_url: str, headers: dict[str, str]) -> dict[str, Any] | None:
-        for path in SERVER_INFO_PATHS:
+    def _server_info(self, base_url: str, headers: dict[str, str], paths: tuple[str, ...]) -> dict[str, Any] | None:
+        for path in paths:
             try:
                 r = httpx.get(f"{base_url}{path}", headers=headers, timeout=5.0)
             except httpx.HTTPError:

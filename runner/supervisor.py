@@ -38,6 +38,8 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
+from collectors.engines import get_engine
+from collectors.http import auth_headers
 from runner import procs
 from runner.launch_plan import LaunchPlan, PlanError, Planner, read_from, tail_lines
 from runner.lifecycle import Lifecycle, Managed
@@ -244,10 +246,11 @@ class ProcessSupervisor(Lifecycle):
     def _watch_adopted_start(self, m: Managed) -> None:
         """An adopted launch that was still starting: ready when /health answers 200, failed
         (and stopped) once its ready deadline passes."""
-        headers = {"Authorization": f"Bearer {m.api_key}"} if m.api_key else {}
-        if m.base_url and self._healthy(m.base_url, headers):
+        headers = auth_headers(m.api_key)
+        eng = get_engine(m.engine)
+        if m.base_url and self._healthy(m.base_url, headers, eng.health_path):
             ready_at = time.time()
-            info = self._server_info(m.base_url, headers)
+            info = self._server_info(m.base_url, headers, eng.server_info_paths)
             fields: dict[str, object] = {"status": "ready", "ready_at": ready_at}
             if info is not None:
                 fields["server_args"] = info
@@ -277,6 +280,7 @@ class ProcessSupervisor(Lifecycle):
                         m.phase = "adopted-starting"
                         m.ready_deadline = latest.started_at + self.ready_timeout_s
                         m.base_url, m.api_key = server.base_url.rstrip("/"), server.api_key
+                        m.engine = server.engine
                     else:
                         m.phase = "ready"
                     with self._lock:

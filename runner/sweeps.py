@@ -152,8 +152,10 @@ class Sweeps:
         if server is not None and server.api_key:
             spec["api_key"] = server.api_key  # used by the sweep process only; never stored
 
+        intent_id = intent.id
+
         def progress(frac: float, status: str) -> None:
-            repo.update_intent(self.engine, intent_id=intent.id, progress={
+            repo.update_intent(self.engine, intent_id=intent_id, progress={
                 "stage": status, "fraction": frac, "detail": f"run {run_id}"})
 
         code, tail = self.run(run_id=run_id, spec=spec, on_progress=progress)

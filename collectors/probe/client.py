@@ -31,6 +31,7 @@ from typing import Any
 
 import aiohttp
 
+from collectors.http import auth_headers
 from collectors.probe.sse import (
     InvalidResponse,
     ServerStreamError,
@@ -82,7 +83,7 @@ class RequestRecord:
 def make_session(*, api_key: str | None = None) -> aiohttp.ClientSession:
     """One session per sweep: unlimited connector (no silent concurrency cap), no aiohttp timeout
     (the per-request timeout is ours), a large line buffer for cumulative /generate chunks."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = auth_headers(api_key)
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=False)
     return aiohttp.ClientSession(
         connector=connector,

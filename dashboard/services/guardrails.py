@@ -1,9 +1,9 @@
 """Guardrails run before a managed server starts: port, GPUs, model path, parallelism fit.
 
-Each check returns Issues (sglang_flags.Issue): "error" blocks the launch, "warning"/"note" do
-not. GPU checks use NVML (nvidia-ml-py); on a host without an NVIDIA driver they are skipped with
-a warning, so the demo (the bundled simulator) runs anywhere. Cross-check by hand:
-`ss -ltnp | grep :<port>`, `nvidia-smi --query-compute-apps=pid,used_memory --format=csv`.
+Each check returns Issues (collectors/sglang/flags.py: Issue): "error" blocks the launch,
+"warning"/"note" do not. GPU checks use NVML (nvidia-ml-py); on a host without an NVIDIA driver
+they are skipped with a warning, so the demo (the bundled simulator) runs anywhere. Cross-check
+by hand: `ss -ltnp | grep :<port>`, `nvidia-smi --query-compute-apps=pid,used_memory --format=csv`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from dashboard.services.sglang_flags import Issue
+from collectors.sglang.flags import Issue
 
 HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

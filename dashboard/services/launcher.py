@@ -3,8 +3,8 @@
 - `validate(spec, server)` -> Report: [flags] against SGLang's real parser when `import sglang`
   works in the server's Python (a child of runner/procs.py with an argument list and a deadline: the parser is
   built with `ServerArgs.add_cli_args` and `parse_args`, sglang-interfaces.md §5), otherwise
-  against the bundled 0.5.23 table (sglang_flags); [env] names/values; and the guardrails (port,
-  GPUs, model path, tp x dp).
+  against the bundled 0.5.23 table (collectors/sglang/flags.py); [env] names/values; and the
+  guardrails (port, GPUs, model path, tp x dp).
 - `Planner` (injected into runner.supervisor.ProcessSupervisor by wiring.py): profile name ->
   validated LaunchPlan, or PlanError (event kind bad_cli_flag / port_in_use).
 - `request(...)` writes a launch/stop/relaunch Intent for the runner, with an Audit row; it
@@ -25,12 +25,15 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services import guardrails, profiles, sglang_flags
+from collectors.engines import get_engine
+from collectors.sglang import flags as sglang_flags
+from collectors.sglang.flags import Issue
+from collectors.sglang.launch import flag_args
+from dashboard.services import guardrails, profiles
 from dashboard.services.profiles import ProfileSpec
-from dashboard.services.sglang_flags import Issue
 from dashboard.settings import Settings
 from runner import procs
-from runner.launch_plan import LaunchPlan, PlanError, build_argv, flag_args
+from runner.launch_plan import LaunchPlan, PlanError
 from storage import repo
 from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES
 from storage.models import Intent, Launch, Server
@@ -223,7 +226,9 @@ class Planner:
             server_id=server.id,
             server_name=server.name,
             base_url=server.base_url.rstrip("/"),
-            argv=build_argv(server.python or sys.executable, spec.entrypoint, spec.model_path, host, port, spec.flags),
+            argv=get_engine(server.engine).build_argv(server.python or sys.executable, spec.entrypoint,
+                                                      spec.model_path, host, port, spec.flags),
+            engine=server.engine,
             env=env,
             log_path=log_path,
             profile_name=spec.name,

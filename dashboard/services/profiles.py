@@ -71,8 +71,8 @@ class ProfileSpec:
 def parse_profile(text: str, *, source: str = "<profile>") -> ProfileSpec:
     """TOML text -> ProfileSpec; ProfileError (one sentence) when the shape is wrong.
 
-    Flag names and values are checked later by validation (sglang_flags), so a profile with an
-    unknown flag still loads, lists and diffs; it just cannot be launched.
+    Flag names and values are checked later by validation (collectors/sglang/flags.py), so a
+    profile with an unknown flag still loads, lists and diffs; it just cannot be launched.
     """
     try:
         data = tomllib.loads(text)

@@ -5,9 +5,10 @@ Usage (from the repository root, any Python 3.11; stdlib only):
     python scripts/sglang_cpu/capture_fixtures.py [--out tests/fixtures]
 
 Starts the server built by build_env.sh, sends a fixed traffic script (below), stops it with
-SIGTERM and writes tests/fixtures/sglang-0.5.23-real-cpu-*. Every absolute path of this machine
-(cache dir, venv, model dir, $HOME, temp dirs) is replaced by a placeholder such as <VENV> or
-<MODEL_DIR>; nothing else is stripped. The traffic script and the measured timings are written to
+SIGTERM and writes tests/fixtures/sglang-0.5.23-real-cpu-*, and the server's `--help` text to
+collectors/sglang/sglang-0.5.23-help.txt (the bundled flag table reads it). Every absolute path
+of this machine (cache dir, venv, model dir, $HOME, temp dirs) is replaced by a placeholder such
+as <VENV> or <MODEL_DIR>; nothing else is stripped. The traffic script and the measured timings are written to
 sglang-0.5.23-real-cpu-capture.json so a re-capture can be compared.
 """
 
@@ -30,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_server as rs  # noqa: E402
 
 PREFIX = "sglang-0.5.23-real-cpu"
+# The one copy of `--help`, next to the flag module that parses it (collectors/sglang/flags.py).
+HELP_OUT = Path(__file__).resolve().parents[2] / "collectors" / "sglang" / "sglang-0.5.23-help.txt"
 # A long shared prefix so the second request hits the radix cache (cached-token > 0).
 SHARED_PREFIX = (
     "A shared system prompt is repeated so the radix cache can reuse its tokens. "
@@ -214,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("tests/fixtures"))
     ap.add_argument("--skip-flag-errors", action="store_true")
+    ap.add_argument("--flags-help-out", type=Path, default=HELP_OUT)
     args = ap.parse_args(argv)
     env = rs.load_env()
     if env is None:
@@ -258,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         proc = subprocess.run([env["PYTHON"], "-m", "sglang.launch_server", "--help"],
                               capture_output=True, text=True, env=help_env,
                               timeout=300, check=False)
-        (args.out / "sglang-0.5.23-help.txt").write_text(clean(proc.stdout))
+        args.flags_help_out.write_text(clean(proc.stdout))
     (args.out / f"{PREFIX}-capture.json").write_text(json.dumps(rec, indent=2) + "\n")
     print(json.dumps(rec, indent=2))
     return 0

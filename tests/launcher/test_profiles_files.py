@@ -60,7 +60,7 @@ def test_shipped_profiles_are_valid() -> None:
     specs, errors = profiles.load_dir(REPO / "profiles")
     assert errors == []
     assert {"baseline", "high-concurrency", "low-latency", "radix-off", "demo"} <= {s.name for s in specs}
-    from dashboard.services import sglang_flags
+    from collectors.sglang import flags as sglang_flags
 
     for s in specs:
         assert [i for i in sglang_flags.check_flags(s.flags) if i.severity != "note"] == [], s.name

@@ -22,8 +22,8 @@ from collectors.probe.cli import open_engine, probe_cli
 from collectors.probe.client import make_session, send
 from collectors.probe.sse import hash_output
 from collectors.probe.sweep import SweepSpec, run_sweep
-from runner.sweeps import Sweeps
 from collectors.probe.workloads import Prompt, WorkloadSpec, request_body
+from runner.sweeps import Sweeps
 
 pytestmark = pytest.mark.timeout(120)
 SHORT = {"max_new_tokens": 8}  # 8 tokens x 5 ms keeps each request short

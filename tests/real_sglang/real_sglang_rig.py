@@ -25,11 +25,11 @@ from real_sglang_helpers import rs
 from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
-from runner.loop import Runner
 from dashboard.services import launcher
 from dashboard.services.profiles import ProfileSpec, dump_profile
 from dashboard.services.wiring import runner_parts
 from dashboard.settings import Settings
+from runner.loop import Runner
 from storage import repo
 from storage.db import make_engine
 from storage.models import Server
@@ -168,7 +168,7 @@ def running_rig(env: dict[str, str], root: Path, profiles: dict[str, dict[str, A
 
 
 # ---------------------------------------------------------------------------------------------
-# the real log, read independently of collectors/sglang_log*.py
+# the real log, read independently of collectors/sglang/log*.py
 
 _LINE = re.compile(r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)?(?: [A-Z_]+\d+)*\] (?P<body>.*)$")
 _INT = r"(\d+)"

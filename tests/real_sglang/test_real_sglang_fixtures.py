@@ -17,7 +17,9 @@ from real_sglang_helpers import kv_keys, line_shape, parse_env_file, parse_sse, 
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 PREFIX = "sglang-0.5.23-real-cpu"
-FILES = sorted(FIX.glob(f"{PREFIX}*")) + sorted(FIX.glob("sglang-0.5.23-help.txt"))
+# The --help capture is the flag table's source, kept next to it (collectors/sglang/flags.py).
+HELP = Path(__file__).resolve().parents[2] / "collectors" / "sglang" / "sglang-0.5.23-help.txt"
+FILES = sorted(FIX.glob(f"{PREFIX}*")) + [HELP]
 # Absolute paths of a machine: home dirs, temp dirs, the workspace. Placeholders look like <VENV>.
 LOCAL_PATH = re.compile(r"(?<![\w<>.-])/(?:root|home|tmp|work|Users|var/folders)/")
 
@@ -33,7 +35,7 @@ def test_all_expected_captures_exist() -> None:
                    "-chat-stream.sse", "-bad-flag-enable-radix-cache.txt",
                    "-bad-flag-cuda-graph-max-bs.txt", "-capture.json"):
         assert f"{PREFIX}{suffix}" in names, suffix
-    assert "sglang-0.5.23-help.txt" in names
+    assert HELP.is_file()
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

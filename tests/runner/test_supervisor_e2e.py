@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runner.loop import Runner
 from dashboard.services import launcher
 from dashboard.services.wiring import runner_parts
 from dashboard.settings import Settings
+from runner.loop import Runner
 from storage import repo
 
 pytestmark = pytest.mark.timeout(120)

@@ -4,7 +4,7 @@ moving the expected way.
 
 Load comes from the probe engineer's collectors.probe.sweep (run_sweep, in-process); server-side
 figures come from the simulator's scheduler log through the real log parser
-(collectors.sglang_log: parse_text + records_to_rows), as the runner would store them.
+(collectors.sglang.log: parse_text + records_to_rows), as the runner would store them.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pwtest import REPO, free_port, subprocess_env
 from collectors.base import ServerTarget
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import WorkloadSpec
-from collectors.sglang_log import records_to_rows
-from collectors.sglang_log_stream import parse_text
+from collectors.sglang.log import records_to_rows
+from collectors.sglang.log_stream import parse_text
 from dashboard.services import export
 from dashboard.services.compare import compare
 from dashboard.services.scorecard import build_scorecard

@@ -1,4 +1,4 @@
-"""`pitwall parse-log FILE --jsonl` contract (collectors/sglang_log_cli.py)."""
+"""`pitwall parse-log FILE --jsonl` contract (collectors/sglang/log_cli.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors.sglang_log_cli import main_parse_log, parse_log_cli, record_json
-from collectors.sglang_log_stream import parse_stream
+from collectors.sglang.log_cli import main_parse_log, parse_log_cli, record_json
+from collectors.sglang.log_stream import parse_stream
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 LOGS = sorted(p.name for p in FIX.glob("sglang-*.log"))
 
 
@@ -68,9 +68,9 @@ def test_summary_mode_counts_kinds() -> None:
 
 def test_cli_in_a_real_process() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "collectors.sglang_log_cli", str(FIX / "sglang-0.4.3.log"),
+        [sys.executable, "-m", "collectors.sglang.log_cli", str(FIX / "sglang-0.4.3.log"),
          "--jsonl"], capture_output=True, text=True, timeout=60,
-        cwd=Path(__file__).resolve().parents[2])
+        cwd=Path(__file__).resolve().parents[3])
     assert proc.returncode == 0
     kinds = [json.loads(line)["kind"] for line in proc.stdout.splitlines()]
     assert kinds == ["prefill", "decode", "decode_retract"]

@@ -12,7 +12,7 @@ Identity of the file: (st_dev, st_ino) plus the first bytes of the file (`head`,
   new file is read from offset 0. After a restart the old file is looked for next to the path
   (``path.1``, ``path.0``, ``path-*``, ...: any sibling starting with the name and holding the
   saved inode) and drained from the saved offset; if it cannot be found, the lines written to
-  it after the last saved offset are lost (the only loss case; documented in sglang_log.py).
+  it after the last saved offset are lost (the only loss case; documented in log.py).
 - **truncation** (size < offset, or the first bytes changed — copytruncate that regrew past the
   old offset): read again from offset 0.
 - **bounded work**: at most `max_bytes` per call, so a huge backlog is read over several polls.

@@ -2,7 +2,7 @@
 
 Owns the line-level grammar of reference/sglang-interfaces.md §1-2 (0.1.14 -> 0.5.23) and the
 diffusion prefix of §6. Multi-line grouping (tracebacks, hard-wrapped NCCL messages) lives in
-sglang_log_stream.py; file following in sglang_log_tail.py.
+log_stream.py; file following in log_tail.py.
 
 A record is found wherever its header sits in the physical line, so foreign prefixes (a log
 shipper's timestamp, a file name), a lost opening bracket and a progress bar glued in front are
@@ -14,7 +14,7 @@ all survived. The SGLang prefix is read from the text right before the header:
     [gpu_id=N] / [gpu=N]                                           0.1.20-0.2.13 (no time)
 
 Fields (names, values, which pairs count as intact, the learnt fast path) are read by
-sglang_log_fields.py: a record cut by a narrow terminal keeps its intact pairs and drops the cut
+log_fields.py: a record cut by a narrow terminal keeps its intact pairs and drops the cut
 one — a value is never invented.
 
 Events found on one line are classified here (`classify_event`); a crash start opens a group
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from collectors.sglang_log_fields import Shape, match_shape, parse_fields
+from collectors.sglang.log_fields import Shape, match_shape, parse_fields
 
 #: Record kinds; event kinds are the DESIGN.md taxonomy names.
 RECORD_KINDS = ("prefill", "decode")
@@ -87,7 +87,7 @@ class LogRecord:
     `fields` maps canonical names to numbers/booleans. Events also carry `message` (one cleaned
     line) and `raw` (the excerpt, all grouped lines).
 
-    A record read by a learnt shape (sglang_log_fields.py) keeps the captured value texts and
+    A record read by a learnt shape (log_fields.py) keeps the captured value texts and
     builds `fields` on first access: `parse-log` only needs `fields_json`, the fields as a JSON
     object body, which the shape makes without converting a number.
     """
@@ -274,7 +274,7 @@ _BAD_FLAG = re.compile(
 )
 _PORT = re.compile(r"[Aa]ddress already in use|[Pp]ort \d+ (?:is )?already in use")
 _WARMUP = re.compile(r"warmup error|[Ww]armup (?:request )?failed")
-#: Scheduler crashes that open a grouped event (sglang_log_stream.py groups what follows).
+#: Scheduler crashes that open a grouped event (log_stream.py groups what follows).
 CRASH_START = re.compile(
     r"Traceback \(most recent call last\)|\w+ hit an exception|Exception in ModelTpServer"
     r"|Exception in run_tp_server|Received sigquit from a child process"
@@ -349,7 +349,7 @@ def excerpt(text: str) -> str:
 def parse_line(line: str | bytes, line_no: int = 1) -> LogRecord | None:
     """One physical line -> a record, a single-line event, or None. Never raises.
 
-    Multi-line events need parse_stream (sglang_log_stream.py): here a crash start becomes a
+    Multi-line events need parse_stream (log_stream.py): here a crash start becomes a
     one-line `crash` event and a hard-wrapped NCCL message is only seen when whole.
     """
     text, _ = decode_line(line)

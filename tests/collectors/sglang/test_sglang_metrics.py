@@ -1,4 +1,4 @@
-"""Golden and behaviour tests of collectors/sglang_metrics*.py (parse, aliases, windows, HTTP).
+"""Golden and behaviour tests of collectors/sglang/metrics*.py (parse, aliases, windows, HTTP).
 
 The era payloads under tests/fixtures/ were written from sglang-interfaces.md §3 (bucket sets of
 each era) from these observations, so every expected figure below follows by hand:
@@ -24,16 +24,16 @@ import pytest
 from http_stub import MemoryState, StubServer
 
 from collectors.base import CollectorContext, CollectorError, ServerTarget
-from collectors.sglang_metrics import (
+from collectors.sglang.metrics import (
     SGLangMetricsCollector,
     absent_keys,
     compute,
     parse_metrics,
     parse_metrics_cli,
 )
-from collectors.sglang_metrics_math import histogram_quantile
+from collectors.sglang.metrics_math import histogram_quantile
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 _CUMULATIVE = re.compile(r"^(sglang[:_]\S*(?:_total|_bucket|_sum|_count)(?:\{[^}]*\})?) \S+$", re.M)
 
 

@@ -1,7 +1,7 @@
 """SGLang scheduler-log collector: follows each server's log file, writes Samples and Events.
 
-Owns turning log records into Pitwall rows. The grammar is in sglang_log_parse.py (one line),
-sglang_log_stream.py (grouped events) and the file following in sglang_log_tail.py; this module
+Owns turning log records into Pitwall rows. The grammar is in log_parse.py (one line),
+log_stream.py (grouped events) and the file following in log_tail.py; this module
 re-exports the public parsing API: `parse_line`, `parse_stream`, `LogRecord`, `LogTailer`.
 
 Samples (source ``log``; one per record unless said otherwise; missing field = no sample):
@@ -69,9 +69,9 @@ from datetime import datetime
 from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.sglang_log_parse import LogRecord, parse_line
-from collectors.sglang_log_stream import ParseStats, StreamParser, parse_stream
-from collectors.sglang_log_tail import Line, LogTailer, TailState
+from collectors.sglang.log_parse import LogRecord, parse_line
+from collectors.sglang.log_stream import ParseStats, StreamParser, parse_stream
+from collectors.sglang.log_tail import Line, LogTailer, TailState
 
 __all__ = ["LogRecord", "LogTailer", "SGLangLogCollector", "parse_line", "parse_stream",
            "log_ts", "records_to_rows"]

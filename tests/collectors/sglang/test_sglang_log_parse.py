@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from collectors.sglang_log import parse_line, parse_stream
-from collectors.sglang_log_parse import LogRecord
-from collectors.sglang_log_stream import ParseStats, parse_text
+from collectors.sglang.log import parse_line, parse_stream
+from collectors.sglang.log_parse import LogRecord
+from collectors.sglang.log_stream import ParseStats, parse_text
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _records(name: str) -> list[tuple[int, str, str | None, dict[str, int], dict[str, Any]]]:
@@ -381,7 +381,7 @@ _VALUES = hs.one_of(hs.integers(-5, 10**22).map(str),
 def test_shape_path_equals_slow_path(pairs: list[tuple[str, str, str]], tail: str) -> None:
     import json
 
-    from collectors import sglang_log_fields as F
+    from collectors.sglang import log_fields as F
 
     F.clear_shapes()
     one = ", ".join(f"{k}: {a}" for k, a, _ in pairs) + tail

@@ -1,4 +1,4 @@
-"""Tests of collectors/sglang_api*.py: shape parsing on real 0.5.23 captures, the health state
+"""Tests of collectors/sglang/api*.py: shape parsing on real 0.5.23 captures, the health state
 machine, and the collector against a scripted aiohttp server on 127.0.0.1 (fallbacks, flaps,
 restarts outside Pitwall)."""
 
@@ -13,8 +13,8 @@ import pytest
 from http_stub import MemoryState, StubServer
 
 from collectors.base import CollectorContext, ServerTarget
-from collectors.sglang_api import SGLangApiCollector
-from collectors.sglang_api_parse import (
+from collectors.sglang.api import SGLangApiCollector
+from collectors.sglang.api_parse import (
     REDACTED,
     health_step,
     parse_loads,
@@ -22,7 +22,7 @@ from collectors.sglang_api_parse import (
     parse_server_info,
 )
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures"
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def load(name: str) -> Any:

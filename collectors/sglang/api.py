@@ -6,7 +6,7 @@ a one-token generation, so its latency is a cheap end-to-end liveness probe), th
 `/get_server_info` -> `/get_server_args`; `/model_info` -> `/get_model_info`) are read on the
 first healthy poll, after every down -> up change and every `info_interval_s`; they are recorded on
 the current Launch (`server_args`, `sglang_version`) and kept in this collector's state
-(`sglang_api:<server_id>:info`). Parsing is collectors/sglang_api_parse.py.
+(`sglang_api:<server_id>:info`). Parsing is collectors/sglang/api_parse.py.
 
 Restart outside Pitwall: a server whose identity (version, launch command, startup timings,
 random seed, port, model) changes while its Launch stays the same was restarted by someone else;
@@ -36,7 +36,12 @@ from typing import Any
 import httpx
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.sglang_api_parse import (
+from collectors.http import auth_headers
+from collectors.sglang.api_parse import (
+    HEALTH_PATH,
+    LOAD_PATHS,
+    MODEL_INFO_PATHS,
+    SERVER_INFO_PATHS,
     ServerInfo,
     health_step,
     parse_loads,
@@ -45,9 +50,6 @@ from collectors.sglang_api_parse import (
 )
 
 SOURCE = "api"
-SERVER_INFO_PATHS = ("/server_info", "/get_server_info", "/get_server_args")
-MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
-LOAD_PATHS = ("/v1/loads", "/get_load")
 
 
 class _NotFound(Exception):
@@ -76,7 +78,7 @@ class SGLangApiCollector:
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _get(self, server: ServerTarget, path: str) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+        headers = auth_headers(server.api_key)
         return self._client.get(server.base_url.rstrip("/") + path, headers=headers)
 
     def _get_json(
@@ -96,7 +98,7 @@ class SGLangApiCollector:
         """(ok, latency_s of any answer, detail); never raises."""
         t0 = time.perf_counter()
         try:
-            resp = self._get(server, "/health")
+            resp = self._get(server, HEALTH_PATH)
         except httpx.TimeoutException:
             return False, None, "timed out"
         except httpx.HTTPError as exc:

@@ -1,9 +1,9 @@
 """SGLang `/metrics` collector: Prometheus text -> `metrics.*` samples (gauges, rates, quantiles).
 
 Owns the turn from one scrape (plus the previous scrape's state) into Pitwall keys. Parsing is
-collectors/sglang_metrics_parse.py (prometheus_client's parser, bad lines isolated), names of every
-SGLang era and the rank rules are collectors/sglang_metrics_alias.py, the arithmetic is
-collectors/sglang_metrics_math.py. Gauges are taken as they are; counters become per-second rates
+collectors/sglang/metrics_parse.py (prometheus_client's parser, bad lines isolated), names of every
+SGLang era and the rank rules are collectors/sglang/metrics_alias.py, the arithmetic is
+collectors/sglang/metrics_math.py. Gauges are taken as they are; counters become per-second rates
 and histograms windowed quantiles over the time between two polls, so the first poll of a server
 yields gauges only. A metric the server does not export gives no sample (never 0): `absent_keys()`
 lists those keys, and the collector keeps the list in its state
@@ -54,7 +54,8 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
-from collectors.sglang_metrics_alias import (
+from collectors.http import auth_headers
+from collectors.sglang.metrics_alias import (
     ALIASES,
     LOOKUP,
     Alias,
@@ -63,8 +64,8 @@ from collectors.sglang_metrics_alias import (
     pitwall_keys,
     rank_detail,
 )
-from collectors.sglang_metrics_math import bucket_delta, counter_delta, histogram_quantile, parse_le
-from collectors.sglang_metrics_parse import ParsedMetrics, parse_metrics
+from collectors.sglang.metrics_math import bucket_delta, counter_delta, histogram_quantile, parse_le
+from collectors.sglang.metrics_parse import ParsedMetrics, parse_metrics
 
 __all__ = [
     "ParsedMetrics",
@@ -275,7 +276,7 @@ class SGLangMetricsCollector:
     def scrape(self, server: ServerTarget) -> str:
         """The payload text; raises CollectorError with what to do on any failure."""
         url = server.base_url.rstrip("/") + "/metrics"
-        headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+        headers = auth_headers(server.api_key)
         try:
             resp = self._client.get(url, headers=headers)
         except httpx.HTTPError as exc:

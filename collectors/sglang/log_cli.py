@@ -16,8 +16,8 @@ import json
 import sys
 from typing import IO
 
-from collectors.sglang_log_parse import LogRecord
-from collectors.sglang_log_stream import ParseStats, parse_stream
+from collectors.sglang.log_parse import LogRecord
+from collectors.sglang.log_stream import ParseStats, parse_stream
 
 _dumps = json.JSONEncoder().encode  # ASCII-escaped: safe on any stdout encoding
 _BOOL = {True: "true", False: "false"}

@@ -1,7 +1,7 @@
 """SGLang launch flags: the bundled 0.5.23 table and the pure checks run on a profile's [flags].
 
-The table is SGLang 0.5.23's own `sglang serve --help` output (sglang-0.5.23-help.txt, captured
-from the real server, same text as tests/fixtures/sglang-0.5.23-help.txt) parsed by
+The table is SGLang 0.5.23's own `sglang serve --help` output (sglang-0.5.23-help.txt next to this
+module, captured from the real server by scripts/sglang_cpu/capture_fixtures.py) parsed by
 `parse_help_text()`: every flag name and alias, whether it is a bare switch, a `--x/--no-x` pair,
 takes one value, an optional value or a list, and its choices. `--help` does not print types, so
 the numeric types and ranges of the flags operators tune are declared in NUMERIC below

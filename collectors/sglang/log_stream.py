@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from collectors.sglang_log_parse import (
+from collectors.sglang.log_parse import (
     CRASH_START,
     PREFILTER,
     PREFILTER_B,

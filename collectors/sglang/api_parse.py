@@ -1,5 +1,6 @@
-"""Pure shape parsing of SGLang's HTTP endpoints (/server_info, /model_info, /v1/loads, /get_load)
-and the health state machine; collectors/sglang_api.py does the I/O around them.
+"""SGLang's HTTP endpoints as data: their paths (newest first), the pure shape parsing of what
+/server_info, /model_info, /v1/loads and /get_load answer, and the health state machine;
+collectors/sglang/api.py does the I/O around them.
 
 Shapes by version (../shared/reference/sglang-interfaces.md §4):
 
@@ -20,6 +21,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+HEALTH_PATH = "/health"
+#: Newest first (sglang-interfaces.md §4): /server_info 0.5.6+, /get_server_info 0.4.0+ (an alias
+#: since 0.5.6), /get_server_args 0.3.6 and older. The supervisor reads the same order at ready.
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info", "/get_server_args")
+MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
+LOAD_PATHS = ("/v1/loads", "/get_load")
 
 REDACTED = "<redacted>"
 _SECRET_MARKERS = ("api_key", "password", "secret", "token_key", "hf_token", "watermark_key")

@@ -1,6 +1,6 @@
 """Counter deltas with reset detection, and histogram quantiles as Prometheus estimates them.
 
-Pure functions on plain numbers; the windowing state lives in collectors/sglang_metrics.py.
+Pure functions on plain numbers; the windowing state lives in collectors/sglang/metrics.py.
 
 - `counter_delta(prev, cur)`: the increase between two scrapes. A drop means the counter restarted
   (the server restarted): the increase is then `cur` (what was counted since the restart), as

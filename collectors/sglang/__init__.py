@@ -1,0 +1,49 @@
+"""Everything SGLang-specific, behind the Engine description (collectors/base.py): log forms
+(log*.py), metric names and aliases (metrics*.py), HTTP endpoints (api*.py), the bundled flag
+table (flags.py + sglang-0.5.23-help.txt) and the launch command and ready line (launch.py).
+../shared/reference/sglang-interfaces.md is the source of truth for all of them.
+
+`ENGINE` is what the engine registry (collectors/engines.py) lists under "sglang". Pure modules
+are imported here; the collectors (httpx, prometheus_client) only when a factory is called.
+"""
+
+from __future__ import annotations
+
+from collectors.base import Collector, Engine
+from collectors.sglang import flags
+from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS
+from collectors.sglang.launch import READY_LINE, build_argv, startup_progress
+from collectors.sglang.log_parse import parse_line
+
+
+def _log_collector() -> Collector:
+    from collectors.sglang.log import SGLangLogCollector
+
+    return SGLangLogCollector()
+
+
+def _metrics_collector() -> Collector:
+    from collectors.sglang.metrics import SGLangMetricsCollector
+
+    return SGLangMetricsCollector()
+
+
+def _api_collector() -> Collector:
+    from collectors.sglang.api import SGLangApiCollector
+
+    return SGLangApiCollector()
+
+
+ENGINE = Engine(
+    name="sglang",
+    collectors={"log": _log_collector, "metrics": _metrics_collector, "api": _api_collector},
+    build_argv=build_argv,
+    ready_line=READY_LINE,
+    startup_progress=startup_progress,
+    health_path=HEALTH_PATH,
+    server_info_paths=SERVER_INFO_PATHS,
+    check_flags=flags.check_flags,
+    check_env=flags.check_env,
+    flags_version=flags.SGLANG_VERSION,
+    parse_line=parse_line,
+)

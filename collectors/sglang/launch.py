@@ -1,0 +1,75 @@
+"""SGLang's launch command and startup log, as data: the argv of a profile, the ready line and the
+startup milestones a progress bar is drawn from.
+
+Pure and Streamlit-free. dashboard/services/launcher.py builds the argv of a LaunchPlan with
+`build_argv`; the supervisor watches a starting server's log for `READY_LINE` and reports
+`startup_progress` (sglang-interfaces.md §2 lists the lines). Cross-check:
+`grep -n "fired up and ready to roll" <server log>`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+READY_LINE = "The server is fired up and ready to roll!"
+
+# Log milestones of SGLang startup (sglang-interfaces.md §2), in order, with the fraction of the
+# startup they roughly mark; only used to draw a progress bar.
+MILESTONES: tuple[tuple[str, float, str], ...] = (
+    ("Load weight begin", 0.3, "loading weights"),
+    ("Load weight end", 0.5, "weights loaded"),
+    ("Memory pool end", 0.6, "KV cache allocated"),
+    ("CUDA graph begin", 0.7, "capturing CUDA graphs"),
+    ("cuda graph begin", 0.7, "capturing CUDA graphs"),
+    ("max_total_num_tokens=", 0.8, "scheduler ready"),
+    ("Uvicorn running on", 0.9, "HTTP up, warming up"),
+    (READY_LINE, 1.0, "ready"),
+)
+
+
+def flag_args(flags: dict[str, Any]) -> list[str]:
+    """A profile's [flags] -> argv items: `true` is a bare switch, `false` leaves it out, a list
+    becomes several values, a table becomes JSON text."""
+    out: list[str] = []
+    for name, value in flags.items():
+        opt = f"--{name}"
+        if value is True:
+            out.append(opt)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, list):
+            out.append(opt)
+            out.extend(_fmt(v) for v in value)
+        elif isinstance(value, dict):
+            out.extend([opt, json.dumps(value, separators=(",", ":"))])
+        else:
+            out.extend([opt, _fmt(value)])
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def build_argv(
+    python: str, entrypoint: str, model_path: str, host: str, port: int, flags: dict[str, Any]
+) -> list[str]:
+    """`python -m <entrypoint> --model-path M --host H --port P <flags>`.
+
+    "sglang serve" is SGLang's console script (`sglang.cli.main:main`, 0.5.5+); it is started as
+    `python -m sglang.cli.main serve` so the server's own interpreter runs it.
+    """
+    head = [python, "-m", "sglang.cli.main", "serve"] if entrypoint == "sglang serve" else [python, "-m", entrypoint]
+    return [*head, "--model-path", model_path, "--host", host, "--port", str(port), *flag_args(flags)]
+
+
+def startup_progress(text: str) -> tuple[float, str]:
+    """(fraction 0-1, what it is doing) from the log text a launch wrote so far."""
+    best, detail = 0.2, "process started"
+    for needle, frac, what in MILESTONES:
+        if needle in text and frac >= best:
+            best, detail = frac, what
+    return best, detail
