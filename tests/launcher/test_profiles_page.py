@@ -74,13 +74,44 @@ def test_page_lists_profiles_and_diffs_against_running(page_env) -> None:
     assert {"Validate", "Relaunch…", "Stop…"} <= set(_buttons(at))
 
 
-def test_validate_button_reports_and_audits(page_env) -> None:
+def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_env) -> None:
+    """Validate returns at once (it only records an intent); the page shows the runner's
+    progress while pending, then the verdict the check lane stored (runner/validation.py)."""
+    from dashboard.services import wiring
+    from dashboard.settings import load_settings
     from storage import repo
 
     at = _run()
     next(b for b in at.button if b.label == "Validate").click().run()
+    (intent,) = repo.list_intents(page_env, kinds=["validate"])
+    assert intent.state == "pending" and intent.payload == {"profile": "one", "server": "sim"}
+    assert repo.list_audit(page_env) == []  # nothing ran in the page
+    assert "Validating one" in "\n".join(str(s.label) for s in at.status)
+    # the runner's check lane: claim, validate (the real handler, wired as `pitwall collect` does)
+    _, handlers = wiring.runner_parts(load_settings(), page_env, auto_start=False)
+    claimed = repo.claim_next_intent(page_env, kinds=["validate"])
+    assert claimed is not None and claimed.id == intent.id
+    handlers["validate"](claimed)
+    done = repo.get_intent(page_env, intent_id=intent.id)
+    assert done.state == "done" and done.result["ok"] is True, done.message
+    at.run()
     assert "one is valid" in _text(at)
     assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [("local", "profile_validate", "one")]
+
+
+def test_stop_dialog_records_intent_and_shows_its_progress(page_env) -> None:
+    from storage import repo
+
+    at = _run()
+    next(b for b in at.button if b.label == "Stop…").click().run()
+    next(b for b in at.button if b.label == "Stop now").click().run()
+    (intent,) = repo.list_intents(page_env, kinds=["stop"])
+    assert intent.state == "pending" and intent.requested_by == "local"
+    repo.update_intent(page_env, intent_id=intent.id, state="running",
+                       progress={"stage": "stopping", "fraction": 0.4, "detail": "SIGTERM to sim (pid 1)"})
+    at.run()
+    assert f"stop #{intent.id}" in _text(at) and "**stopping**" in _text(at)
+    assert at.get("progress") and at.get("progress")[0].proto.text == "SIGTERM to sim (pid 1)"
 
 
 def test_relaunch_dialog_records_intent_and_audit(page_env) -> None:

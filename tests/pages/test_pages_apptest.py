@@ -161,6 +161,12 @@ def test_benchmarks_start_sweep_records_run_and_intent(seeded, app_env):
     run = repo.get_probe_run(engine, run_id=intents[0].payload["run_id"])
     assert run.spec["levels"] == [1.0, 2.0] and run.spec["requests"] == 5
     assert "waiting for the runner" in _all_text(at)
+    # the runner's probe lane moves it on; the page follows without a click
+    repo.update_intent(engine, intent_id=intents[0].id, state="running")
+    repo.update_probe_run(engine, run_id=run.id, status="running", progress=0.5)
+    at.run()
+    bars = [el.proto.text for el in at.get("progress")]
+    assert any("running, 50%" in b for b in bars), bars
 
 
 def test_benchmarks_bad_levels_are_one_sentence(seeded):
