@@ -164,7 +164,7 @@ def build_runner(settings: Settings, engine):  # type: ignore[no-untyped-def]
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     from collectors.runner import LeaseHeld
-    from dashboard.services.servers import seed_demo, sync_servers
+    from dashboard.services.views.servers import seed_demo, sync_servers
 
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] pitwall-runner %(levelname)s %(message)s"
@@ -235,7 +235,7 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "launch": ("start a managed server under a profile", _delegate("dashboard.services.profiles_cli", "launch_cli")),
     "stop": ("stop a managed server", _delegate("dashboard.services.profiles_cli", "stop_cli")),
     "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.profiles_cli", "relaunch_cli")),
-    "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export_cli", "export_cli")),
+    "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export.cli", "export_cli")),
 }
 
 

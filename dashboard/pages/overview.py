@@ -17,7 +17,7 @@ from dashboard.components.format import (
     grade_badge,
 )
 from dashboard.components.scorecard import md_escape
-from dashboard.services.overview import FIGURE_WINDOW_S, ServerCard, server_cards
+from dashboard.services.views.overview import FIGURE_WINDOW_S, ServerCard, server_cards
 
 ctx = session.bootstrap()
 st.title("Overview")

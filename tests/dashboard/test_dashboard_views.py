@@ -18,7 +18,7 @@ from dashboard.components.timeseries_charts import (
     tradeoff_chart,
 )
 from dashboard.services import benchmarks as bm
-from dashboard.services import timeseries as ts
+from dashboard.services.views import timeseries as ts
 from storage import repo
 
 

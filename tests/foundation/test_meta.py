@@ -108,7 +108,7 @@ def test_no_absolute_paths_of_this_machine() -> None:
 
 
 def test_readme_metric_table_matches_metric_specs() -> None:
-    from dashboard.services.metric_specs import metric_table_markdown
+    from dashboard.services.scorecard.metric_specs import metric_table_markdown
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     start, end = "<!-- metric-table:start -->\n", "\n<!-- metric-table:end -->"

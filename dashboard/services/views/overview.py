@@ -152,7 +152,7 @@ def grades(
     why: dict[str, str] = {}
     figs: dict[str, float | None] = {}
     try:
-        from dashboard.services.scorecard import build_scorecard
+        from dashboard.services.scorecard.build import build_scorecard
     except ImportError:
         return out, why, figs
     try:

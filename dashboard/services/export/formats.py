@@ -3,7 +3,7 @@
 Every format carries the provenance (PROVENANCE_FIELDS: Pitwall and SGLang versions, server
 args, GPU model and driver, workload fingerprint and spec, window, client self-check). JSON is
 `{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
-and validates against scorecard.schema.json next to this file. CSV has one row per scorecard and
+and validates against dashboard/services/scorecard/scorecard.schema.json (model.SCHEMA_PATH). CSV has one row per scorecard and
 figure. PNG is every chart stacked in one image (vl-convert, no browser). `write_export` writes
 a file and records an Audit row (action `export`).
 """
@@ -24,9 +24,14 @@ from sqlalchemy.engine import Engine
 
 from dashboard.components import charts
 from dashboard.components.format import fmt_ts, fmt_value
-from dashboard.services.compare import Comparison, compare
-from dashboard.services.metric_specs import DIMENSION_LABELS, DIMENSIONS, SPECS_BY_KEY, specs_of
-from dashboard.services.scorecard_model import SCHEMA_VERSION, Scorecard
+from dashboard.services.scorecard.compare import Comparison, compare
+from dashboard.services.scorecard.metric_specs import (
+    DIMENSION_LABELS,
+    DIMENSIONS,
+    SPECS_BY_KEY,
+    specs_of,
+)
+from dashboard.services.scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
 from storage import repo
 
 FORMATS = ("md", "html", "csv", "json", "png")
@@ -37,7 +42,6 @@ MEDIA_TYPES = {
     "json": "application/json",
     "png": "image/png",
 }
-SCHEMA_PATH = Path(__file__).with_name("scorecard.schema.json")
 GRADE_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "none": "—"}
 CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dimension", "key",
                "label", "value", "unit", "display", "status", "source", "grade", "target",
@@ -327,7 +331,7 @@ def render(fmt: str, cards: Sequence[Scorecard]) -> bytes:
         return to_json(cards, cmp).encode()
     if fmt == "png":
         return to_png(cards)
-    from dashboard.services.export_html import to_html
+    from dashboard.services.export.html import to_html
 
     return to_html(cards, cmp).encode()
 

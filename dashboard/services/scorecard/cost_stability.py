@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard.components.format import fmt_value
-from dashboard.services import scorecard_math as sm
-from dashboard.services import slo as slo_mod
-from dashboard.services.scorecard_inputs import (
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard import slo as slo_mod
+from dashboard.services.scorecard.inputs import (
     ScorecardInputs,
     col_sum,
     hourly,
     put,
     window_s,
 )
-from dashboard.services.scorecard_model import NOT_APPLICABLE, NOT_CONFIGURED, Figure
+from dashboard.services.scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure
 
 
 def cost_figures(inp: ScorecardInputs, figs: dict[str, Figure], levels: list[dict[str, Any]],

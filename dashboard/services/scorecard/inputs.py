@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.services import scorecard_math as sm
-from dashboard.services.scorecard_model import MISSING, OK, Figure
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard.model import MISSING, OK, Figure
 
 
 @dataclass

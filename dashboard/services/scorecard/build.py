@@ -25,10 +25,10 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from dashboard import __version__
-from dashboard.services import scorecard_math as sm
-from dashboard.services import slo as slo_mod
-from dashboard.services.scorecard_compute import ScorecardInputs, compute_scorecard
-from dashboard.services.scorecard_model import Scorecard
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard import slo as slo_mod
+from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
+from dashboard.services.scorecard.model import Scorecard
 from storage import repo
 from storage.models import Launch, ProbeRun, Server
 

@@ -10,8 +10,7 @@ import html
 from collections.abc import Sequence
 
 from dashboard.components.format import GRADE_COLORS
-from dashboard.services.compare import Comparison
-from dashboard.services.export import (
+from dashboard.services.export.formats import (
     GRADE_MARK,
     all_charts,
     chart_svg,
@@ -20,8 +19,9 @@ from dashboard.services.export import (
     level_rows,
     provenance_rows,
 )
-from dashboard.services.metric_specs import DIMENSION_LABELS, DIMENSIONS
-from dashboard.services.scorecard_model import Scorecard
+from dashboard.services.scorecard.compare import Comparison
+from dashboard.services.scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS
+from dashboard.services.scorecard.model import Scorecard
 
 VERDICT_COLORS = {"better": GRADE_COLORS["pass"][1], "worse": GRADE_COLORS["fail"][1],
                   "not comparable": GRADE_COLORS["warn"][1]}
