@@ -202,7 +202,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
     engine = _engine(settings)
     report = health.runner_health(engine, settings.database_url)
-    print(f"database   {settings.database_url}  ({health.fmt_bytes(report.db_bytes)})")
+    print(f"database   {settings.database_url}  ({health.fmt_bytes(report.db_bytes, missing='size n/a')})")
     print(f"runner     {report.summary}")
     for server in report.servers:
         print(f"server     {server}")

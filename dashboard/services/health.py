@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.engine import Engine
 
 from collectors.runner import LEASE_TTL_S, SELF_SERVER_ID
+from dashboard.services.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
 from storage import repo
 from storage.db import database_size_bytes
 
@@ -82,13 +83,3 @@ def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
         self_metrics={k: v for k, (_, v) in latest.items()},
     )
 
-
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "size n/a"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"

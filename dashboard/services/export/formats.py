@@ -23,7 +23,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.components import charts
-from dashboard.components.format import fmt_ts, fmt_value
+from dashboard.services.format import fmt_ts, fmt_value
 from dashboard.services.scorecard.compare import Comparison, compare
 from dashboard.services.scorecard.metric_specs import (
     DIMENSION_LABELS,

@@ -1,7 +1,7 @@
 """The single-file HTML export: inline CSS, charts as inline SVG (vl-convert), no scripts, no
 links to anything outside the file, so it opens offline and can be mailed or attached to a review.
 
-Colours follow dashboard/components/format.py (GRADE_COLORS; better = green, worse = red).
+Colours follow dashboard/services/format.py (GRADE_COLORS; better = green, worse = red).
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from dashboard.components.format import GRADE_COLORS
 from dashboard.services.export.formats import (
     GRADE_MARK,
     all_charts,
@@ -19,6 +18,7 @@ from dashboard.services.export.formats import (
     level_rows,
     provenance_rows,
 )
+from dashboard.services.format import GRADE_COLORS
 from dashboard.services.scorecard.compare import Comparison
 from dashboard.services.scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS
 from dashboard.services.scorecard.model import Scorecard

@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.components.format import fmt_ts
+from dashboard.services.format import fmt_ts
 from dashboard.services.scorecard.metric_specs import METRIC_SPECS
 from dashboard.services.scorecard.model import Scorecard
 from storage import repo

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.components.format import fmt_value
+from dashboard.services.format import fmt_value
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.cost_stability import cost_figures, stability_figures

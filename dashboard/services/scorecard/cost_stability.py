@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.components.format import fmt_value
+from dashboard.services.format import fmt_value
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.inputs import (

@@ -6,7 +6,7 @@ meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's
 
 Units: `unit` is the base unit the value is stored and exported in (`s`, `ratio` 0-1, `req_s`,
 `tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`); `display` is what a person reads
-(`fmt_value(value, unit)` in dashboard/components/format.py does the conversion). `better` is
+(`fmt_value(value, unit)` in dashboard/services/format.py does the conversion). `better` is
 `lower`, `higher` or `none` (informational, never coloured or graded).
 
 Where the inputs come from (Sample keys are the collectors' contract, DESIGN.md):

@@ -32,12 +32,12 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from storage import repo
 from storage.models import Server
 
 STALE_S = 60.0
 FIGURE_WINDOW_S = 15 * 60
-DIMENSIONS = ("latency", "throughput", "cost", "stability")
 KEY_FIGURES = (
     "api.health_ok",
     "api.health_latency_s",
