@@ -9,10 +9,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from dashboard.services.export.charts import all_charts, chart_svg
 from dashboard.services.export.formats import (
     GRADE_MARK,
-    all_charts,
-    chart_svg,
     delta_rows,
     figure_rows,
     level_rows,
