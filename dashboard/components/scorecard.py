@@ -24,7 +24,6 @@ from dashboard.services.scorecard.metric_specs import (
     specs_of,
 )
 from dashboard.services.scorecard.model import Scorecard
-from storage import repo
 
 VERDICT_STYLE = {
     "better": f"color: {GRADE_COLORS['pass'][1]}; font-weight: 600",
@@ -174,10 +173,7 @@ def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,
         if st.form_submit_button("Save target", disabled=disabled):
             try:
                 slo.save_override(engine, server=server if scope.startswith("server") else None,
-                                  key=metric, target=target)
-                repo.add_audit(engine, actor=actor, action="slo_edit",
-                               target=server if scope.startswith("server") else "global",
-                               detail={"metric": metric, "target": target})
+                                  key=metric, target=target, actor=actor)
             except slo.SloError as exc:
                 st.error(str(exc))
             else:
