@@ -66,10 +66,10 @@ def test_cost_without_price_is_none_never_zero():
     assert set(got.values()) == {None}
 
 
-def test_counter_delta_survives_reset():
+def test_counter_increase_survives_reset():
     # 1000 -> 1600 (+600) -> 100 (reset: +100 from 0) -> 400 (+300) = 1000 J
-    assert sm.counter_delta(np.array([1000.0, 1600.0, 100.0, 400.0])) == pytest.approx(1000.0)
-    assert sm.counter_delta(np.array([5.0])) is None
+    assert sm.counter_increase(np.array([1000.0, 1600.0, 100.0, 400.0])) == pytest.approx(1000.0)
+    assert sm.counter_increase(np.array([5.0])) is None
 
 
 def test_energy_figures():

@@ -212,7 +212,7 @@ def gather_inputs(
     for i in seen:
         _, e = repo.sample_points(engine, server_id=sid, metric=f"gpu.{i}.energy_j", since=since,
                                   until=until)
-        d = sm.counter_delta(e)
+        d = sm.counter_increase(e)
         if d is not None:
             energy = (energy or 0.0) + d
         pw = sm.mean_or_none(vals(f"gpu.{i}.power_w"))

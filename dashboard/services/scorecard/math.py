@@ -8,9 +8,12 @@ percentiles are numpy's linear interpolation, as in collectors/probe/report.py.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
+
+from collectors.sglang_metrics_math import counter_delta
 
 J_PER_KWH = 3.6e6
 PCTS = (50, 95, 99)
@@ -115,16 +118,15 @@ def cost_figures(
     }
 
 
-def counter_delta(values: np.ndarray | Sequence[float]) -> float | None:
-    """Increase of a cumulative counter over ordered samples, surviving resets (a drop means
-    the counter restarted: the new value counts from 0). None with fewer than two samples."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size < 2:
+def counter_increase(values: np.ndarray | Sequence[float]) -> float | None:
+    """Increase of a cumulative counter over ordered samples (`gpu.<i>.energy_j` over a window):
+    Σ counter_delta(prev, cur) over consecutive samples, so a reset (a drop: the counter
+    restarted) counts the new value from 0 exactly as the /metrics collector does. None with
+    fewer than two samples."""
+    arr = np.asarray(values, dtype=float).tolist()
+    if len(arr) < 2:
         return None
-    steps = np.diff(arr)
-    # after a reset the counter restarted from 0, so the whole new value is increase
-    steps = np.where(steps < 0, arr[1:], steps)
-    return float(steps.sum())
+    return float(sum(d for prev, cur in pairwise(arr) if (d := counter_delta(prev, cur)) is not None))
 
 
 def energy_figures(
