@@ -56,7 +56,7 @@ def col_sum(rows: pd.DataFrame, col: str) -> float | None:
 
 def hourly(inp: ScorecardInputs) -> float | None:
     """USD per hour of the whole server (one GPU-hour's price × GPU count); None: no price."""
-    return None if inp.gpu_hourly_usd is None else inp.gpu_hourly_usd * inp.gpu_count
+    return sm.server_usd_per_hour(inp.gpu_hourly_usd, inp.gpu_count)
 
 
 def put(figs: dict[str, Figure], key: str, value: float | None, source: str, note: str = "",

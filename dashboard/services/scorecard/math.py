@@ -92,15 +92,26 @@ def gpu_count(
     return 1, "assumed 1 GPU (set gpu_indices)"
 
 
+def server_usd_per_hour(gpu_hourly_usd: float | None, gpu_count: int) -> float | None:
+    """USD per hour of a whole server: one GPU-hour's price × GPU count; None without a price."""
+    return None if gpu_hourly_usd is None else gpu_hourly_usd * gpu_count
+
+
 def cost_figures(
     *,
     gpu_usd_per_hour: float | None,
-    rps: float | None,
-    output_tok_s: float | None,
-    input_tok_s: float | None,
-    images_per_min: float | None,
+    rps: float | None = None,
+    output_tok_s: float | None = None,
+    input_tok_s: float | None = None,
+    images_per_min: float | None = None,
 ) -> dict[str, float | None]:
-    """USD per 1M output / total tokens, per image, per 1,000 requests from the hourly price."""
+    """USD per 1M output / total tokens, per image, per 1,000 requests from the hourly price.
+
+    The one place that turns a price into a cost figure (scorecards, their load levels and the
+    Overview cards all call it): price per second ÷ measured throughput, e.g. USD per 1M output
+    tokens = gpu_usd_per_hour / 3600 ÷ output_tok_s × 1e6. `gpu_usd_per_hour` is the whole
+    server's (server_usd_per_hour); a missing price or throughput, or a throughput of 0, gives None.
+    """
     usd_s = None if gpu_usd_per_hour is None else gpu_usd_per_hour / 3600.0
     total_tok_s = (
         None if output_tok_s is None else output_tok_s + (input_tok_s or 0.0)
