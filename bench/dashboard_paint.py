@@ -353,7 +353,7 @@ def measure(
 
 
 def server_side(db_path: Path, now: float) -> float:
-    """The Server page's 7-day query (dashboard/services/timeseries.read_series), cold and warm."""
+    """The Server page's 7-day query (dashboard/services/views/timeseries.read_series), cold and warm."""
     from dashboard.services.views import timeseries as ts
 
     engine = make_engine(f"sqlite:///{db_path}")

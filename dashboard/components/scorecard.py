@@ -1,7 +1,8 @@
 """Streamlit widgets that draw scorecards, comparisons, SLO edits and export downloads.
 
 Any page can show a scorecard with `scorecard_view(card)`; the numbers come from
-dashboard.services (scorecard, compare, export), the formats and colours from format.py.
+dashboard.services.scorecard (build, compare, slo) and dashboard.services.export (formats), the
+formats and colours from format.py.
 """
 
 from __future__ import annotations

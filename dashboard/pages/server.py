@@ -1,7 +1,7 @@
 """Server: live charts over the chosen window with events on the time axis; args and version.
 
 Series are SQL-bucketed (≤ 600 points each; minute and quarter-hour Rollups for long windows) by
-dashboard/services/timeseries.py and cached for a few seconds; chart specs stay the same across
+dashboard/services/views/timeseries.py and cached for a few seconds; chart specs stay the same across
 refreshes, so a rerun swaps data in the drawn charts (components/timeseries_charts.py).
 """
 

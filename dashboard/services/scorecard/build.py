@@ -1,7 +1,7 @@
 """Build a Scorecard for a server from storage: for a probe run, a launch, or a time window.
 
 `build_scorecard(engine, server=..., run_id=... | launch_id=... | since_s=..., ...)` reads the
-inputs through storage.repo (the only SQL) and hands them to scorecard_compute (pure). Windows:
+inputs through storage.repo (the only SQL) and hands them to compute.py (pure). Windows:
 
 | subject | window | probe run used |
 |---|---|---|

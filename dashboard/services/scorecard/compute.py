@@ -1,6 +1,6 @@
 """ScorecardInputs -> Scorecard: every figure of METRIC_SPECS, graded against the SLO targets.
 
-Pure (no storage): scorecard.py gathers the inputs from storage, tests build them by hand.
+Pure (no storage): build.py gathers the inputs from storage, tests build them by hand.
 
 Probe scorecards take client-side figures from the *headline level* of the run (by default the
 level with the highest successful requests/s; ties go to the lower level) and stability figures

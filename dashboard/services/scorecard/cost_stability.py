@@ -1,4 +1,4 @@
-"""The cost and stability dimensions of a scorecard (pure; see scorecard_compute for the rest).
+"""The cost and stability dimensions of a scorecard (pure; see compute.py for the rest).
 
 Cost: the server's hourly price (one GPU-hour × GPU count) against the measured throughput, the
 cheapest load level meeting the TTFT target, and energy from NVML counter deltas; a missing price

@@ -1,7 +1,7 @@
 """ScorecardInputs: everything a scorecard is computed from, as plain numbers and arrays, plus
-the small helpers the dimension modules share (scorecard_compute, scorecard_cost_stability).
+the small helpers the dimension modules share (compute.py, cost_stability.py).
 
-scorecard.py fills it from storage; tests fill it by hand.
+build.py fills it from storage; tests fill it by hand.
 """
 
 from __future__ import annotations

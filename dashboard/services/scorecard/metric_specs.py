@@ -1,8 +1,9 @@
 """METRIC_SPECS: every scorecard figure declared once (key, label, dimension, units, direction, formula).
 
-Scorecards (scorecard.py), SLO grading (slo.py), comparisons (compare.py), charts and every export
-read this table; the README's metric table is `metric_table_markdown()` pasted verbatim (a
-meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's `[slo]` table.
+Scorecards (build.py, compute.py), SLO grading (slo.py), comparisons (compare.py), charts and
+every export read this table; the README's metric table is `metric_table_markdown()` pasted
+verbatim (a meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's
+`[slo]` table.
 
 Units: `unit` is the base unit the value is stored and exported in (`s`, `ratio` 0-1, `req_s`,
 `tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`); `display` is what a person reads

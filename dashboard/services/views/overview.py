@@ -15,7 +15,7 @@ Key figures over the last FIGURE_WINDOW_S (base units; the page formats them):
 | success_rate | 0-1 | mean of `canary.ok` in the window |
 
 Grades per dimension, and the four figures when it has them, come from the scorecard service
-(dashboard/services/scorecard.py, same window); a dimension it cannot grade reads "none"
+(dashboard/services/scorecard/build.py, same window); a dimension it cannot grade reads "none"
 ("no grade yet"). For image servers the card shows USD per image instead of per 1M tokens.
 Cross-check TTFT: `sqlite3 pitwall.db "select value from sample where metric='canary.ttft_s'
 and server_id=N order by ts desc limit 20"`.
@@ -143,7 +143,7 @@ def grades(
     engine: Engine, server: Server, now: float, settings: Any = None
 ) -> tuple[dict[str, str], dict[str, str], dict[str, float | None]]:
     """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}) of the server's
-    scorecard over the last FIGURE_WINDOW_S (dashboard/services/scorecard.py).
+    scorecard over the last FIGURE_WINDOW_S (dashboard/services/scorecard/build.py).
 
     When the scorecard service is missing or cannot score the server every dimension reads
     "none"; its failures never break the Overview.
