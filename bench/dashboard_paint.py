@@ -252,7 +252,7 @@ import os, sys
 sys.path.insert(0, os.environ["PW_BENCH_ROOT"])
 import streamlit as st
 from storage.db import make_engine
-from dashboard.services import timeseries as ts
+from dashboard.services.views import timeseries as ts
 from dashboard.components.timeseries_charts import timeseries_spec
 st.set_page_config(layout="wide")
 UNITS = {"latency": "s", "throughput": "tok_s", "batch": "count", "token_usage": "ratio",
@@ -353,8 +353,8 @@ def measure(
 
 
 def server_side(db_path: Path, now: float) -> float:
-    """The Server page's 7-day query (dashboard/services/timeseries.read_series), cold and warm."""
-    from dashboard.services import timeseries as ts
+    """The Server page's 7-day query (dashboard/services/views/timeseries.read_series), cold and warm."""
+    from dashboard.services.views import timeseries as ts
 
     engine = make_engine(f"sqlite:///{db_path}")
     panels = list(ts.PANELS) + ts.gpu_panels(list(range(GPUS_PER_SERVER)))

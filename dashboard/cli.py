@@ -99,7 +99,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
-    from dashboard.services.servers import seed_demo, sync_servers
+    from dashboard.services.views.servers import seed_demo, sync_servers
     from dashboard.services.wiring import build_runner
     from runner.lease import LeaseHeld
 
@@ -139,7 +139,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
     engine = _engine(settings)
     report = health.runner_health(engine, settings.database_url)
-    print(f"database   {settings.database_url}  ({health.fmt_bytes(report.db_bytes)})")
+    print(f"database   {settings.database_url}  ({health.fmt_bytes(report.db_bytes, missing='size n/a')})")
     print(f"runner     {report.summary}")
     for server in report.servers:
         print(f"server     {server}")
@@ -172,7 +172,7 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "launch": ("start a managed server under a profile", _delegate("dashboard.services.profiles_cli", "launch_cli")),
     "stop": ("stop a managed server", _delegate("dashboard.services.profiles_cli", "stop_cli")),
     "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.profiles_cli", "relaunch_cli")),
-    "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export_cli", "export_cli")),
+    "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export.cli", "export_cli")),
 }
 
 

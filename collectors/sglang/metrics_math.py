@@ -19,7 +19,10 @@ from dataclasses import dataclass
 
 
 def counter_delta(prev: float | None, cur: float) -> float | None:
-    """Increase since `prev`; `cur` itself after a reset; None on a first sighting."""
+    """Increase since `prev`; `cur` itself after a reset; None on a first sighting.
+
+    The one reset rule for counters: scorecards sum it over stored samples (counter_increase).
+    """
     if prev is None:
         return None
     return cur - prev if cur >= prev else cur

@@ -1,152 +1,18 @@
-"""Chart builders: pandas DataFrame in, Altair chart out (no Streamlit calls, no storage reads).
+"""Chart builders for pages: the scorecard charts of dashboard/services/export/charts.py.
 
-Pages draw them with `st.altair_chart(chart)`; exports render the same charts to SVG/PNG through
-vl-convert, so a chart looks the same in the dashboard and in a review document. Inputs are in
-base units (epoch seconds, seconds, tokens/s); latency axes show milliseconds.
-
-| function | input columns | what |
-|---|---|---|
-| time_series | ts, value, metric (+ optional events: ts, kind, severity, message) | lines over time, events as vertical rules |
-| latency_vs_load | level, <stat>_p50_s / _p95_s / _p99_s | latency percentiles against concurrency or rate |
-| throughput_vs_load | level, rps and/or output_tok_s / images_per_min | throughput against concurrency or rate |
-| compare_bars | label, metric, value | one bar per scorecard per metric |
+They are pure (DataFrame in, Altair chart out, no st.* calls) and live with the exports, which
+render the same charts to SVG/PNG; pages import them from here and draw them with
+`st.altair_chart(chart)`. Live-view charts are in timeseries_charts.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dashboard.services.export.charts import (
+    compare_bars,
+    latency_vs_load,
+    levels_frame,
+    throughput_vs_load,
+    time_series,
+)
 
-import altair as alt
-import pandas as pd
-
-from dashboard.components.format import SERIES_COLORS, SEVERITY_COLORS
-
-WIDTH, HEIGHT = 520, 220
-PCT_COLORS = {"p50": SERIES_COLORS[0], "p95": SERIES_COLORS[1], "p99": SERIES_COLORS[2]}
-
-
-def _empty(title: str) -> alt.Chart:
-    return (
-        alt.Chart(pd.DataFrame({"text": ["no data"]}))
-        .mark_text(size=14, color="#868e96")
-        .encode(text="text:N")
-        .properties(title=title, width=WIDTH, height=HEIGHT / 2)
-    )
-
-
-def time_series(
-    df: pd.DataFrame,
-    *,
-    title: str,
-    y_title: str,
-    events: pd.DataFrame | None = None,
-    scale: float = 1.0,
-) -> alt.Chart | alt.LayerChart:
-    """Lines per `metric` over `ts` (epoch s); `scale` converts for display (1000 for ms).
-    Events become vertical rules coloured by severity, with the message as tooltip."""
-    if df is None or df.empty:
-        return _empty(title)
-    data = df.assign(time=pd.to_datetime(df["ts"], unit="s", utc=True),
-                     shown=df["value"].astype(float) * scale)
-    lines = (
-        alt.Chart(data)
-        # samples are gauges held until the next one: draw steps, not slopes
-        .mark_line(point=len(data) < 60, interpolate="step-after")
-        .encode(
-            x=alt.X("time:T", title="time (UTC)", axis=alt.Axis(format="%H:%M:%S")),
-            y=alt.Y("shown:Q", title=y_title),
-            color=alt.Color("metric:N", title=None, scale=alt.Scale(range=list(SERIES_COLORS)),
-                            legend=alt.Legend(labelLimit=260)),
-            tooltip=["metric:N", "time:T", alt.Tooltip("shown:Q", format=",.3g")],
-        )
-    )
-    layers: list[alt.Chart] = [lines]
-    if events is not None and not events.empty:
-        ev = events.assign(time=pd.to_datetime(events["ts"], unit="s", utc=True))
-        sev = list(SEVERITY_COLORS)
-        layers.append(
-            alt.Chart(ev)
-            .mark_rule(strokeDash=[4, 3], strokeWidth=1.5)
-            .encode(
-                x="time:T",
-                color=alt.Color("severity:N", scale=alt.Scale(
-                    domain=sev, range=[SEVERITY_COLORS[s] for s in sev]), legend=None),
-                tooltip=["kind:N", "severity:N", "message:N", "time:T"],
-            )
-        )
-    return alt.layer(*layers).resolve_scale(color="independent").properties(
-        title=title, width=WIDTH, height=HEIGHT)
-
-
-def latency_vs_load(
-    levels: pd.DataFrame, *, stat: str = "ttft", x_title: str = "concurrency",
-    title: str | None = None,
-) -> alt.Chart:
-    """p50/p95/p99 of one latency stat (ttft, itl, tpot, e2e, image) in ms against load level."""
-    title = title or f"{stat.upper()} vs {x_title}"
-    cols = {f"{stat}_p{p}_s": f"p{p}" for p in (50, 95, 99)}
-    have = [c for c in cols if c in levels.columns] if levels is not None else []
-    if levels is None or levels.empty or not have:
-        return _empty(title)
-    long = levels.melt(id_vars=["level"], value_vars=have, var_name="col", value_name="s")
-    long = long.dropna(subset=["s"]).assign(pct=lambda d: d["col"].map(cols),
-                                            ms=lambda d: d["s"].astype(float) * 1000)
-    if long.empty:
-        return _empty(title)
-    return (
-        alt.Chart(long)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("level:Q", title=x_title, axis=alt.Axis(format="~g")),
-            y=alt.Y("ms:Q", title=f"{stat.upper()} (ms)"),
-            color=alt.Color("pct:N", title=None, scale=alt.Scale(
-                domain=list(PCT_COLORS), range=list(PCT_COLORS.values()))),
-            tooltip=["level:Q", "pct:N", alt.Tooltip("ms:Q", format=",.1f")],
-        )
-        .properties(title=title, width=WIDTH, height=HEIGHT)
-    )
-
-
-def throughput_vs_load(
-    levels: pd.DataFrame, *, columns: Sequence[str] = ("output_tok_s", "rps"),
-    x_title: str = "concurrency", title: str = "Throughput vs load",
-) -> alt.Chart | alt.HConcatChart:
-    """One small chart per throughput column (their units differ) against load level."""
-    have = [c for c in columns if levels is not None and c in levels.columns
-            and levels[c].notna().any()]
-    if not have:
-        return _empty(title)
-    charts = []
-    for i, col in enumerate(have):
-        charts.append(
-            alt.Chart(levels.dropna(subset=[col]))
-            .mark_line(point=True, color=SERIES_COLORS[(i + 4) % len(SERIES_COLORS)])
-            .encode(
-                x=alt.X("level:Q", title=x_title, axis=alt.Axis(format="~g")),
-                y=alt.Y(f"{col}:Q", title=col.replace("_", " ")),
-                tooltip=["level:Q", alt.Tooltip(f"{col}:Q", format=",.2f")],
-            )
-            .properties(width=WIDTH // len(have) - 20, height=HEIGHT)
-        )
-    return alt.hconcat(*charts).properties(title=title)
-
-
-def compare_bars(df: pd.DataFrame, *, title: str = "Comparison") -> alt.Chart:
-    """Grouped bars: one per scorecard `label` for each `metric` (value in display units)."""
-    if df is None or df.empty:
-        return _empty(title)
-    return (
-        alt.Chart(df)
-        .mark_bar()
-        .encode(
-            x=alt.X("label:N", title=None, axis=alt.Axis(labels=False, ticks=False)),
-            y=alt.Y("value:Q", title=None),
-            color=alt.Color("label:N", title=None, scale=alt.Scale(range=list(SERIES_COLORS)),
-                            legend=alt.Legend(orient="bottom", direction="vertical",
-                                              labelLimit=600)),
-            column=alt.Column("metric:N", title=None),
-            tooltip=["label:N", "metric:N", alt.Tooltip("value:Q", format=",.3g")],
-        )
-        .resolve_scale(y="independent")
-        .properties(title=title, width=90, height=HEIGHT * 0.8)
-    )
+__all__ = ["compare_bars", "latency_vs_load", "levels_frame", "throughput_vs_load", "time_series"]

@@ -1,7 +1,8 @@
 """Streamlit widgets that draw scorecards, comparisons, SLO edits and export downloads.
 
 Any page can show a scorecard with `scorecard_view(card)`; the numbers come from
-dashboard.services (scorecard, compare, export), the formats and colours from format.py.
+dashboard.services.scorecard (build, compare, slo) and dashboard.services.export (formats), the
+formats and colours from format.py.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ import streamlit as st
 from sqlalchemy.engine import Engine
 
 from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, grade_badge
-from dashboard.services import export, slo
-from dashboard.services.compare import Comparison
-from dashboard.services.metric_specs import DIMENSION_LABELS, DIMENSIONS, METRIC_SPECS, specs_of
-from dashboard.services.scorecard_model import Scorecard
-from storage import repo
+from dashboard.services.export import formats
+from dashboard.services.scorecard import slo
+from dashboard.services.scorecard.compare import Comparison
+from dashboard.services.scorecard.metric_specs import (
+    DIMENSION_LABELS,
+    DIMENSIONS,
+    METRIC_SPECS,
+    specs_of,
+)
+from dashboard.services.scorecard.model import Scorecard
 
 VERDICT_STYLE = {
     "better": f"color: {GRADE_COLORS['pass'][1]}; font-weight: 600",
@@ -38,7 +44,7 @@ def md_escape(text: object) -> str:
 
 def figures_frame(card: Scorecard, dimension: str) -> pd.DataFrame:
     rows = []
-    for label, value, mark, target, note in export.figure_rows(card, dimension):
+    for label, value, mark, target, note in formats.figure_rows(card, dimension):
         rows.append({"metric": label, "value": value, "grade": mark, "target": target,
                      "note": note})
     return pd.DataFrame(rows, columns=["metric", "value", "grade", "target", "note"])
@@ -78,12 +84,12 @@ def scorecard_view(card: Scorecard, *, key: str = "sc", expanded: bool = True) -
                     f"{k} {n}" for k, n in sorted(card.errors_by_kind.items())))
     with tabs[len(DIMENSIONS)]:
         if card.levels:
-            head, rows = export.level_rows(card)
+            head, rows = formats.level_rows(card)
             st.dataframe(pd.DataFrame(rows, columns=head), hide_index=True, width="stretch")
         else:
             st.caption("No probe run behind this scorecard.")
     with tabs[len(DIMENSIONS) + 1]:
-        st.dataframe(pd.DataFrame(export.provenance_rows(card), columns=["field", "value"]),
+        st.dataframe(pd.DataFrame(formats.provenance_rows(card), columns=["field", "value"]),
                      hide_index=True, width="stretch")
 
 
@@ -126,13 +132,13 @@ def comparison_view(cmp: Comparison) -> None:
 def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, key: str = "dl",
                      actor: str = "ui") -> None:
     """One download button per export format; the file is made (and audited) on click."""
-    cols = st.columns(len(export.FORMATS))
-    for col, fmt in zip(cols, export.FORMATS, strict=True):
+    cols = st.columns(len(formats.FORMATS))
+    for col, fmt in zip(cols, formats.FORMATS, strict=True):
         col.download_button(
             fmt.upper(),
             data=_maker(engine, fmt, list(cards), actor),
-            file_name=export.default_filename(fmt, cards),
-            mime=export.MEDIA_TYPES[fmt],
+            file_name=formats.default_filename(fmt, cards),
+            mime=formats.MEDIA_TYPES[fmt],
             key=f"{key}-{fmt}",
             on_click="ignore",
             width="stretch",
@@ -141,8 +147,8 @@ def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, key: str = "
 
 def _maker(engine: Engine, fmt: str, cards: list[Scorecard], actor: str) -> Callable[[], bytes]:
     def make() -> bytes:
-        data = export.render(fmt, cards)
-        export.record_export(engine, fmt=fmt, cards=cards, target="download", actor=actor)
+        data = formats.render(fmt, cards)
+        formats.record_export(engine, fmt=fmt, cards=cards, target="download", actor=actor)
         return data
 
     return make
@@ -168,10 +174,7 @@ def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,
         if st.form_submit_button("Save target", disabled=disabled):
             try:
                 slo.save_override(engine, server=server if scope.startswith("server") else None,
-                                  key=metric, target=target)
-                repo.add_audit(engine, actor=actor, action="slo_edit",
-                               target=server if scope.startswith("server") else "global",
-                               detail={"metric": metric, "target": target})
+                                  key=metric, target=target, actor=actor)
             except slo.SloError as exc:
                 st.error(str(exc))
             else:

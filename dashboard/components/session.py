@@ -25,9 +25,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from dashboard.services import health
+from dashboard.services.views import session as session_view
 from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
-from storage import repo
-from storage.db import SchemaError, make_engine
 
 WINDOWS = {"15m": 15 * 60, "1h": 3600, "6h": 6 * 3600, "24h": 86400, "7d": 7 * 86400}
 DEFAULT_WINDOW = "1h"
@@ -56,7 +55,7 @@ def _settings() -> Settings:
 
 @st.cache_resource(show_spinner=False)
 def _engine(url: str) -> Engine:
-    return make_engine(url)
+    return session_view.open_engine(url)
 
 
 def settings() -> Settings:
@@ -73,7 +72,7 @@ def bootstrap() -> AppContext:
     try:
         settings = _settings()
         engine = _engine(settings.database_url)
-    except (SettingsError, SchemaError) as exc:
+    except (SettingsError, session_view.SchemaError) as exc:
         st.error(f"Pitwall cannot start: {exc}")
         st.stop()
     except Exception as exc:  # an unreadable database file, a bad URL
@@ -170,20 +169,13 @@ def selected_window_s() -> int:
 
 @st.cache_data(ttl=5, show_spinner=False)
 def server_names(url: str) -> list[str]:
-    return [s.name for s in repo.list_servers(engine_for(url))]
+    return session_view.server_names(engine_for(url))
 
 
 @st.cache_data(ttl=3, show_spinner=False)
 def runner_status(url: str) -> tuple[bool, str]:
     """(alive, one-line summary) of the runner, for the sidebar."""
-    engine = engine_for(url)
-    lease = repo.get_lease(engine)
-    alive = health.runner_alive(engine)
-    if lease is None:
-        return False, "Runner not running — start Pitwall with `pitwall up`."
-    if not alive:
-        return False, "Runner stopped — no heartbeat; restart it with `pitwall up`."
-    return True, "Runner collecting."
+    return session_view.runner_status_line(engine_for(url))
 
 
 def _on_pick(name: str, widget_key: str) -> None:

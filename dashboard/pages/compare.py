@@ -11,11 +11,10 @@ import streamlit as st
 from dashboard.components import auth, charts, session
 from dashboard.components import scorecard as sc_view
 from dashboard.components.format import grade_badge
-from dashboard.services import compare as cmp_service
-from dashboard.services import export
-from dashboard.services.scorecard import ScorecardError, build_scorecard
-from dashboard.services.scorecard_model import Scorecard
-from dashboard.services.slo import SloError
+from dashboard.services.scorecard import compare as cmp_service
+from dashboard.services.scorecard.build import ScorecardError, build_scorecard
+from dashboard.services.scorecard.model import Scorecard
+from dashboard.services.scorecard.slo import SloError
 
 ctx = session.bootstrap()
 st.title("Compare")
@@ -81,7 +80,7 @@ if len(cards) > 1:
             for d, dim in card.dimensions.items():
                 label, color = grade_badge(dim.grade)
                 st.markdown(f"{d.title()} :{color}-badge[{label}]")
-            st.altair_chart(charts.latency_vs_load(export.levels_frame(card)), width="stretch")
+            st.altair_chart(charts.latency_vs_load(charts.levels_frame(card)), width="stretch")
     with session.guard("Comparison"):
         sc_view.comparison_view(cmp_service.compare(cards))
 

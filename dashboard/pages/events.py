@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard.components import session
 from dashboard.components.format import SEVERITY_COLORS, fmt_ts, fmt_window
-from dashboard.services import timeseries as ts
+from dashboard.services.views import timeseries as ts
 
 ctx = session.bootstrap()
 st.title("Events")

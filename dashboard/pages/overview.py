@@ -9,7 +9,6 @@ import streamlit as st
 
 from dashboard.components import session
 from dashboard.components.format import (
-    DIMENSIONS,
     STATUS_BADGE,
     fmt_age,
     fmt_bytes,
@@ -17,7 +16,8 @@ from dashboard.components.format import (
     grade_badge,
 )
 from dashboard.components.scorecard import md_escape
-from dashboard.services.overview import FIGURE_WINDOW_S, ServerCard, server_cards
+from dashboard.services.scorecard.metric_specs import DIMENSIONS
+from dashboard.services.views.overview import FIGURE_WINDOW_S, ServerCard, server_cards
 
 ctx = session.bootstrap()
 st.title("Overview")

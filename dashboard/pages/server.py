@@ -1,7 +1,7 @@
 """Server: live charts over the chosen window with events on the time axis; args and version.
 
 Series are SQL-bucketed (≤ 600 points each; minute and quarter-hour Rollups for long windows) by
-dashboard/services/timeseries.py and cached for a few seconds; chart specs stay the same across
+dashboard/services/views/timeseries.py and cached for a few seconds; chart specs stay the same across
 refreshes, so a rerun swaps data in the drawn charts (components/timeseries_charts.py).
 """
 
@@ -14,8 +14,8 @@ from dashboard.components import session
 from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import timeseries_spec
-from dashboard.services import timeseries as ts
-from dashboard.services.overview import ServerDetail, server_detail
+from dashboard.services.views import timeseries as ts
+from dashboard.services.views.overview import ServerDetail, server_detail
 
 ctx = session.bootstrap()
 CHART_HEIGHT_PX = 280  # the whole chart element: plot, axis, two legend rows

@@ -114,7 +114,7 @@ def server_id(engine: Engine, name: str) -> int | None:
 
 def server_status(engine: Engine, name: str) -> str:
     """up | down | launching | unknown (the Overview's rule), to warn before a sweep."""
-    from dashboard.services.overview import server_detail
+    from dashboard.services.views.overview import server_detail
 
     detail = server_detail(engine, name)
     return detail.status if detail is not None else "unknown"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Engine
 
+from dashboard.services.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
 from runner.lease import LEASE_TTL_S
 from runner.loop import SELF_SERVER_ID
 from storage import repo
@@ -77,13 +78,3 @@ def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
         self_metrics={k: v for k, (_, v) in latest.items()},
     )
 
-
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "size n/a"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"

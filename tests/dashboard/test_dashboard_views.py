@@ -18,7 +18,7 @@ from dashboard.components.timeseries_charts import (
     tradeoff_chart,
 )
 from dashboard.services import benchmarks as bm
-from dashboard.services import timeseries as ts
+from dashboard.services.views import timeseries as ts
 from storage import repo
 
 
@@ -28,6 +28,16 @@ def test_fmt_value_units_and_missing():
     assert fmt_value(0.25, "ratio") == "25.0 %"
     assert fmt_value(1.5 * 2**30, "bytes") == "1.5 GiB"
     assert grade_badge(None) == ("no grade yet", "gray") and grade_badge("fail") == ("fail", "red")
+
+
+def test_fmt_bytes_is_one_function_for_pages_and_the_cli():
+    from dashboard.components import format as ui_format
+    from dashboard.services import health
+
+    assert ui_format.fmt_bytes is health.fmt_bytes
+    assert health.fmt_bytes(None) == "—" and health.fmt_bytes(None, missing="size n/a") == "size n/a"
+    # 3 MiB = 3 × 1024² bytes
+    assert health.fmt_bytes(512) == "512 B" and health.fmt_bytes(3 * 2**20) == "3.0 MiB"
 
 
 def _lines(n: int, label: str = "canary TTFT") -> pd.DataFrame:

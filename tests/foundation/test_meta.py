@@ -3,7 +3,8 @@
 - imports run one way (DESIGN.md): collectors -> storage; simulator imports nothing of ours;
   nothing imports dashboard except app.py, the CLI and dashboard itself; only app.py, pages and
   components import streamlit; pages do no I/O of their own (no httpx, aiohttp, subprocess,
-  pynvml, sqlalchemy, sqlite3).
+  pynvml, sqlalchemy, sqlite3); services never import components (components may import
+  services); components never import storage (they read and write through services).
 - every page has an AppTest test; every setting appears in the README; every collector in the
   registry has a test file.
 """
@@ -34,6 +35,8 @@ def _imports(path: Path) -> set[str]:
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
+            # `from dashboard import components` imports the module dashboard.components
+            out.update(f"{node.module}.{a.name}" for a in node.names)
     return out
 
 
@@ -67,6 +70,10 @@ def test_import_direction(path: Path) -> None:
         assert "storage" not in tops, f"page {rel} reads storage directly; use a service"
     if rel.startswith("dashboard/components/"):
         assert not tops & {"httpx", "aiohttp", "subprocess", "pynvml"}, f"{rel} does I/O"
+        assert "storage" not in tops, f"component {rel} imports storage; read and write through a service"
+    if rel.startswith("dashboard/services/"):
+        ui = sorted(m for m in mods if m == "dashboard.components" or m.startswith("dashboard.components."))
+        assert not ui, f"service {rel} imports UI components ({ui}); services may not import components"
 
 
 def _calls(path: Path) -> set[str]:
@@ -144,7 +151,7 @@ def test_no_absolute_paths_of_this_machine() -> None:
 
 
 def test_readme_metric_table_matches_metric_specs() -> None:
-    from dashboard.services.metric_specs import metric_table_markdown
+    from dashboard.services.scorecard.metric_specs import metric_table_markdown
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     start, end = "<!-- metric-table:start -->\n", "\n<!-- metric-table:end -->"

@@ -185,7 +185,7 @@ def test_about_page_reports_runner_and_tables(seeded):
 
 
 def test_a_broken_database_shows_a_sentence_not_a_traceback(seeded, app_env, monkeypatch):
-    from dashboard.services import overview
+    from dashboard.services.views import overview
 
     def boom(*a, **k):
         raise RuntimeError("kaput")

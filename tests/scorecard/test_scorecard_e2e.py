@@ -25,9 +25,9 @@ from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import WorkloadSpec
 from collectors.sglang.log import records_to_rows
 from collectors.sglang.log_stream import parse_text
-from dashboard.services import export
-from dashboard.services.compare import compare
-from dashboard.services.scorecard import build_scorecard
+from dashboard.services.export import formats
+from dashboard.services.scorecard.build import build_scorecard
+from dashboard.services.scorecard.compare import compare
 from storage import repo
 
 READY_TIMEOUT_S = 60.0
@@ -131,5 +131,5 @@ def test_radix_on_vs_off_scorecards(engine, tmp_path):
     assert cards[1].value("ttft_p50_s") < cards[0].value("ttft_p50_s")
     assert verdict["ttft_p50_s"] == "better"
 
-    md = export.render("md", cards).decode()
+    md = formats.render("md", cards).decode()
     assert "Radix cache hit rate" in md and "flag.disable_radix_cache" in md

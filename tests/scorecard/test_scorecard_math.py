@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dashboard.services import scorecard_math as sm
+from dashboard.services.scorecard import math as sm
 
 
 def test_percentiles_linear_interpolation_and_missing():
@@ -66,10 +66,20 @@ def test_cost_without_price_is_none_never_zero():
     assert set(got.values()) == {None}
 
 
-def test_counter_delta_survives_reset():
+def test_server_price_and_output_only_cost_as_the_overview_asks():
+    # $2/GPU-h x 2 GPUs = $4/h; at 1,000 out tok/s: 4 / 3600 / 1000 * 1e6 = $1.111 per 1M output
+    usd_h = sm.server_usd_per_hour(2.0, 2)
+    assert usd_h == 4.0 and sm.server_usd_per_hour(None, 2) is None
+    got = sm.cost_figures(gpu_usd_per_hour=usd_h, output_tok_s=1000.0)
+    assert got["usd_per_1m_output_tok"] == pytest.approx(1.11111, rel=1e-4)
+    assert got["usd_per_1m_total_tok"] is None and got["usd_per_1k_requests"] is None
+    # no throughput (or none measured yet: 0 tok/s) is no cost, never 0 or infinity
+    assert sm.cost_figures(gpu_usd_per_hour=usd_h, output_tok_s=0.0)["usd_per_1m_output_tok"] is None
+
+def test_counter_increase_survives_reset():
     # 1000 -> 1600 (+600) -> 100 (reset: +100 from 0) -> 400 (+300) = 1000 J
-    assert sm.counter_delta(np.array([1000.0, 1600.0, 100.0, 400.0])) == pytest.approx(1000.0)
-    assert sm.counter_delta(np.array([5.0])) is None
+    assert sm.counter_increase(np.array([1000.0, 1600.0, 100.0, 400.0])) == pytest.approx(1000.0)
+    assert sm.counter_increase(np.array([5.0])) is None
 
 
 def test_energy_figures():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.services import slo
+from dashboard.services.scorecard import slo
 
 
 def test_bare_number_and_table_forms():
@@ -42,6 +42,19 @@ def test_server_targets_override_global_and_ui_overrides_file(engine):
     slo.save_override(engine, server="a", key="ttft_p99_s", target=None)  # removes
     assert slo.resolve("a", raw, slo.load_overrides(engine)).targets["ttft_p99_s"].target == 0.3
 
+
+def test_ui_edit_with_an_actor_is_audited(engine):
+    from storage import repo
+
+    slo.save_override(engine, server="a", key="ttft_p99_s", target=0.2, actor="alice")
+    slo.save_override(engine, server=None, key="ttft_p99_s", target=None, actor="bob")
+    slo.save_override(engine, server=None, key="success_rate", target=0.99)  # no actor: no row
+    audits = [(a.actor, a.target, a.detail) for a in repo.list_audit(engine)
+              if a.action == "slo_edit"]
+    assert sorted(audits, key=lambda a: a[0]) == [
+        ("alice", "a", {"metric": "ttft_p99_s", "target": 0.2}),
+        ("bob", "global", {"metric": "ttft_p99_s", "target": None}),
+    ]
 
 def test_defaults_and_switching_them_off():
     s = slo.resolve(None, {})

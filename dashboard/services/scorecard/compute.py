@@ -1,6 +1,6 @@
 """ScorecardInputs -> Scorecard: every figure of METRIC_SPECS, graded against the SLO targets.
 
-Pure (no storage): scorecard.py gathers the inputs from storage, tests build them by hand.
+Pure (no storage): build.py gathers the inputs from storage, tests build them by hand.
 
 Probe scorecards take client-side figures from the *headline level* of the run (by default the
 level with the highest successful requests/s; ties go to the lower level) and stability figures
@@ -17,19 +17,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.components.format import fmt_value
-from dashboard.services import scorecard_math as sm
-from dashboard.services import slo as slo_mod
-from dashboard.services.metric_specs import DIMENSIONS, METRIC_SPECS, SPECS_BY_KEY
-from dashboard.services.scorecard_cost_stability import cost_figures, stability_figures
-from dashboard.services.scorecard_inputs import (
+from dashboard.services.format import fmt_value
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard import slo as slo_mod
+from dashboard.services.scorecard.cost_stability import cost_figures, stability_figures
+from dashboard.services.scorecard.inputs import (
     ScorecardInputs,
     col_sum,
     hourly,
     measured_ok,
     put,
 )
-from dashboard.services.scorecard_model import (
+from dashboard.services.scorecard.metric_specs import DIMENSIONS, METRIC_SPECS, SPECS_BY_KEY
+from dashboard.services.scorecard.model import (
     NOT_APPLICABLE,
     NOT_CONFIGURED,
     DimensionGrade,

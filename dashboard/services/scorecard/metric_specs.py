@@ -1,12 +1,13 @@
 """METRIC_SPECS: every scorecard figure declared once (key, label, dimension, units, direction, formula).
 
-Scorecards (scorecard.py), SLO grading (slo.py), comparisons (compare.py), charts and every export
-read this table; the README's metric table is `metric_table_markdown()` pasted verbatim (a
-meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's `[slo]` table.
+Scorecards (build.py, compute.py), SLO grading (slo.py), comparisons (compare.py), charts and
+every export read this table; the README's metric table is `metric_table_markdown()` pasted
+verbatim (a meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's
+`[slo]` table.
 
 Units: `unit` is the base unit the value is stored and exported in (`s`, `ratio` 0-1, `req_s`,
 `tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`); `display` is what a person reads
-(`fmt_value(value, unit)` in dashboard/components/format.py does the conversion). `better` is
+(`fmt_value(value, unit)` in dashboard/services/format.py does the conversion). `better` is
 `lower`, `higher` or `none` (informational, never coloured or graded).
 
 Where the inputs come from (Sample keys are the collectors' contract, DESIGN.md):

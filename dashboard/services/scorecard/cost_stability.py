@@ -1,4 +1,4 @@
-"""The cost and stability dimensions of a scorecard (pure; see scorecard_compute for the rest).
+"""The cost and stability dimensions of a scorecard (pure; see compute.py for the rest).
 
 Cost: the server's hourly price (one GPU-hour × GPU count) against the measured throughput, the
 cheapest load level meeting the TTFT target, and energy from NVML counter deltas; a missing price
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.components.format import fmt_value
-from dashboard.services import scorecard_math as sm
-from dashboard.services import slo as slo_mod
-from dashboard.services.scorecard_inputs import (
+from dashboard.services.format import fmt_value
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard import slo as slo_mod
+from dashboard.services.scorecard.inputs import (
     ScorecardInputs,
     col_sum,
     hourly,
     put,
     window_s,
 )
-from dashboard.services.scorecard_model import NOT_APPLICABLE, NOT_CONFIGURED, Figure
+from dashboard.services.scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure
 
 
 def cost_figures(inp: ScorecardInputs, figs: dict[str, Figure], levels: list[dict[str, Any]],

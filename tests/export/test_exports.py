@@ -12,10 +12,10 @@ import pytest
 from markdown_it import MarkdownIt
 from scorecard_seed import DETAIL_A, seed_alpha, seed_canary_only
 
-from dashboard.services import export
-from dashboard.services.export_cli import export_cli, parse_duration
-from dashboard.services.metric_specs import METRIC_SPECS, metric_table_markdown
-from dashboard.services.scorecard import build_scorecard
+from dashboard.services.export import formats
+from dashboard.services.export.cli import export_cli, parse_duration
+from dashboard.services.scorecard.build import build_scorecard
+from dashboard.services.scorecard.metric_specs import METRIC_SPECS, metric_table_markdown
 from storage import repo
 
 
@@ -52,7 +52,7 @@ def _tables(md: str) -> list[list[list[str]]]:
 
 
 def test_markdown_renders_tables_with_provenance_and_four_dimensions(cards):
-    md = export.to_markdown(cards[:1])
+    md = formats.to_markdown(cards[:1])
     tables = _tables(md)
     prov = dict((r[0], r[1]) for r in tables[0][1:])
     for label in ("Server", "Launch", "Profile", "Window", "Workload fingerprint",
@@ -68,7 +68,7 @@ def test_markdown_renders_tables_with_provenance_and_four_dimensions(cards):
 
 
 def test_markdown_comparison_says_what_differs(cards):
-    md = export.render("md", cards).decode()
+    md = formats.render("md", cards).decode()
     assert "Workloads differ" in md and "levels: [4] -> [8]" in md
     figures = _tables(md)[-1]
     row = next(r for r in figures if r[0] == "TTFT p50")
@@ -76,7 +76,7 @@ def test_markdown_comparison_says_what_differs(cards):
 
 
 def test_csv_has_every_figure_in_base_units(cards):
-    rows = list(csv.DictReader(io.StringIO(export.to_csv(cards))))
+    rows = list(csv.DictReader(io.StringIO(formats.to_csv(cards))))
     assert len(rows) == 2 * len(METRIC_SPECS)
     ttft = next(r for r in rows if r["key"] == "ttft_p50_s" and r["server"] == "a")
     assert float(ttft["value"]) == pytest.approx(0.25) and ttft["display"] == "250.0 ms"
@@ -84,13 +84,13 @@ def test_csv_has_every_figure_in_base_units(cards):
 
 
 def test_json_validates_against_its_schema(cards, engine):
-    schema = export.load_schema()
+    schema = formats.load_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    doc = json.loads(export.render("json", cards))
+    doc = json.loads(formats.render("json", cards))
     jsonschema.validate(doc, schema)
     assert doc["schema_version"] == 1 and doc["comparison"]["comparable"] is False
     seed_canary_only(engine)
-    single = json.loads(export.render("json", [build_scorecard(engine, server="beta",
+    single = json.loads(formats.render("json", [build_scorecard(engine, server="beta",
                                                                since_s=10, now=1.7e9 + 5)]))
     jsonschema.validate(single, schema)
     # the schema bites: a figure marked not configured must not carry a value
@@ -102,16 +102,16 @@ def test_json_validates_against_its_schema(cards, engine):
 
 
 def test_json_round_trips_to_a_scorecard(cards):
-    from dashboard.services.scorecard_model import Scorecard
+    from dashboard.services.scorecard.model import Scorecard
 
-    doc = json.loads(export.to_json(cards[:1]))
+    doc = json.loads(formats.to_json(cards[:1]))
     back = Scorecard.from_dict(doc["scorecards"][0])
     assert back.value("ttft_p99_s") == cards[0].value("ttft_p99_s")
-    assert export.to_markdown([back]) == export.to_markdown(cards[:1])
+    assert formats.to_markdown([back]) == formats.to_markdown(cards[:1])
 
 
 def test_png_is_a_png(cards):
-    data = export.render("png", cards[:1])
+    data = formats.render("png", cards[:1])
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 

@@ -1,5 +1,6 @@
-"""Hand-built scorecard worlds for tests/scorecard: one server with a probe run, samples and events (every number
-chosen so the expected figures can be computed by hand: see test_scorecard_figures.py)."""
+"""Hand-built scorecard worlds shared by tests/scorecard, tests/export and the Compare page test:
+one server with a probe run, samples and events (every number chosen so the expected figures can
+be computed by hand: see scorecard/test_scorecard_figures.py)."""
 
 from __future__ import annotations
 

@@ -16,10 +16,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dashboard.services.export import FORMATS, ExportError, default_filename, render, write_export
-from dashboard.services.scorecard import ScorecardError, build_scorecard
-from dashboard.services.scorecard_model import Scorecard
-from dashboard.services.slo import SloError
+from dashboard.services.export.formats import (
+    FORMATS,
+    ExportError,
+    default_filename,
+    render,
+    write_export,
+)
+from dashboard.services.scorecard.build import ScorecardError, build_scorecard
+from dashboard.services.scorecard.model import Scorecard
+from dashboard.services.scorecard.slo import SloError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -98,7 +104,7 @@ def export_cli(argv: list[str]) -> int:
             cards.append(build_scorecard(engine, launch_id=lid, **common))
         if args.output == "-":
             sys.stdout.write(render(args.format, cards).decode())
-            from dashboard.services.export import record_export
+            from dashboard.services.export.formats import record_export
 
             record_export(engine, fmt=args.format, cards=cards, target="stdout", actor="cli")
             return EXIT_OK

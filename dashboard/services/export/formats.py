@@ -1,11 +1,11 @@
-"""Review exports of one scorecard or a comparison: Markdown, CSV, JSON, PNG (HTML: export_html).
+"""Review exports of one scorecard or a comparison: Markdown, CSV, JSON, PNG (HTML: html.py).
 
-Every format carries the provenance (PROVENANCE_FIELDS: Pitwall and SGLang versions, server
+Every format carries the provenance (provenance_rows: Pitwall and SGLang versions, server
 args, GPU model and driver, workload fingerprint and spec, window, client self-check). JSON is
 `{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
-and validates against scorecard.schema.json next to this file. CSV has one row per scorecard and
-figure. PNG is every chart stacked in one image (vl-convert, no browser). `write_export` writes
-a file and records an Audit row (action `export`).
+and validates against dashboard/services/scorecard/scorecard.schema.json (model.SCHEMA_PATH).
+CSV has one row per scorecard and figure. PNG is every chart (charts.py) stacked in one image
+(vl-convert, no browser). `write_export` writes a file and records an Audit row (action `export`).
 """
 
 from __future__ import annotations
@@ -19,14 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
-import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.components import charts
-from dashboard.components.format import fmt_ts, fmt_value
-from dashboard.services.compare import Comparison, compare
-from dashboard.services.metric_specs import DIMENSION_LABELS, DIMENSIONS, SPECS_BY_KEY, specs_of
-from dashboard.services.scorecard_model import SCHEMA_VERSION, Scorecard
+from dashboard.services.export.charts import all_charts, chart_png
+from dashboard.services.format import fmt_ts, fmt_value
+from dashboard.services.scorecard.compare import Comparison, compare
+from dashboard.services.scorecard.metric_specs import (
+    DIMENSION_LABELS,
+    DIMENSIONS,
+    SPECS_BY_KEY,
+    specs_of,
+)
+from dashboard.services.scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
 from storage import repo
 
 FORMATS = ("md", "html", "csv", "json", "png")
@@ -37,7 +41,6 @@ MEDIA_TYPES = {
     "json": "application/json",
     "png": "image/png",
 }
-SCHEMA_PATH = Path(__file__).with_name("scorecard.schema.json")
 GRADE_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "none": "—"}
 CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dimension", "key",
                "label", "value", "unit", "display", "status", "source", "grade", "target",
@@ -109,10 +112,6 @@ def figure_rows(card: Scorecard, dimension: str) -> list[list[str]]:
         note = ("⚠ " if f.flagged else "") + f.note
         rows.append([spec.label, value, GRADE_MARK[f.grade], target, note])
     return rows
-
-
-def levels_frame(card: Scorecard) -> pd.DataFrame:
-    return pd.DataFrame(card.levels)
 
 
 def level_rows(card: Scorecard) -> tuple[list[str], list[list[str]]]:
@@ -237,68 +236,7 @@ def load_schema() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# charts (shared by HTML and PNG)
-
-
-def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
-    """The charts of one scorecard, by name; empty data gives a 'no data' panel."""
-    x = "rate (req/s)" if card.subject.get("level_mode") == "rate" else "concurrency"
-    levels = levels_frame(card)
-    image = card.subject.get("server_kind") == "image"
-    series = pd.DataFrame(card.series, columns=["metric", "ts", "value"])
-    events = pd.DataFrame(card.events, columns=["ts", "kind", "severity", "message"])
-    load = series[series["metric"].isin(["log.running_req", "log.queue_req"])]
-    out: dict[str, alt.TopLevelMixin] = {
-        "latency_vs_load": charts.latency_vs_load(levels, stat="image" if image else "ttft",
-                                                  x_title=x),
-        "throughput_vs_load": charts.throughput_vs_load(
-            levels, columns=("images_per_min", "rps") if image else ("output_tok_s", "rps"),
-            x_title=x),
-        "batch_and_queue": charts.time_series(load, title="Running batch and queue",
-                                              y_title="requests", events=events),
-    }
-    canary = series[series["metric"] == "canary.ttft_s"]
-    if not canary.empty:
-        out["canary_ttft"] = charts.time_series(canary, title="Canary TTFT", y_title="ms",
-                                                events=events, scale=1000.0)
-    return out
-
-
-def comparison_chart(cards: Sequence[Scorecard]) -> alt.TopLevelMixin:
-    keys = ("ttft_p99_s", "output_tok_s", "radix_hit_rate", "usd_per_1m_output_tok")
-    rows = []
-    for c in cards:
-        for k in keys:
-            v = c.value(k)
-            if v is not None:
-                scale = 1000.0 if SPECS_BY_KEY[k].unit == "s" else (
-                    100.0 if SPECS_BY_KEY[k].unit == "ratio" else 1.0)
-                rows.append({"label": c.title, "metric": SPECS_BY_KEY[k].label, "value": v * scale})
-    return charts.compare_bars(pd.DataFrame(rows), title="Key figures (ms, tok/s, %, USD)")
-
-
-def all_charts(cards: Sequence[Scorecard]) -> list[tuple[str, alt.TopLevelMixin]]:
-    out: list[tuple[str, alt.TopLevelMixin]] = []
-    if len(cards) > 1:
-        out.append(("comparison", comparison_chart(cards)))
-    for i, card in enumerate(cards):
-        for name, ch in card_charts(card).items():
-            out.append((f"{i}:{name}" if len(cards) > 1 else name, ch))
-    return out
-
-
-def chart_svg(chart: alt.TopLevelMixin) -> str:
-    import vl_convert as vlc
-
-    svg: str = vlc.vegalite_to_svg(chart.to_dict())
-    return svg
-
-
-def chart_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
-    import vl_convert as vlc
-
-    png: bytes = vlc.vegalite_to_png(chart.to_dict(), scale=scale)
-    return png
+# PNG (the charts are charts.py's, shared with the HTML export)
 
 
 def to_png(cards: Sequence[Scorecard]) -> bytes:
@@ -327,7 +265,7 @@ def render(fmt: str, cards: Sequence[Scorecard]) -> bytes:
         return to_json(cards, cmp).encode()
     if fmt == "png":
         return to_png(cards)
-    from dashboard.services.export_html import to_html
+    from dashboard.services.export.html import to_html
 
     return to_html(cards, cmp).encode()
 

@@ -11,11 +11,11 @@ Key figures over the last FIGURE_WINDOW_S (base units; the page formats them):
 |---|---|---|
 | ttft_p99_s | s | numpy p99 of `canary.ttft_s` samples in the window (the client's view) |
 | output_tok_s | tok/s | mean of `log.gen_throughput_tok_s` (else `metrics.gen_throughput_tok_s`) |
-| usd_per_mtok | USD / 1M output tokens | gpu_hourly_usd × GPUs ÷ (output_tok_s × 3600) × 1e6; None without a price or throughput |
+| usd_per_mtok | USD / 1M output tokens | scorecard math's cost_figures: gpu_hourly_usd × configured GPUs (else 1) ÷ 3600 ÷ output_tok_s × 1e6; None without a price or throughput |
 | success_rate | 0-1 | mean of `canary.ok` in the window |
 
 Grades per dimension, and the four figures when it has them, come from the scorecard service
-(dashboard/services/scorecard.py, same window); a dimension it cannot grade reads "none"
+(dashboard/services/scorecard/build.py, same window); a dimension it cannot grade reads "none"
 ("no grade yet"). For image servers the card shows USD per image instead of per 1M tokens.
 Cross-check TTFT: `sqlite3 pitwall.db "select value from sample where metric='canary.ttft_s'
 and server_id=N order by ts desc limit 20"`.
@@ -32,12 +32,13 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from storage import repo
 from storage.models import Server
 
 STALE_S = 60.0
 FIGURE_WINDOW_S = 15 * 60
-DIMENSIONS = ("latency", "throughput", "cost", "stability")
 KEY_FIGURES = (
     "api.health_ok",
     "api.health_latency_s",
@@ -109,9 +110,8 @@ def key_figures(engine: Engine, server: Server, now: float) -> dict[str, float |
         )
     tok_s = tok_sum / tok_n if tok_n else None
     gpus = len(server.gpu_indices or []) or 1
-    usd = None
-    if server.gpu_hourly_usd is not None and tok_s:
-        usd = server.gpu_hourly_usd * gpus / (tok_s * 3600.0) * 1e6
+    usd = sm.cost_figures(gpu_usd_per_hour=sm.server_usd_per_hour(server.gpu_hourly_usd, gpus),
+                          output_tok_s=tok_s)["usd_per_1m_output_tok"]
     return {
         "ttft_p99_s": float(np.percentile(ttft, 99)) if ttft.size else None,
         "output_tok_s": tok_s,
@@ -143,7 +143,7 @@ def grades(
     engine: Engine, server: Server, now: float, settings: Any = None
 ) -> tuple[dict[str, str], dict[str, str], dict[str, float | None]]:
     """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}) of the server's
-    scorecard over the last FIGURE_WINDOW_S (dashboard/services/scorecard.py).
+    scorecard over the last FIGURE_WINDOW_S (dashboard/services/scorecard/build.py).
 
     When the scorecard service is missing or cannot score the server every dimension reads
     "none"; its failures never break the Overview.
@@ -152,7 +152,7 @@ def grades(
     why: dict[str, str] = {}
     figs: dict[str, float | None] = {}
     try:
-        from dashboard.services.scorecard import build_scorecard
+        from dashboard.services.scorecard.build import build_scorecard
     except ImportError:
         return out, why, figs
     try:

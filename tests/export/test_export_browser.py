@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from scorecard_seed import DETAIL_A, seed_alpha
 
-from dashboard.services import export
-from dashboard.services.scorecard import build_scorecard
+from dashboard.services.export import formats
+from dashboard.services.scorecard.build import build_scorecard
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -59,7 +59,7 @@ def test_html_export_offline_in_chromium(engine, tmp_path):
                    detail=dict(DETAIL_A, levels=[8]))
     cards = [build_scorecard(engine, run_id=a["run_id"], settings_slo={"ttft_p99_s": 0.5}),
              build_scorecard(engine, run_id=b["run_id"], settings_slo={"ttft_p99_s": 0.5})]
-    html = export.render("html", cards).decode()
+    html = formats.render("html", cards).decode()
     # no scripts, no linked resources (SVG's xmlns="http://www.w3.org/..." is a name, not a fetch)
     assert "<script" not in html
     assert not any(f'{attr}="{scheme}' in html for attr in ("src", "href")

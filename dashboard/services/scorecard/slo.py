@@ -32,7 +32,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.metric_specs import DIMENSIONS, SPECS_BY_KEY
+from dashboard.services.scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
 from storage import repo
 
 STATE_KEY = "scorecard:slo"
@@ -137,9 +137,11 @@ def load_overrides(engine: Engine) -> dict[str, Any]:
 
 
 def save_override(
-    engine: Engine, *, server: str | None, key: str, target: float | None, warn: float | None = None
+    engine: Engine, *, server: str | None, key: str, target: float | None, warn: float | None = None,
+    actor: str | None = None,
 ) -> None:
-    """Set (or with target None, remove) one UI target, globally or for one server."""
+    """Set (or with target None, remove) one UI target, globally or for one server; with an
+    `actor`, the edit is also recorded in the Audit table (action `slo_edit`)."""
     state = load_overrides(engine)
     scope = state["global"] if server is None else state["servers"].setdefault(server, {})
     if target is None:
@@ -151,6 +153,9 @@ def save_override(
         scope[key] = _entries({key: raw}, "ui")[key]
     with engine.begin() as conn:
         repo.save_state(conn, key=STATE_KEY, value=state)
+    if actor is not None:
+        repo.add_audit(engine, actor=actor, action="slo_edit", target=server or "global",
+                       detail={"metric": key, "target": target})
 
 
 def resolve(server: str | None, settings_slo: dict[str, Any] | None,

@@ -17,9 +17,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.components.format import fmt_ts
-from dashboard.services.metric_specs import METRIC_SPECS
-from dashboard.services.scorecard_model import Scorecard
+from dashboard.services.format import fmt_ts
+from dashboard.services.scorecard.metric_specs import METRIC_SPECS
+from dashboard.services.scorecard.model import Scorecard
 from storage import repo
 
 SAME_TOLERANCE = 0.01  # |Δ| / |baseline| below 1 % is noise, not a verdict

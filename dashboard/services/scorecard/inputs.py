@@ -1,7 +1,7 @@
 """ScorecardInputs: everything a scorecard is computed from, as plain numbers and arrays, plus
-the small helpers the dimension modules share (scorecard_compute, scorecard_cost_stability).
+the small helpers the dimension modules share (compute.py, cost_stability.py).
 
-scorecard.py fills it from storage; tests fill it by hand.
+build.py fills it from storage; tests fill it by hand.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.services import scorecard_math as sm
-from dashboard.services.scorecard_model import MISSING, OK, Figure
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard.model import MISSING, OK, Figure
 
 
 @dataclass
@@ -56,7 +56,7 @@ def col_sum(rows: pd.DataFrame, col: str) -> float | None:
 
 def hourly(inp: ScorecardInputs) -> float | None:
     """USD per hour of the whole server (one GPU-hour's price × GPU count); None: no price."""
-    return None if inp.gpu_hourly_usd is None else inp.gpu_hourly_usd * inp.gpu_count
+    return sm.server_usd_per_hour(inp.gpu_hourly_usd, inp.gpu_count)
 
 
 def put(figs: dict[str, Figure], key: str, value: float | None, source: str, note: str = "",

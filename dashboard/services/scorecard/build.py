@@ -1,7 +1,7 @@
 """Build a Scorecard for a server from storage: for a probe run, a launch, or a time window.
 
 `build_scorecard(engine, server=..., run_id=... | launch_id=... | since_s=..., ...)` reads the
-inputs through storage.repo (the only SQL) and hands them to scorecard_compute (pure). Windows:
+inputs through storage.repo (the only SQL) and hands them to compute.py (pure). Windows:
 
 | subject | window | probe run used |
 |---|---|---|
@@ -25,10 +25,10 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from dashboard import __version__
-from dashboard.services import scorecard_math as sm
-from dashboard.services import slo as slo_mod
-from dashboard.services.scorecard_compute import ScorecardInputs, compute_scorecard
-from dashboard.services.scorecard_model import Scorecard
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard import slo as slo_mod
+from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
+from dashboard.services.scorecard.model import Scorecard
 from storage import repo
 from storage.models import Launch, ProbeRun, Server
 
@@ -212,7 +212,7 @@ def gather_inputs(
     for i in seen:
         _, e = repo.sample_points(engine, server_id=sid, metric=f"gpu.{i}.energy_j", since=since,
                                   until=until)
-        d = sm.counter_delta(e)
+        d = sm.counter_increase(e)
         if d is not None:
             energy = (energy or 0.0) + d
         pw = sm.mean_or_none(vals(f"gpu.{i}.power_w"))

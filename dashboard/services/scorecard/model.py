@@ -5,17 +5,20 @@ load level, latency source) and where its numbers come from (`provenance`: Pitwa
 versions, server args, GPU model and driver, workload fingerprint and spec, client self-check),
 then holds one `Figure` per METRIC_SPECS key, the per-level table of the probe run, a grade per
 dimension with the reasons, and small chart data (bucketed series, events) so an export can be
-redrawn from the JSON alone. The JSON shape is dashboard/services/scorecard.schema.json.
+redrawn from the JSON alone. The JSON shape is scorecard.schema.json next to this file
+(SCHEMA_PATH; shipped as package data).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from dashboard.services.metric_specs import DIMENSIONS, METRIC_SPECS
+from dashboard.services.scorecard.metric_specs import DIMENSIONS, METRIC_SPECS
 
 SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("scorecard.schema.json")
 
 # Figure.status values
 OK = "ok"

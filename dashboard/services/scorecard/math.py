@@ -8,9 +8,12 @@ percentiles are numpy's linear interpolation, as in collectors/probe/report.py.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
+
+from collectors.sglang.metrics_math import counter_delta
 
 J_PER_KWH = 3.6e6
 PCTS = (50, 95, 99)
@@ -89,15 +92,26 @@ def gpu_count(
     return 1, "assumed 1 GPU (set gpu_indices)"
 
 
+def server_usd_per_hour(gpu_hourly_usd: float | None, gpu_count: int) -> float | None:
+    """USD per hour of a whole server: one GPU-hour's price × GPU count; None without a price."""
+    return None if gpu_hourly_usd is None else gpu_hourly_usd * gpu_count
+
+
 def cost_figures(
     *,
     gpu_usd_per_hour: float | None,
-    rps: float | None,
-    output_tok_s: float | None,
-    input_tok_s: float | None,
-    images_per_min: float | None,
+    rps: float | None = None,
+    output_tok_s: float | None = None,
+    input_tok_s: float | None = None,
+    images_per_min: float | None = None,
 ) -> dict[str, float | None]:
-    """USD per 1M output / total tokens, per image, per 1,000 requests from the hourly price."""
+    """USD per 1M output / total tokens, per image, per 1,000 requests from the hourly price.
+
+    The one place that turns a price into a cost figure (scorecards, their load levels and the
+    Overview cards all call it): price per second ÷ measured throughput, e.g. USD per 1M output
+    tokens = gpu_usd_per_hour / 3600 ÷ output_tok_s × 1e6. `gpu_usd_per_hour` is the whole
+    server's (server_usd_per_hour); a missing price or throughput, or a throughput of 0, gives None.
+    """
     usd_s = None if gpu_usd_per_hour is None else gpu_usd_per_hour / 3600.0
     total_tok_s = (
         None if output_tok_s is None else output_tok_s + (input_tok_s or 0.0)
@@ -115,16 +129,15 @@ def cost_figures(
     }
 
 
-def counter_delta(values: np.ndarray | Sequence[float]) -> float | None:
-    """Increase of a cumulative counter over ordered samples, surviving resets (a drop means
-    the counter restarted: the new value counts from 0). None with fewer than two samples."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size < 2:
+def counter_increase(values: np.ndarray | Sequence[float]) -> float | None:
+    """Increase of a cumulative counter over ordered samples (`gpu.<i>.energy_j` over a window):
+    Σ counter_delta(prev, cur) over consecutive samples, so a reset (a drop: the counter
+    restarted) counts the new value from 0 exactly as the /metrics collector does. None with
+    fewer than two samples."""
+    arr = np.asarray(values, dtype=float).tolist()
+    if len(arr) < 2:
         return None
-    steps = np.diff(arr)
-    # after a reset the counter restarted from 0, so the whole new value is increase
-    steps = np.where(steps < 0, arr[1:], steps)
-    return float(steps.sum())
+    return float(sum(d for prev, cur in pairwise(arr) if (d := counter_delta(prev, cur)) is not None))
 
 
 def energy_figures(

@@ -1,0 +1,9 @@
+"""Review exports of scorecards and comparisons (no Streamlit).
+
+| module | owns |
+|---|---|
+| formats | Markdown, CSV, JSON and PNG; render() and write_export() for every format |
+| html | the single-file HTML export |
+| charts | DataFrame -> Altair chart builders and the charts of a scorecard (SVG/PNG) |
+| cli | `pitwall export` |
+"""

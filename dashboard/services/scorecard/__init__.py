@@ -1,0 +1,14 @@
+"""Scorecards: every figure declared once, computed, graded and compared (no Streamlit).
+
+| module | owns |
+|---|---|
+| metric_specs | METRIC_SPECS: every figure's key, label, dimension, unit, direction, formula |
+| slo | SLO targets ([slo] table, UI overrides) and pass/warn/fail grading |
+| model | the Scorecard value and its export JSON (scorecard.schema.json, schema version 1) |
+| inputs | ScorecardInputs: what a scorecard is computed from, plus shared helpers |
+| math | the formulas as pure functions of numbers and arrays |
+| compute | ScorecardInputs -> Scorecard (latency, throughput, grading) |
+| cost_stability | the cost and stability dimensions |
+| build | build_scorecard(): reads the inputs from storage for a run, a launch or a window |
+| compare | two or more scorecards side by side: deltas, config diff, workload check |
+"""

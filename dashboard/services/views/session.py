@@ -1,0 +1,39 @@
+"""What every page session reads through components/session.py: the database engine, the server
+names of the sidebar's picker and the runner's one-line status (no Streamlit; the component
+caches these with st.cache_resource / st.cache_data).
+
+`open_engine(url)` is storage.db.make_engine: it creates or upgrades the schema and raises
+SchemaError (re-exported here) for a database this Pitwall cannot use. The runner counts as
+alive while its lease heartbeat is fresh (health.runner_alive); cross-check with `pitwall status`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.engine import Engine
+
+from dashboard.services import health
+from storage import repo
+from storage.db import SchemaError, make_engine
+
+__all__ = ["SchemaError", "open_engine", "runner_status_line", "server_names"]
+
+
+def open_engine(url: str) -> Engine:
+    """The engine of a database URL (schema created or upgraded); SchemaError when unusable."""
+    return make_engine(url)
+
+
+def server_names(engine: Engine) -> list[str]:
+    """Names of the servers in storage, in the order the picker lists them."""
+    return [s.name for s in repo.list_servers(engine)]
+
+
+def runner_status_line(engine: Engine) -> tuple[bool, str]:
+    """(alive, one-line summary) of the runner, for the sidebar."""
+    lease = repo.get_lease(engine)
+    alive = health.runner_alive(engine)
+    if lease is None:
+        return False, "Runner not running — start Pitwall with `pitwall up`."
+    if not alive:
+        return False, "Runner stopped — no heartbeat; restart it with `pitwall up`."
+    return True, "Runner collecting."
