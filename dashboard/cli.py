@@ -99,8 +99,8 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
+    from dashboard.services.launch.wiring import build_runner
     from dashboard.services.views.servers import seed_demo, sync_servers
-    from dashboard.services.wiring import build_runner
     from runner.lease import LeaseHeld
 
     logging.basicConfig(
@@ -135,7 +135,7 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from dashboard.services import health
+    from dashboard.services.views import health
 
     engine = _engine(settings)
     report = health.runner_health(engine, settings.database_url)
@@ -168,10 +168,10 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang.log_cli", "parse_log_cli")),
     "parse-metrics": ("parse a Prometheus /metrics payload into JSON", _delegate("collectors.sglang.metrics", "parse_metrics_cli")),
     "probe": ("run a probe / load sweep against a server", _delegate("collectors.probe.cli", "probe_cli")),
-    "profiles": ("list, validate and diff launch profiles", _delegate("dashboard.services.profiles_cli", "profiles_cli")),
-    "launch": ("start a managed server under a profile", _delegate("dashboard.services.profiles_cli", "launch_cli")),
-    "stop": ("stop a managed server", _delegate("dashboard.services.profiles_cli", "stop_cli")),
-    "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.profiles_cli", "relaunch_cli")),
+    "profiles": ("list, validate and diff launch profiles", _delegate("dashboard.services.launch.profiles_cli", "profiles_cli")),
+    "launch": ("start a managed server under a profile", _delegate("dashboard.services.launch.profiles_cli", "launch_cli")),
+    "stop": ("stop a managed server", _delegate("dashboard.services.launch.profiles_cli", "stop_cli")),
+    "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.launch.profiles_cli", "relaunch_cli")),
     "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export.cli", "export_cli")),
 }
 

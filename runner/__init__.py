@@ -14,5 +14,5 @@
 
 Nothing outside this package calls subprocess, os.kill or os.killpg (the simulator, tests,
 bench/ and scripts/ aside); a meta-test enforces it. The runner imports collectors and storage,
-never dashboard: what to launch (profiles, validation) is injected by dashboard/services/wiring.py.
+never dashboard: what to launch (profiles, validation) is injected by dashboard/services/launch/wiring.py.
 """

@@ -1,7 +1,7 @@
 """Sweeps in the runner: the probe lane's intent handler and the one way a sweep process starts.
 
 Flow (DESIGN.md "pages never do slow work"):
-1. The Benchmarks page (dashboard/services/benchmarks.py `start_sweep`) stores a `pending`
+1. The Benchmarks page (dashboard/services/views/benchmarks.py `start_sweep`) stores a `pending`
    ProbeRun whose `spec` is the probe's SweepSpec dict, and an Intent(kind="probe",
    payload={"run_id": N}).
 2. The runner's probe lane calls `Sweeps.handle(intent)`: for a managed server it waits until the

@@ -27,3 +27,17 @@ def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
+
+
+def wait_for(cond, timeout: float = 60.0, what: str = "condition", poll_s: float = 0.05):  # type: ignore[no-untyped-def]
+    """Poll `cond()` until it is truthy and return it; AssertionError naming `what` after
+    `timeout` seconds (a generous deadline for a busy 2-core CI machine, never a speed claim)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -1,7 +1,7 @@
 """SGLang's launch command and startup log, as data: the argv of a profile, the ready line and the
 startup milestones a progress bar is drawn from.
 
-Pure and Streamlit-free. dashboard/services/launcher.py builds the argv of a LaunchPlan with
+Pure and Streamlit-free. dashboard/services/launch/launcher.py builds the argv of a LaunchPlan with
 `build_argv`; the supervisor watches a starting server's log for `READY_LINE` and reports
 `startup_progress` (sglang-interfaces.md §2 lists the lines). Cross-check:
 `grep -n "fired up and ready to roll" <server log>`.

@@ -24,7 +24,7 @@ import streamlit as st
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from dashboard.services import health
+from dashboard.services.views import health
 from dashboard.services.views import session as session_view
 from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
 

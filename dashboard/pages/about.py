@@ -8,8 +8,8 @@ import streamlit as st
 from dashboard import __version__
 from dashboard.components import session
 from dashboard.components.format import fmt_age, fmt_bytes, fmt_ts, fmt_value
-from dashboard.services.health import runner_health
 from dashboard.services.views import timeseries as ts
+from dashboard.services.views.health import runner_health
 
 ctx = session.bootstrap()
 st.title("About / health")

@@ -14,7 +14,7 @@ from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_value
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import curves_chart, tradeoff_chart
-from dashboard.services import benchmarks as bm
+from dashboard.services.views import benchmarks as bm
 
 ctx = session.bootstrap()
 st.title("Benchmarks")

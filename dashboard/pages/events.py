@@ -18,12 +18,7 @@ from dashboard.services.views import timeseries as ts
 ctx = session.bootstrap()
 st.title("Events")
 
-EVENT_KINDS = (
-    "server_ready", "server_exit", "oom", "prefill_oom", "decode_retract", "nccl_timeout", "crash",
-    "warmup_failed", "bad_cli_flag", "port_in_use", "health_check_failed", "health_down",
-    "health_up", "probe_error", "relaunch_started", "relaunch_done", "relaunch_failed", "rollback",
-    "collector_error",
-)
+EVENT_KINDS = ts.EVENT_KINDS  # storage/kinds.py, the one table of event kinds
 ALL = "All servers"
 LIMIT = 1000
 

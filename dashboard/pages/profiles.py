@@ -1,7 +1,7 @@
 """Profiles: the launch profiles, what differs from the running one, validation, editing, and
 one-click relaunch / stop of a managed server with a live status panel.
 
-Thin: reads and actions go through dashboard.services.profile_admin / launcher; the runner does
+Thin: reads and actions go through dashboard.services.launch.profile_admin / launcher; the runner does
 the work (this page only records intents). Controls need an operator when the dashboard is
 exposed and are hidden in read-only mode (components.auth).
 """
@@ -13,7 +13,7 @@ import streamlit as st
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age
 from dashboard.components.scorecard import md_escape
-from dashboard.services import launcher, profile_admin, profiles
+from dashboard.services.launch import launcher, profile_admin, profiles
 
 ctx = session.bootstrap()
 st.title("Profiles")

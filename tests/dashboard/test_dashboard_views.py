@@ -17,7 +17,7 @@ from dashboard.components.timeseries_charts import (
     timeseries_spec,
     tradeoff_chart,
 )
-from dashboard.services import benchmarks as bm
+from dashboard.services.views import benchmarks as bm
 from dashboard.services.views import timeseries as ts
 from storage import repo
 
@@ -32,7 +32,7 @@ def test_fmt_value_units_and_missing():
 
 def test_fmt_bytes_is_one_function_for_pages_and_the_cli():
     from dashboard.components import format as ui_format
-    from dashboard.services import health
+    from dashboard.services.views import health
 
     assert ui_format.fmt_bytes is health.fmt_bytes
     assert health.fmt_bytes(None) == "—" and health.fmt_bytes(None, missing="size n/a") == "size n/a"

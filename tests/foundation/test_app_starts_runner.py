@@ -9,7 +9,7 @@ import time
 from pwtest import REPO
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services.health import runner_alive
+from dashboard.services.views.health import runner_alive
 from storage import repo
 from storage.db import make_engine
 

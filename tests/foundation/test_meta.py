@@ -160,3 +160,16 @@ def test_readme_metric_table_matches_metric_specs() -> None:
     assert table.strip() == metric_table_markdown().strip(), (
         "README metric table is stale: paste the output of metric_table_markdown()"
     )
+
+
+def test_every_event_kind_named_in_code_is_in_the_one_table() -> None:
+    """storage/kinds.py is the one table of event kinds: the log parser's kinds, the chart's
+    marked kinds and the Events page's filter all come from it or are a subset of it."""
+    from collectors.sglang.log_parse import EVENT_KINDS as parser_kinds
+    from dashboard.components.timeseries_charts import EVENT_KINDS_MARKED
+    from dashboard.services.views.timeseries import EVENT_KINDS as page_kinds
+    from storage.kinds import EVENT_KINDS
+
+    assert set(parser_kinds) <= set(EVENT_KINDS)
+    assert set(EVENT_KINDS_MARKED) <= set(EVENT_KINDS)
+    assert list(page_kinds) == list(EVENT_KINDS)

@@ -74,7 +74,7 @@ def test_lifecycle_without_runner_says_how_to_start_it(cli_env, capsys) -> None:
 
 
 def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> None:
-    from dashboard.services.wiring import runner_parts
+    from dashboard.services.launch.wiring import runner_parts
     from dashboard.settings import load_settings
     from runner.loop import Runner
     from storage import repo
@@ -93,7 +93,7 @@ def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> No
         import time
 
         deadline = time.monotonic() + 10
-        from dashboard.services import health
+        from dashboard.services.views import health
 
         while not health.runner_alive(engine) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.services import profile_admin, profiles
-from dashboard.services.profiles import ProfileError, ProfileSpec
+from dashboard.services.launch import profile_admin, profiles
+from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.settings import Settings
 from storage import repo
 

@@ -25,7 +25,7 @@ def page_env(data_env, tmp_path, monkeypatch):
     (folder / "one.toml").write_text(PROFILE.format(n="one", m=8))
     (folder / "two.toml").write_text(PROFILE.format(n="two", m=16))
     monkeypatch.setenv("PITWALL_PROFILES_DIR", str(folder))
-    from dashboard.services import profiles
+    from dashboard.services.launch import profiles
     from storage import repo
     from storage.db import make_engine
 
@@ -77,7 +77,7 @@ def test_page_lists_profiles_and_diffs_against_running(page_env) -> None:
 def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_env) -> None:
     """Validate returns at once (it only records an intent); the page shows the runner's
     progress while pending, then the verdict the check lane stored (runner/validation.py)."""
-    from dashboard.services import wiring
+    from dashboard.services.launch import wiring
     from dashboard.settings import load_settings
     from storage import repo
 

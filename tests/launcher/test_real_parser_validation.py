@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.services import launcher
-from dashboard.services.profiles import ProfileSpec
+from dashboard.services.launch import launcher
+from dashboard.services.launch.profiles import ProfileSpec
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import pytest
 
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang.launch import build_argv, flag_args, startup_progress
-from dashboard.services import guardrails, launcher
-from dashboard.services.guardrails import GpuProcess
-from dashboard.services.profiles import ProfileSpec
+from dashboard.services.launch import guardrails, launcher
+from dashboard.services.launch.guardrails import GpuProcess
+from dashboard.services.launch.profiles import ProfileSpec
 from runner.launch_plan import reason_line
 from storage.models import Server
 

@@ -12,17 +12,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
-from pwtest import REPO, free_port, subprocess_env
+from pwtest import REPO, free_port, subprocess_env, wait_for
 
 from collectors.base import CollectorContext, PollResult
-from dashboard.services import benchmarks as bm
-from dashboard.services import launcher
-from dashboard.services.wiring import runner_parts
+from dashboard.services.launch import launcher
+from dashboard.services.launch.wiring import runner_parts
+from dashboard.services.views import benchmarks as bm
 from dashboard.settings import Settings
 from runner import procs
 from runner.loop import Runner
@@ -35,14 +34,6 @@ pytestmark = pytest.mark.timeout(240)
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
 
 
-def wait_for(cond: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _profile(folder: Path, name: str, env: dict[str, str]) -> None:

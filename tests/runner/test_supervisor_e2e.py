@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from pwtest import wait_for
 
-from dashboard.services import launcher
-from dashboard.services.wiring import runner_parts
+from dashboard.services.launch import launcher
+from dashboard.services.launch.wiring import runner_parts
 from dashboard.settings import Settings
 from runner.loop import Runner
 from storage import repo
@@ -46,14 +46,6 @@ def _profile(folder: Path, name: str, flags: str, env: dict[str, str]) -> None:
     )
 
 
-def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

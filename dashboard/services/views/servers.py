@@ -72,7 +72,7 @@ def seed_demo(engine: Engine, settings: Settings) -> int | None:
     The sweep waits for the demo server to be ready (the probe intent handler does), and is
     queued only while the demo has no probe run yet.
     """
-    from dashboard.services.benchmarks import SweepRequest, start_sweep
+    from dashboard.services.views.benchmarks import SweepRequest, start_sweep
 
     if not settings.demo_active:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services import health
+from dashboard.services.views import health
 from storage import repo
 from storage.db import SchemaError, make_engine
 

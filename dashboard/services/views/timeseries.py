@@ -31,6 +31,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from storage import repo
+from storage.kinds import EVENT_KINDS as _EVENT_KINDS
 
 # A chart's plot is ~560 px wide in the two-column layout: more points than pixels cannot be
 # seen, and every point costs the browser (Vega runs each row through interpreted expressions)
@@ -38,6 +39,10 @@ from storage import repo
 # 2 s, 1 h -> 600 of 6 s, 6 h -> 360 of 1 min, 24 h -> 480 of 3 min, 7 d -> 336 of 30 min.
 MAX_POINTS = 600
 GPU_RE = re.compile(r"^gpu\.(\d+)\.(util_ratio|mem_used_bytes|mem_total_bytes|power_w|temp_c)$")
+
+
+#: every event kind, in taxonomy order (the Events page's filter)
+EVENT_KINDS: tuple[str, ...] = tuple(_EVENT_KINDS)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
-from dashboard.services import launcher, profile_admin, profiles
+from dashboard.services.launch import launcher, profile_admin, profiles
 from dashboard.settings import Settings
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor

@@ -29,8 +29,8 @@ from collectors.engines import get_engine
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang.flags import Issue
 from collectors.sglang.launch import flag_args
-from dashboard.services import guardrails, profiles
-from dashboard.services.profiles import ProfileSpec
+from dashboard.services.launch import guardrails, profiles
+from dashboard.services.launch.profiles import ProfileSpec
 from dashboard.settings import Settings
 from runner import procs
 from runner.launch_plan import LaunchPlan, PlanError

@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services import guardrails, health, launcher, profiles
-from dashboard.services.profiles import ProfileError, ProfileSpec
+from dashboard.services.launch import guardrails, launcher, profiles
+from dashboard.services.launch.profiles import ProfileError, ProfileSpec
+from dashboard.services.views import health
 from dashboard.settings import Settings
 from storage import repo
 from storage.kinds import CONTROL_KINDS

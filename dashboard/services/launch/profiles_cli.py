@@ -86,7 +86,7 @@ def profiles_cli(argv: list[str]) -> int:
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    from dashboard.services import launcher, profiles
+    from dashboard.services.launch import launcher, profiles
     from storage import repo
 
     settings, engine = _context()
@@ -134,7 +134,7 @@ def _show(v: Any) -> str:
 
 
 def _resolve(engine: Engine, settings: Any, name: str) -> Any:
-    from dashboard.services import profiles
+    from dashboard.services.launch import profiles
 
     try:
         return profiles.resolve(engine, settings.profiles_dir, name)
@@ -174,7 +174,8 @@ def _lifecycle(kind: str, argv: list[str]) -> int:
 
 
 def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
-    from dashboard.services import health, launcher
+    from dashboard.services.launch import launcher
+    from dashboard.services.views import health
 
     _, engine = _context()
     if not health.runner_alive(engine):
