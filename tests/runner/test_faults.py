@@ -154,7 +154,7 @@ def test_stop_stops_servers_even_while_a_poll_hangs(tmp_path: Path, engine) -> N
         assert stuck.entered.wait(30)
         runner.stop()  # what SIGTERM / Ctrl-C does in `pitwall collect`
         wait_for(lambda: _gone(launch.pid), what="the server to be stopped while a poll still hangs")
-        assert repo.get_launch(engine, launch_id=launch.id).status == "stopped"
+        wait_for(lambda: repo.get_launch(engine, launch_id=launch.id).status == "stopped", what="the launch closed")
     finally:
         stuck.release.set()
         runner.stop()

@@ -55,6 +55,8 @@ def rig(tmp_path: Path, engine) -> Iterator[dict]:
     folder.mkdir()
     _profile(folder, "fast-a", "max-running-requests = 8", FAST_ENV)
     _profile(folder, "fast-b", "max-running-requests = 16\ndisable-radix-cache = true", FAST_ENV)
+    # startup of 5000 model seconds at speed 50: 100 s of wall time, past any ready timeout here
+    _profile(folder, "slow", "max-running-requests = 16", {**FAST_ENV, "SGLANG_SIM_STARTUP_S": "5000"})
     _profile(folder, "crashy", "max-running-requests = 32", {**FAST_ENV, "SGLANG_SIM_FAULT": "crash-at-start"})
     port = free_port()
     settings = Settings(data_dir=tmp_path / "data", database_url="sqlite://", profiles_dir=folder)
@@ -187,8 +189,10 @@ def test_ready_timeout_rolls_back_to_last_good_profile(rig) -> None:
     engine, sid, port = rig["engine"], rig["server"].id, rig["port"]
     auto = wait_for(lambda: repo.list_intents(engine, server_id=sid, kinds=["launch"]), what="auto-start")[0]
     assert wait_for(lambda: _done(engine, auto.id)).state == "done"
-    # 0.05 s is shorter than any startup: the new profile is stopped and fast-a started again.
-    intent = launcher.request(engine, kind="relaunch", server_name="sim", actor="tester", profile="fast-b", timeout_s=0.05)
+    # 1 s is shorter than the slow profile's startup (100 s), however busy the machine: the new
+    # profile is stopped and fast-a started again. (A 0.05-s timeout on a fast profile was a race:
+    # under load the server could answer /health before the first check.)
+    intent = launcher.request(engine, kind="relaunch", server_name="sim", actor="tester", profile="slow", timeout_s=1)
     final = wait_for(lambda: _done(engine, intent.id), what="relaunch")
     assert final.state == "failed" and final.progress["stage"] == "rolled back"
     assert "not ready within" in final.message and "rolled back to profile fast-a" in final.message
