@@ -2,7 +2,7 @@
 description (what one inference engine, e.g. SGLang, provides to the runner and the launcher).
 
 A collector is a small object with a `name`, an `interval_s` and a `poll(ctx)` method that returns
-a `PollResult` (samples + events). The runner (collectors/runner.py) calls `poll` on the collector's
+a `PollResult` (samples + events). The runner (runner/loop.py) calls `poll` on the collector's
 interval in a worker thread, writes the rows in batches, and turns an exception into one
 `collector_error` event while the other collectors carry on. Collectors never touch the database
 directly: persistent state (a tailer's offset) goes through `ctx.load_state` / `ctx.save_state`.

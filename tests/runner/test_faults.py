@@ -253,12 +253,12 @@ def test_operator_stop_survives_a_runner_restart(tmp_path: Path, engine) -> None
     finally:
         r1.stop()
         t1.join(60)
-    assert repo.get_server(engine, name="sim").stopped_by == "alice"
     r2, t2 = runner()
     try:
         time.sleep(1.0)  # several first-tick chances to auto-start (it must not)
         assert not repo.list_intents(engine, server_id=server.id, kinds=["launch"], states=["pending", "running"])
         assert _ready_launch(engine, server.id) is None
+        assert repo.get_server(engine, name="sim").stopped_by == "alice"
         # a launch by an operator brings it back and forgets the stop
         go = launcher.request(engine, kind="launch", server_name="sim", actor="bob")
         wait_for(lambda: repo.get_intent(engine, intent_id=go.id).state == "done", what="the launch")
