@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
@@ -52,6 +51,16 @@ __all__ = ["CONTROL_KINDS", "LaunchPlan", "PlanError", "Planner", "ProcessSuperv
 log = logging.getLogger("pitwall.supervisor")
 
 ADOPTED_HEALTH_EVERY_S = 2.0
+AUTO_RESTART_BY = "runner (auto-restart)"  # requested_by of the launch intents auto-restart writes
+
+
+def restarts_used(engine: Engine, server_id: int, window_s: float, now: float | None = None) -> int:
+    """Auto-restarts of this server within the last `window_s` seconds, read from storage (the
+    launch intents auto-restart wrote), so the budget survives a runner restart and the Profiles
+    page shows the same count the supervisor uses."""
+    since = (time.time() if now is None else now) - window_s
+    return sum(1 for i in repo.list_intents(engine, server_id=server_id, kinds=("launch",), limit=200)
+               if i.requested_by == AUTO_RESTART_BY and i.created_at >= since)
 
 
 class ProcessSupervisor(Lifecycle):
@@ -86,7 +95,6 @@ class ProcessSupervisor(Lifecycle):
         self._started = False
         self._closing = threading.Event()
         self._restart_at: dict[int, tuple[float, int]] = {}  # server_id -> (due monotonic, attempt)
-        self._restarts: dict[int, deque[float]] = {}  # server_id -> wall times of auto-restarts
         self._fence: Callable[[], bool] = lambda: True
         self._last_health = 0.0
 
@@ -200,29 +208,21 @@ class ProcessSupervisor(Lifecycle):
                        severity="error", message=f"{name} exited on its own with code {code}", raw=excerpt or None)
         if not self.auto_restart or self._closing.is_set() or (server is not None and server.stopped_by):
             return
-        window = self._restarts.setdefault(m.server_id, deque())
-        now = time.time()
-        while window and now - window[0] > self.restart_window_s:
-            window.popleft()
-        if len(window) >= self.restart_budget:
+        used = restarts_used(self.engine, m.server_id, self.restart_window_s)
+        if used >= self.restart_budget:
             self._restart_at.pop(m.server_id, None)
             repo.add_event(
                 self.engine, kind="restart_budget_exhausted", server_id=m.server_id, launch_id=m.launch_id,
                 severity="critical",
-                message=(f"{name} crashed {len(window) + 1} times within {self.restart_window_s / 60:.0f} min; "
-                         f"its auto-restart budget ({self.restart_budget}) is used up and it stays down. "
+                message=(f"{name} exited again after {used} auto-restart(s) within "
+                         f"{self.restart_window_s / 60:.0f} min; its auto-restart budget "
+                         f"({self.restart_budget}) is used up and it stays down. "
                          "Read its log, fix the profile, then launch it again."),
             )
             return
-        window.append(now)
         _, attempt = self._restart_at.get(m.server_id, (0.0, 0))
         delay = min(2.0 ** attempt, self.max_backoff_s)
         self._restart_at[m.server_id] = (time.monotonic() + delay, attempt + 1)
-
-    def restarts_used(self, server_id: int) -> int:
-        """Auto-restarts of this server within the current budget window."""
-        now = time.time()
-        return sum(1 for t in self._restarts.get(server_id, ()) if now - t <= self.restart_window_s)
 
     def _due_restarts(self) -> None:
         now = time.monotonic()
@@ -237,7 +237,7 @@ class ProcessSupervisor(Lifecycle):
             launch = repo.latest_launch(self.engine, server_id=sid)
             repo.create_intent(self.engine, kind="launch", server_id=sid,
                                payload={"profile": launch.profile_name if launch else None, "auto_restart": attempt},
-                               requested_by="runner (auto-restart)")
+                               requested_by=AUTO_RESTART_BY)
 
     def _pending_control(self, server_id: int) -> bool:
         return bool(repo.list_intents(self.engine, server_id=server_id, states=("pending", "running"),

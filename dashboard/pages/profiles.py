@@ -24,7 +24,6 @@ st.caption(
 )
 
 states = profile_admin.managed_servers(ctx.engine)
-st.caption(profile_admin.restart_policy(ctx.settings))
 table, specs, errors = profile_admin.profile_table(ctx.settings)
 for err in errors:
     st.warning(err)
@@ -44,6 +43,7 @@ if not names:
 else:
     wanted = session.selected_server(ctx)
     server_name = st.selectbox("Managed server", names, index=names.index(wanted) if wanted in names else 0)
+st.caption(profile_admin.restart_policy(ctx.engine, ctx.settings, server_name))
 running_now = next((s.launch.profile_name for s in states if s.server.name == server_name and s.launch), None)
 
 # -- live status of the newest lifecycle intent -------------------------------------------------

@@ -17,6 +17,7 @@ from dashboard.services.launch import guardrails, launcher, profiles
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
 from dashboard.settings import Settings
+from runner.supervisor import restarts_used
 from storage import repo
 from storage.kinds import CONTROL_KINDS
 from storage.models import Intent, Launch, Server
@@ -39,15 +40,21 @@ def managed_servers(engine: Engine) -> list[ServerState]:
     return out
 
 
-def restart_policy(settings: Settings) -> str:
-    """One sentence on what the runner does when a managed server exits on its own."""
+def restart_policy(engine: Engine, settings: Settings, server_name: str | None) -> str:
+    """One sentence on what the runner does when a managed server exits on its own, with the
+    restarts the selected server has used of its budget."""
     opts = settings.runner
     if not opts.get("auto_restart"):
         return ("Auto-restart is off (`[runner] auto_restart = false`): a managed server that "
                 "crashes stays down until someone launches it.")
+    budget, window = int(opts.get("restart_budget", 3)), float(opts.get("restart_window_s", 3600))
+    used = ""
+    server = repo.get_server(engine, name=server_name) if server_name else None
+    if server is not None and server.id is not None:
+        n = restarts_used(engine, server.id, window)
+        used = f" {server.name} has used {n} of {budget}."
     return (f"Auto-restart is on: a managed server that exits on its own is started again with "
-            f"backoff, at most {opts.get('restart_budget', 3)} times per "
-            f"{float(opts.get('restart_window_s', 3600)) / 60:.0f} min; then it stays down. "
+            f"backoff, at most {budget} times per {window / 60:.0f} min; then it stays down.{used} "
             "A server an operator stopped is never started by the runner.")
 
 

@@ -182,3 +182,24 @@ def test_unset_streamlit_address_counts_as_exposed(page_env) -> None:
         assert "Relaunch…" not in buttons and "Stop…" not in buttons
     finally:
         config.set_option("server.address", "127.0.0.1")
+
+
+def test_auto_restart_policy_and_budget_used_are_shown(page_env, monkeypatch) -> None:
+    """The budget is counted from storage (the auto-restart launch intents in the window), so the
+    page and a restarted runner see the same count."""
+    import time
+
+    from runner.supervisor import AUTO_RESTART_BY
+    from storage import repo
+
+    at = _run()
+    assert "Auto-restart is off" in _text(at)
+    monkeypatch.setenv("PITWALL_AUTO_RESTART", "true")
+    sid = repo.get_server(page_env, name="sim").id
+    old = repo.create_intent(page_env, kind="launch", server_id=sid, payload={}, requested_by=AUTO_RESTART_BY)
+    repo.update_intent(page_env, intent_id=old.id, created_at=time.time() - 7200)  # outside the hour
+    repo.create_intent(page_env, kind="launch", server_id=sid, payload={}, requested_by=AUTO_RESTART_BY)
+    repo.create_intent(page_env, kind="launch", server_id=sid, payload={}, requested_by="bob")  # not a restart
+    st.cache_resource.clear()  # settings are read once per process
+    at = _run()
+    assert "Auto-restart is on" in _text(at) and "sim has used 1 of 3." in _text(at)
