@@ -279,21 +279,23 @@ def test_auto_restart_stops_at_its_budget(tmp_path: Path, engine) -> None:
     r = Runner(engine, [], supervisor=sup, intent_handlers=handlers, tick_s=0.05)
     t = _start(r)
     try:
-        pids: list[int] = []
         for crash in range(3):
-            launch = wait_for(lambda: _ready_launch(engine, server.id), what=f"ready before crash {crash}")
-            pids.append(launch.pid)
+            launch = wait_for(lambda: _ready_launch(engine, server.id), 120, what=f"ready before crash {crash}")
             os.killpg(launch.pid, signal.SIGKILL)  # it "crashes": the supervisor did not stop it
-            wait_for(lambda lid=launch.id: repo.get_launch(engine, launch_id=lid).status == "exited",
+            wait_for(lambda lid=launch.id: repo.get_launch(engine, launch_id=lid).status == "exited", 120,
                      what="the exit to be recorded")
             if crash < 2:
-                wait_for(lambda lid=launch.id: (x := _ready_launch(engine, server.id)) and x.id != lid,
+                wait_for(lambda lid=launch.id: (x := _ready_launch(engine, server.id)) and x.id != lid, 120,
                          what=f"auto-restart {crash + 1}")
-        wait_for(lambda: len(repo.list_events(engine, kinds=["restart_budget_exhausted"])) == 1,
+        wait_for(lambda: len(repo.list_events(engine, kinds=["restart_budget_exhausted"])) == 1, 120,
                  what="the budget event")
         time.sleep(1.5)  # past the first backoff: no third restart
         assert _ready_launch(engine, server.id) is None
         assert len(repo.list_launches(engine, server_id=server.id)) == 3
+    except AssertionError as exc:  # say what the supervisor did, not only what was missing
+        events = repo.list_events(engine, server_id=server.id)[["kind", "message"]].to_dict("records")
+        intents = [(i.id, i.kind, i.state, i.requested_by, i.message) for i in repo.list_intents(engine, server_id=server.id)]
+        raise AssertionError(f"{exc}\nevents: {events}\nintents: {intents}") from None
     finally:
         r.stop()
         t.join(60)
