@@ -186,7 +186,7 @@ def validation_panel(profile: str) -> None:
         return
     prog = intent.progress or {}
     if intent.state in ("pending", "running"):
-        with st.status(f"Validating {profile}…", expanded=True):
+        with st.status(f"Validating {profile}…", state="running", expanded=True):
             if intent.state == "pending" and not profile_admin.runner_alive(ctx.engine):
                 st.warning("No runner is alive to carry this out; start it with `pitwall up`.")
             st.progress(min(max(float(prog.get("fraction") or 0.0), 0.0), 1.0),
