@@ -132,6 +132,7 @@ class Engine:
     are tried in order (newest first) for the server's args and version.
     check_flags / check_env: a profile's [flags] / [env] -> issues, against the engine's bundled
     flag table of version `flags_version`. parse_line: one log line -> a record or None.
+    entrypoints: the launch entrypoints a profile may name (the launch sandbox's allow-list).
     """
 
     name: str
@@ -142,9 +143,10 @@ class Engine:
     health_path: str
     server_info_paths: tuple[str, ...]
     check_flags: Callable[[dict[str, Any]], Sequence[FlagIssue]]
-    check_env: Callable[[dict[str, Any]], Sequence[FlagIssue]]
+    check_env: Callable[..., Sequence[FlagIssue]]
     flags_version: str
     parse_line: Callable[[str], object | None]
+    entrypoints: tuple[str, ...] = ()  # what a profile's `entrypoint` may name for this engine
 
     def collector(self, role: str) -> Collector:
         """A new collector of `role`; CollectorError naming the roles this engine has."""

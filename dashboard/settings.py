@@ -71,6 +71,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Window of the restart budget, seconds."),
     SettingSpec("runner.intent_expiry_s", None, "float", 900.0,
                 "A request (relaunch, stop, sweep, validation) not started within this many seconds expires."),
+    SettingSpec("launch.allowed_entrypoints", None, "list[str]", [],
+                "Entrypoints a profile may name beside `sglang.launch_server`, `sglang serve` and the bundled simulator."),
+    SettingSpec("launch.allowed_env", None, "list[str]", [],
+                "[env] names (or `PREFIX_*`) a profile may set beside the SGLang/CUDA/NCCL/PyTorch/HF allow-list; never LD_*, PYTHON*, PATH or PITWALL_*."),
     SettingSpec("servers", None, "servers", [],
                 "`[[servers]]` tables: name, base_url, kind, managed, log_path, gpu_indices, "
                 "gpu_hourly_usd, python, profile, api_key."),
@@ -118,6 +122,7 @@ class Settings:
     electricity_usd_per_kwh: float | None = None
     probe: dict[str, Any] = field(default_factory=dict)
     runner: dict[str, Any] = field(default_factory=dict)  # auto_restart, restart_budget, ...
+    launch: dict[str, Any] = field(default_factory=dict)  # allowed_entrypoints, allowed_env
     servers: list[ServerConfig] = field(default_factory=list)
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
     config_path: Path | None = None
@@ -170,6 +175,11 @@ def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
             if low in ("0", "false", "no", "off", ""):
                 return False
             raise ValueError
+        if spec.kind == "list[str]":
+            items = [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else value
+            if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+                raise ValueError
+            return list(items)
         if spec.kind == "list[int]":
             items = value.split(",") if isinstance(value, str) else value
             out = [int(x) for x in items]
@@ -184,6 +194,7 @@ def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
             "float": "a number, e.g. 0.12",
             "bool": "true or false",
             "list[int]": "positive whole numbers, e.g. [1, 4, 8, 16] or 1,4,8,16",
+            "list[str]": 'a list of names, e.g. ["MY_VAR", "MYLIB_*"]',
         }
         raise SettingsError(f"Setting {where} is {value!r}; expected {forms[spec.kind]}.") from None
     return value
@@ -300,6 +311,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
     runner = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("runner.")}
+    launch = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("launch.")}
     if runner["restart_budget"] < 0 or runner["intent_expiry_s"] <= 0:
         raise SettingsError("Settings runner.restart_budget must be >= 0 and runner.intent_expiry_s > 0.")
     servers = _servers(data.get("servers", []))
@@ -322,6 +334,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         electricity_usd_per_kwh=values["electricity_usd_per_kwh"],
         probe=probe,
         runner=runner,
+        launch=launch,
         servers=servers,
         slo=slo,
         config_path=config_path,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collectors.base import Collector, Engine
 from collectors.sglang import flags
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS
-from collectors.sglang.launch import READY_LINE, build_argv, startup_progress
+from collectors.sglang.launch import ENTRYPOINTS, READY_LINE, build_argv, startup_progress
 from collectors.sglang.log_parse import parse_line
 
 
@@ -45,5 +45,6 @@ ENGINE = Engine(
     check_flags=flags.check_flags,
     check_env=flags.check_env,
     flags_version=flags.SGLANG_VERSION,
+    entrypoints=ENTRYPOINTS,
     parse_line=parse_line,
 )

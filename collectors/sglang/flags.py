@@ -315,17 +315,69 @@ def check_flags(
 
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
+#: [env] a profile may set: SGLang, CUDA, NCCL, PyTorch, Triton, FlashInfer and Hugging Face
+#: variables by prefix, a few runtime names exactly; a setting (`launch.allowed_env`) adds more.
+ENV_PREFIXES: tuple[str, ...] = (
+    "SGLANG_", "SGL_", "CUDA_", "NCCL_", "NVIDIA_", "NVTE_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_",
+    "TRITON_", "FLASHINFER_", "HF_", "HUGGING_FACE_", "GLOO_", "TP_SOCKET_",
+)
+ENV_NAMES: frozenset[str] = frozenset({
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM", "TRANSFORMERS_OFFLINE",
+    "TRANSFORMERS_CACHE", "MASTER_ADDR", "MASTER_PORT", "TZ",
+})
+#: Never allowed, whatever a setting says: they change which code runs (loader, interpreter,
+#: search path) or are Pitwall's own.
+ENV_NEVER_PREFIXES: tuple[str, ...] = ("LD_", "DYLD_", "PYTHON", "PITWALL_")
+ENV_NEVER_NAMES: frozenset[str] = frozenset({"PATH", "HOME", "SHELL", "BASH_ENV", "ENV", "IFS"})
 
-def check_env(env: dict[str, Any]) -> list[Issue]:
-    """[env]: names like NCCL_TIMEOUT, string values (numbers are accepted and stringified)."""
+
+def env_forbidden(name: str) -> bool:
+    return name in ENV_NEVER_NAMES or name.startswith(ENV_NEVER_PREFIXES)
+
+
+def env_allowed(name: str, extra: tuple[str, ...] = ()) -> bool:
+    """On the allow-list: a known prefix or name, or one a setting adds (`NAME`, or `PREFIX_*`);
+    never a forbidden one."""
+    if env_forbidden(name):
+        return False
+    if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
+        return True
+    return any(name == e or (e.endswith("*") and name.startswith(e[:-1])) for e in extra)
+
+
+def check_env(env: dict[str, Any], extra_allowed: tuple[str, ...] = ()) -> list[Issue]:
+    """[env]: names on the allow-list (env_allowed), string values (numbers are accepted and
+    stringified), no NUL."""
     issues: list[Issue] = []
     for name, value in env.items():
         if not _ENV_NAME.match(str(name)):
             issues.append(Issue("error", str(name), f"Environment variable name {name!r} is invalid; use capitals, digits and '_' (e.g. NCCL_TIMEOUT), not starting with a digit."))
+            continue
+        if env_forbidden(name):
+            issues.append(Issue("error", name, f"Environment variable {name} is refused: it changes which code runs (loader, interpreter, search path) or is Pitwall's own; a profile is data, not code."))
+            continue
+        if not env_allowed(name, extra_allowed):
+            issues.append(Issue("error", name, f"Environment variable {name} is not on the allow-list (SGLang, CUDA, NCCL, PyTorch, Triton, FlashInfer and Hugging Face variables); add it to launch.allowed_env in pitwall.toml if the server needs it."))
             continue
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             issues.append(Issue("error", name, f"Environment variable {name} is {value!r}; expected a string, e.g. {name} = \"1\"."))
             continue
         if "\x00" in str(value):
             issues.append(Issue("error", name, f"Environment variable {name} contains a NUL character; remove it."))
+    return issues
+
+
+def check_option_values(flags: dict[str, Any]) -> list[Issue]:
+    """No value may start with '-' (a list item or a string value would be read as an option of
+    its own: `lora-paths = ["a", "--host", "0.0.0.0"]`). Numbers are exempt (`-1` is a value)."""
+    issues: list[Issue] = []
+    for name, value in flags.items():
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, str) and item.lstrip().startswith("-"):
+                issues.append(Issue("error", str(name), f"Flag {name}: the value {item!r} starts with '-', which SGLang would read as another option; a profile is data, not code."))
+                break
+            if isinstance(item, str) and "\x00" in item:
+                issues.append(Issue("error", str(name), f"Flag {name} contains a NUL character; remove it."))
+                break
     return issues

@@ -28,9 +28,15 @@ MILESTONES: tuple[tuple[str, float, str], ...] = (
 )
 
 
+#: Entrypoints a profile may name for this engine (more only when a setting names them).
+ENTRYPOINTS: tuple[str, ...] = ("sglang.launch_server", "sglang serve")
+
+
 def flag_args(flags: dict[str, Any]) -> list[str]:
-    """A profile's [flags] -> argv items: `true` is a bare switch, `false` leaves it out, a list
-    becomes several values, a table becomes JSON text."""
+    """A profile's [flags] -> argv items, one `--flag=value` token per flag: `true` is a bare
+    switch, `false` leaves it out, a table becomes `--flag=<JSON>`. A list (nargs flags such as
+    --lora-paths) is `--flag` followed by its items; validation refuses items that start with
+    '-', so no item can become an option of its own."""
     out: list[str] = []
     for name, value in flags.items():
         opt = f"--{name}"
@@ -42,9 +48,9 @@ def flag_args(flags: dict[str, Any]) -> list[str]:
             out.append(opt)
             out.extend(_fmt(v) for v in value)
         elif isinstance(value, dict):
-            out.extend([opt, json.dumps(value, separators=(",", ":"))])
+            out.append(f"{opt}={json.dumps(value, separators=(',', ':'))}")
         else:
-            out.extend([opt, _fmt(value)])
+            out.append(f"{opt}={_fmt(value)}")
     return out
 
 
@@ -57,13 +63,18 @@ def _fmt(value: Any) -> str:
 def build_argv(
     python: str, entrypoint: str, model_path: str, host: str, port: int, flags: dict[str, Any]
 ) -> list[str]:
-    """`python -m <entrypoint> --model-path M --host H --port P <flags>`.
+    """`python -m <entrypoint> <flags> --model-path M --host=H --port=P`.
+
+    Pitwall's own flags come last, so nothing in a profile can override them (argparse keeps
+    the last value). `--model-path M` stays two tokens: `sglang serve` before 0.5.9 finds the
+    model by the exact token "--model-path" to tell an LLM from a diffusion model; the value
+    is validated not to start with '-'.
 
     "sglang serve" is SGLang's console script (`sglang.cli.main:main`, 0.5.5+); it is started as
     `python -m sglang.cli.main serve` so the server's own interpreter runs it.
     """
     head = [python, "-m", "sglang.cli.main", "serve"] if entrypoint == "sglang serve" else [python, "-m", entrypoint]
-    return [*head, "--model-path", model_path, "--host", host, "--port", str(port), *flag_args(flags)]
+    return [*head, *flag_args(flags), "--model-path", model_path, f"--host={host}", f"--port={port}"]
 
 
 def startup_progress(text: str) -> tuple[float, str]:

@@ -10,7 +10,7 @@
 #      unguarded and crash `import torchvision`. We guard them with the `_has_ops()` check the same
 #      file uses everywhere else (a sed on the installed file in THIS venv only).
 #   2. sgl_kernel stub: shim/sgl_kernel is an import-only stand-in, copied to $DIR/shim and put on
-#      PYTHONPATH only for the real test server. Its functions raise if ever called.
+#      this venv's path by a .pth file (test venv only). Its functions raise if ever called.
 #
 # Layout (outside the repository):
 #   $DIR/venv                     the virtualenv
@@ -110,6 +110,10 @@ step "TEST-ENVIRONMENT SHIM 2: install the import-only sgl_kernel stub in $DIR/s
 mkdir -p "$DIR/shim"
 cp -R "$HERE/shim/sgl_kernel" "$DIR/shim/"
 find "$DIR/shim" -name '__pycache__' -prune -exec rm -rf {} +
+# ... and on the venv's own path (a .pth file), so a server Pitwall launches from a profile finds it
+# without PYTHONPATH: Pitwall's launch sandbox refuses PYTHON* variables in a profile's [env].
+SITE="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+echo "$DIR/shim" > "$SITE/pitwall-test-sgl-kernel-shim.pth"
 
 step "writing the tiny model (config.json + locally trained tokenizer) to $DIR/model"
 "$VENV/bin/python" "$HERE/make_tiny_model.py" "$DIR/model"

@@ -31,8 +31,9 @@ def test_sglang_build_argv() -> None:
     engine = get_engine("sglang")
     argv = engine.build_argv("py", "sglang serve", "m", "127.0.0.1", 30000,
                              {"tp-size": 2, "enable-metrics": True, "disable-radix-cache": False})
-    assert argv == ["py", "-m", "sglang.cli.main", "serve", "--model-path", "m", "--host", "127.0.0.1",
-                    "--port", "30000", "--tp-size", "2", "--enable-metrics"]
+    assert argv == ["py", "-m", "sglang.cli.main", "serve", "--tp-size=2", "--enable-metrics",
+                    "--model-path", "m", "--host=127.0.0.1", "--port=30000"]
+    assert engine.entrypoints == ("sglang.launch_server", "sglang serve")
     assert engine.build_argv("py", "sglang.launch_server", "m", "h", 1, {})[:3] == ["py", "-m", "sglang.launch_server"]
 
 

@@ -38,7 +38,7 @@ def _real_env() -> dict[str, str]:
 def test_real_parser_messages() -> None:
     env = _real_env()
     # The server's environment, as a profile would set it: the CPU engine and its kernel shim.
-    penv = {"PYTHONPATH": env["SHIM"], "SGLANG_USE_CPU_ENGINE": "1"}
+    penv = {"SGLANG_USE_CPU_ENGINE": "1"}  # the sgl_kernel shim is on the venv's path (.pth)
 
     def check(flags: dict) -> launcher.Report:
         from storage.models import Server
@@ -57,6 +57,11 @@ def test_real_parser_messages() -> None:
     assert err.message.startswith("SGLang rejected the flags: unrecognized arguments: --enable-radix-cache.")
     assert "`disable-radix-cache = true` turns it off" in err.message
     removed = check({"cuda-graph-max-bs": 64})
-    assert "ambiguous option: --cuda-graph-max-bs" in removed.errors[0].message
+    # abbreviations are off (allow_abbrev=False): not "ambiguous", simply unknown
+    assert "unrecognized arguments: --cuda-graph-max-bs" in removed.errors[0].message
     assert "removed in SGLang 0.5.20" in removed.errors[0].message
     assert check({"disable-radix-cache": True, "mem-fraction-static": 0.5}).ok
+    # argparse's abbreviation matching would take `--hos` as `--host`: the parser Pitwall runs
+    # has it off, so SGLang's own table decides, exactly
+    (hos,) = check({"hos": "0.0.0.0"}).errors
+    assert "unrecognized arguments: --hos=0.0.0.0" in hos.message

@@ -167,8 +167,10 @@ def test_valid_flags_pass() -> None:
         ({"1ABC": "1"}, "Environment variable name '1ABC' is invalid"),
         ({"A-B": "1"}, "Environment variable name 'A-B' is invalid"),
         ({"NCCL_TIMEOUT": "18\x0000"}, "Environment variable NCCL_TIMEOUT contains a NUL character; remove it."),
-        ({"FLAG": True}, "Environment variable FLAG is True; expected a string"),
-        ({"T": {"a": 1}}, "Environment variable T is {'a': 1}; expected a string"),
+        ({"SGLANG_FLAG": True}, "Environment variable SGLANG_FLAG is True; expected a string"),
+        ({"NCCL_T": {"a": 1}}, "Environment variable NCCL_T is {'a': 1}; expected a string"),
+        ({"FLAG": "1"}, "Environment variable FLAG is not on the allow-list"),
+        ({"LD_PRELOAD": "/tmp/x.so"}, "Environment variable LD_PRELOAD is refused"),
     ],
 )
 def test_env_messages(env: dict, expected: str) -> None:
@@ -177,7 +179,8 @@ def test_env_messages(env: dict, expected: str) -> None:
 
 
 def test_env_valid() -> None:
-    assert sglang_flags.check_env({"NCCL_TIMEOUT": "1800", "_X1": "a b;$(rm -rf /)", "N": 3}) == []
+    # values are data: the child gets them as environment strings, never through a shell
+    assert sglang_flags.check_env({"NCCL_TIMEOUT": "1800", "SGLANG_X1": "a b;$(rm -rf /)", "OMP_NUM_THREADS": 3}) == []
 
 
 # -- guardrails -------------------------------------------------------------------------------------
@@ -260,14 +263,17 @@ def test_real_parser_is_used_when_sglang_imports(tmp_path: Path) -> None:
     bad = ProfileSpec(name="x", model_path="org/m", flags={"enable-radix-cache": True}, env=env)
     report = launcher.validate(bad)
     assert report.checked_by == f"SGLang's parser in {sys.executable}"
-    (err,) = report.errors
+    # the launch sandbox refuses PYTHONPATH in a real profile; this test only uses it to plant
+    # the stand-in parser, so that refusal is expected beside the parser's verdict
+    sandbox, err = report.errors
+    assert sandbox.flag == "PYTHONPATH" and "refused" in sandbox.message
     assert err.message.startswith("SGLang rejected the flags: unrecognized arguments: --enable-radix-cache.")
     assert "`disable-radix-cache = true` turns it off" in err.message
     # Accepted by the real parser; the range check argparse cannot do still applies.
     out = launcher.validate(ProfileSpec(name="x", model_path="org/m", flags={"mem-fraction-static": 1.5}, env=env))
-    assert [i.message for i in out.errors] == ["--mem-fraction-static is 1.5; expected a value in (0, 1)."]
+    assert [i.message for i in out.errors if i.flag != "PYTHONPATH"] == ["--mem-fraction-static is 1.5; expected a value in (0, 1)."]
     good = launcher.validate(ProfileSpec(name="x", model_path="org/m", flags={"disable-radix-cache": True}, env=env))
-    assert good.ok
+    assert [i.flag for i in good.errors] == ["PYTHONPATH"]
 
 
 def test_bundled_table_when_sglang_is_absent() -> None:
@@ -279,7 +285,9 @@ def test_bundled_table_when_sglang_is_absent() -> None:
 
 
 def test_entrypoint_must_be_importable_by_the_server_python() -> None:
-    report = launcher.validate(ProfileSpec(name="x", model_path="org/m", entrypoint="no_such_pkg.launch_server"))
+    allowed = launcher.Sandbox(entrypoints=("no_such_pkg.launch_server",))  # named by a setting
+    report = launcher.validate(ProfileSpec(name="x", model_path="org/m", entrypoint="no_such_pkg.launch_server"),
+                               sandbox=allowed)
     assert [i.message for i in report.errors] == [
         f"{sys.executable} cannot find the module no_such_pkg.launch_server (the profile's entrypoint); "
         "install it in that environment or point the server's python at one that has it."]
@@ -305,10 +313,10 @@ def test_validate_with_server_runs_guardrails() -> None:
 def test_flag_args_and_argv() -> None:
     flags = {"enable-metrics": True, "disable-radix-cache": False, "mem-fraction-static": 0.8,
              "max-running-requests": 64, "lora-paths": ["a", "b"], "json-model-override-args": {"k": 1}}
-    assert flag_args(flags) == ["--enable-metrics", "--mem-fraction-static", "0.8", "--max-running-requests", "64",
-                                "--lora-paths", "a", "b", "--json-model-override-args", '{"k":1}']
+    assert flag_args(flags) == ["--enable-metrics", "--mem-fraction-static=0.8", "--max-running-requests=64",
+                                "--lora-paths", "a", "b", '--json-model-override-args={"k":1}']
     assert build_argv("py", "sglang.launch_server", "m", "127.0.0.1", 30000, {"enable-metrics": True}) == [
-        "py", "-m", "sglang.launch_server", "--model-path", "m", "--host", "127.0.0.1", "--port", "30000", "--enable-metrics"]
+        "py", "-m", "sglang.launch_server", "--enable-metrics", "--model-path", "m", "--host=127.0.0.1", "--port=30000"]
     assert build_argv("py", "sglang serve", "m", "h", 1, {})[:4] == ["py", "-m", "sglang.cli.main", "serve"]
 
 

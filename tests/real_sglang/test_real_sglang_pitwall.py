@@ -131,9 +131,9 @@ def test_launch_row_records_the_real_launch(rig: Rig) -> None:
     for flag, value in (("--device", "cpu"), ("--attention-backend", "torch_native"),
                         ("--load-format", "dummy"), ("--max-total-tokens", "4096"),
                         ("--decode-log-interval", "5"), ("--port", str(rig.port))):
-        assert argv[argv.index(flag) + 1] == value, flag
+        assert f"{flag}={value}" in argv, flag  # one --flag=value token per flag (launch sandbox)
     assert "--disable-overlap-schedule" in argv and "--disable-radix-cache" not in argv
-    assert launch.env == {"SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": rig.env["SHIM"], "PYTHONUNBUFFERED": "1"}
+    assert launch.env == {"SGLANG_USE_CPU_ENGINE": "1", "PYTHONUNBUFFERED": "1"}
     assert rs.READY_LINE in rig.log_path.read_text()
     assert rs.STUB_MARKER not in rig.log_path.read_text()  # the sgl_kernel shim was never called
 

@@ -97,7 +97,11 @@ def test_generate_stream_is_cumulative_sse_ending_in_done(real_server: Any) -> N
     assert raw.rstrip().endswith(b"data: [DONE]")
     chunks = sse_json(raw)
     ids = [c["output_ids"] for c in chunks]
-    assert [len(i) for i in ids] == [1, 2, 3, 4, 5]  # cumulative, one token per chunk
+    # cumulative: each chunk extends the last and the final one holds all 5 tokens. How many
+    # tokens one chunk carries is the server's choice under load (stream_interval, a busy CPU),
+    # so the count per chunk is not asserted (it failed once on a loaded machine).
+    lengths = [len(i) for i in ids]
+    assert lengths[-1] == 5 and all(a < b for a, b in zip(lengths, lengths[1:], strict=False))
     assert all(ids[k][: len(ids[k - 1])] == ids[k - 1] for k in range(1, len(ids)))
     assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 5}
     assert all(c["meta_info"]["finish_reason"] is None for c in chunks[:-1])

@@ -99,7 +99,7 @@ def test_autostart_relaunch_and_log_continuity(rig) -> None:
     assert _server_info(port)["max_running_requests"] == 8
     launch_a = repo.latest_launch(engine, server_id=sid)
     assert launch_a.profile_name == "fast-a" and launch_a.status == "ready"
-    assert launch_a.argv[launch_a.argv.index("--max-running-requests") + 1] == "8"
+    assert "--max-running-requests=8" in launch_a.argv
     assert launch_a.env["SGLANG_SIM_SPEED"] == "50"
 
     intent = launcher.request(engine, kind="relaunch", server_name="sim", actor="tester", profile="fast-b")

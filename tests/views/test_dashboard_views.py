@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import free_port
+from pwtest import free_port
 
 from dashboard.components.format import fmt_value, grade_badge
 from dashboard.components.timeseries_charts import (

@@ -61,7 +61,7 @@ try:
 except Exception as exc:
     print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
     sys.exit(4)
-parser = argparse.ArgumentParser(prog="sglang serve")
+parser = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=False)
 ServerArgs.add_cli_args(parser)
 parser.parse_args(sys.argv[2:])
 """
@@ -148,6 +148,39 @@ def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s:
     return [Issue("error", None, text)], who
 
 
+#: Entrypoints every Pitwall allows beside the engine's own: the bundled simulator (the demo).
+BUNDLED_ENTRYPOINTS: tuple[str, ...] = ("simulator.launch_server",)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """What a profile may name beyond the engine's own allow-lists (settings `launch.*`)."""
+
+    entrypoints: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()  # names, or prefixes written PREFIX_*
+
+
+def sandbox_for(settings: Settings) -> Sandbox:
+    opts = settings.launch
+    return Sandbox(tuple(opts.get("allowed_entrypoints") or ()), tuple(opts.get("allowed_env") or ()))
+
+
+def sandbox_issues(spec: ProfileSpec, sandbox: Sandbox | None = None, engine: str = "sglang") -> list[Issue]:
+    """A profile is data, never code: the entrypoint on the allow-list, [env] on the allow-list
+    (never LD_*, PYTHON*, PATH or Pitwall's own), no value that starts with '-', a model path
+    that is not an option. Each refusal names the key and the reason."""
+    sandbox = sandbox or Sandbox()
+    allowed = (*get_engine(engine).entrypoints, *BUNDLED_ENTRYPOINTS, *sandbox.entrypoints)
+    issues: list[Issue] = []
+    if spec.entrypoint not in allowed:
+        issues.append(Issue("error", "entrypoint", f"Entrypoint {spec.entrypoint!r} is not allowed; use one of {', '.join(allowed)} (more only through launch.allowed_entrypoints in pitwall.toml)."))
+    if spec.model_path.lstrip().startswith("-"):
+        issues.append(Issue("error", "model_path", f"model_path {spec.model_path!r} starts with '-', which SGLang would read as an option; use a model id or a folder."))
+    issues.extend(sglang_flags.check_option_values(spec.flags))
+    issues.extend(sglang_flags.check_env(spec.env, sandbox.env))
+    return issues
+
+
 def validate(
     spec: ProfileSpec,
     server: Server | None = None,
@@ -156,17 +189,19 @@ def validate(
     own_pids: list[int] | None = None,
     use_real_parser: bool = True,
     gpu_snapshot: dict[int, list[guardrails.GpuProcess]] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Report:
     """Every check a launch of `spec` on `server` must pass (server None: flags and env only)."""
     report = Report()
+    report.issues.extend(sandbox_issues(spec, sandbox, server.engine if server else "sglang"))
     python = (server.python if server else None) or sys.executable
-    real = real_parser_issues(python, spec) if use_real_parser else None
+    refused_entry = any(i.flag == "entrypoint" for i in report.issues)
+    real = real_parser_issues(python, spec) if use_real_parser and not refused_entry else None
     parsed = real is not None and not any(i.flag == "entrypoint" for i in real[0])
     if real is not None:
         report.issues.extend(real[0])
         report.checked_by = real[1]
     report.issues.extend(sglang_flags.check_flags(spec.flags, known_by_parser=parsed))
-    report.issues.extend(sglang_flags.check_env(spec.env))
     report.issues.extend(guardrails.check_model_path(spec.model_path))
     if server is None:
         return report
@@ -209,7 +244,7 @@ class Planner:
         row = profiles.mirror(self.engine, spec)
         assert server.id is not None
         own = running_launch(self.engine, server.id)
-        report = validate(spec, server, replacing=replacing,
+        report = validate(spec, server, replacing=replacing, sandbox=sandbox_for(self.settings),
                           own_pids=guardrails.process_tree(own.pid) if replacing and own else [])
         if not report.ok:
             kind = "port_in_use" if any(i.flag == "port" for i in report.errors) else "bad_cli_flag"
@@ -219,6 +254,7 @@ class Planner:
             raise PlanError(f"profile {spec.name} is invalid: {first}{more}", kind=kind, detail=detail)
         host, port = host_port(server.base_url)
         env = {k: str(v) for k, v in spec.env.items()}
+        env["PYTHONUNBUFFERED"] = "1"  # Pitwall tails the server's log: lines as they are written
         if server.gpu_indices and "CUDA_VISIBLE_DEVICES" not in env:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in server.gpu_indices)
         log_path = server.log_path or str(self.settings.logs_dir / f"{server.name}.log")

@@ -124,7 +124,8 @@ def validate_named(engine: Engine, settings: Settings, name: str, server_name: s
         launch = launcher.running_launch(engine, server.id)
         replacing = launch is not None
         own = guardrails.process_tree(launch.pid) if launch is not None else []
-    report = launcher.validate(spec, server, replacing=replacing, own_pids=own)
+    report = launcher.validate(spec, server, replacing=replacing, own_pids=own,
+                               sandbox=launcher.sandbox_for(settings))
     repo.add_audit(engine, actor=actor, action="profile_validate", target=name,
                    detail={"ok": report.ok, "issues": report.lines(), "checked_by": report.checked_by})
     return report
@@ -177,6 +178,12 @@ def save_form(
 
 
 def _save(engine: Engine, settings: Settings, spec: ProfileSpec, actor: str) -> tuple[ProfileSpec, list[tuple[str, Any, Any]]]:
+    # the launch sandbox refuses before anything is written: the editor shows the same reason
+    # `pitwall profiles validate` would print
+    refused = [i for i in launcher.sandbox_issues(spec, launcher.sandbox_for(settings)) if i.severity == "error"]
+    if refused:
+        raise ProfileError(f"{spec.name} was not saved: {refused[0].message}"
+                           + (f" (+{len(refused) - 1} more)" if len(refused) > 1 else ""))
     before = repo.get_profile(engine, name=spec.name)
     old = profiles.from_row(before).canonical() if before is not None else {}
     row = profiles.save(engine, settings.profiles_dir, spec)

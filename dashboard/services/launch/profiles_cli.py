@@ -107,7 +107,8 @@ def _profiles(args: argparse.Namespace) -> int:
             server = repo.get_server(engine, name=args.server)
             if server is None:
                 raise _Fail(f"No server named {args.server!r}; see `pitwall status`.")
-        report = launcher.validate(spec, server, use_real_parser=not args.bundled)
+        report = launcher.validate(spec, server, use_real_parser=not args.bundled,
+                                   sandbox=launcher.sandbox_for(settings))
         print(f"{spec.name}: checked by {report.checked_by}")
         for line in report.lines():
             print(f"  {line}")
