@@ -85,7 +85,8 @@ def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_en
     next(b for b in at.button if b.label == "Validate").click().run()
     (intent,) = repo.list_intents(page_env, kinds=["validate"])
     assert intent.state == "pending" and intent.payload == {"profile": "one", "server": "sim"}
-    assert repo.list_audit(page_env) == []  # nothing ran in the page
+    # the request is audited; nothing ran in the page
+    assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [("local", "validate_request", "one")]
     assert "Validating one" in "\n".join(str(s.label) for s in at.status)
     # the runner's check lane: claim, validate (the real handler, wired as `pitwall collect` does)
     _, handlers = wiring.runner_parts(load_settings(), page_env, auto_start=False)
@@ -96,7 +97,8 @@ def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_en
     assert done.state == "done" and done.result["ok"] is True, done.message
     at.run()
     assert "one is valid" in _text(at)
-    assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [("local", "profile_validate", "one")]
+    assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [
+        ("local", "profile_validate", "one"), ("local", "validate_request", "one")]
 
 
 def test_stop_dialog_records_intent_and_shows_its_progress(page_env) -> None:
