@@ -32,7 +32,7 @@ class SettingsError(ValueError):
 class SettingSpec:
     key: str  # key in pitwall.toml (dotted for tables)
     env: str | None  # PITWALL_* variable, when one exists
-    kind: str  # "str" | "int" | "float" | "bool" | "path" | "list[int]" | "servers"
+    kind: str  # "str" | "int" | "float" | "bool" | "path" | "list[int]" | "list[str]" | "servers"
     default: Any
     help: str
 
@@ -52,9 +52,17 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("profiles_dir", "PITWALL_PROFILES_DIR", "path", None,
                 "Folder of launch profiles (one TOML each); default: the repository's `profiles/`."),
     SettingSpec("password", "PITWALL_PASSWORD", "str", None,
-                "Operator password for relaunch and profile edits (required when not on loopback)."),
+                "Operator password: when set, every control (relaunch, stop, sweeps, validation, "
+                "profile and SLO edits) needs a sign-in, from any address. Required when not on loopback."),
+    SettingSpec("viewer_password", "PITWALL_VIEWER_PASSWORD", "str", None,
+                "When set, every page needs a sign-in; this password shows the pages without controls."),
+    SettingSpec("session_ttl_s", "PITWALL_SESSION_TTL_S", "float", 8 * 3600.0,
+                "A sign-in lasts this many seconds, then the person signs in again."),
+    SettingSpec("allowed_hosts", "PITWALL_ALLOWED_HOSTS", "list[str]", [],
+                "Host names the dashboard answers to besides loopback, IP addresses and `host` "
+                "(a reverse proxy's name); any other Host header is refused (DNS rebinding)."),
     SettingSpec("read_only", "PITWALL_READ_ONLY", "bool", False,
-                "Hide every control that changes a server or a profile."),
+                "Hide every control that changes a server or a profile; the CLI refuses launch, stop and relaunch."),
     SettingSpec("electricity_usd_per_kwh", "PITWALL_ELECTRICITY_USD_PER_KWH", "float", None,
                 "Electricity price; enables energy cost on scorecards."),
     SettingSpec("probe.concurrency", None, "list[int]", [1, 4, 8, 16],
@@ -118,6 +126,9 @@ class Settings:
     demo_port: int = 30100
     profiles_dir: Path = REPO_ROOT / "profiles"
     password: str | None = None
+    viewer_password: str | None = None
+    session_ttl_s: float = 8 * 3600.0
+    allowed_hosts: tuple[str, ...] = ()
     read_only: bool = False
     electricity_usd_per_kwh: float | None = None
     probe: dict[str, Any] = field(default_factory=dict)
@@ -194,7 +205,7 @@ def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
             "float": "a number, e.g. 0.12",
             "bool": "true or false",
             "list[int]": "positive whole numbers, e.g. [1, 4, 8, 16] or 1,4,8,16",
-            "list[str]": 'a list of names, e.g. ["MY_VAR", "MYLIB_*"]',
+            "list[str]": 'a list of names, e.g. ["MY_VAR", "MYLIB_*"] or NAME1,NAME2',
         }
         raise SettingsError(f"Setting {where} is {value!r}; expected {forms[spec.kind]}.") from None
     return value
@@ -312,6 +323,8 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
     runner = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("runner.")}
     launch = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("launch.")}
+    if values["session_ttl_s"] <= 0:
+        raise SettingsError(f"Setting session_ttl_s is {values['session_ttl_s']}; expected seconds > 0, e.g. 28800.")
     if runner["restart_budget"] < 0 or runner["intent_expiry_s"] <= 0:
         raise SettingsError("Settings runner.restart_budget must be >= 0 and runner.intent_expiry_s > 0.")
     servers = _servers(data.get("servers", []))
@@ -330,6 +343,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         demo_port=values["demo_port"],
         profiles_dir=Path(profiles_dir),
         password=values["password"],
+        viewer_password=values["viewer_password"],
+        session_ttl_s=values["session_ttl_s"],
+        allowed_hosts=tuple(h.lower().rstrip(".") for h in values["allowed_hosts"]),
         read_only=values["read_only"],
         electricity_usd_per_kwh=values["electricity_usd_per_kwh"],
         probe=probe,

@@ -171,7 +171,8 @@ def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,
         scope = c.radio("Scope", [f"server {server}" if server else "global", "global"],
                         key=f"{key}-scope", horizontal=True)
         st.caption("Leave the target empty and save to remove a UI target.")
-        if st.form_submit_button("Save target", disabled=disabled):
+        # `and not disabled`: a crafted client message cannot press a button drawn disabled
+        if st.form_submit_button("Save target", disabled=disabled) and not disabled:
             try:
                 slo.save_override(engine, server=server if scope.startswith("server") else None,
                                   key=metric, target=target, actor=actor)

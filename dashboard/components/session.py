@@ -1,4 +1,8 @@
-"""Per-session plumbing shared by every page: settings, engine, runner check, sidebar, guards.
+"""Per-session plumbing shared by every page: settings, engine, access checks, runner check,
+sidebar, guards.
+
+`bootstrap()` runs first on every page: it refuses a foreign Host header and, with a viewer
+password set, draws the sign-in form instead of the page (components.auth owns those rules).
 
 Process state lives in storage, never in st.session_state; the sidebar's choices (server, time
 window) live in the URL's query parameters so a link can be shared with a colleague. Streamlit
@@ -24,6 +28,7 @@ import streamlit as st
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
+from dashboard.components import auth
 from dashboard.services.views import health
 from dashboard.services.views import session as session_view
 from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
@@ -80,17 +85,26 @@ def bootstrap() -> AppContext:
                  "and that the folder is writable, then reload.")
         log.warning("database open failed: %s", exc)
         st.stop()
+    auth.refuse_foreign_host(settings)  # DNS rebinding: one sentence and st.stop()
+    auth.require_viewer(settings)  # viewer_password: sign-in form and st.stop() until signed in
     return AppContext(settings, engine)
 
 
 def ensure_runner(ctx: AppContext) -> None:
-    """Start a runner when none is alive (once per browser session); `pitwall up` owns its own."""
+    """Start a runner when none is alive (once per browser session); `pitwall up` owns its own.
+
+    Starting a process is a control: it needs the operator `auth.operator` allows (a signed-in
+    operator when a credential is configured), so a visitor cannot start one by opening the page.
+    """
     if os.environ.get("PITWALL_MANAGED_RUNNER") == "1" or st.session_state.get("_runner_started"):
         return
+    actor = auth.operator(ctx.settings)
+    if actor is None:
+        return  # asked again on the next run, after a sign-in
     try:
         if health.runner_alive(ctx.engine):
             return
-        health.start_runner_detached(str(REPO_ROOT))
+        health.start_runner_for(ctx.engine, str(REPO_ROOT), actor=actor)
     except Exception as exc:  # never block the page on this; About / health says more
         log.warning("could not check or start the runner: %s", exc)
     st.session_state["_runner_started"] = True
@@ -221,3 +235,4 @@ def sidebar(ctx: AppContext) -> None:
             st.caption(f":green[●] {summary}")
         else:
             st.caption(f":red[●] {summary}")
+        auth.sidebar_status(ctx.settings)

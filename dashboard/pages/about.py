@@ -1,4 +1,5 @@
-"""About / health: runner status, collection health, database size and row counts."""
+"""About / health: runner status, collection health, database size and row counts, and who may
+do what on this dashboard (auth.describe)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import __version__
-from dashboard.components import session
+from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_bytes, fmt_ts, fmt_value
 from dashboard.services.views import timeseries as ts
 from dashboard.services.views.health import runner_health
@@ -61,3 +62,4 @@ def live() -> None:
 
 live()
 st.caption(f"Database URL: {ctx.settings.database_url} · data folder: {ctx.settings.data_dir}")
+st.caption(auth.describe(ctx.settings))

@@ -1,5 +1,8 @@
 """Benchmarks: start a probe sweep (runs in the runner, not here), follow it live, read its curves.
 
+Starting a sweep is a control: only the operator `auth.control_gate` lets through sees the form,
+and the sweep is recorded in Audit with that operator (views.benchmarks.start_sweep).
+
 Curves come from each run's stored per-level report: latency vs concurrency, throughput vs
 concurrency, and the latency/throughput trade-off across runs. A level whose client self-check
 failed is drawn hollow and labelled NOT trusted: its latencies include the client's own queueing.
@@ -49,9 +52,12 @@ def confirm(req: bm.SweepRequest) -> None:
     a, b = st.columns(2)
     if a.button("Start sweep", type="primary", key="bm_confirm"):
         _forget_pending()
+        actor = auth.operator(ctx.settings)  # at the click: a sign-in can expire while this is open
+        if actor is None:
+            st.error("Your operator sign-in is gone (expired or signed out); sign in again.")
+            return
         try:
-            run_id, _ = bm.start_sweep(session.engine_for(ctx.url), req,
-                                       requested_by=st.session_state.get("bm_operator") or "local")
+            run_id, _ = bm.start_sweep(session.engine_for(ctx.url), req, requested_by=actor)
         except bm.SweepRequestError as exc:
             st.error(str(exc))
             return
@@ -74,10 +80,9 @@ if server_id is None:
     st.error(f"Server {name!r} is not in the database; pick another in the sidebar.")
     st.stop()
 
-# A sweep loads a server: on an exposed dashboard only a signed-in operator may start one.
-operator = auth.require_operator(ctx.settings)
+# A sweep loads a server: it is a control, behind the one gate (components.auth).
+operator = auth.control_gate(ctx.settings)
 if operator is not None:
-    st.session_state["bm_operator"] = operator
     with st.form("sweep_form", border=True):
         st.markdown(f"**New sweep against {md_escape(name)}** (server picked in the sidebar)")
         c1, c2, c3, c4 = st.columns(4)

@@ -85,7 +85,7 @@ if len(cards) > 1:
         sc_view.comparison_view(cmp_service.compare(cards))
 
 st.subheader("Exports")
-sc_view.download_buttons(ctx.engine, cards, key="cmp-dl")
+sc_view.download_buttons(ctx.engine, cards, key="cmp-dl", actor=auth.who(settings) or "ui")
 
 st.subheader("Scorecards")
 for i, card in enumerate(cards):
@@ -94,9 +94,7 @@ for i, card in enumerate(cards):
 
 with st.expander("SLO targets"):
     server = cards[0].subject.get("server")
-    # targets regrade every page: on an exposed dashboard only a signed-in operator edits them
-    editor = auth.current_operator(settings) if not settings.read_only else None
-    if editor is None and not settings.read_only:
-        st.caption("Sign in on the Profiles page to edit SLO targets.")
+    # targets regrade every page: editing them is a control, behind the one gate
+    editor = auth.control_gate(settings)
     sc_view.slo_editor(ctx.engine, server, settings.slo, key="cmp-slo",
-                       disabled=editor is None, actor=editor or "local")
+                       disabled=editor is None, actor=editor or "")

@@ -2,8 +2,9 @@
 one-click relaunch / stop of a managed server with a live status panel.
 
 Thin: reads and actions go through dashboard.services.launch.profile_admin / launcher; the runner does
-the work (this page only records intents). Controls need an operator when the dashboard is
-exposed and are hidden in read-only mode (components.auth).
+the work (this page only records intents). Every control (Validate, Relaunch, Stop, Save) goes
+through `auth.control_gate`: disabled until an operator signs in when a credential is configured,
+hidden in read-only mode (components.auth has the rules).
 """
 
 from __future__ import annotations
@@ -29,11 +30,10 @@ for err in errors:
     st.warning(err)
 by_name = {s.name: s for s in specs}
 
-operator = auth.require_operator(ctx.settings)
-can_act = operator is not None and auth.controls_allowed(ctx.settings)
-if can_act and ctx.settings.exposed:
-    st.caption(f"Signed in as **{operator}**.")
-    auth.sign_out_button()
+operator = auth.control_gate(ctx.settings)
+can_act = operator is not None
+show_controls = not ctx.settings.read_only  # read-only hides them; otherwise disabled until sign-in
+NEEDS_SIGN_IN = "sign in as an operator first"
 
 # -- server -----------------------------------------------------------------------------------
 names = [s.server.name for s in states]
@@ -122,8 +122,16 @@ def _close_confirm() -> None:
     st.session_state.pop(CONFIRM, None)
 
 
+def _actor_now() -> str | None:
+    """The operator at the moment of the click (a sign-in can expire while a dialog is open)."""
+    actor = auth.operator(ctx.settings)
+    if actor is None:
+        st.error("Your operator sign-in is gone (expired or signed out); sign in again.")
+    return actor
+
+
 @st.dialog("Confirm relaunch", on_dismiss=_close_confirm)
-def confirm_relaunch(server: str, profile: str, actor: str) -> None:
+def confirm_relaunch(server: str, profile: str) -> None:
     srv = next(s for s in states if s.server.name == server)
     downtime = launcher.expected_downtime_s(ctx.engine, srv.server.id or 0, profile)
     dt = f"about {downtime:.0f} s (its last start)" if downtime is not None else "unknown (first start of this profile)"
@@ -135,6 +143,9 @@ def confirm_relaunch(server: str, profile: str, actor: str) -> None:
     go, cancel = st.columns(2)
     if go.button("Relaunch now", type="primary"):
         _close_confirm()
+        actor = _actor_now()
+        if actor is None:
+            return
         try:
             profile_admin.request_action(ctx.engine, kind="relaunch", server_name=server, actor=actor, profile=profile)
         except launcher.LauncherError as exc:
@@ -147,11 +158,14 @@ def confirm_relaunch(server: str, profile: str, actor: str) -> None:
 
 
 @st.dialog("Confirm stop", on_dismiss=_close_confirm)
-def confirm_stop(server: str, actor: str) -> None:
+def confirm_stop(server: str) -> None:
     st.markdown(f"Stop **{md_escape(server)}**? In-flight requests fail; it stays down until launched again.")
     go, cancel = st.columns(2)
     if go.button("Stop now", type="primary"):
         _close_confirm()
+        actor = _actor_now()
+        if actor is None:
+            return
         try:
             profile_admin.request_action(ctx.engine, kind="stop", server_name=server, actor=actor)
         except launcher.LauncherError as exc:
@@ -163,17 +177,21 @@ def confirm_stop(server: str, actor: str) -> None:
         st.rerun()
 
 
-if spec is not None:
+if spec is not None and show_controls:
     cols = st.columns(4)
-    if cols[0].button("Validate", help="flags (SGLang's parser, or the bundled 0.5.23 table), env, and guardrails; runs in the runner"):
-        profile_admin.request_validation(ctx.engine, profile=spec.name, server_name=server_name, actor=operator or "local")
-    if can_act and server_name is not None:
-        cols[1].button("Relaunch…", type="primary", help=f"relaunch {server_name} under {spec.name}",
+    if cols[0].button("Validate", disabled=not can_act,
+                      help="flags (SGLang's parser, or the bundled 0.5.23 table), env, and guardrails; "
+                           "runs in the runner" if can_act else NEEDS_SIGN_IN):
+        actor = _actor_now()
+        if actor is not None:
+            profile_admin.request_validation(ctx.engine, profile=spec.name, server_name=server_name, actor=actor)
+    if server_name is not None:
+        cols[1].button("Relaunch…", type="primary", disabled=not can_act,
+                       help=f"relaunch {server_name} under {spec.name}" if can_act else NEEDS_SIGN_IN,
                        on_click=st.session_state.__setitem__,
                        args=(CONFIRM, {"kind": "relaunch", "server": server_name, "profile": spec.name}))
-        cols[2].button("Stop…", help=f"stop {server_name}", on_click=st.session_state.__setitem__,
-                       args=(CONFIRM, {"kind": "stop", "server": server_name}))
-
+        cols[2].button("Stop…", disabled=not can_act, help=f"stop {server_name}" if can_act else NEEDS_SIGN_IN,
+                       on_click=st.session_state.__setitem__, args=(CONFIRM, {"kind": "stop", "server": server_name}))
 
 
 @st.fragment(run_every=1)
@@ -207,15 +225,14 @@ if spec is not None:
     validation_panel(spec.name)
 
 pending = st.session_state.get(CONFIRM)
-if can_act and operator is not None and pending:
+if can_act and pending:
     if pending["kind"] == "relaunch":
-        confirm_relaunch(pending["server"], pending["profile"], operator)
+        confirm_relaunch(pending["server"], pending["profile"])
     else:
-        confirm_stop(pending["server"], operator)
+        confirm_stop(pending["server"])
 
 # -- edit -----------------------------------------------------------------------------------------
-if can_act:
-    assert operator is not None
+if operator is not None:
     st.subheader("Edit or create")
     form_tab, raw_tab = st.tabs(["Form", "Raw TOML"])
     base = spec or profiles.ProfileSpec(name="new-profile", model_path="Qwen/Qwen2.5-7B-Instruct")

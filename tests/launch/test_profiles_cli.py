@@ -113,3 +113,20 @@ def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> No
         runner.stop()
         thread.join(30)
         engine.dispose()
+
+
+@pytest.mark.parametrize("argv", [["launch", "sim"], ["stop", "sim"], ["relaunch", "sim", "--profile", "two"]])
+def test_read_only_refuses_lifecycle_commands(cli_env, monkeypatch, capsys, argv) -> None:
+    """read_only holds for the CLI too: one sentence, exit code 2, and no intent or audit row."""
+    from storage import repo
+    from storage.db import make_engine
+
+    monkeypatch.setenv("PITWALL_READ_ONLY", "true")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"pitwall: Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall {argv[0]}` "
+                   "is refused; unset it to change servers.")
+    engine = make_engine(f"sqlite:///{cli_env.parent / 'data' / 'pitwall.db'}")
+    assert repo.list_intents(engine) == [] and repo.list_audit(engine) == []
+    engine.dispose()
+    assert main(["profiles", "list"]) == 0  # reading still works

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from dashboard.components import auth
 from dashboard.components.auth import check_password
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,6 +64,11 @@ def _buttons(at: AppTest) -> list[str]:
     return [b.label for b in at.button]
 
 
+def _enabled(at: AppTest) -> set[str]:
+    """Labels of the buttons and form buttons a person can press (drawn and not disabled)."""
+    return {b.label for b in [*at.button, *at.get("form_submit_button")] if not getattr(b.proto, "disabled", False)}
+
+
 def test_page_lists_profiles_and_diffs_against_running(page_env) -> None:
     at = _run()
     text = _text(at)
@@ -85,7 +92,8 @@ def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_en
     next(b for b in at.button if b.label == "Validate").click().run()
     (intent,) = repo.list_intents(page_env, kinds=["validate"])
     assert intent.state == "pending" and intent.payload == {"profile": "one", "server": "sim"}
-    assert repo.list_audit(page_env) == []  # nothing ran in the page
+    # the request is audited; nothing ran in the page
+    assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [("local", "validate_request", "one")]
     assert "Validating one" in "\n".join(str(s.label) for s in at.status)
     # the runner's check lane: claim, validate (the real handler, wired as `pitwall collect` does)
     _, handlers = wiring.runner_parts(load_settings(), page_env, auto_start=False)
@@ -96,7 +104,8 @@ def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_en
     assert done.state == "done" and done.result["ok"] is True, done.message
     at.run()
     assert "one is valid" in _text(at)
-    assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [("local", "profile_validate", "one")]
+    assert [(a.actor, a.action, a.target) for a in repo.list_audit(page_env)] == [
+        ("local", "profile_validate", "one"), ("local", "validate_request", "one")]
 
 
 def test_stop_dialog_records_intent_and_shows_its_progress(page_env) -> None:
@@ -132,20 +141,23 @@ def test_relaunch_dialog_records_intent_and_audit(page_env) -> None:
 def test_exposed_without_password_refuses_controls(page_env, monkeypatch) -> None:
     monkeypatch.setenv("PITWALL_HOST", "0.0.0.0")
     at = _run()
-    assert "without a password, so relaunch, stop and profile edits are disabled" in _text(at)
-    assert "Relaunch…" not in _buttons(at) and "Save profile" not in [b.label for b in at.get("form_submit_button")]
+    assert "without a password, so every control is disabled" in _text(at)
+    assert {"Validate", "Relaunch…", "Stop…", "Save profile", "Save TOML"}.isdisjoint(_enabled(at))
 
 
 def test_exposed_with_password_requires_sign_in(page_env, monkeypatch) -> None:
     monkeypatch.setenv("PITWALL_HOST", "0.0.0.0")
     monkeypatch.setenv("PITWALL_PASSWORD", "s3cret")
     at = _run()
-    assert "Relaunch…" not in _buttons(at)
+    assert {"Validate", "Relaunch…", "Stop…"} <= set(_buttons(at))  # drawn, but disabled
+    assert {"Validate", "Relaunch…", "Stop…"}.isdisjoint(_enabled(at))
     at = _sign_in(at, "alice", "wrong")
     assert "Wrong password" in _text(at)
+    later = time.time() + 5  # past the 2 s back-off after one failure (a patched clock, no sleep)
+    monkeypatch.setattr(auth, "_now", lambda: later)
     at = _sign_in(at, "alice", "s3cret")
-    assert "Signed in as **alice**" in _text(at)
-    assert "Relaunch…" in _buttons(at)
+    assert "Signed in as **alice** (operator)" in _text(at)
+    assert {"Validate", "Relaunch…", "Stop…", "Save profile", "Save TOML"} <= _enabled(at)
 
 
 def _sign_in(at: AppTest, name: str, password: str) -> AppTest:
@@ -178,8 +190,7 @@ def test_unset_streamlit_address_counts_as_exposed(page_env) -> None:
     config.set_option("server.address", None)
     try:
         at = _run()
-        buttons = {b.label for b in at.button}
-        assert "Relaunch…" not in buttons and "Stop…" not in buttons
+        assert {"Validate", "Relaunch…", "Stop…"}.isdisjoint(_enabled(at))
     finally:
         config.set_option("server.address", "127.0.0.1")
 

@@ -1,7 +1,8 @@
 """What the Profiles page reads and does, Streamlit-free: tables, saves with audit, validation.
 
-Every change made here lands in the Audit table with the actor (the authenticated operator, or
-"local" on a loopback-only dashboard) and a diff.
+Every change made here lands in the Audit table with the actor (the signed-in operator, or
+"local" on a loopback dashboard with no credential configured) and a diff; so does every
+validation request.
 """
 
 from __future__ import annotations
@@ -200,11 +201,16 @@ def audit_frame(engine: Engine, limit: int = 50) -> pd.DataFrame:
 
 
 def request_validation(engine: Engine, *, profile: str, server_name: str | None, actor: str) -> Intent:
-    """Record a `validate` intent: the runner's check lane runs it (SGLang's own parser can take
-    seconds to import), the page follows it with `latest_validation`. Returns at once."""
+    """Record a `validate` intent and a `validate_request` Audit row: the runner's check lane runs
+    it (SGLang's own parser can take seconds to import), the page follows it with
+    `latest_validation`. Returns at once."""
     server = repo.get_server(engine, name=server_name) if server_name else None
-    return repo.create_intent(engine, kind="validate", server_id=server.id if server else None,
-                              payload={"profile": profile, "server": server_name}, requested_by=actor)
+    intent = repo.create_intent(engine, kind="validate", server_id=server.id if server else None,
+                                payload={"profile": profile, "server": server_name}, requested_by=actor)
+    # the request is audited here (the verdict adds `profile_validate` when the runner ran it)
+    repo.add_audit(engine, actor=actor, action="validate_request", target=profile,
+                   detail={"server": server_name, "intent_id": intent.id})
+    return intent
 
 
 def latest_validation(engine: Engine, profile: str) -> Intent | None:

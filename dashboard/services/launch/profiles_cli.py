@@ -3,7 +3,9 @@
 Each function takes the rest of the command line and returns an exit code: 0 ok, 1 failed
 (invalid profile, failed or refused action, no runner), 2 usage. Errors are one line on stderr.
 Lifecycle commands write an Intent and follow its progress until it finishes; the runner
-(`pitwall up` or `pitwall collect`) carries it out, one action per server at a time.
+(`pitwall up` or `pitwall collect`) carries it out, one action per server at a time. With
+`read_only` set (PITWALL_READ_ONLY) they refuse with one sentence and exit code 2, as the
+dashboard hides its controls; `profiles list|validate|diff` change nothing and still work.
 """
 
 from __future__ import annotations
@@ -178,7 +180,10 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
     from dashboard.services.launch import launcher
     from dashboard.services.views import health
 
-    _, engine = _context()
+    settings, engine = _context()
+    if settings.read_only:
+        raise _Fail(f"Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall {kind}` is refused; "
+                    "unset it to change servers.", EXIT_USAGE)
     if not health.runner_alive(engine):
         raise _Fail("No runner is alive to carry this out; start the runner with `pitwall up`.")
     try:

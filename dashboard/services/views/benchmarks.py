@@ -59,7 +59,8 @@ def parse_levels(text: str) -> list[int]:
 
 
 def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") -> tuple[int, int]:
-    """Record a pending ProbeRun and a `probe` Intent for the runner; returns (run_id, intent_id)."""
+    """Record a pending ProbeRun, a `probe` Intent for the runner and a `sweep_start` Audit row
+    (actor `requested_by`); returns (run_id, intent_id)."""
     server = repo.get_server(engine, name=req.server)
     if server is None or server.id is None:
         raise SweepRequestError(f"Server {req.server!r} is not configured; pick one from the list.")
@@ -104,6 +105,9 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
         requested_by=requested_by,
     )
     assert intent.id is not None
+    repo.add_audit(engine, actor=requested_by, action="sweep_start", target=req.server,
+                   detail={"run_id": run.id, "intent_id": intent.id, "levels": list(req.levels),
+                           "requests": int(req.requests), "prompt_set": req.prompt_set})
     return run.id, intent.id
 
 

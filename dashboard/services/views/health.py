@@ -57,6 +57,13 @@ def start_runner_detached(repo_root: str) -> None:
     start_detached(repo_root)
 
 
+def start_runner_for(engine: Engine, repo_root: str, *, actor: str) -> None:
+    """`start_runner_detached` on an operator's behalf (the dashboard opened under `streamlit run
+    app.py`), recorded in Audit as `runner_start` with that operator."""
+    start_runner_detached(repo_root)
+    repo.add_audit(engine, actor=actor, action="runner_start", target="runner", detail={"repo_root": repo_root})
+
+
 def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
     now = time.time()
     lease = repo.get_lease(engine)
