@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services import shown
 from storage import repo
 from storage.models import Intent, ProbeRun
 
@@ -121,7 +122,8 @@ def server_status(engine: Engine, name: str) -> str:
 
 
 def get_run(engine: Engine, *, run_id: int) -> ProbeRun | None:
-    return repo.get_probe_run(engine, run_id=run_id)
+    """One run as the page may show it (error and URL redacted: dashboard/services/shown.py)."""
+    return shown.probe_run(repo.get_probe_run(engine, run_id=run_id))
 
 
 def active_sweeps(engine: Engine, *, server_id: int | None = None) -> list[tuple[Intent, ProbeRun | None]]:
@@ -162,7 +164,7 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
         )
     cols = ["id", "name", "success_rate", "status", "progress", "created_at", "api", "workload",
             "levels", "requests", "trusted", "fingerprint", "error"]
-    return pd.DataFrame(rows, columns=cols)
+    return shown.frame(pd.DataFrame(rows, columns=cols), ("error",))
 
 
 def _levels(run: ProbeRun) -> list[dict[str, Any]]:
