@@ -131,7 +131,10 @@ def active_sweeps(engine: Engine, *, server_id: int | None = None) -> list[tuple
     out = []
     for it in repo.list_intents(engine, server_id=server_id, states=("pending", "running"), kinds=("probe",)):
         run_id = (it.payload or {}).get("run_id")
-        out.append((it, repo.get_probe_run(engine, run_id=int(run_id)) if run_id else None))
+        run = repo.get_probe_run(engine, run_id=int(run_id)) if run_id else None
+        shown_it = shown.intent(it)
+        assert shown_it is not None
+        out.append((shown_it, shown.probe_run(run)))
     return out
 
 
