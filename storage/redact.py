@@ -77,7 +77,7 @@ def secret_name(name: str) -> bool:
     return _secret_kind(name) is not None
 
 
-def _masked(value: Any) -> Any:
+def masked_value(value: Any) -> Any:
     """The mask for a secret value; None, booleans and empty values are no secret."""
     if value is None or isinstance(value, bool) or value in ("", [], {}):
         return value
@@ -156,19 +156,19 @@ def redact_argv(argv: list[str]) -> list[str]:
         if mask_next:
             mask_next = False
             if not item.startswith("--"):
-                out.append(_masked(item))
+                out.append(masked_value(item))
                 continue
         flag = _ARG_FLAG.fullmatch(item)
         if flag is not None and secret_name(flag.group("name")):
             if flag.group("eq"):
-                out.append(f"{flag.group('name')}={_masked(flag.group('value'))}")
+                out.append(f"{flag.group('name')}={masked_value(flag.group('value'))}")
             else:
                 out.append(item)
                 mask_next = True
             continue
         env = _ARG_ENV.fullmatch(item)
         if env is not None and secret_name(env.group("name")):
-            out.append(f"{env.group('name')}={_masked(env.group('value'))}")
+            out.append(f"{env.group('name')}={masked_value(env.group('value'))}")
             continue
         out.append(redact_text(item))
     return out
@@ -177,7 +177,7 @@ def redact_argv(argv: list[str]) -> list[str]:
 def redact_obj(obj: Any) -> Any:
     """A redacted copy of a JSON-like value (dict, list, tuple, str, scalars)."""
     if isinstance(obj, Mapping):
-        return {k: (_masked(v) if isinstance(k, str) and secret_name(k) else redact_obj(v))
+        return {k: (masked_value(v) if isinstance(k, str) and secret_name(k) else redact_obj(v))
                 for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         if obj and all(isinstance(x, str) for x in obj):

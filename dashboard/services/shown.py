@@ -15,7 +15,15 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from storage.models import Intent, Launch, ProbeRun, Server
-from storage.redact import MASK, redact_argv, redact_obj, redact_text, redact_url, secret_name
+from storage.redact import (
+    MASK,
+    masked_value,
+    redact_argv,
+    redact_obj,
+    redact_text,
+    redact_url,
+    secret_name,
+)
 
 T = TypeVar("T", Launch, Server, Intent, ProbeRun)
 EVENT_TEXT = ("message", "raw")
@@ -64,20 +72,13 @@ def probe_run(row: ProbeRun | None) -> ProbeRun | None:
                        "spec": redact_obj(row.spec) if row.spec is not None else None})
 
 
-def masked(value: Any) -> Any:
-    """The value of a secret setting as shown: `***` (None and empty values stay)."""
-    if value is None or isinstance(value, bool) or value in ("", [], {}):
-        return value
-    return MASK
-
-
 def diff_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     """(setting, value, value, ...) rows of a profile or config diff as shown: a secret setting
     (`flags.api-key`, `env.HF_TOKEN`) has its values masked, every other value is redacted."""
     out: list[tuple[Any, ...]] = []
     for key, *values in rows:
         secret = isinstance(key, str) and secret_name(key)
-        out.append((key, *[masked(v) if secret else redact_obj(v) for v in values]))
+        out.append((key, *[masked_value(v) if secret else redact_obj(v) for v in values]))
     return out
 
 
