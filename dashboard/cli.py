@@ -40,6 +40,7 @@ def _engine(settings: Settings):  # type: ignore[no-untyped-def]
     from sqlalchemy.exc import OperationalError
 
     from storage.db import SchemaError, make_engine
+    from storage.redact import redact_text, redact_url
 
     try:
         return make_engine(settings.database_url)
@@ -52,7 +53,16 @@ def _engine(settings: Settings):  # type: ignore[no-untyped-def]
                 "The database is locked by another process for too long; retry, or stop the "
                 "process holding it.",
             ) from None
-        raise CliError(f"Cannot open the database {settings.database_url}: {msg}.") from None
+        raise CliError(f"Cannot open the database {redact_url(settings.database_url)}: "
+                       f"{redact_text(msg)}.") from None
+
+
+def _private_dirs(settings: Settings) -> None:
+    """The data dir and its logs/ folder are Pitwall's own: 0700 (storage/files.py)."""
+    from storage.files import private_dir
+
+    private_dir(settings.data_dir, own=True)
+    private_dir(settings.logs_dir, own=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,6 +80,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
             EXIT_USAGE,
         )
     _engine(settings)  # create / check the database before starting anything
+    _private_dirs(settings)
     env = dict(os.environ)
     env["PITWALL_HOST"] = host
     env["PITWALL_PORT"] = str(port)
@@ -109,7 +120,7 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     for noisy in ("httpx", "httpcore"):  # one line per scrape would drown the runner's own log
         logging.getLogger(noisy).setLevel(logging.WARNING)
     engine = _engine(settings)
-    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    _private_dirs(settings)
     sync_servers(engine, settings)
     runner = build_runner(settings, engine)
     try:
@@ -139,7 +150,8 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
     engine = _engine(settings)
     report = health.runner_health(engine, settings.database_url)
-    print(f"database   {settings.database_url}  ({health.fmt_bytes(report.db_bytes, missing='size n/a')})")
+    print(f"database   {health.shown_url(settings.database_url)}  "
+          f"({health.fmt_bytes(report.db_bytes, missing='size n/a')})")
     print(f"runner     {report.summary}")
     for server in report.servers:
         print(f"server     {server}")
@@ -147,6 +159,13 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+
+
+def _shown(exc: Exception) -> str:
+    """An error as one line for the terminal, secrets masked (a bad database URL, say)."""
+    from storage.redact import redact_text
+
+    return redact_text(str(exc))
 
 
 def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
@@ -214,10 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings()
         return COMMANDS[args.command](args, settings)
     except SettingsError as exc:
-        print(f"pitwall: {exc}", file=sys.stderr)
+        print(f"pitwall: {_shown(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except CliError as exc:
-        print(f"pitwall: {exc}", file=sys.stderr)
+        print(f"pitwall: {_shown(exc)}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         return 130

@@ -2,9 +2,11 @@
 supervisor (runner/supervisor.py holds the watching half).
 
 - start: `procs.spawn(plan.argv)` (an argument list, never a shell), in its own session and
-  process group, env = os.environ + the profile's [env], stdout+stderr appended to the server's
-  ONE log file (every launch of a server appends to the same file, so the log collector's tail has
-  no gap across relaunches; the intent's result records the byte offset where a launch starts).
+  process group, env = os.environ without any PITWALL_* variable + the profile's [env]
+  (`procs.child_env`), stdout+stderr appended to the server's ONE log file, created 0600 (it
+  holds SGLang's server_args line; every launch of a server appends to the same file, so the log
+  collector's tail has no gap across relaunches; the intent's result records the byte offset
+  where a launch starts).
 - ready: `GET <base_url>/health` answers 200 or the log shows the engine's ready line; progress
   goes to Intent.progress as {"stage": stopping|starting|loading|ready|rolling back|rolled back|
   failed, "fraction": 0-1, "detail": text} while it waits (log milestones).
@@ -17,7 +19,6 @@ supervisor (runner/supervisor.py holds the watching half).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from runner.launch_plan import (
     tail_lines,
 )
 from storage import repo
+from storage.files import open_private, private_dir
 from storage.models import Launch, Server
 
 
@@ -190,11 +192,11 @@ class Lifecycle:
     def _start(self, plan: LaunchPlan, intent_id: int | None, rollback: bool = False
                ) -> tuple[bool, Managed | None, str, str]:
         """Spawn and wait for ready: (ok, managed, why it failed, log excerpt)."""
-        Path(plan.log_path).parent.mkdir(parents=True, exist_ok=True)
+        private_dir(Path(plan.log_path).parent)
         stage = "rolling back" if rollback else "starting"
-        with open(plan.log_path, "ab") as logf:
+        with open_private(plan.log_path, "ab") as logf:
             offset = logf.tell()
-            env = {**os.environ, **plan.env}
+            env = procs.child_env(plan.env, keep_pitwall=False)  # SGLang needs no PITWALL_*
             try:
                 proc = procs.spawn(plan.argv, stdout=logf, env=env, cwd=plan.cwd)
             except OSError as exc:

@@ -11,6 +11,10 @@
   validation with SGLang's own parser); the whole group is killed at the deadline.
 - `exit_with_parent(pid)`: called inside a child we started, ends it when the runner that
   started it dies, even by SIGKILL (no sweep outlives its runner).
+- `child_env(extra, keep_pitwall=...)`: the environment of a child: Pitwall's own secrets
+  (`PITWALL_PASSWORD`, `PITWALL_VIEWER_PASSWORD`, API keys: any PITWALL_* name that
+  storage/redact.py calls secret) never reach one; a server (SGLang) gets no PITWALL_* at all,
+  a child that is Pitwall (runner, sweep) keeps the non-secret ones (PITWALL_DATABASE_URL...).
 """
 
 from __future__ import annotations
@@ -27,7 +31,27 @@ from typing import IO, Any
 
 import psutil
 
+from storage.redact import secret_name
+
 OUTPUT_CAP_BYTES = 256 * 1024  # run_capture keeps at most this much of stdout and of stderr
+
+
+def child_env(extra: Mapping[str, str] | None = None, *, keep_pitwall: bool,
+              base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default os.environ) without Pitwall's secrets, then `extra` on top.
+
+    keep_pitwall=False (SGLang servers, SGLang's parser): every PITWALL_* variable is dropped.
+    keep_pitwall=True (the runner, a sweep process): PITWALL_* variables stay except secret
+    ones (PITWALL_PASSWORD and the like). `extra` (a profile's [env], the database URL of a
+    sweep) is added as given: what a profile asks for, it gets.
+    """
+    src = os.environ if base is None else base
+    env = {
+        k: v for k, v in src.items()
+        if not k.startswith("PITWALL_") or (keep_pitwall and not secret_name(k))
+    }
+    env.update({k: str(v) for k, v in (extra or {}).items()})
+    return env
 
 
 class Proc:

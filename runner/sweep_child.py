@@ -1,5 +1,8 @@
-"""The sweep process: `python -m runner.sweep_child --spec spec.json --db URL [--run-id N]
+"""The sweep process: `python -m runner.sweep_child --spec spec.json [--db URL] [--run-id N]
 [--parent-pid PID]`. Runs one collectors.probe.sweep.run_sweep and exits.
+
+The database URL comes from PITWALL_DATABASE_URL when --db is not given (runner/sweeps.py
+passes it that way: a PostgreSQL password in argv would show in `ps`).
 
 Started only by runner/sweeps.py (one process per sweep). With --parent-pid it dies with the
 runner that started it: when that PID goes away (even by SIGKILL) the run is marked `aborted`
@@ -26,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m runner.sweep_child",
                                 description="Run one probe sweep described by a JSON spec.")
     p.add_argument("--spec", required=True, help="path of a SweepSpec JSON file")
-    p.add_argument("--db", default=None, help="database URL to store the run in")
+    p.add_argument("--db", default=os.environ.get("PITWALL_DATABASE_URL") or None,
+                   help="database URL to store the run in (default: PITWALL_DATABASE_URL)")
     p.add_argument("--run-id", type=int, default=None, help="existing ProbeRun to fill")
     p.add_argument("--json-out", default=None, help="write the full report here")
     p.add_argument("--parent-pid", type=int, default=None, help="exit when this process dies")
@@ -62,5 +66,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.pop("PITWALL_PASSWORD", None)  # a sweep needs no operator secret
+    os.environ.pop("PITWALL_PASSWORD", None)  # a sweep needs no operator secret (also dropped by procs.child_env)
     raise SystemExit(main())

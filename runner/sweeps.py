@@ -12,6 +12,11 @@ Flow (DESIGN.md "pages never do slow work"):
    sweep behind, and the run says why it was aborted. On a clean stop, `close()` stops every
    sweep and marks its run aborted.
 
+Secrets stay out of `ps`: the server's API key travels in the spec file (0600, in a private
+temporary folder, deleted after the run) and the database URL (it may carry a PostgreSQL
+password) in the child's PITWALL_DATABASE_URL, never in its argv; the child's environment has
+none of Pitwall's own secrets (`procs.child_env`).
+
 The handler settles the intent itself (done, or failed with one readable sentence).
 """
 
@@ -79,8 +84,10 @@ class Sweeps:
             os.chmod(path, 0o600)  # it may hold the server's API key
             err_path = Path(tmp) / "stderr.txt"
             with open(err_path, "w", encoding="utf-8") as err:
-                env = {k: v for k, v in os.environ.items() if k != "PITWALL_PASSWORD"}
-                proc = procs.spawn(sweep_argv(path, self.db_url, run_id, os.getpid()), env=env,
+                # the database URL by environment, not argv: `ps` shows argv to every user
+                env = procs.child_env({"PITWALL_DATABASE_URL": self.db_url} if self.db_url else {},
+                                      keep_pitwall=True)
+                proc = procs.spawn(sweep_argv(path, None, run_id, os.getpid()), env=env,
                                    cwd=REPO_ROOT, stderr=err)
                 with self._lock:
                     self._active[run_id] = proc

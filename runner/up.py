@@ -2,7 +2,8 @@
 together) and the detached runner that `streamlit run app.py` starts when none is alive.
 
 Both go through runner/procs.py: own session and process group, argument lists, and a stop that
-reaches the whole tree. `up` stops the dashboard first, then gives the runner `runner_stop_s` to
+reaches the whole tree. The runner's environment has none of Pitwall's secrets
+(`procs.child_env`: it checks no password); the dashboard keeps them (it signs operators in). `up` stops the dashboard first, then gives the runner `runner_stop_s` to
 stop every managed server it runs (SIGTERM; the runner stops servers before anything else), then
 SIGKILLs what is left.
 """
@@ -30,15 +31,16 @@ def runner_argv() -> list[str]:
 def start_detached(cwd: str | os.PathLike[str] = REPO_ROOT, env: Mapping[str, str] | None = None) -> int:
     """Start `python -m dashboard collect` in its own session; it outlives the caller. Returns
     its PID. Safe when one may already run: the runner's lease lets only one collect."""
-    return procs.spawn(runner_argv(), cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL).pid
+    return procs.spawn(runner_argv(), cwd=cwd, env=procs.child_env(base=env, keep_pitwall=True),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
 
 
 def up(app_argv: list[str], env: Mapping[str, str], *, cwd: str | os.PathLike[str] = REPO_ROOT,
        runner_stop_s: float = RUNNER_STOP_TIMEOUT_S, on_started: str | None = None) -> int:
     """Run the runner and the dashboard until a signal (SIGINT, SIGTERM, SIGHUP) or until one
     of them exits; stop both. Returns 0 on a signal, 1 when a child exited on its own."""
-    runner = procs.spawn(runner_argv(), env=env, cwd=cwd, stdout=None, stderr=None, stdin=None)
+    runner = procs.spawn(runner_argv(), env=procs.child_env(base=env, keep_pitwall=True), cwd=cwd,
+                         stdout=None, stderr=None, stdin=None)
     app = procs.spawn(app_argv, env=env, cwd=cwd, stdout=None, stderr=None, stdin=None)
     stopping = False
 

@@ -1,6 +1,8 @@
 """Engine factory, SQLite pragmas and schema creation / versioning.
 
-`make_engine(url)` is the one way to open the database. For SQLite it turns on WAL,
+`make_engine(url)` is the one way to open the database. A SQLite file is private: it is made
+0600 before SQLite opens it (so its -wal and -shm files are 0600 too) in a folder created 0700
+(storage/files.py). For SQLite it also turns on WAL,
 `synchronous=NORMAL` and a `busy_timeout`, so the runner (one writer) and the dashboard (readers)
 never block each other for long, and a runner killed mid-write leaves a database that opens with
 every committed batch intact. PostgreSQL URLs work too (the SQL in storage/repo/ is portable).
@@ -24,6 +26,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from storage import models
+from storage.files import private_sqlite
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -58,7 +61,10 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
     if url.startswith("sqlite:"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                private_sqlite(path)
+            except OSError:
+                pass  # an unwritable folder: SQLite's own error below says it better
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite:"):
         event.listen(engine, "connect", _set_sqlite_pragmas)

@@ -3,7 +3,11 @@
     pitwall probe --url URL --api generate|completions|chat|images
                   (--concurrency 1,4,8,16 | --rate 2,4,8) [--requests N] [--max-new-tokens N]
                   [--prompt-set builtin|synthetic|shared-prefix|FILE.jsonl] [--json] [--no-store]
-                  [--db URL] [--baseline RUN_ID] ...
+                  [--db URL] [--baseline RUN_ID] [--api-key-file PATH] ...
+
+The server's API key comes from `--api-key-file PATH` (first line of the file) or the
+environment (PITWALL_API_KEY, or the older PITWALL_PROBE_API_KEY); `--api-key KEY` still works
+but puts the key where `ps` shows it to every user, so it warns once on stderr.
 
 Shows a progress bar on stderr, stores the run (ProbeRun + ProbeRequest rows) unless --no-store,
 prints a table, or with --json exactly `report.public_report()`. Exit codes: 0 done, 1 the sweep
@@ -26,6 +30,7 @@ from sqlalchemy.engine import Engine
 from collectors.probe.report import format_table, public_report
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import APIS, WorkloadError, WorkloadSpec
+from storage.redact import redact_text, redact_url
 
 
 def default_db_url() -> str:
@@ -82,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds")
     p.add_argument("--max-duration", type=float, default=None, help="per-level time limit, seconds")
     p.add_argument("--abort-error-rate", type=float, default=0.5, help="stop when this fraction fails (after 10 requests)")
-    p.add_argument("--api-key", default=os.environ.get("PITWALL_PROBE_API_KEY"), help="bearer token (env PITWALL_PROBE_API_KEY)")
+    key = p.add_mutually_exclusive_group()
+    key.add_argument("--api-key-file", metavar="PATH", default=None,
+                     help="read the server's API key (bearer token) from this file's first line")
+    key.add_argument("--api-key", default=None,
+                     help="the API key itself: visible in `ps`; prefer --api-key-file or PITWALL_API_KEY")
     p.add_argument("--baseline", type=int, default=None, help="ProbeRun id to compare outputs with")
     p.add_argument("--name", default=None)
     p.add_argument("--seed", type=int, default=0)
@@ -91,6 +100,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=None, help="database URL (default: PITWALL_DATABASE_URL or the data dir)")
     p.add_argument("--no-progress", action="store_true")
     return p
+
+
+API_KEY_ENV = ("PITWALL_API_KEY", "PITWALL_PROBE_API_KEY")
+ARGV_KEY_WARNING = ("pitwall probe: warning: --api-key shows the key to every user in `ps`; "
+                    "use --api-key-file PATH or PITWALL_API_KEY.")
+
+
+def api_key_from(args: argparse.Namespace, environ: dict[str, str] | None = None) -> str | None:
+    """The API key: --api-key-file, else --api-key (with a warning on stderr), else the
+    environment (API_KEY_ENV, first set wins). Raises ValueError when the file cannot be read."""
+    if args.api_key_file:
+        try:
+            text = Path(args.api_key_file).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read --api-key-file {args.api_key_file} ({exc.strerror or exc})") from None
+        key = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not key:
+            raise ValueError(f"--api-key-file {args.api_key_file} is empty; put the key on its first line")
+        return key
+    if args.api_key:
+        print(ARGV_KEY_WARNING, file=sys.stderr)
+        return str(args.api_key)
+    env = os.environ if environ is None else environ
+    return next((env[k] for k in API_KEY_ENV if env.get(k)), None)
 
 
 def spec_from_args(args: argparse.Namespace) -> SweepSpec:
@@ -136,6 +169,7 @@ class ProgressBar:
 def probe_cli(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
+        args.api_key = api_key_from(args)
         spec = spec_from_args(args)
         spec.validate()
     except (ValueError, WorkloadError) as exc:
@@ -147,7 +181,8 @@ def probe_cli(argv: list[str]) -> int:
             args.db = args.db or default_db_url()
             engine = open_engine(args.db)
         except Exception as exc:
-            print(f"pitwall probe: cannot open the database {args.db} ({exc}); pass --db or --no-store.", file=sys.stderr)
+            print(f"pitwall probe: cannot open the database {redact_url(args.db)} "
+                  f"({redact_text(str(exc))}); pass --db or --no-store.", file=sys.stderr)
             return 2
     bar = ProgressBar(enabled=not args.no_progress and sys.stderr.isatty())
     try:
@@ -162,7 +197,8 @@ def probe_cli(argv: list[str]) -> int:
         return 1
     except Exception as exc:
         bar.close()
-        print(f"pitwall probe: the sweep failed ({type(exc).__name__}: {exc}).", file=sys.stderr)
+        print(f"pitwall probe: the sweep failed ({type(exc).__name__}: {redact_text(str(exc))}).",
+              file=sys.stderr)
         return 1
     bar.close()
     if args.json:

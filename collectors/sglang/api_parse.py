@@ -11,8 +11,8 @@ Shapes by version (../shared/reference/sglang-interfaces.md §4):
   `/get_load` (0.4.7-0.5.20): a list (or one dict) of `{dp_rank, num_reqs, num_waiting_reqs,
   num_tokens, ...}`.
 
-Secrets in server args (`api_key`, `admin_api_key`, passwords, tokens) are replaced by
-`<redacted>` before anything is stored.
+Secrets in server args (`api_key`, `admin_api_key`, passwords, tokens) are masked by
+storage/redact.py (`***`) before anything is stored.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage.redact import MASK, redact_obj
+
 HEALTH_PATH = "/health"
 #: Newest first (sglang-interfaces.md §4): /server_info 0.5.6+, /get_server_info 0.4.0+ (an alias
 #: since 0.5.6), /get_server_args 0.3.6 and older. The supervisor reads the same order at ready.
@@ -29,23 +31,16 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info", "/get_server_args")
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 LOAD_PATHS = ("/v1/loads", "/get_load")
 
-REDACTED = "<redacted>"
-_SECRET_MARKERS = ("api_key", "password", "secret", "token_key", "hf_token", "watermark_key")
+REDACTED = MASK
 _NOT_ARGS = frozenset({"version", "internal_states", "startup_time", "launch_command", "status"})
 #: server args whose change means another process, even when the version is the same
 _IDENTITY_ARGS = ("model_path", "served_model_name", "port", "random_seed", "tp_size", "dp_size")
 
 
-def _is_secret(key: str) -> bool:
-    k = key.lower()
-    return any(m in k for m in _SECRET_MARKERS)
-
-
 def redact(args: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `args` with secret values (non-empty) replaced by `<redacted>`."""
-    return {
-        k: (REDACTED if _is_secret(k) and v not in (None, "", []) else v) for k, v in args.items()
-    }
+    """A copy of `args` with secret values (non-empty) masked (storage/redact.py)."""
+    redacted: dict[str, Any] = redact_obj(args)
+    return redacted
 
 
 @dataclass(slots=True)

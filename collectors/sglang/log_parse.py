@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 from collectors.sglang.log_fields import Shape, match_shape, parse_fields
+from storage.redact import redact_text
 
 #: Record kinds; event kinds are the DESIGN.md taxonomy names.
 RECORD_KINDS = ("prefill", "decode")
@@ -339,7 +340,9 @@ def make_event(kind: str, text: str, line_no: int, fields: dict[str, Any] | None
 
 
 def excerpt(text: str) -> str:
-    """At most EXCERPT_MAX characters: the head and the tail, which say what and why."""
+    """At most EXCERPT_MAX characters: the head and the tail, which say what and why. Secrets
+    are masked first (storage/redact.py), so the cut never leaves half an API key behind."""
+    text = redact_text(text)
     if len(text) <= EXCERPT_MAX:
         return text
     half = EXCERPT_MAX // 2

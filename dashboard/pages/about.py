@@ -10,7 +10,7 @@ from dashboard import __version__
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_bytes, fmt_ts, fmt_value
 from dashboard.services.views import timeseries as ts
-from dashboard.services.views.health import runner_health
+from dashboard.services.views.health import runner_health, shown_url
 
 ctx = session.bootstrap()
 st.title("About / health")
@@ -61,5 +61,5 @@ def live() -> None:
 
 
 live()
-st.caption(f"Database URL: {ctx.settings.database_url} · data folder: {ctx.settings.data_dir}")
+st.caption(f"Database URL: {shown_url(ctx.settings.database_url)} · data folder: {ctx.settings.data_dir}")
 st.caption(auth.describe(ctx.settings))

@@ -1,4 +1,5 @@
-"""Audit trail and housekeeping counts."""
+"""Audit trail and housekeeping counts. An audit row's `detail` (a profile diff, say) passes
+through storage/redact.py: the trail says that an API key changed, never what it is."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlmodel import Session, col
 from storage.models import (
     Audit,
 )
+from storage.redact import redact_obj
 
 # ---------------------------------------------------------------------------------------------
 # audit and housekeeping
@@ -21,7 +23,8 @@ def add_audit(
     engine: Engine, *, actor: str, action: str, target: str = "", detail: dict[str, Any] | None = None
 ) -> None:
     with Session(engine) as s:
-        s.add(Audit(ts=time.time(), actor=actor, action=action, target=target, detail=detail))
+        s.add(Audit(ts=time.time(), actor=actor, action=action, target=target,
+                    detail=redact_obj(detail) if detail is not None else None))
         s.commit()
 
 

@@ -1,4 +1,8 @@
-"""Events: batched and one-off inserts, window reads and counts by kind."""
+"""Events: batched and one-off inserts, window reads and counts by kind.
+
+Every insert passes `message` and `raw` through storage/redact.py: a log excerpt that quotes
+SGLang's `server_args` (its `api_key`) or a command line keeps no secret in the database.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
 from storage.kinds import check_event_kind
+from storage.redact import redact_fields
 from storage.repo._common import (
     EVENT,
 )
@@ -22,7 +27,7 @@ def insert_events(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
     for row in rows:
         check_event_kind(row["kind"])
     if rows:
-        conn.execute(insert(EVENT), list(rows))
+        conn.execute(insert(EVENT), [redact_fields(r, text=("message", "raw")) for r in rows])
     return len(rows)
 
 

@@ -1,4 +1,8 @@
-"""Intents: desired state written by the UI/CLI, claimed and carried out by the runner."""
+"""Intents: desired state written by the UI/CLI, claimed and carried out by the runner.
+
+`update_intent` passes `message`, `result` and `progress` through storage/redact.py: a failed
+launch's message and log excerpt keep no secret in the database.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from storage.kinds import FINAL_INTENT_STATES, check_intent_kind
 from storage.models import (
     Intent,
 )
+from storage.redact import redact_fields
 from storage.repo._common import (
     INTENT,
 )
@@ -74,6 +79,7 @@ def claim_next_intent(
 def update_intent(engine: Engine, *, intent_id: int, **fields: Any) -> None:
     if fields.get("state") in FINAL_INTENT_STATES and "finished_at" not in fields:
         fields["finished_at"] = time.time()
+    fields = redact_fields(fields, text=("message",), obj=("result", "progress"))
     with engine.begin() as conn:
         conn.execute(update(INTENT).where(INTENT.c.id == intent_id).values(**fields))
 

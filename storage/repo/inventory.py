@@ -1,4 +1,9 @@
-"""Servers, profiles and launches: what Pitwall watches, what it can start, and every start."""
+"""Servers, profiles and launches: what Pitwall watches, what it can start, and every start.
+
+A Launch's `server_args` (what /server_info said) and `end_reason` pass through
+storage/redact.py on every write; its `argv` and `env` are stored exactly (a rollback starts
+them again) and are redacted where they are shown or exported.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,10 @@ from storage.models import (
     Profile,
     Server,
 )
+from storage.redact import redact_fields
+
+_LAUNCH_TEXT = ("end_reason",)
+_LAUNCH_OBJ = ("server_args",)
 
 # ---------------------------------------------------------------------------------------------
 # servers and profiles
@@ -114,6 +123,7 @@ def delete_profile(engine: Engine, *, name: str) -> None:
 
 def create_launch(engine: Engine, **fields: Any) -> Launch:
     fields.setdefault("started_at", time.time())
+    fields = redact_fields(fields, text=_LAUNCH_TEXT, obj=_LAUNCH_OBJ)
     with Session(engine, expire_on_commit=False) as s:
         launch = Launch(**fields)
         s.add(launch)
@@ -123,6 +133,7 @@ def create_launch(engine: Engine, **fields: Any) -> Launch:
 
 
 def update_launch(engine: Engine, *, launch_id: int, **fields: Any) -> None:
+    fields = redact_fields(fields, text=_LAUNCH_TEXT, obj=_LAUNCH_OBJ)
     with engine.begin() as conn:
         conn.execute(
             update(Launch.__table__).where(Launch.__table__.c.id == launch_id).values(**fields)  # type: ignore[attr-defined]

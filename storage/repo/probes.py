@@ -1,4 +1,5 @@
-"""Probe runs and their requests."""
+"""Probe runs and their requests. A run's `error` text passes through storage/redact.py; its
+`spec` is what a sweep runs (the API key is never in it: SweepSpec.to_dict masks it)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from sqlmodel import Session, col
 from storage.models import (
     ProbeRun,
 )
+from storage.redact import redact_fields
 from storage.repo._common import (
     PROBE_REQUEST,
 )
@@ -24,6 +26,7 @@ from storage.repo._common import (
 
 def create_probe_run(engine: Engine, **fields: Any) -> ProbeRun:
     fields.setdefault("created_at", time.time())
+    fields = redact_fields(fields, text=("error",))
     with Session(engine, expire_on_commit=False) as s:
         run = ProbeRun(**fields)
         s.add(run)
@@ -33,6 +36,7 @@ def create_probe_run(engine: Engine, **fields: Any) -> ProbeRun:
 
 
 def update_probe_run(engine: Engine, *, run_id: int, **fields: Any) -> None:
+    fields = redact_fields(fields, text=("error",))
     with engine.begin() as conn:
         conn.execute(
             update(ProbeRun.__table__).where(ProbeRun.__table__.c.id == run_id).values(**fields)  # type: ignore[attr-defined]

@@ -19,6 +19,7 @@ card_charts(card) / all_charts(cards) pick the charts of one scorecard or a comp
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -26,6 +27,7 @@ import pandas as pd
 from dashboard.services.format import SERIES_COLORS, SEVERITY_COLORS
 from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY
 from dashboard.services.scorecard.model import Scorecard
+from storage.redact import redact_obj
 
 WIDTH, HEIGHT = 520, 220
 PCT_COLORS = {"p50": SERIES_COLORS[0], "p95": SERIES_COLORS[1], "p99": SERIES_COLORS[2]}
@@ -213,15 +215,22 @@ def all_charts(cards: Sequence[Scorecard]) -> list[tuple[str, alt.TopLevelMixin]
     return out
 
 
+def export_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The Vega-Lite spec (data included) handed to vl-convert, redacted (storage/redact.py):
+    an event message on a chart's tooltip layer carries no secret into an SVG or PNG."""
+    spec: dict[str, Any] = redact_obj(chart.to_dict())
+    return spec
+
+
 def chart_svg(chart: alt.TopLevelMixin) -> str:
     import vl_convert as vlc
 
-    svg: str = vlc.vegalite_to_svg(chart.to_dict())
+    svg: str = vlc.vegalite_to_svg(export_spec(chart))
     return svg
 
 
 def chart_png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
     import vl_convert as vlc
 
-    png: bytes = vlc.vegalite_to_png(chart.to_dict(), scale=scale)
+    png: bytes = vlc.vegalite_to_png(export_spec(chart), scale=scale)
     return png

@@ -26,6 +26,8 @@ from dashboard.services.export.formats import (
 from dashboard.services.scorecard.build import ScorecardError, build_scorecard
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.scorecard.slo import SloError
+from storage.files import private_dir
+from storage.redact import redact_text
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -108,17 +110,21 @@ def export_cli(argv: list[str]) -> int:
 
             record_export(engine, fmt=args.format, cards=cards, target="stdout", actor="cli")
             return EXIT_OK
+        if not args.output:
+            private_dir(settings.exports_dir, own=True)  # Pitwall's own folder: 0700
         path = Path(args.output) if args.output else (
             settings.exports_dir / default_filename(args.format, cards))
         write_export(engine, fmt=args.format, cards=cards, path=path, actor="cli")
     except SettingsError as exc:
-        print(f"pitwall export: {exc}", file=sys.stderr)
+        print(f"pitwall export: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except (ScorecardError, ExportError, SloError) as exc:
-        print(f"pitwall export: {exc}", file=sys.stderr)
+        print(f"pitwall export: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_FAIL
     except Exception as exc:  # the database or vl-convert failing: one line, never a traceback
-        print(f"pitwall export: export failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        # a database error can quote its URL: redacted like every line Pitwall prints
+        print(f"pitwall export: export failed: {type(exc).__name__}: {redact_text(str(exc))}",
+              file=sys.stderr)
         return EXIT_FAIL
     print(f"wrote {path}")
     return EXIT_OK

@@ -5,7 +5,12 @@ args, GPU model and driver, workload fingerprint and spec, window, client self-c
 `{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
 and validates against dashboard/services/scorecard/scorecard.schema.json (model.SCHEMA_PATH).
 CSV has one row per scorecard and figure. PNG is every chart (charts.py) stacked in one image
-(vl-convert, no browser). `write_export` writes a file and records an Audit row (action `export`).
+(vl-convert, no browser). `write_export` writes a file (0600, storage/files.py) and records an
+Audit row (action `export`).
+
+No secret reaches an export: scorecards arrive redacted (scorecard/build.py), the chart specs
+handed to vl-convert are redacted (charts.export_spec), and `render` passes every text format
+through storage/redact.py once more as a last net.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from dashboard.services.scorecard.metric_specs import (
 )
 from dashboard.services.scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
 from storage import repo
+from storage.files import open_private, private_dir
+from storage.redact import redact_text
 
 FORMATS = ("md", "html", "csv", "json", "png")
 MEDIA_TYPES = {
@@ -257,17 +264,19 @@ def render(fmt: str, cards: Sequence[Scorecard]) -> bytes:
     if not cards:
         raise ExportError("Nothing to export: no scorecard.")
     cmp = compare(list(cards)) if len(cards) > 1 else None
-    if fmt == "md":
-        return to_markdown(cards, cmp).encode()
-    if fmt == "csv":
-        return to_csv(cards).encode()
-    if fmt == "json":
-        return to_json(cards, cmp).encode()
     if fmt == "png":
         return to_png(cards)
-    from dashboard.services.export.html import to_html
+    if fmt == "md":
+        text = to_markdown(cards, cmp)
+    elif fmt == "csv":
+        text = to_csv(cards)
+    elif fmt == "json":
+        text = to_json(cards, cmp)
+    else:
+        from dashboard.services.export.html import to_html
 
-    return to_html(cards, cmp).encode()
+        text = to_html(cards, cmp)
+    return redact_text(text).encode()
 
 
 def default_filename(fmt: str, cards: Sequence[Scorecard]) -> str:
@@ -298,8 +307,9 @@ def write_export(engine: Engine, *, fmt: str, cards: Sequence[Scorecard], path: 
     """Render, write to `path` (parent folders created) and audit; returns the path."""
     data = render(fmt, cards)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        private_dir(path.parent)
+        with open_private(path, "wb") as f:
+            f.write(data)
     except OSError as exc:
         raise ExportError(f"Cannot write {path}: {exc.strerror or exc}; choose another --output."
                           ) from None

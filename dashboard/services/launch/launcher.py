@@ -120,12 +120,10 @@ def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER
 
 def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s: float) -> tuple[list[Issue], str] | None:
     """Runs in the runner's check lane (runner/validation.py), never in a page: a child of
-    runner/procs.py with a total deadline and capped output."""
-    import os
-
+    runner/procs.py with a total deadline and capped output; its environment carries no
+    PITWALL_* variable (procs.child_env)."""
     argv = [python, "-c", _PARSER_SCRIPT, *args]
-    env = {k: v for k, v in os.environ.items() if k != "PITWALL_PASSWORD"}
-    env.update({k: str(v) for k, v in spec.env.items()})
+    env = procs.child_env({k: str(v) for k, v in spec.env.items()}, keep_pitwall=False)
     try:
         proc = procs.run_capture(argv, timeout_s=timeout_s, env=env)
     except OSError:

@@ -3,17 +3,25 @@
 Every change made here lands in the Audit table with the actor (the signed-in operator, or
 "local" on a loopback dashboard with no credential configured) and a diff; so does every
 validation request.
+
+Secrets (a flag such as `api-key`, an env var such as `HF_TOKEN`: storage/redact.py names them)
+never reach the page: profiles, diffs, launches, intents and the audit trail come out redacted
+(dashboard/services/shown.py). A profile shown with `api-key = "***"` and saved unchanged keeps
+its stored key (`_keep_secrets`); a new profile must spell its secrets out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services import shown
 from dashboard.services.launch import guardrails, launcher, profiles
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
@@ -22,6 +30,7 @@ from runner.supervisor import restarts_used
 from storage import repo
 from storage.kinds import CONTROL_KINDS
 from storage.models import Intent, Launch, Server
+from storage.redact import MASK, redact_obj, secret_name
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,8 @@ def managed_servers(engine: Engine) -> list[ServerState]:
         if not s.managed or s.id is None:
             continue
         intents = repo.list_intents(engine, server_id=s.id, kinds=CONTROL_KINDS, limit=1)
-        out.append(ServerState(s, launcher.running_launch(engine, s.id), intents[0] if intents else None))
+        out.append(ServerState(shown.server(s), shown.launch(launcher.running_launch(engine, s.id)),
+                               shown.intent(intents[0] if intents else None)))
     return out
 
 
@@ -67,7 +77,7 @@ def current_launch(engine: Engine, server_name: str) -> Launch | None:
     server = repo.get_server(engine, name=server_name)
     if server is None or server.id is None:
         return None
-    return launcher.running_launch(engine, server.id)
+    return shown.launch(launcher.running_launch(engine, server.id))
 
 
 def latest_intent(engine: Engine, server_name: str) -> Intent | None:
@@ -75,22 +85,29 @@ def latest_intent(engine: Engine, server_name: str) -> Intent | None:
     if server is None or server.id is None:
         return None
     found = repo.list_intents(engine, server_id=server.id, kinds=CONTROL_KINDS, limit=1)
-    return found[0] if found else None
+    return shown.intent(found[0]) if found else None
+
+
+def shown_spec(spec: ProfileSpec) -> ProfileSpec:
+    """The profile as a page shows it (and its editor starts from): secret flags and env masked."""
+    return dataclasses.replace(spec, flags=redact_obj(dict(spec.flags)), env=redact_obj(dict(spec.env)))
 
 
 def profile_table(settings: Settings) -> tuple[pd.DataFrame, list[ProfileSpec], list[str]]:
+    """(table, profiles as shown, errors); hashes are those of the files as stored."""
     specs, errors = profiles.load_dir(settings.profiles_dir)
     rows = [
         {"name": s.name, "hash": s.content_hash, "model": s.model_path, "entrypoint": s.entrypoint,
          "flags": len(s.flags), "env": len(s.env), "description": s.description}
         for s in specs
     ]
-    return pd.DataFrame(rows), specs, errors
+    return pd.DataFrame(rows), [shown_spec(s) for s in specs], errors
 
 
 def diff_frame(rows: list[tuple[str, Any, Any]], a: str, b: str) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"setting": k, a: _show(va), b: _show(vb)} for k, va, vb in rows], columns=["setting", a, b]
+        [{"setting": k, a: _show(va), b: _show(vb)} for k, va, vb in shown.diff_rows(rows)],
+        columns=["setting", a, b],
     )
 
 
@@ -107,7 +124,7 @@ def running_diff(engine: Engine, server_name: str, spec: ProfileSpec) -> tuple[s
     server = repo.get_server(engine, name=server_name)
     if server is None:
         return None, None
-    rows = launcher.diff_against_running(engine, server, spec)
+    rows = launcher.diff_against_running(engine, server, _stored(engine, spec))
     if rows is None:
         return None, None
     assert server.id is not None
@@ -178,7 +195,41 @@ def save_form(
     return save_toml(engine, settings, text, actor)
 
 
+def _stored(engine: Engine, spec: ProfileSpec) -> ProfileSpec:
+    """The profile as stored (its file, else its mirror) behind a shown (masked) copy."""
+    if spec.source_path:
+        try:
+            return profiles.load_file(Path(spec.source_path))
+        except (ProfileError, OSError):
+            pass
+    row = repo.get_profile(engine, name=spec.name)
+    return profiles.from_row(row) if row is not None else spec
+
+
+def _keep_secrets(engine: Engine, settings: Settings, spec: ProfileSpec) -> ProfileSpec:
+    """A saved profile whose secret flags / env still read `***` (shown masked, left unchanged)
+    keeps the stored values; ProfileError when there is nothing stored to keep."""
+    masked = [k for k, v in {**spec.flags, **spec.env}.items() if v == MASK and secret_name(k)]
+    if not masked:
+        return spec
+    try:
+        old: ProfileSpec | None = profiles.resolve(engine, settings.profiles_dir, spec.name)
+    except ProfileError:
+        old = None
+    flags, env = dict(spec.flags), dict(spec.env)
+    for table, before in ((flags, old.flags if old else {}), (env, old.env if old else {})):
+        for k, v in table.items():
+            if v == MASK and secret_name(k):
+                if k not in before:
+                    raise ProfileError(
+                        f"{k} of profile {spec.name} reads {MASK} (a hidden secret) and no stored "
+                        "value is there to keep; type the value itself.")
+                table[k] = before[k]
+    return dataclasses.replace(spec, flags=flags, env=env)
+
+
 def _save(engine: Engine, settings: Settings, spec: ProfileSpec, actor: str) -> tuple[ProfileSpec, list[tuple[str, Any, Any]]]:
+    spec = _keep_secrets(engine, settings, spec)
     # the launch sandbox refuses before anything is written: the editor shows the same reason
     # `pitwall profiles validate` would print
     refused = [i for i in launcher.sandbox_issues(spec, launcher.sandbox_for(settings)) if i.severity == "error"]
@@ -189,13 +240,25 @@ def _save(engine: Engine, settings: Settings, spec: ProfileSpec, actor: str) -> 
     old = profiles.from_row(before).canonical() if before is not None else {}
     row = profiles.save(engine, settings.profiles_dir, spec)
     changes = profiles.diff(old, spec.canonical())
+    shown_changes = [list(map(_show, r)) for r in shown.diff_rows(changes)]
     repo.add_audit(engine, actor=actor, action="profile_create" if before is None else "profile_edit",
-                   target=spec.name, detail={"hash": row.content_hash, "diff": [list(map(_show, r)) for r in changes]})
+                   target=spec.name, detail={"hash": row.content_hash, "diff": shown_changes})
     return spec, changes
 
 
+def _shown_detail(detail: Any) -> Any:
+    """An audit detail as shown: redacted, a profile diff's secret settings masked (rows written
+    before the trail was redacted at write time included)."""
+    if isinstance(detail, dict) and isinstance(detail.get("diff"), list):
+        rows = [r for r in detail["diff"] if isinstance(r, list | tuple) and r]
+        return {**redact_obj({k: v for k, v in detail.items() if k != "diff"}),
+                "diff": [list(r) for r in shown.diff_rows(rows)]}
+    return redact_obj(detail)
+
+
 def audit_frame(engine: Engine, limit: int = 50) -> pd.DataFrame:
-    rows = [{"ts": a.ts, "actor": a.actor, "action": a.action, "target": a.target, "detail": a.detail}
+    rows = [{"ts": a.ts, "actor": a.actor, "action": a.action, "target": a.target,
+             "detail": _shown_detail(a.detail)}
             for a in repo.list_audit(engine, limit=limit)]
     return pd.DataFrame(rows, columns=["ts", "actor", "action", "target", "detail"])
 
@@ -217,7 +280,7 @@ def latest_validation(engine: Engine, profile: str) -> Intent | None:
     """The newest validate intent of this profile (its progress, then its verdict in .result)."""
     for intent in repo.list_intents(engine, kinds=("validate",), limit=50):
         if (intent.payload or {}).get("profile") == profile:
-            return intent
+            return shown.intent(intent)
     return None
 
 

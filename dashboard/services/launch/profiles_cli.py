@@ -6,6 +6,9 @@ Lifecycle commands write an Intent and follow its progress until it finishes; th
 (`pitwall up` or `pitwall collect`) carries it out, one action per server at a time. With
 `read_only` set (PITWALL_READ_ONLY) they refuse with one sentence and exit code 2, as the
 dashboard hides its controls; `profiles list|validate|diff` change nothing and still work.
+
+Nothing printed carries a secret (storage/redact.py): `list --json` and `diff` mask secret flags
+and env (`api-key`, `HF_TOKEN`), messages and database URLs are redacted.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.engine import Engine
+
+from storage.redact import redact_obj, redact_text, redact_url
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -34,10 +39,10 @@ def _run(func: Callable[[], int]) -> int:
     try:
         return func()
     except _Fail as exc:
-        print(f"pitwall: {exc}", file=sys.stderr)
+        print(f"pitwall: {redact_text(str(exc))}", file=sys.stderr)
         return exc.code
     except SettingsError as exc:
-        print(f"pitwall: {exc}", file=sys.stderr)
+        print(f"pitwall: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
@@ -53,7 +58,7 @@ def _context() -> tuple[Any, Engine]:
     except SchemaError as exc:
         raise _Fail(str(exc), EXIT_USAGE) from None
     except Exception as exc:
-        raise _Fail(f"Cannot open the database {settings.database_url}: {exc}.") from None
+        raise _Fail(f"Cannot open the database {redact_url(settings.database_url)}: {exc}.") from None
     return settings, engine
 
 
@@ -95,7 +100,8 @@ def _profiles(args: argparse.Namespace) -> int:
     if args.action == "list":
         specs, errors = profiles.load_dir(settings.profiles_dir)
         if args.json:
-            print(json.dumps([{**s.canonical(), "hash": s.content_hash, "path": s.source_path} for s in specs], indent=2))
+            print(json.dumps([{**redact_obj(s.canonical()), "hash": s.content_hash, "path": s.source_path}
+                              for s in specs], indent=2))
         else:
             for s in specs:
                 print(f"{s.name:<20} {s.content_hash}  {s.model_path:<32} {len(s.flags):>2} flags  {s.description[:60]}")
@@ -113,7 +119,7 @@ def _profiles(args: argparse.Namespace) -> int:
                                    sandbox=launcher.sandbox_for(settings))
         print(f"{spec.name}: checked by {report.checked_by}")
         for line in report.lines():
-            print(f"  {line}")
+            print(f"  {redact_text(line)}")
         if report.ok:
             print(f"{spec.name}: valid")
             return EXIT_OK
@@ -121,7 +127,9 @@ def _profiles(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     a = _resolve(engine, settings, args.a)
     b = _resolve(engine, settings, args.b)
-    rows = profiles.diff(a.canonical(), b.canonical())
+    from dashboard.services import shown
+
+    rows = shown.diff_rows(profiles.diff(a.canonical(), b.canonical()))
     if not rows:
         print(f"{a.name} and {b.name} launch the same server (no differences).")
         return EXIT_OK
@@ -200,13 +208,14 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
     def show(i: Any) -> None:
         prog = i.progress or {}
         if prog:
-            print(f"  {prog.get('stage', i.state):<13} {100 * float(prog.get('fraction') or 0):5.1f} %  {prog.get('detail', '')}", flush=True)
+            print(f"  {prog.get('stage', i.state):<13} {100 * float(prog.get('fraction') or 0):5.1f} %  "
+                  f"{redact_text(str(prog.get('detail', '')))}", flush=True)
 
     final = launcher.follow(engine, intent.id, timeout_s=args.timeout, on_progress=show)
     if final is None or final.state not in launcher.FINAL_STATES:
         raise _Fail(f"Intent #{intent.id} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; follow it on the Profiles page.")
     if final.state == "done":
-        print(final.message or "done")
+        print(redact_text(final.message or "done"))
         return EXIT_OK
     raise _Fail(final.message or f"{kind} {final.state}")
 

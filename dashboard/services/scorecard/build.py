@@ -13,6 +13,10 @@ GPU model and driver come from CollectorState `gpu:<server_id>:info` (or `gpu:in
 collector wrote one ({"name": ..., "driver": ...} or {"gpus": [{"name", "driver"}, ...]}), else
 "unknown". Cross-check a scorecard's figures with `pitwall probe` (latency, throughput) and
 `curl <server>/metrics | grep sglang:` (server-side figures).
+
+A scorecard goes into pages and every export, so its subject and provenance are redacted here,
+once (storage/redact.py): the launch's argv, env and server args, the base URL, the workload
+spec and event messages carry no secret into Markdown, HTML, CSV, JSON or PNG.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorec
 from dashboard.services.scorecard.model import Scorecard
 from storage import repo
 from storage.models import Launch, ProbeRun, Server
+from storage.redact import redact_argv, redact_obj, redact_text, redact_url
 
 MEAN_KEYS = (
     "log.gen_throughput_tok_s",
@@ -227,7 +232,7 @@ def gather_inputs(
     subject = {
         "server": srv.name,
         "server_kind": srv.kind,
-        "base_url": srv.base_url,
+        "base_url": redact_url(srv.base_url),
         "launch_id": launch.id if launch else None,
         "profile_name": (launch.profile_name if launch else None) or srv.profile,
         "profile_hash": launch.profile_hash if launch else None,
@@ -240,15 +245,15 @@ def gather_inputs(
     provenance = {
         "pitwall_version": __version__,
         "sglang_version": (launch.sglang_version if launch else None) or "unknown",
-        "server_args": (launch.server_args if launch else None) or {},
-        "argv": (launch.argv if launch else None) or [],
-        "env": (launch.env if launch else None) or {},
+        "server_args": redact_obj((launch.server_args if launch else None) or {}),
+        "argv": redact_argv((launch.argv if launch else None) or []),
+        "env": redact_obj((launch.env if launch else None) or {}),
         "gpu_model": gpu_model,
         "gpu_driver": gpu_driver,
         "gpu_count": n_gpu,
         "fingerprint": run.fingerprint if run else None,
-        "fingerprint_detail": detail or None,
-        "workload_spec": (run.spec if run else None),
+        "fingerprint_detail": redact_obj(detail) or None,
+        "workload_spec": redact_obj(run.spec) if run and run.spec is not None else None,
         "self_check": self_check,
         "generated_at": time.time(),
     }
@@ -280,7 +285,8 @@ def gather_inputs(
         window_output_tokens=None if out_rate is None else out_rate * (until - since),
         event_counts=repo.count_events(engine, server_id=sid, since=since, until=until),
         events=[
-            {"ts": float(r.ts), "kind": r.kind, "severity": r.severity, "message": r.message}
+            {"ts": float(r.ts), "kind": r.kind, "severity": r.severity,
+             "message": redact_text(r.message) if isinstance(r.message, str) else r.message}
             for r in events_df.itertuples()
         ],
         series=[

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services import shown
 from storage import repo
 from storage.models import Intent, ProbeRun
 
@@ -125,7 +126,8 @@ def server_status(engine: Engine, name: str) -> str:
 
 
 def get_run(engine: Engine, *, run_id: int) -> ProbeRun | None:
-    return repo.get_probe_run(engine, run_id=run_id)
+    """One run as the page may show it (error and URL redacted: dashboard/services/shown.py)."""
+    return shown.probe_run(repo.get_probe_run(engine, run_id=run_id))
 
 
 def active_sweeps(engine: Engine, *, server_id: int | None = None) -> list[tuple[Intent, ProbeRun | None]]:
@@ -133,7 +135,10 @@ def active_sweeps(engine: Engine, *, server_id: int | None = None) -> list[tuple
     out = []
     for it in repo.list_intents(engine, server_id=server_id, states=("pending", "running"), kinds=("probe",)):
         run_id = (it.payload or {}).get("run_id")
-        out.append((it, repo.get_probe_run(engine, run_id=int(run_id)) if run_id else None))
+        run = repo.get_probe_run(engine, run_id=int(run_id)) if run_id else None
+        shown_it = shown.intent(it)
+        assert shown_it is not None
+        out.append((shown_it, shown.probe_run(run)))
     return out
 
 
@@ -166,7 +171,7 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
         )
     cols = ["id", "name", "success_rate", "status", "progress", "created_at", "api", "workload",
             "levels", "requests", "trusted", "fingerprint", "error"]
-    return pd.DataFrame(rows, columns=cols)
+    return shown.frame(pd.DataFrame(rows, columns=cols), ("error",))
 
 
 def _levels(run: ProbeRun) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Collection health: is the runner alive, how big is the database, what does each table hold.
 
 Used by the About / health page and `pitwall status`. The runner is "alive" when its lease
-heartbeat is younger than LEASE_TTL_S (it renews every 2 s).
+heartbeat is younger than LEASE_TTL_S (it renews every 2 s). URLs come out redacted
+(`shown_url`: a PostgreSQL password or a server URL's userinfo is never printed).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from runner.lease import LEASE_TTL_S
 from runner.loop import SELF_SERVER_ID
 from storage import repo
 from storage.db import database_size_bytes
+from storage.redact import redact_url
+
+
+def shown_url(url: str) -> str:
+    """A database or server URL as Pitwall prints it: the password masked (storage/redact.py)."""
+    return redact_url(url)
 
 
 @dataclass
@@ -73,7 +80,7 @@ def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
     servers = []
     for s in repo.list_servers(engine):
         kind = "managed" if s.managed else "watched"
-        servers.append(f"{s.name}  {s.base_url}  ({kind}, {s.kind})")
+        servers.append(f"{s.name}  {shown_url(s.base_url)}  ({kind}, {s.kind})")
     return RunnerHealth(
         alive=lease is not None and now - lease.heartbeat_at < LEASE_TTL_S,
         holder=lease.holder if lease else None,

@@ -19,6 +19,9 @@ Grades per dimension, and the four figures when it has them, come from the score
 ("no grade yet"). For image servers the card shows USD per image instead of per 1M tokens.
 Cross-check TTFT: `sqlite3 pitwall.db "select value from sample where metric='canary.ttft_s'
 and server_id=N order by ts desc limit 20"`.
+
+Cards and the server detail are redacted (dashboard/services/shown.py): the launch command,
+server args, env, base URL and event excerpts reach the page without any secret.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services import shown
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from storage import repo
@@ -200,7 +204,7 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None)
             ServerCard(
                 id=s.id,
                 name=s.name,
-                base_url=s.base_url,
+                base_url=shown.server(s).base_url,
                 kind=s.kind,
                 managed=s.managed,
                 status=_status(latest, launch, now),
@@ -212,7 +216,7 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None)
                 grade_reasons=why,
                 gpus=gpus,
                 gpu_telemetry=bool(gpus),
-                events=repo.list_events(engine, server_id=s.id, limit=5),
+                events=shown.frame(repo.list_events(engine, server_id=s.id, limit=5)),
                 last_seen=max((ts for ts, _ in latest.values()), default=None),
             )
         )
@@ -237,9 +241,9 @@ def server_detail(engine: Engine, name: str, now: float | None = None) -> Server
     if s is None or s.id is None:
         return None
     latest = repo.latest_samples(engine, server_id=s.id, metrics=("api.health_ok",), max_age_s=STALE_S * 5)
-    launch = repo.latest_launch(engine, server_id=s.id)
+    launch = shown.launch(repo.latest_launch(engine, server_id=s.id))
     return ServerDetail(
-        server=s,
+        server=shown.server(s),
         status=_status(latest, launch, now),
         launch=launch,
         profile=(launch.profile_name if launch else None) or s.profile,

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services import shown
 from storage import repo
 from storage.kinds import EVENT_KINDS as _EVENT_KINDS
 
@@ -217,8 +218,9 @@ def probe_latency(
 def events_in_window(
     engine: Engine, *, server_id: int, since: float, until: float, limit: int = 300
 ) -> pd.DataFrame:
-    """Events to mark on the time axis (newest `limit`); columns of repo.list_events."""
-    return repo.list_events(engine, server_id=server_id, since=since, until=until, limit=limit)
+    """Events to mark on the time axis (newest `limit`); columns of repo.list_events, message
+    and raw redacted (dashboard/services/shown.py)."""
+    return shown.frame(repo.list_events(engine, server_id=server_id, since=since, until=until, limit=limit))
 
 
 def list_events(
@@ -229,8 +231,9 @@ def list_events(
     since: float | None = None,
     limit: int = 1000,
 ) -> pd.DataFrame:
-    """Events newest first (the Events page); columns of repo.list_events."""
-    return repo.list_events(engine, server_id=server_id, kinds=kinds, since=since, limit=limit)
+    """Events newest first (the Events page); columns of repo.list_events, message and raw
+    redacted (dashboard/services/shown.py)."""
+    return shown.frame(repo.list_events(engine, server_id=server_id, kinds=kinds, since=since, limit=limit))
 
 
 def server_ids(engine: Engine) -> dict[str, int]:
