@@ -241,7 +241,7 @@ def test_the_world_carries_the_secrets_where_pitwall_needs_them(world):
     engine, sid = world["engine"], world["server_id"]
     launches = repo.list_launches(engine, server_id=sid)
     # argv and env are exact: a rollback starts them again
-    assert all(SECRET in la.argv for la in launches)
+    assert all(f"--api-key={SECRET}" in la.argv for la in launches)  # one --flag=value token
     assert all(la.env.get("HF_TOKEN") == SECRET for la in launches if la.profile_name == "secret")
     ready = [la for la in launches if la.server_args]
     assert ready and not any(leaks(json.dumps(la.server_args)) for la in ready)
