@@ -306,7 +306,7 @@ def test_no_page_shows_a_secret(pitwall_env, page):
         texts.append(_page_text(at))
     text = "\n".join(texts)
     if page.endswith("server.py"):  # the launch command is there, its key masked
-        assert any("--api-key ***" in c.value for c in at.code)
+        assert any("--api-key=***" in c.value for c in at.code)
     if page.endswith("profiles.py"):
         assert "api-key" in text and "***" in text  # the editor shows the flag, masked
     if page.endswith("about.py") and pitwall_env["url"].startswith("postgresql"):
@@ -350,7 +350,7 @@ def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
     cards = [build_scorecard(engine, run_id=pitwall_env["run_id"]),
              build_scorecard(engine, server="sim", since_s=3600),
              *[build_scorecard(engine, launch_id=i) for i in launches[:2]]]
-    assert cards[0].provenance["argv"] and "--api-key" in cards[0].provenance["argv"]
+    assert cards[0].provenance["argv"] and "--api-key=***" in cards[0].provenance["argv"]
     for fmt in ("md", "html", "csv", "json"):
         for subset in (cards[:1], cards):  # one scorecard, and a comparison (config diff)
             assert not leaks(formats.render(fmt, subset)), fmt
