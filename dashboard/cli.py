@@ -221,9 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in DELEGATED:
             rest = argv[1:]
-            if argv[0] == "probe" and "--db" not in rest and not {"-h", "--help"} & set(rest):
-                # collectors/ cannot read pitwall.toml: hand it the configured database
-                rest += ["--db", load_settings().database_url]
+            if argv[0] == "probe" and not {"-h", "--help"} & set(rest):
+                settings = load_settings()
+                if settings.read_only:  # a sweep is a control on the dashboard too
+                    raise CliError("Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall probe` "
+                                   "sends no load; unset it to run a probe.", EXIT_USAGE)
+                if "--db" not in rest:
+                    # collectors/ cannot read pitwall.toml: hand it the configured database
+                    rest += ["--db", settings.database_url]
             return DELEGATED[argv[0]][1](rest)
         parser = build_parser()
         args = parser.parse_args(argv)

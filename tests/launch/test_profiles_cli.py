@@ -130,3 +130,10 @@ def test_read_only_refuses_lifecycle_commands(cli_env, monkeypatch, capsys, argv
     assert repo.list_intents(engine) == [] and repo.list_audit(engine) == []
     engine.dispose()
     assert main(["profiles", "list"]) == 0  # reading still works
+
+
+def test_read_only_refuses_a_probe(cli_env, monkeypatch, capsys) -> None:
+    """A sweep is a control on the dashboard; under read_only the CLI sends no load either."""
+    monkeypatch.setenv("PITWALL_READ_ONLY", "true")
+    assert main(["probe", "--url", "http://127.0.0.1:9", "--requests", "1"]) == 2
+    assert "`pitwall probe` sends no load" in capsys.readouterr().err
