@@ -20,9 +20,9 @@ from dashboard.cli import main
 HEAD = 'name = "{n}"\nmodel_path = "org/m"\nentrypoint = "{e}"\n'
 HOSTILE: dict[str, tuple[str, str, str]] = {
     # name: (entrypoint, body after the head, the key the refusal names)
-    "ld-preload": ("simulator.launch_server", '[env]\nLD_PRELOAD = "/tmp/x.so"\n', "LD_PRELOAD"),
-    "pythonpath": ("simulator.launch_server", '[env]\nPYTHONPATH = "/tmp/evil"\n', "PYTHONPATH"),
-    "path": ("simulator.launch_server", '[env]\nPATH = "/tmp/evil:/usr/bin"\n', "PATH"),
+    "ld-preload": ("simulator.launch_server", '[env]\nLD_PRELOAD = "evil.so"\n', "LD_PRELOAD"),
+    "pythonpath": ("simulator.launch_server", '[env]\nPYTHONPATH = "evil"\n', "PYTHONPATH"),
+    "path": ("simulator.launch_server", '[env]\nPATH = "evil:/usr/bin"\n', "PATH"),
     "list-injection": ("simulator.launch_server", '[flags]\nlora-paths = ["a", "--host", "0.0.0.0"]\n', "lora-paths"),
     "dash-value": ("simulator.launch_server", '[flags]\nserved-model-name = "--host=0.0.0.0"\n', "served-model-name"),
     "abbreviation": ("simulator.launch_server", '[flags]\nhos = "0.0.0.0"\n', "hos"),
@@ -90,7 +90,7 @@ def test_profiles_editor_refuses_before_saving(hostile_dir, data_env) -> None:
 
     settings = load_settings()
     engine = make_engine(settings.database_url)
-    text = HEAD.format(n="sneaky", e="simulator.launch_server") + '[env]\nPYTHONPATH = "/tmp/evil"\n'
+    text = HEAD.format(n="sneaky", e="simulator.launch_server") + '[env]\nPYTHONPATH = "evil"\n'
     with pytest.raises(profile_admin.ProfileError, match="sneaky was not saved: Environment variable PYTHONPATH is refused"):
         profile_admin.save_toml(engine, settings, text, "op")
     assert not (hostile_dir / "sneaky.toml").exists()
