@@ -13,7 +13,7 @@ import pytest
 from runner import procs
 
 PARENT = {
-    "PATH": "/usr/bin", "HOME": "/home/op", "HF_HOME": "/cache",
+    "PATH": "/usr/bin", "HOME": "op-home", "HF_HOME": "/cache",
     "PITWALL_PASSWORD": "PWS3CRET", "PITWALL_VIEWER_PASSWORD": "VWS3CRET",
     "PITWALL_API_KEY": "AKS3CRET", "PITWALL_PROBE_API_KEY": "PKS3CRET",
     "PITWALL_DATABASE_URL": "postgresql://pitwall:PGS3CRET@127.0.0.1:5432/pitwall",

@@ -127,7 +127,7 @@ def test_message_lists_are_not_taken_for_argv():
      f"postgresql+psycopg://pitwall:{MASK}@db.internal/pitwall?sslmode=require"),
     ("postgresql://pitwall@/db?host=/run/pg&password=x",
      f"postgresql://pitwall@/db?host=%2Frun%2Fpg&password={MASK}"),
-    ("sqlite:////home/me/.local/share/pitwall/pitwall.db", "sqlite:////home/me/.local/share/pitwall/pitwall.db"),
+    ("sqlite:///pitwall-data/pitwall.db", "sqlite:///pitwall-data/pitwall.db"),
     ("http://127.0.0.1:30000", "http://127.0.0.1:30000"),
 ])
 def test_urls(url, expected):
