@@ -51,6 +51,9 @@ log = logging.getLogger("pitwall.runner")
 
 SELF_SERVER_ID = 0  # samples about the runner itself
 ROLLUP_LAG_S = 5.0  # a minute is rolled up this long after it ends (late polls land first)
+CATCHUP_SLICE_S = 3600.0  # rollup catch-up reads at most this much raw time at once
+CATCHUP_SLICES_PER_PASS = 4
+CATCHUP_MAX_S = 7 * 86400.0  # never catch up further back than this (raw retention's default)
 POLL_JOIN_S = 10.0  # at shutdown, how long poll threads get to finish before we move on
 INTENT_EXPIRY_S = 900.0
 
@@ -277,7 +280,7 @@ class Runner:
                 if now_m - last_flush >= self.flush_s or self.writer.queued_rows >= self.flush_rows:
                     self.flush()
                     last_flush = now_m
-                if now_m - last_rollup >= 60.0:
+                if now_m - last_rollup >= (2.0 if self.catching_up else 60.0):
                     self._roll_up()
                     last_rollup = now_m
                 if duration_s is not None and now_m - started >= duration_s:
@@ -299,16 +302,47 @@ class Runner:
         return False
 
     def _roll_up(self) -> None:
-        """Minute and quarter-hour Rollups of what was flushed. The first call looks back an hour
-        (a restart catches up); later ones read only the samples since the last call. Minutes are
-        rolled up ROLLUP_LAG_S after they end, so a poll queued at the end of a minute is in it."""
+        """Minute and quarter-hour Rollups of what was stored, oldest first.
+
+        The first call after a start catches up: from the end of the newest rolled-up minute
+        (or the oldest sample, at most CATCHUP_MAX_S back) to now, in slices of
+        CATCHUP_SLICE_S, at most CATCHUP_SLICES_PER_PASS slices a call, so a runner that was
+        down for hours fills every minute and quarter that has raw data (samples of the
+        downtime reach storage too: the log tailer reads on from its saved offset) without
+        holding the loop for long. Later calls read only the samples since the last call.
+        Minutes are rolled up ROLLUP_LAG_S after they end, so a poll queued at the end of a
+        minute is in it. compute_rollups skips what exists, so nothing is counted twice."""
         until = time.time() - ROLLUP_LAG_S
-        lookback = 3600.0 if self._rolled_until is None else min(3600.0, until - self._rolled_until + 120.0)
         try:
-            repo.compute_rollups(self.engine, until=until, lookback_s=lookback, known_series=self._series)
-            self._rolled_until = until
+            if self._rolled_until is None:
+                self._rolled_until = self._catchup_start(until)
+            for _ in range(CATCHUP_SLICES_PER_PASS):
+                start = self._rolled_until
+                end = min(until, start + CATCHUP_SLICE_S)
+                repo.compute_rollups(self.engine, until=end, lookback_s=end - start + 120.0,
+                                     known_series=self._series)
+                self._rolled_until = end
+                if end >= until:
+                    break
         except Exception as exc:
             log.warning("could not write rollups (will retry): %s", exc)
+
+    @property
+    def catching_up(self) -> bool:
+        """Rollups are behind by more than one slice (the loop then rolls up every few seconds)."""
+        return self._rolled_until is not None and time.time() - ROLLUP_LAG_S - self._rolled_until > CATCHUP_SLICE_S
+
+    def _catchup_start(self, until: float) -> float:
+        floor = until - CATCHUP_MAX_S
+        mark = repo.rollup_watermark(self.engine)
+        if mark is None:
+            mark = repo.oldest_sample_ts(self.engine)
+        start = max(floor, mark if mark is not None else until - 3600.0)
+        # series whose last quarter was still open when the previous runner stopped get it closed
+        self._series.update(repo.rollup_series_since(self.engine, since=start - repo.QUARTER_S))
+        if until - start > CATCHUP_SLICE_S:
+            log.info("catching up rollups from %.0f s ago, oldest first", until - start)
+        return start
 
     def _shutdown(self) -> None:
         # 1. servers first: nothing may keep a server process alive past the runner's own end

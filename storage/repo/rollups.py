@@ -140,6 +140,29 @@ def backfill_quarters(conn: Connection) -> int:
     return _write_quarters(conn, since=int(oldest) // QUARTER_S * QUARTER_S, until=until)
 
 
+def rollup_watermark(engine: Engine) -> float | None:
+    """End of the newest rolled-up minute (max Rollup.ts + 60), or None when nothing is rolled
+    up yet. One read at runner start (it scans the table: no index leads with ts)."""
+    with engine.connect() as conn:
+        ts = conn.execute(select(func.max(ROLLUP.c.ts))).scalar()
+    return None if ts is None else float(ts) + 60.0
+
+
+def oldest_sample_ts(engine: Engine) -> float | None:
+    """Timestamp of the oldest raw sample, or None (one read at runner start)."""
+    with engine.connect() as conn:
+        ts = conn.execute(select(func.min(SAMPLE.c.ts))).scalar()
+    return None if ts is None else float(ts)
+
+
+def rollup_series_since(engine: Engine, *, since: float) -> set[tuple[int, str]]:
+    """(server_id, metric) of every series with a minute rollup at or after `since`: the series
+    whose current quarter the runner must still close, though they may send nothing more."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(ROLLUP.c.server_id, ROLLUP.c.metric).where(ROLLUP.c.ts >= since).distinct()).all()
+    return {(int(sid), str(m)) for sid, m in rows}
+
+
 def insert_rollups(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
     if rows:
         conn.execute(insert(ROLLUP), list(rows))

@@ -26,12 +26,15 @@ def test_runner_rolls_up_each_minute_and_quarter_once(engine, monkeypatch):
     write(600, 1000)
     clock["now"] = t0 + 1000.0
     runner._roll_up()  # later calls read only what came since: minutes 10-15 and quarter 0
-    clock["now"] = t0 + 1000.0 + 3 * 3600  # a long pause: the lookback is capped, nothing is redone
-    runner._roll_up()
+    clock["now"] = t0 + 1000.0 + 3 * 3600  # a long pause: nothing is redone, and the minute and
+    runner._roll_up()                        # quarter still open at the pause are closed now
     with engine.connect() as conn:
         minutes = [r[0] for r in conn.execute(text("SELECT ts FROM rollup WHERE metric = 'm' ORDER BY ts"))]
-        quarters = conn.execute(text("SELECT metric, ts, count, avg FROM rollup_quarter ORDER BY metric")).all()
-    assert minutes == [t0 + 60 * i for i in range(16)]
-    # x had no samples in the second call's few minutes, and still gets its quarter when it ends
-    assert [tuple(q) for q in quarters] == [("m", t0, 900, 449.5), ("x", t0, 300, 149.5)]
+        quarters = conn.execute(text("SELECT metric, ts, count, avg FROM rollup_quarter ORDER BY metric, ts")).all()
+    # minutes 0-15 and minute 16 (samples 960-999, complete once the pause passed it)
+    assert minutes == [t0 + 60 * i for i in range(17)]
+    # x had no samples in the second call's few minutes, and still gets its quarter when it ends;
+    # m's second quarter holds samples 900-999: 100 values, mean 949.5
+    assert [tuple(q) for q in quarters] == [("m", t0, 900, 449.5), ("m", t0 + 900, 100, 949.5),
+                                            ("x", t0, 300, 149.5)]
     assert runner._rolled_until == clock["now"] - runner_mod.ROLLUP_LAG_S
