@@ -49,7 +49,7 @@ def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     # Before anything writes the file header: a NEW file gives pages freed by retention back in
     # small steps (`incremental_vacuum`); on an existing file without it this is a no-op (it
-    # switches only through a one-off `VACUUM`, see `vacuum`).
+    # switches only through a one-off `VACUUM`, see README "Retention").
     cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
@@ -180,25 +180,6 @@ def incremental_vacuum(engine: Engine, *, pages_per_step: int = 1000, max_steps:
             free = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
         conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     return free
-
-
-def vacuum(engine: Engine) -> None:
-    """One-off `VACUUM` of a SQLite file, switching it to incremental auto-vacuum (files made
-    before Pitwall chose that mode). Rewrites the whole file: needs as much free disk as the
-    file, and blocks writers meanwhile. Nothing on PostgreSQL."""
-    if engine.dialect.name != "sqlite":
-        return
-    with engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA auto_vacuum=INCREMENTAL")
-        conn.commit()
-        driver = conn.connection.driver_connection
-        assert driver is not None
-        old = driver.isolation_level
-        driver.isolation_level = None  # VACUUM cannot run inside a transaction
-        try:
-            driver.execute("VACUUM")
-        finally:
-            driver.isolation_level = old
 
 
 def _read_version(engine: Engine) -> int | None:
