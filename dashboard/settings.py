@@ -79,6 +79,16 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Window of the restart budget, seconds."),
     SettingSpec("runner.intent_expiry_s", None, "float", 900.0,
                 "A request (relaunch, stop, sweep, validation) not started within this many seconds expires."),
+    SettingSpec("retention.samples_days", None, "float", 7.0,
+                "Days of raw samples kept (only minutes already rolled up are deleted); 0 keeps them forever."),
+    SettingSpec("retention.rollups_days", None, "float", 90.0,
+                "Days of minute rollups kept (only quarters already written are deleted); 0 keeps them forever."),
+    SettingSpec("retention.quarters_days", None, "float", 730.0,
+                "Days of 15-minute rollups kept; 0 keeps them forever."),
+    SettingSpec("retention.probes_days", None, "float", 365.0,
+                "Days of probe runs and their requests kept (by the run's created_at); 0 keeps them forever."),
+    SettingSpec("retention.events_days", None, "float", 365.0,
+                "Days of events kept; 0 keeps them forever."),
     SettingSpec("launch.allowed_entrypoints", None, "list[str]", [],
                 "Entrypoints a profile may name beside `sglang.launch_server`, `sglang serve` and the bundled simulator."),
     SettingSpec("launch.allowed_env", None, "list[str]", [],
@@ -134,6 +144,7 @@ class Settings:
     probe: dict[str, Any] = field(default_factory=dict)
     runner: dict[str, Any] = field(default_factory=dict)  # auto_restart, restart_budget, ...
     launch: dict[str, Any] = field(default_factory=dict)  # allowed_entrypoints, allowed_env
+    retention: dict[str, Any] = field(default_factory=dict)  # samples_days, rollups_days, ... (days)
     servers: list[ServerConfig] = field(default_factory=list)
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
     config_path: Path | None = None
@@ -323,6 +334,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
     runner = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("runner.")}
     launch = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("launch.")}
+    retention = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("retention.")}
+    if any(v < 0 for v in retention.values()):
+        raise SettingsError("Settings retention.*_days must be >= 0 (0 keeps rows forever).")
     if values["session_ttl_s"] <= 0:
         raise SettingsError(f"Setting session_ttl_s is {values['session_ttl_s']}; expected seconds > 0, e.g. 28800.")
     if runner["restart_budget"] < 0 or runner["intent_expiry_s"] <= 0:
@@ -351,6 +365,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         probe=probe,
         runner=runner,
         launch=launch,
+        retention=retention,
         servers=servers,
         slo=slo,
         config_path=config_path,

@@ -14,6 +14,10 @@ How it works:
 - Shutdown (SIGTERM / Ctrl-C / stop()): the supervisor stops every managed server FIRST, then
   sweeps are stopped, then the poll threads are given a bounded wait (a poll stuck on a stalled
   server never holds a server process alive), then the last flush and the lease release.
+- Retention (storage/repo/retention.py, settings `retention.*_days`): every `retention_every_s`
+  (the first pass `RETENTION_FIRST_S` after start) at most `retention_batches` deletes of at most
+  `retention_batch_rows` rows, each its own transaction, so the writer waits one batch at most;
+  then SQLite's incremental vacuum. A failed pass is logged and tried again at the next one.
 - The built-in `self` collector records the runner's CPU (self.cpu_pct, % of one core), scheduler
   loop lag (self.loop_lag_s) and rows written per second (self.rows_per_s), on server_id 0.
 """
@@ -44,6 +48,7 @@ from runner.intents import IntentHandler, IntentLanes
 from runner.lease import LEASE_TTL_S, RENEW_EVERY_S, Lease, LeaseHeld
 from runner.writer import Batch, BatchWriter
 from storage import repo
+from storage.db import incremental_vacuum
 
 __all__ = ["LEASE_TTL_S", "SELF_SERVER_ID", "LeaseHeld", "Runner", "Supervisor"]
 
@@ -56,6 +61,7 @@ CATCHUP_SLICES_PER_PASS = 4
 CATCHUP_MAX_S = 7 * 86400.0  # never catch up further back than this (raw retention's default)
 POLL_JOIN_S = 10.0  # at shutdown, how long poll threads get to finish before we move on
 INTENT_EXPIRY_S = 900.0
+RETENTION_FIRST_S = 60.0  # the first retention pass, seconds after start (not during start-up)
 
 
 class Supervisor(Protocol):
@@ -127,6 +133,10 @@ class Runner:
         max_backoff_s: float = 60.0,
         holder: str | None = None,
         intent_expiry_s: float = INTENT_EXPIRY_S,
+        retention: dict[str, Any] | None = None,
+        retention_every_s: float = 600.0,
+        retention_batch_rows: int = 5000,
+        retention_batches: int = 20,
     ) -> None:
         self.engine = engine
         self.supervisor = supervisor
@@ -142,6 +152,10 @@ class Runner:
         self._lag_lock = threading.Lock()
         self._rolled_until: float | None = None  # end of the last successful compute_rollups
         self._series: set[tuple[int, str]] = set()  # (server_id, metric) rolled up since start
+        self.retention = retention  # {samples_days, ...}; None: the runner deletes nothing
+        self.retention_every_s = retention_every_s
+        self.retention_batch_rows = retention_batch_rows
+        self.retention_batches = retention_batches
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self._slots)), thread_name_prefix="poll")
         self._stop = threading.Event()
@@ -251,6 +265,7 @@ class Runner:
             self.acquire()
         started = time.monotonic()
         last_flush = last_beat = last_rollup = last_expiry = time.monotonic()
+        next_retention = started + RETENTION_FIRST_S
         expected = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -283,6 +298,9 @@ class Runner:
                 if now_m - last_rollup >= (2.0 if self.catching_up else 60.0):
                     self._roll_up()
                     last_rollup = now_m
+                if self.retention and now_m >= next_retention:
+                    self.retain(time.time())
+                    next_retention = time.monotonic() + self.retention_every_s
                 if duration_s is not None and now_m - started >= duration_s:
                     break
                 expected = time.monotonic() + self.tick_s
@@ -343,6 +361,19 @@ class Runner:
         if until - start > CATCHUP_SLICE_S:
             log.info("catching up rollups from %.0f s ago, oldest first", until - start)
         return start
+
+    def retain(self, now: float) -> dict[str, int]:
+        """One bounded retention pass (rows deleted per table); a failure is logged, and the
+        next pass tries again."""
+        try:
+            deleted = repo.apply_retention(self.engine, policy=self.retention or {}, now=now,
+                                           batch_rows=self.retention_batch_rows, max_batches=self.retention_batches)
+            if any(deleted.values()):
+                incremental_vacuum(self.engine)
+            return deleted
+        except Exception as exc:
+            log.warning("retention pass failed (will retry): %s", exc)
+            return {}
 
     def _shutdown(self) -> None:
         # 1. servers first: nothing may keep a server process alive past the runner's own end

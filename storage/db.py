@@ -47,6 +47,10 @@ def sqlite_path(url: str) -> Path | None:
 
 def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
+    # Before anything writes the file header: a NEW file gives pages freed by retention back in
+    # small steps (`incremental_vacuum`); on an existing file without it this is a no-op (it
+    # switches only through a one-off `VACUUM`, see README "Retention").
+    cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -151,6 +155,31 @@ def _upgrade(engine: Engine, version: int | None) -> None:
                 version += 1
         SQLModel.metadata.create_all(conn)
         _write_version(conn, models.SCHEMA_VERSION)
+
+
+def incremental_vacuum(engine: Engine, *, pages_per_step: int = 1000, max_steps: int = 100) -> int | None:
+    """Give free pages of a SQLite file back to the file system, `pages_per_step` pages (4 KiB
+    each by default) per short write, at most `max_steps` writes; returns the free pages left,
+    or None when the database is not SQLite or not in incremental auto-vacuum mode (PostgreSQL's
+    autovacuum reuses the space of deleted rows itself). The file shrinks at the next WAL
+    checkpoint; cross-check with `sqlite3 pitwall.db 'PRAGMA freelist_count'`."""
+    if engine.dialect.name != "sqlite":
+        return None
+    with engine.connect() as conn:
+        if conn.exec_driver_sql("PRAGMA auto_vacuum").scalar() != 2:
+            return None
+        free = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+        for _ in range(max_steps):
+            if free <= 0:
+                break
+            # the pragma frees one page per step and sqlite3's execute() steps once: executescript
+            # steps it to the end
+            conn.connection.driver_connection.executescript(  # type: ignore[union-attr]
+                f"PRAGMA incremental_vacuum({int(pages_per_step)});")
+            conn.commit()
+            free = int(conn.exec_driver_sql("PRAGMA freelist_count").scalar() or 0)
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return free
 
 
 def _read_version(engine: Engine) -> int | None:

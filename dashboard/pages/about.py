@@ -10,7 +10,7 @@ from dashboard import __version__
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_bytes, fmt_ts, fmt_value
 from dashboard.services.views import timeseries as ts
-from dashboard.services.views.health import runner_health, shown_url
+from dashboard.services.views.health import retention_table, runner_health, shown_url
 
 ctx = session.bootstrap()
 st.title("About / health")
@@ -60,6 +60,22 @@ def live() -> None:
     )
 
 
+
+@st.cache_data(ttl=60, show_spinner=False)
+def _retention(url: str, policy: tuple[tuple[str, float], ...]) -> pd.DataFrame:
+    return retention_table(ctx.engine, dict(policy))
+
+
+@session.safe("Retention")
+def retention() -> None:
+    st.subheader("Retention")
+    st.caption("What the runner keeps (settings `retention.*_days`) and removes next, in small batches; "
+               "raw samples go only once their minute is rolled up, minute rollups once their quarter is.")
+    st.dataframe(_retention(ctx.settings.database_url, tuple(sorted(ctx.settings.retention.items()))),
+                 hide_index=True, width="content")
+
+
 live()
+retention()
 st.caption(f"Database URL: {shown_url(ctx.settings.database_url)} · data folder: {ctx.settings.data_dir}")
 st.caption(auth.describe(ctx.settings))

@@ -3,7 +3,7 @@
 Callers use `from storage import repo` and `repo.<function>`; the families are
 `samples` (hot-path insert, raw reads, chart buckets), `rollups` (minute and quarter tiers),
 `events`, `intents`, `runner_state` (collector state, the runner lease), `inventory` (servers,
-profiles, launches), `probes` (probe runs and requests) and `audit`.
+profiles, launches), `probes` (probe runs and requests), `retention` (what old rows leave, in batches) and `audit`.
 
 Rules (reference/perf-baselines.md): time-series rows are written with SQLAlchemy Core
 `insert()` executemany in batches, never per-row ORM adds (12x slower); percentile reads select the
@@ -20,6 +20,7 @@ from storage.repo.events import *  # noqa: F403
 from storage.repo.intents import *  # noqa: F403
 from storage.repo.inventory import *  # noqa: F403
 from storage.repo.probes import *  # noqa: F403
+from storage.repo.retention import *  # noqa: F403
 from storage.repo.rollups import *  # noqa: F403
 from storage.repo.runner_state import *  # noqa: F403
 from storage.repo.samples import *  # noqa: F403

@@ -182,6 +182,9 @@ def test_about_page_reports_runner_and_tables(seeded):
     text = _all_text(at)
     assert "not running" in text
     assert at.dataframe
+    assert "Retention" in [h.value for h in at.subheader]
+    frames = [d.value for d in at.dataframe if "removed next" in d.value.columns]
+    assert frames and {"sample", "rollup", "proberun"} <= set(frames[0]["table"])
 
 
 def test_a_broken_database_shows_a_sentence_not_a_traceback(seeded, app_env, monkeypatch):

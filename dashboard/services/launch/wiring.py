@@ -65,7 +65,8 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
         log.error(err)
         repo.add_event(engine, kind="collector_error", message=err, severity="error")
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
-                  intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)))
+                  intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
+                  retention=dict(settings.retention))
 
 
 class _with_close:  # noqa: N801 - reads as a function at the call site

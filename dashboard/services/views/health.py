@@ -1,6 +1,7 @@
 """Collection health: is the runner alive, how big is the database, what does each table hold.
 
-Used by the About / health page and `pitwall status`. The runner is "alive" when its lease
+Used by the About / health page and `pitwall status`; `retention_table` is the page's view of
+the retention policy (storage/repo/retention.py: rows, bytes, oldest row, what goes next). The runner is "alive" when its lease
 heartbeat is younger than LEASE_TTL_S (it renews every 2 s). URLs come out redacted
 (`shown_url`: a PostgreSQL password or a server URL's userinfo is never printed).
 """
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
+from dashboard.services.format import fmt_ts
 from runner.lease import LEASE_TTL_S
 from runner.loop import SELF_SERVER_ID
 from storage import repo
@@ -92,3 +96,22 @@ def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
         self_metrics={k: v for k, (_, v) in latest.items()},
     )
 
+
+
+def retention_table(engine: Engine, policy: dict[str, Any], now: float | None = None) -> pd.DataFrame:
+    """One row per table the retention policy covers: rows, bytes on disk ("n/a" where the
+    database cannot say: SQLite without `dbstat`), oldest row (UTC), how long rows are kept
+    (days; "forever" for 0) and the rows the runner's next passes remove."""
+    now = time.time() if now is None else now
+    plan = repo.retention_plan(engine, policy=policy, now=now)
+    sizes = repo.table_sizes(engine, [p["table"] for p in plan])
+    keys = {t: k for t, k, *_ in repo.RETENTION_TABLES}
+    return pd.DataFrame({
+        "table": [p["table"] for p in plan],
+        "rows": [p["rows"] for p in plan],
+        "size": [fmt_bytes(sizes.get(p["table"]), missing="n/a") for p in plan],
+        "oldest (UTC)": [fmt_ts(p["oldest"]) if p["oldest"] is not None else "—" for p in plan],
+        "kept": [f"{float(policy.get(keys[p['table']]) or 0):g} days" if p["cutoff"] is not None else "forever"
+                 for p in plan],
+        "removed next": [p["to_remove"] for p in plan],
+    })
