@@ -51,7 +51,8 @@ log = logging.getLogger("pitwall.runner")
 
 SELF_SERVER_ID = 0  # samples about the runner itself
 ROLLUP_LAG_S = 5.0  # a minute is rolled up this long after it ends (late polls land first)
-POLL_JOIN_S = 10.0  # at shutdown, how long poll threads get to finish before we move on
+POLL_JOIN_S = 5.0  # at shutdown, how long poll threads get to finish before we move on (every
+# read has its own total deadline, collectors.http.get_capped; `pitwall collect` exits past the rest)
 INTENT_EXPIRY_S = 900.0
 
 
