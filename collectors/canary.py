@@ -13,7 +13,9 @@ stream is parsed by the probe's pure `StreamParser`, so TTFT means the same as i
 | canary.ok | 1/0 | 1 when the request succeeded, 0 otherwise | `curl -N URL/generate -d '{"text":"hi","stream":true}'` |
 
 Source `probe`. A failed request also emits one `probe_error` event (severity warning) naming the
-error kind (timeout, connect_refused, http_<code>, stream_broken, invalid_response).
+error kind (timeout, connect_refused, http_<code>, stream_broken, invalid_response, too_large).
+`timeout_s` is the total deadline of one request (connect + every read); the body is capped by
+`collectors.http.BODY_CAPS`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import time
 import httpx
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.http import auth_headers
+from collectors.http import CapExceeded, DeadlineExceeded, auth_headers, capped_client, get_capped
 from collectors.probe.sse import (
     InvalidResponse,
     ServerStreamError,
@@ -50,25 +52,35 @@ def canary_once(client: httpx.Client, target: ServerTarget, timeout_s: float) ->
     t0 = time.perf_counter()
     try:
         if target.kind == "image":
-            resp = client.post(base + "/v1/images/generations", json=IMAGE_BODY, headers=headers, timeout=timeout_s)
+            resp = get_capped(client, base + "/v1/images/generations", method="POST",
+                              json_body=IMAGE_BODY, headers=headers, deadline_s=timeout_s)
             if resp.status_code >= 300:
                 out["error_kind"] = f"http_{resp.status_code}"
             else:
                 parse_image_response(resp.json())
         else:
-            with client.stream("POST", base + "/generate", json=GENERATE_BODY, headers=headers,
-                               timeout=timeout_s) as resp:
-                if resp.status_code >= 300:
-                    resp.read()
-                    out["error_kind"] = f"http_{resp.status_code}"
-                else:
-                    parser = StreamParser("generate")
-                    for line in resp.iter_lines():
-                        parser.feed(line)
-                        if out["ttft_s"] is None and parser.visible:
-                            out["ttft_s"] = time.perf_counter() - t0
-                    if not parser.done:
-                        out["error_kind"], out["detail"] = "stream_broken", "stream ended without [DONE]"
+            parser = StreamParser("generate")
+            lines = _Lines()
+
+            def on_chunk(chunk: bytes) -> None:
+                for line in lines.feed(chunk):
+                    parser.feed(line)
+                if out["ttft_s"] is None and parser.visible:
+                    out["ttft_s"] = time.perf_counter() - t0
+
+            resp = get_capped(client, base + "/generate", method="POST", json_body=GENERATE_BODY,
+                              headers=headers, deadline_s=timeout_s, on_chunk=on_chunk)
+            if resp.status_code >= 300:
+                out["error_kind"] = f"http_{resp.status_code}"
+            else:
+                for line in lines.flush():
+                    parser.feed(line)
+                if not parser.done:
+                    out["error_kind"], out["detail"] = "stream_broken", "stream ended without [DONE]"
+    except DeadlineExceeded as exc:
+        out["error_kind"], out["detail"] = "timeout", str(exc)
+    except CapExceeded as exc:
+        out["error_kind"], out["detail"] = "too_large", str(exc)
     except httpx.ConnectError as exc:
         out["error_kind"], out["detail"] = "connect_refused", str(exc)
     except httpx.TimeoutException:
@@ -86,6 +98,26 @@ def canary_once(client: httpx.Client, target: ServerTarget, timeout_s: float) ->
     return out
 
 
+class _Lines:
+    """Splits a byte stream into text lines as chunks arrive (linear: each byte is scanned once)."""
+
+    def __init__(self) -> None:
+        self._rest = bytearray()
+
+    def feed(self, chunk: bytes) -> list[str]:
+        if b"\n" not in chunk:
+            self._rest += chunk
+            return []
+        self._rest += chunk
+        *done, rest = bytes(self._rest).split(b"\n")
+        self._rest = bytearray(rest)
+        return [ln.rstrip(b"\r").decode("utf-8", errors="replace") for ln in done]
+
+    def flush(self) -> list[str]:
+        rest, self._rest = bytes(self._rest), bytearray()
+        return [rest.rstrip(b"\r").decode("utf-8", errors="replace")] if rest else []
+
+
 class CanaryCollector:
     """Collector "canary": one short request per server per interval."""
 
@@ -94,7 +126,7 @@ class CanaryCollector:
     def __init__(self, interval_s: float = 30.0, timeout_s: float = 20.0) -> None:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
-        self._client = httpx.Client()
+        self._client = capped_client(timeout_s)
 
     def poll(self, ctx: CollectorContext) -> PollResult:
         out = PollResult()

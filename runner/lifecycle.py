@@ -28,8 +28,9 @@ from typing import Any
 import httpx
 from sqlalchemy.engine import Engine
 
+from collectors.base import CollectorError
 from collectors.engines import get_engine
-from collectors.http import auth_headers
+from collectors.http import auth_headers, get_capped
 from runner import procs
 from runner.launch_plan import (
     LaunchPlan,
@@ -42,6 +43,9 @@ from runner.launch_plan import (
 from storage import repo
 from storage.files import open_private, private_dir
 from storage.models import Launch, Server
+
+HEALTH_DEADLINE_S = 1.0  # one readiness /health read in total (connect + head + body), seconds
+INFO_DEADLINE_S = 5.0  # one /server_info read in total, seconds
 
 
 @dataclass
@@ -266,15 +270,16 @@ class Lifecycle:
         try:
             # A fresh connection per call, closed by us: no keep-alive socket for the server to
             # close at shutdown, which would leave its port in TIME_WAIT for the next launch.
-            return httpx.get(f"{base_url}{path}", headers=headers, timeout=1.0).status_code == 200
-        except httpx.HTTPError:
+            r = get_capped(None, f"{base_url}{path}", headers=headers, deadline_s=HEALTH_DEADLINE_S)
+            return r.status_code == 200
+        except (httpx.HTTPError, CollectorError):
             return False
 
     def _server_info(self, base_url: str, headers: dict[str, str], paths: tuple[str, ...]) -> dict[str, Any] | None:
         for path in paths:
             try:
-                r = httpx.get(f"{base_url}{path}", headers=headers, timeout=5.0)
-            except httpx.HTTPError:
+                r = get_capped(None, f"{base_url}{path}", headers=headers, deadline_s=INFO_DEADLINE_S)
+            except (httpx.HTTPError, CollectorError):
                 return None
             if r.status_code == 200:
                 try:

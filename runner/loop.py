@@ -59,7 +59,8 @@ ROLLUP_LAG_S = 5.0  # a minute is rolled up this long after it ends (late polls 
 CATCHUP_SLICE_S = 3600.0  # rollup catch-up reads at most this much raw time at once
 CATCHUP_SLICES_PER_PASS = 4
 CATCHUP_MAX_S = 7 * 86400.0  # never catch up further back than this (raw retention's default)
-POLL_JOIN_S = 10.0  # at shutdown, how long poll threads get to finish before we move on
+POLL_JOIN_S = 5.0  # at shutdown, how long poll threads get to finish before we move on (every
+# read has its own total deadline, collectors.http.get_capped; `pitwall collect` exits past the rest)
 INTENT_EXPIRY_S = 900.0
 RETENTION_FIRST_S = 60.0  # the first retention pass, seconds after start (not during start-up)
 

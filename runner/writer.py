@@ -4,7 +4,9 @@ Collectors' rows (samples, events) and the state they saved (log offsets, last c
 go onto one queue; `flush()` writes everything queued in ONE transaction, so a runner killed at
 any instant either committed a poll's rows and its new offset, or neither (no loss, no double
 count on restart). A flush that fails (a database locked past busy_timeout, a full disk) keeps
-its batch and retries it first next time.
+its batch and retries it first next time, up to MAX_RETRY_ROWS samples: past that the oldest
+samples are dropped (memory stays bounded while the database is down for hours), and the first
+write that succeeds again carries ONE `collector_error` event saying how many were dropped and why.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,8 @@ from storage import repo
 
 log = logging.getLogger("pitwall.runner")
 
+MAX_RETRY_ROWS = 200_000  # samples kept for retry while writes fail (~100 bytes each: ~20 MB)
+
 
 @dataclass
 class Batch:
@@ -31,8 +36,10 @@ class Batch:
 
 
 class BatchWriter:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, max_retry_rows: int = MAX_RETRY_ROWS) -> None:
         self.engine = engine
+        self.max_retry_rows = max_retry_rows
+        self.dropped_rows = 0  # samples dropped since the last successful write
         self.rows_written = 0
         self.write_failures = 0
         self.queued_rows = 0  # approximate; only decides when to flush early
@@ -68,8 +75,21 @@ class BatchWriter:
             batch.events.extend(b.events)
             batch.states.update(b.states)
         self.queued_rows = 0
+        if len(batch.samples) > self.max_retry_rows:
+            over = len(batch.samples) - self.max_retry_rows
+            del batch.samples[:over]  # the oldest: the newest say more about now
+            self.dropped_rows += over
         if not (batch.samples or batch.events or batch.states):
             return 0
+        events = list(batch.events)
+        if self.dropped_rows:
+            events.append(EventRow(
+                time.time(), None, "collector_error",
+                f"Dropped the {self.dropped_rows} oldest samples: the database refused writes and "
+                f"the runner keeps at most {self.max_retry_rows} samples for retry (limit); check "
+                "that no other process holds the database locked and that the disk has room.",
+                "warning",
+            ))
         try:
             with self.engine.begin() as conn:
                 repo.insert_sample_tuples(
@@ -81,7 +101,7 @@ class BatchWriter:
                     rows=[
                         {"ts": e.ts, "server_id": e.server_id, "launch_id": e.launch_id, "kind": e.kind,
                          "severity": e.severity, "message": e.message, "raw": e.raw}
-                        for e in batch.events
+                        for e in events
                     ],
                 )
                 for key, value in batch.states.items():
@@ -99,6 +119,7 @@ class BatchWriter:
             for key, value in batch.states.items():
                 if self._pending_state.get(key) is value:
                     del self._pending_state[key]
-        n = len(batch.samples) + len(batch.events)
+        self.dropped_rows = 0
+        n = len(batch.samples) + len(events)
         self.rows_written += n
         return n

@@ -126,6 +126,8 @@ async def send(
                     await _read_image(resp, rec)
                 else:
                     await _read_stream(resp, api, rec)
+    except TooLarge as exc:
+        rec.error_kind, rec.error_detail = "too_large", str(exc)
     except TimeoutError:
         rec.error_kind, rec.error_detail = "timeout", f"no complete answer within {timeout_s:g} s"
     except aiohttp.ClientConnectorError as exc:
@@ -146,6 +148,14 @@ async def send(
     return rec
 
 
+MAX_SSE_LINE_BYTES = 1 << 20  # one SSE line (a cumulative /generate chunk is ~the text so far)
+MAX_RESPONSE_BYTES = 64 << 20  # one whole streamed response
+
+
+class TooLarge(Exception):
+    """A streamed answer passed MAX_SSE_LINE_BYTES per line or MAX_RESPONSE_BYTES in total."""
+
+
 async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecord) -> None:
     ctype = resp.headers.get("Content-Type", "")
     if "text/event-stream" not in ctype:
@@ -162,13 +172,26 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
     t_first: float | None = None
     t_prev = 0.0
     itl = rec.itl_s
-    tail = b""
+    parts: list[bytes] = []  # the unterminated line so far, as received (joined once: linear)
+    part_bytes = total = 0
     # One await per network read (not per line): events that arrived together are parsed together
     # and share the read's timestamp, the instant they reached the client.
     async for data in resp.content.iter_any():
         now = time.perf_counter()
-        lines = (tail + data).split(b"\n") if tail else data.split(b"\n")
+        total += len(data)
+        if total > MAX_RESPONSE_BYTES:
+            raise TooLarge(f"the response passed {MAX_RESPONSE_BYTES >> 20} MiB (limit)")
+        if b"\n" not in data:
+            parts.append(data)
+            part_bytes += len(data)
+            if part_bytes > MAX_SSE_LINE_BYTES:
+                raise TooLarge(f"one SSE line passed {MAX_SSE_LINE_BYTES >> 20} MiB (limit)")
+            continue
+        lines = (b"".join(parts) + data).split(b"\n") if parts else data.split(b"\n")
         tail = lines.pop()
+        parts, part_bytes = ([tail], len(tail)) if tail else ([], 0)
+        if max(map(len, lines)) > MAX_SSE_LINE_BYTES or part_bytes > MAX_SSE_LINE_BYTES:
+            raise TooLarge(f"one SSE line passed {MAX_SSE_LINE_BYTES >> 20} MiB (limit)")
         for line in lines:
             n = parser.feed(line)
             if t_first is None:
@@ -180,6 +203,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
                 gap = (now - t_prev) / n
                 itl.extend([gap] * n)
                 t_prev = now
+    tail = b"".join(parts)
     if tail.strip():
         parser.feed(tail)
     if not parser.done:

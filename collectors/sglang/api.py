@@ -35,8 +35,15 @@ from typing import Any
 
 import httpx
 
-from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.http import auth_headers
+from collectors.base import (
+    CollectorContext,
+    CollectorError,
+    EventRow,
+    PollResult,
+    SampleRow,
+    ServerTarget,
+)
+from collectors.http import CappedResponse, auth_headers, capped_client, get_capped
 from collectors.sglang.api_parse import (
     HEALTH_PATH,
     LOAD_PATHS,
@@ -65,6 +72,7 @@ class SGLangApiCollector:
         self,
         interval_s: float = 5.0,
         timeout_s: float = 10.0,
+        deadline_s: float = 10.0,
         info_interval_s: float = 60.0,
         flap_threshold: int = 4,
         flap_window_s: float = 300.0,
@@ -74,12 +82,15 @@ class SGLangApiCollector:
         self.flap_threshold = flap_threshold
         self.flap_window_s = flap_window_s
         # /health may run a generation (0.5.1+): SGLang itself waits up to 20 s for it
-        self._client = httpx.Client(timeout=timeout_s)
+        self._client = capped_client(timeout_s)
+        self.deadline_s = deadline_s  # one whole read (connect + head + body), seconds
 
     # -- HTTP ---------------------------------------------------------------------------------
-    def _get(self, server: ServerTarget, path: str) -> httpx.Response:
+    def _get(self, server: ServerTarget, path: str) -> CappedResponse:
+        """One capped read; raises DeadlineExceeded / CapExceeded (CollectorError) or httpx errors."""
         headers = auth_headers(server.api_key)
-        return self._client.get(server.base_url.rstrip("/") + path, headers=headers)
+        url = server.base_url.rstrip("/") + path
+        return get_capped(self._client, url, headers=headers, deadline_s=self.deadline_s)
 
     def _get_json(
         self, server: ServerTarget, paths: tuple[str, ...], preferred: str | None
@@ -90,7 +101,8 @@ class SGLangApiCollector:
             resp = self._get(server, path)
             if resp.status_code in (404, 405):
                 continue
-            resp.raise_for_status()
+            if resp.status_code >= 400:
+                raise ValueError(f"{path} returned HTTP {resp.status_code}")
             return path, resp.json()
         raise _NotFound(f"none of {', '.join(paths)} exists on {server.base_url}")
 
@@ -101,6 +113,8 @@ class SGLangApiCollector:
             resp = self._get(server, HEALTH_PATH)
         except httpx.TimeoutException:
             return False, None, "timed out"
+        except CollectorError as exc:  # a cap or the total deadline: the message names the limit
+            return False, None, str(exc)
         except httpx.HTTPError as exc:
             return False, None, f"{type(exc).__name__}: {exc}"
         latency = time.perf_counter() - t0
@@ -154,14 +168,14 @@ class SGLangApiCollector:
                 endpoints["loads"] = path
                 for k, v in sorted(parse_loads(data).items()):
                     out.samples.append(SampleRow(now, server.id, k, v, SOURCE, server.launch_id))
-            except (httpx.HTTPError, ValueError, _NotFound):
+            except (httpx.HTTPError, ValueError, _NotFound, CollectorError):
                 pass  # loads are optional (absent before 0.4.7): health and info still count
             due = now - float(state.get("info_at") or 0.0) >= self.info_interval_s
             if was_up is not True or due:
                 try:
                     out.extend(self._refresh_info(ctx, server, now, endpoints))
                     state["info_at"] = now
-                except (httpx.HTTPError, ValueError, _NotFound) as exc:
+                except (httpx.HTTPError, ValueError, _NotFound, CollectorError) as exc:
                     out.events.append(
                         EventRow(
                             now,
@@ -190,7 +204,7 @@ class SGLangApiCollector:
             mpath, mdata = self._get_json(server, MODEL_INFO_PATHS, endpoints.get("model_info"))
             endpoints["model_info"] = mpath
             model = parse_model_info(mdata)
-        except (httpx.HTTPError, ValueError, _NotFound):
+        except (httpx.HTTPError, ValueError, _NotFound, CollectorError):
             pass
         key = f"{self.name}:{server.id}:info"
         prev = ctx.load_state(key) or {}

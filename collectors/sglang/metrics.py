@@ -54,7 +54,7 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
-from collectors.http import auth_headers
+from collectors.http import auth_headers, capped_client, get_capped
 from collectors.sglang.metrics_alias import (
     ALIASES,
     LOOKUP,
@@ -268,9 +268,13 @@ class SGLangMetricsCollector:
 
     name = "sglang_metrics"
 
-    def __init__(self, interval_s: float = 5.0, timeout_s: float = 3.0) -> None:
+    def __init__(
+        self, interval_s: float = 5.0, timeout_s: float = 3.0, deadline_s: float = 10.0
+    ) -> None:
+        """`timeout_s`: per socket read, seconds; `deadline_s`: a whole scrape, seconds."""
         self.interval_s = interval_s
-        self._client = httpx.Client(timeout=timeout_s)
+        self.deadline_s = max(deadline_s, timeout_s)
+        self._client = capped_client(timeout_s)
         self._last_error: dict[int, str] = {}
 
     def scrape(self, server: ServerTarget) -> str:
@@ -278,7 +282,9 @@ class SGLangMetricsCollector:
         url = server.base_url.rstrip("/") + "/metrics"
         headers = auth_headers(server.api_key)
         try:
-            resp = self._client.get(url, headers=headers)
+            resp = get_capped(self._client, url, headers=headers, deadline_s=self.deadline_s)
+        except CollectorError:
+            raise  # a cap or the deadline: its message names the limit
         except httpx.HTTPError as exc:
             raise CollectorError(
                 f"Could not reach {url} ({type(exc).__name__}: {exc}); check that server "

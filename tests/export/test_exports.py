@@ -192,3 +192,18 @@ def test_cli_unwritable_output(cli_db, tmp_path, capsys):
     blocker.write_text("x")
     code = export_cli(["--server", "a", "--format", "md", "--output", str(blocker / "x.md")])
     assert code == 1 and "Cannot write" in capsys.readouterr().err
+
+
+def test_json_maps_non_finite_figures_to_null(cards):
+    """A /metrics gauge can say +Inf or NaN: the JSON export stays strict JSON (null there)."""
+    card = cards[0]
+    keys = list(card.figures)[:3]
+    for key, bad in zip(keys, (float("inf"), float("-inf"), float("nan")), strict=True):
+        card.figures[key].value = bad
+
+    def refuse(const: str) -> float:
+        raise ValueError(f"non-standard JSON constant {const}")
+
+    doc = json.loads(formats.to_json([card]), parse_constant=refuse)
+    got = {f["key"]: f["value"] for f in doc["scorecards"][0]["figures"] if f["key"] in keys}
+    assert got == {k: None for k in keys}

@@ -18,6 +18,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import numbers
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -232,8 +234,24 @@ def json_document(cards: Sequence[Scorecard], comparison: Comparison | None = No
     }
 
 
+def _finite(obj: Any) -> Any:
+    """A copy of a JSON-able value with every +Inf, -Inf and NaN (a /metrics gauge can say
+    `+Inf`) replaced by null: strict JSON has no such numbers. Numpy scalars become floats."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, (bool, int, str)) or obj is None:
+        return obj
+    if isinstance(obj, numbers.Real):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    return obj
+
+
 def to_json(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> str:
-    return json.dumps(json_document(cards, comparison), indent=2, sort_keys=False,
+    """Strict JSON (no Infinity/NaN: non-finite figures are null)."""
+    return json.dumps(_finite(json_document(cards, comparison)), indent=2, sort_keys=False,
                       allow_nan=False, default=float)
 
 
