@@ -316,7 +316,7 @@ class SGLangLogCollector:
             cur = s.tailer.state
             if cur is None:
                 return None
-            st = TailState(cur.dev, cur.ino, cur.offset, cur.head, cur.line_no)
+            st = TailState(cur.dev, cur.ino, cur.offset, cur.head, cur.line_no, cur.skipping)
         d = st.to_dict()
         d["path"] = s.path
         return d

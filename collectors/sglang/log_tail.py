@@ -16,6 +16,10 @@ Identity of the file: (st_dev, st_ino) plus the first bytes of the file (`head`,
 - **truncation** (size < offset, or the first bytes changed — copytruncate that regrew past the
   old offset): read again from offset 0.
 - **bounded work**: at most `max_bytes` per call, so a huge backlog is read over several polls.
+- **over-long lines**: a line longer than LINE_CAP is returned cut to its first LINE_CAP bytes
+  as soon as that much of it is there; the rest is skipped as it is written (`skipped_bytes`
+  counts it) and the offset moves past everything seen, so an unterminated 64 MiB line is never
+  read again from its start on the next poll.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 HEAD_BYTES = 64
+#: A line longer than this is cut: its first LINE_CAP bytes are returned (SGLang's longest lines,
+#: the server_args dump, are a few KiB), the rest is skipped as it arrives, never read twice.
+LINE_CAP = 64 << 10
 
 
 @dataclass(slots=True)
@@ -37,10 +44,11 @@ class TailState:
     offset: int = 0  # byte offset of the next unread line in the file (dev, ino)
     head: str = ""  # first bytes of that file, latin-1 decoded (JSON-safe, lossless)
     line_no: int = 0  # physical lines before `offset` (1-based numbering continues from it)
+    skipping: int = 0  # > 0: inside an over-long line (LINE_CAP): bytes of it skipped so far
 
     def to_dict(self) -> dict[str, Any]:
         return {"dev": self.dev, "ino": self.ino, "offset": self.offset, "head": self.head,
-                "line_no": self.line_no}
+                "line_no": self.line_no, "skipping": self.skipping}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None) -> TailState | None:
@@ -48,7 +56,7 @@ class TailState:
             return None
         try:
             return cls(int(d["dev"]), int(d["ino"]), int(d["offset"]), str(d.get("head", "")),
-                       int(d.get("line_no", 0)))
+                       int(d.get("line_no", 0)), int(d.get("skipping", 0)))
         except (KeyError, TypeError, ValueError):
             return None  # unreadable state: start over rather than fail forever
 
@@ -75,6 +83,7 @@ class LogTailer:
         self._start_at_end = start_at_end and state is None
         self._pending_old: tuple[IO[bytes], TailState] | None = None
         self._heads: dict[tuple[int, int], str] = {}
+        self.skipped_bytes = 0  # bytes of over-long lines skipped since this tailer started
         if state is not None:
             self._pending_old = self._find_rotated(state)
 
@@ -159,16 +168,25 @@ class LogTailer:
         self._heads[(st.dev, st.ino)] = st.head
         f.seek(st.offset)
         data = f.read(self.max_bytes)
-        if len(data) == self.max_bytes and b"\n" not in data:
-            data += f.readline()  # one line longer than the budget: take it whole if complete
         at_eof = st.offset + len(data) >= os.fstat(f.fileno()).st_size
+        if st.skipping:  # the rest of an over-long line: skip to its newline, if it came
+            nl = data.find(b"\n")
+            seen = len(data) if nl < 0 else nl + 1
+            st.offset += seen
+            st.skipping += seen
+            self.skipped_bytes += seen
+            if nl < 0:
+                return at_eof
+            st.skipping = 0
+            data = data[seen:]
+            if not data:
+                return at_eof
         cut = data.rfind(b"\n") + 1
         if final and at_eof:
             cut = len(data)  # an unterminated last line that nobody will finish
-        if cut == 0:
-            return at_eof
-        chunk = data[:cut] if cut < len(data) else data
-        parts = chunk.split(b"\n")
+        tail = len(data) - cut  # bytes of a line not finished yet
+        chunk = data[:cut]
+        parts = chunk.split(b"\n") if chunk else []
         if chunk.endswith(b"\n"):
             parts.pop()
         start = st.offset
@@ -176,10 +194,23 @@ class LogTailer:
         for part in parts:
             end = min(start + len(part) + 1, limit)
             st.line_no += 1
+            if len(part) > LINE_CAP:
+                self.skipped_bytes += len(part) - LINE_CAP
+                part = part[:LINE_CAP]
             out.append(Line(part, start, end, st.dev, st.ino, st.line_no))
             start = end
         st.offset = limit
-        return at_eof and cut == len(data)
+        if tail >= LINE_CAP:
+            # an unfinished line already past the cap: return its head now, skip the rest as
+            # it comes (never read from its start again)
+            head = data[cut:cut + LINE_CAP]
+            st.line_no += 1
+            out.append(Line(head, st.offset, st.offset + tail, st.dev, st.ino, st.line_no))
+            self.skipped_bytes += tail - LINE_CAP
+            st.offset += tail
+            st.skipping = tail
+            return at_eof
+        return at_eof and tail == 0
 
     def head_of(self, dev: int, ino: int) -> str:
         """The first bytes of a file this tailer has read (for a TailState to persist)."""

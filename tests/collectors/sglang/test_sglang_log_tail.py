@@ -340,3 +340,40 @@ def test_collector_restart_across_rotation_loses_nothing(tmp_path: Path) -> None
         store.commit(c2.poll(store.ctx([srv])))
     assert running(store.rows) == [1.0, 2.0, 3.0]
     c2.close()
+
+
+def test_an_unterminated_huge_line_is_cut_and_never_read_again(tmp_path) -> None:
+    """Issue 17: a 64 MiB line written in pieces. Its first LINE_CAP bytes come back once; every
+    poll moves the offset to the end of what is there (nothing is read twice), across a restart
+    from the saved state too; the line after it is read normally."""
+    from collectors.sglang.log_tail import LINE_CAP, LogTailer, TailState
+
+    path = tmp_path / "huge.log"
+    path.write_bytes(b"first line\n")
+    tailer = LogTailer(str(path), max_bytes=4 << 20)
+    assert [ln.data for ln in tailer.read()] == [b"first line"]
+    piece = b"x" * (4 << 20)
+    got: list[bytes] = []
+    for i in range(16):  # 16 x 4 MiB = 64 MiB, no newline yet
+        with open(path, "ab") as f:
+            f.write(piece)
+        got += [ln.data for ln in tailer.read()]
+        assert tailer.state is not None and tailer.state.offset == path.stat().st_size  # all seen
+        if i == 7:  # the runner restarts mid-line: it resumes from the saved state
+            saved = TailState.from_dict(tailer.state.to_dict())
+            tailer.close()
+            tailer = LogTailer(str(path), saved, max_bytes=4 << 20)
+    assert got == [b"x" * LINE_CAP]  # the head, once
+    with open(path, "ab") as f:
+        f.write(b"tail of the huge line\nsecond line\n")
+    assert [ln.data for ln in tailer.read()] == [b"second line"]
+    assert tailer.state.skipping == 0 and tailer.state.line_no == 3
+
+
+def test_a_long_terminated_line_is_cut_to_the_cap(tmp_path) -> None:
+    from collectors.sglang.log_tail import LINE_CAP, LogTailer
+
+    path = tmp_path / "long.log"
+    path.write_bytes(b"y" * (LINE_CAP + 10) + b"\nshort\n")
+    lines = LogTailer(str(path)).read()
+    assert [len(ln.data) for ln in lines] == [LINE_CAP, 5]
