@@ -69,6 +69,11 @@ def soak(db: Path, *, days: int, hz: float) -> dict[str, object]:
     assert srv.id is not None
     repo.create_launch(engine, server_id=srv.id, profile_name="soak", sglang_version="0.5.23", status="ready",
                        started_at=start, server_args={"tp_size": GPUS_PER_SERVER})
+    with engine.begin() as conn:  # a few events, so the Server view has rules to mark (and toggle)
+        repo.insert_events(conn, rows=[
+            {"ts": start + (k + 0.5) * DAY, "server_id": srv.id, "launch_id": None,
+             "kind": ("oom", "decode_retract", "relaunch_done")[k % 3], "severity": "warning",
+             "message": f"soak event #{k}", "raw": None} for k in range(days)])
     defs = _series_defs(srv.id, 0)
     rng = np.random.default_rng(11)
     clock = Clock(start)
