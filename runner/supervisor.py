@@ -52,6 +52,7 @@ log = logging.getLogger("pitwall.supervisor")
 
 ADOPTED_HEALTH_EVERY_S = 2.0
 AUTO_RESTART_BY = "runner (auto-restart)"  # requested_by of the launch intents auto-restart writes
+AUTO_START_BY = "runner (auto-start)"  # ... and of the ones auto-start writes
 
 
 def restarts_used(engine: Engine, server_id: int, window_s: float, now: float | None = None) -> int:
@@ -294,5 +295,5 @@ class ProcessSupervisor(Lifecycle):
                 continue
             if self.auto_start and server.profile and not self._pending_control(server.id):
                 repo.create_intent(self.engine, kind="launch", server_id=server.id,
-                                   payload={"profile": server.profile}, requested_by="runner (auto-start)")
+                                   payload={"profile": server.profile}, requested_by=AUTO_START_BY)
 
