@@ -97,6 +97,11 @@ def _v3_to_v4(conn: Connection) -> None:
     _add_column(conn, "server", "stopped_at", "FLOAT")
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """v5: ProbeRequest.detail (per-request figures the server reports, and the probe's checks)."""
+    _add_column(conn, "proberequest", "detail", "JSON")
+
+
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """ALTER TABLE ... ADD COLUMN unless it is there (a file whose version was lowered by hand,
     or an upgrade step that another process already ran)."""
@@ -105,7 +110,8 @@ def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
 
 
 # Each step upgrades the schema from version N to N+1 (key N).
-_UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+_UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
+                                                    4: _v4_to_v5}
 
 
 def ensure_schema(engine: Engine) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _json(default: Any = None) -> Any:
@@ -242,6 +242,10 @@ class ProbeRequest(SQLModel, table=True):
     error_kind: str | None = None
     http_status: int | None = None
     output_hash: str | None = None
+    # what the server reported or the probe found per request beyond the timings above, e.g.
+    # image servers' {"inference_time_s", "peak_memory_mb"}, a structured-output check's verdict,
+    # a multi-turn request's turn; keys are documented where they are written (collectors/probe)
+    detail: dict[str, Any] | None = _json()
 
 
 class Audit(SQLModel, table=True):

@@ -286,3 +286,27 @@ def test_v3_database_gets_lease_generation_and_stop_memory(tmp_path):
     assert srv.name == "old" and srv.stopped_by is None
     ok, lease = repo.acquire_lease(engine, holder="a", pid=1, host="h", ttl_s=15)
     assert ok and lease is not None and lease.generation == 1
+
+
+def test_v4_database_gets_probe_request_detail(tmp_path):
+    """v4 -> v5 adds ProbeRequest.detail, keeping the requests already stored."""
+    path = tmp_path / "v4.db"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    run_id = repo.create_probe_run(engine, url="http://127.0.0.1:1", api="images").id
+    with engine.begin() as conn:
+        repo.insert_probe_requests(conn, rows=[{"run_id": run_id, "level": 1, "ok": True, "e2e_s": 1.5}])
+    engine.dispose()
+    con = sqlite3.connect(path)
+    con.execute("ALTER TABLE proberequest DROP COLUMN detail")
+    con.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    engine = make_engine(url)
+    df = repo.probe_requests(engine, run_id=run_id)
+    assert list(df["e2e_s"]) == [1.5] and df["detail"].isna().all()
+    with engine.begin() as conn:
+        repo.insert_probe_requests(conn, rows=[{"run_id": run_id, "level": 1, "ok": True,
+                                                "detail": {"peak_memory_mb": 61234.0}}])
+    df = repo.probe_requests(engine, run_id=run_id)
+    assert df["detail"].iloc[1] == {"peak_memory_mb": 61234.0}
