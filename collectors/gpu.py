@@ -28,6 +28,15 @@ go to server_id 0 (the host). `gpu.<i>.server_mem_bytes` goes to the server owni
 | pstate | 0-15 | performance state (0 = max) | `pstate` |
 | procs, procs_mem_bytes | count, bytes | processes on the GPU and their memory | `--query-compute-apps=pid,used_memory` |
 | server_mem_bytes | bytes | memory held by this server's processes | same, filtered by PID |
+| gpm.dram_bw_util_ratio | 0-1 | DRAM bandwidth used vs the card's peak, over the poll interval (GPM, Hopper+) | `nvidia-smi dmon --gpm-metrics 10` |
+| gpm.sm_util_ratio, gpm.sm_occupancy_ratio | 0-1 | SMs busy; warps resident vs the maximum (GPM) | `--gpm-metrics 2,3` |
+| gpm.tensor_any_ratio, gpm.tensor_hmma_ratio, gpm.tensor_imma_ratio, gpm.tensor_dmma_ratio | 0-1 | tensor-core activity: any, FP16/BF16, INT8, FP64 (GPM) | `--gpm-metrics 5,7,9,8` |
+| gpm.graphics_util_ratio, gpm.fp16_ratio, gpm.fp32_ratio, gpm.fp64_ratio | 0-1 | engine active; non-tensor FP pipes (GPM) | `--gpm-metrics 1,13,12,11` |
+| gpm.pcie_tx_bytes_s, gpm.pcie_rx_bytes_s, gpm.nvlink_tx_bytes_s, gpm.nvlink_rx_bytes_s | B/s | PCIe and NVLink traffic averaged over the interval (GPM) | `--gpm-metrics 20,21,61,60` |
+
+On a GPU or driver without GPM the `gpm.*` keys are absent ("not available on this GPU", kept in
+the reading's errors), never 0; the first read after start has no interval yet and no `gpm.*`.
+A critical XID (NVML event set) becomes one `gpu_xid` event per claiming server.
 """
 
 from __future__ import annotations
@@ -82,6 +91,8 @@ def reading_values(r: GpuReading) -> dict[str, float]:
         out["clock_event_reasons"] = float(r.clock_event_reasons)
         out["throttle_power"] = 1.0 if r.clock_event_reasons & POWER_REASONS else 0.0
         out["throttle_thermal"] = 1.0 if r.clock_event_reasons & THERMAL_REASONS else 0.0
+    for key, value in (r.gpm or {}).items():  # GPM (Hopper+): gpu.<i>.gpm.<key>
+        out[f"gpm.{key}"] = value
     if r.processes is not None:
         out["procs"] = float(len(r.processes))
         known = [b for _, b in r.processes if b is not None]
@@ -126,6 +137,21 @@ def readings_to_samples(
             rows.append(
                 SampleRow(ts, sid, f"gpu.{r.index}.server_mem_bytes", used_total, SOURCE, launch)
             )
+    return rows
+
+
+def xid_events(readings: Sequence[GpuReading], servers: Sequence[ServerTarget], ts: float) -> list[EventRow]:
+    """One `gpu_xid` event per critical XID, for each server that claims the GPU (or the host)."""
+    rows: list[EventRow] = []
+    for r in readings:
+        owners: list[ServerTarget | None] = list(owners_for(r.index, servers)) or [None]
+        for xid in r.xids or []:
+            message = (f"GPU {r.index} ({r.name or 'unknown'}) reported critical XID {xid}; "
+                       "see NVIDIA's XID catalogue for its cause (e.g. 79: fell off the bus, "
+                       "48/94/95: uncorrectable ECC) and check `nvidia-smi -q` and the kernel log.")
+            for s in owners:
+                rows.append(EventRow(ts, s.id if s else None, "gpu_xid", message, severity="critical",
+                                     launch_id=s.launch_id if s else None))
     return rows
 
 
@@ -191,6 +217,7 @@ class GpuCollector:
         needs_pids = any(s.pids for s in ctx.servers)
         owners = pid_owner_map(ctx.servers) if needs_pids else {}
         result.samples.extend(readings_to_samples(readings, ctx.servers, ctx.now(), owners))
+        result.events.extend(xid_events(readings, ctx.servers, ctx.now()))
         return result
 
     def _save_info(self, ctx: CollectorContext, readings: list[GpuReading]) -> None:

@@ -21,6 +21,7 @@ clocks.mem,clocks_event_reasons.active --format=csv`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -45,7 +46,32 @@ RAW_FIELDS: tuple[str, ...] = (
     "fan_pct",
     "pstate",
     "processes",  # [{"pid", "used_bytes" | None}] compute + graphics
+    "gpm",  # {"interval_s", "metrics": {GPM_METRICS key: value}, "failed": {key: error}}
+    "xid_events",  # [{"xid": n, "data": n}] critical XID errors since the last read
 )
+
+#: GPU Performance Monitoring metrics read (Hopper and newer; nvml.h `NVML_GPM_METRIC_*`).
+#: Key -> (pynvml constant, unit). Percentages are of the interval between two GPM samples;
+#: bandwidths are MiB/s averaged over it. Unlike `utilization_pct`, which reads 100 for any
+#: kernel that keeps the GPU busy, DRAM bandwidth and tensor activity tell the two walls apart.
+GPM_METRICS: dict[str, tuple[str, str]] = {
+    "graphics_util_pct": ("NVML_GPM_METRIC_GRAPHICS_UTIL", "%"),
+    "sm_util_pct": ("NVML_GPM_METRIC_SM_UTIL", "%"),
+    "sm_occupancy_pct": ("NVML_GPM_METRIC_SM_OCCUPANCY", "%"),
+    "dram_bw_util_pct": ("NVML_GPM_METRIC_DRAM_BW_UTIL", "%"),
+    "tensor_any_pct": ("NVML_GPM_METRIC_ANY_TENSOR_UTIL", "%"),
+    "tensor_hmma_pct": ("NVML_GPM_METRIC_HMMA_TENSOR_UTIL", "%"),  # FP16 / BF16 tensor cores
+    "tensor_imma_pct": ("NVML_GPM_METRIC_IMMA_TENSOR_UTIL", "%"),  # INT8 tensor cores
+    "tensor_dmma_pct": ("NVML_GPM_METRIC_DMMA_TENSOR_UTIL", "%"),  # FP64 tensor cores
+    "fp16_pct": ("NVML_GPM_METRIC_FP16_UTIL", "%"),
+    "fp32_pct": ("NVML_GPM_METRIC_FP32_UTIL", "%"),
+    "fp64_pct": ("NVML_GPM_METRIC_FP64_UTIL", "%"),
+    "pcie_tx_mib_s": ("NVML_GPM_METRIC_PCIE_TX_PER_SEC", "MiB/s"),
+    "pcie_rx_mib_s": ("NVML_GPM_METRIC_PCIE_RX_PER_SEC", "MiB/s"),
+    "nvlink_tx_mib_s": ("NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC", "MiB/s"),
+    "nvlink_rx_mib_s": ("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", "MiB/s"),
+}
+GPM_FIRST_READ = "GPM needs two samples: figures start with the next read"
 
 #: Clock-event (throttle) reason bits (nvml.h `nvmlClocksEventReason*`), grouped for display.
 REASON_GPU_IDLE = 0x1
@@ -88,6 +114,11 @@ class GpuReading:
     fan_ratio: float | None = None
     pstate: float | None = None
     processes: list[tuple[int, float | None]] | None = None  # (pid, bytes); None = not read
+    # GPM (Hopper+), base units: `*_pct` keys of GPM_METRICS become `*_ratio` (0-1), `*_mib_s`
+    # become `*_bytes_s`; None = no GPM figures this read (unsupported GPU or first sample)
+    gpm: dict[str, float] | None = None
+    gpm_interval_s: float | None = None
+    xids: list[int] | None = None  # critical XID errors reported since the last read
     errors: dict[str, str] = field(default_factory=dict)  # raw field -> NVML error text
 
 
@@ -104,6 +135,22 @@ def _scaled(value: Any, factor: float) -> float | None:
     return None if n is None else n * factor
 
 
+def gpm_base_units(metrics: Any) -> dict[str, float] | None:
+    """GPM raw metrics (percent, MiB/s) -> 0-1 ratios and bytes/s, keys renamed to match. Pure."""
+    if not isinstance(metrics, dict):
+        return None
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        n = _num(value)
+        if n is None or key not in GPM_METRICS:
+            continue
+        if key.endswith("_pct"):
+            out[key[: -len("_pct")] + "_ratio"] = n * 0.01
+        elif key.endswith("_mib_s"):
+            out[key[: -len("_mib_s")] + "_bytes_s"] = n * 1048576.0
+    return out
+
+
 def raw_to_reading(index: int, raw: dict[str, Any]) -> GpuReading:
     """Convert one GPU's raw dict ({"fields": {...}, "errors": {...}}) to base units. Pure."""
     f = raw.get("fields") or {}
@@ -117,6 +164,9 @@ def raw_to_reading(index: int, raw: dict[str, Any]) -> GpuReading:
             procs.append((int(p["pid"]), _num(p.get("used_bytes"))))
     reasons = f.get("clock_event_reasons")
     name, uuid = f.get("name"), f.get("uuid")
+    gpm_raw = f.get("gpm")
+    gpm: dict[str, Any] = gpm_raw if isinstance(gpm_raw, dict) else {}
+    xids = f.get("xid_events")
     return GpuReading(
         index=index,
         name=name if isinstance(name, str) else None,
@@ -141,6 +191,10 @@ def raw_to_reading(index: int, raw: dict[str, Any]) -> GpuReading:
         fan_ratio=_scaled(f.get("fan_pct"), 0.01),
         pstate=_num(f.get("pstate")),
         processes=procs,
+        gpm=gpm_base_units(gpm.get("metrics")),
+        gpm_interval_s=_num(gpm.get("interval_s")),
+        xids=[int(e["xid"]) for e in xids if isinstance(e, dict) and isinstance(e.get("xid"), int)]
+        if isinstance(xids, list) else None,
         errors={str(k): str(v) for k, v in (raw.get("errors") or {}).items()},
     )
 
@@ -185,6 +239,10 @@ class NvmlBackend:
                 "install the NVIDIA driver or run where it is loaded."
             ) from exc
         self._handles: list[Any] = []
+        self._gpm_prev: dict[int, tuple[Any, float]] = {}  # GPU index -> (GPM sample, monotonic s)
+        self._gpm_ok: dict[int, bool] = {}
+        self._xid_set: Any = None
+        self._xid_error: str | None = None
         try:
             count = pynvml.nvmlDeviceGetCount()
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
@@ -216,7 +274,7 @@ class NvmlBackend:
             out["pynvml"] = None
         return out
 
-    def _readers(self, h: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
+    def _readers(self, index: int, h: Any) -> Iterator[tuple[str, Callable[[], Any]]]:
         nv = self._nv
 
         def util() -> dict[str, int]:
@@ -311,13 +369,96 @@ class NvmlBackend:
         yield "fan_pct", lambda: int(nv.nvmlDeviceGetFanSpeed(h))
         yield "pstate", lambda: int(nv.nvmlDeviceGetPerformanceState(h))
         yield "processes", procs
+        yield "gpm", lambda: self._read_gpm(index, h)
+
+    def _read_gpm(self, index: int, h: Any) -> dict[str, Any]:
+        """GPM figures over the interval since this GPU's previous GPM sample.
+
+        Raises on a GPU without GPM ("Not Supported"), and on the first read (no interval yet),
+        so the field carries an error instead of zeros.
+        """
+        nv = self._nv
+        if index not in self._gpm_ok:
+            self._gpm_ok[index] = bool(nv.nvmlGpmQueryDeviceSupport(h).isSupportedDevice)
+        if not self._gpm_ok[index]:
+            raise RuntimeError("Not Supported (GPM needs a Hopper or newer GPU and driver)")
+        sample = nv.nvmlGpmSampleAlloc()
+        try:
+            nv.nvmlGpmSampleGet(h, sample)
+        except Exception:
+            nv.nvmlGpmSampleFree(sample)
+            raise
+        now = time.monotonic()
+        prev = self._gpm_prev.get(index)
+        self._gpm_prev[index] = (sample, now)
+        if prev is None:
+            raise RuntimeError(GPM_FIRST_READ)
+        try:
+            req = nv.c_nvmlGpmMetricsGet_t()
+            req.version = nv.NVML_GPM_METRICS_GET_VERSION
+            req.numMetrics = len(GPM_METRICS)
+            req.sample1, req.sample2 = prev[0], sample
+            keys = list(GPM_METRICS)
+            for i, key in enumerate(keys):
+                req.metrics[i].metricId = getattr(nv, GPM_METRICS[key][0])
+            nv.nvmlGpmMetricsGet(req)
+        finally:
+            nv.nvmlGpmSampleFree(prev[0])
+        metrics: dict[str, float] = {}
+        failed: dict[str, str] = {}
+        for i, key in enumerate(keys):
+            m = req.metrics[i]
+            if int(m.nvmlReturn) == 0:
+                metrics[key] = round(float(m.value), 4)
+            else:
+                failed[key] = _err_text(nv.NVMLError(int(m.nvmlReturn)))
+        return {"interval_s": round(now - prev[1], 4), "metrics": metrics, "failed": failed}
+
+    def _read_xids(self) -> dict[int, list[dict[str, int]]]:
+        """Critical XID events waiting in the event set, per GPU index (registered on first use)."""
+        nv = self._nv
+        if self._xid_error is not None:  # registration failed once: it will not start working
+            raise RuntimeError(self._xid_error)
+        if self._xid_set is None:
+            try:
+                self._xid_set = nv.nvmlEventSetCreate()
+                for h in self._handles:
+                    nv.nvmlDeviceRegisterEvents(h, nv.nvmlEventTypeXidCriticalError, self._xid_set)
+            except Exception as exc:
+                self._xid_error = _err_text(exc)
+                raise
+        out: dict[int, list[dict[str, int]]] = {}
+        uuids = {self._uuid(h): i for i, h in enumerate(self._handles)}
+        for _ in range(64):  # bounded: a storm of XIDs is reported 64 a read, the rest next read
+            try:
+                ev = nv.nvmlEventSetWait_v2(self._xid_set, 0)
+            except Exception as exc:
+                if "Timeout" in type(exc).__name__ or "Timeout" in str(exc):
+                    break
+                raise
+            index = uuids.get(self._uuid(ev.device), 0)
+            out.setdefault(index, []).append({"xid": int(ev.eventData)})
+        return out
+
+    def _uuid(self, h: Any) -> str:
+        v = self._nv.nvmlDeviceGetUUID(h)
+        return v.decode() if isinstance(v, bytes) else str(v)
 
     def read_raw(self) -> list[dict[str, Any]]:
         out = []
-        for h in self._handles:
+        xid_error: str | None = None
+        try:
+            xids = self._read_xids()
+        except Exception as exc:  # not supported in this container, or no permission
+            xids, xid_error = {}, _err_text(exc)
+        for index, h in enumerate(self._handles):
             fields: dict[str, Any] = {}
             errors: dict[str, str] = {}
-            for key, read in self._readers(h):
+            if xid_error is None:
+                fields["xid_events"] = xids.get(index, [])
+            else:
+                errors["xid_events"] = xid_error
+            for key, read in self._readers(index, h):
                 try:  # each field on its own: an unsupported one costs only itself
                     fields[key] = read()
                 except Exception as exc:
@@ -326,6 +467,18 @@ class NvmlBackend:
         return out
 
     def close(self) -> None:
+        for sample, _ in self._gpm_prev.values():
+            try:
+                self._nv.nvmlGpmSampleFree(sample)
+            except Exception:
+                pass
+        self._gpm_prev.clear()
+        if self._xid_set is not None:
+            try:
+                self._nv.nvmlEventSetFree(self._xid_set)
+            except Exception:
+                pass
+            self._xid_set = None
         try:
             self._nv.nvmlShutdown()
         except Exception:
