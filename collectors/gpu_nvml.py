@@ -206,8 +206,16 @@ class Backend(Protocol):
 
 
 def read_gpus(backend: Backend) -> list[GpuReading]:
-    """Every GPU the backend sees, converted; the one entry point collectors use."""
-    return [raw_to_reading(i, raw) for i, raw in enumerate(backend.read_raw())]
+    """Every GPU the backend sees, converted; the one entry point collectors use.
+
+    A raw dict may carry its GPU's `index` (a dcgm-exporter that sees GPUs 2 and 3 only);
+    otherwise GPUs are numbered in the order the backend lists them, as NVML does.
+    """
+    out = []
+    for i, raw in enumerate(backend.read_raw()):
+        index = raw.get("index")
+        out.append(raw_to_reading(index if isinstance(index, int) else i, raw))
+    return out
 
 
 def _err_text(exc: BaseException) -> str:

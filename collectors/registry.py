@@ -1,6 +1,7 @@
 """The one table of collectors the runner runs (STYLE.md rule 2).
 
-Each row: name, factory. A factory takes the probe settings dict and returns a Collector. An
+Each row: name, factory. A factory takes the settings groups a collector may need ({"probe": {...},
+"gpu": {...}}, each a dict of that group's settings) and returns a Collector. An
 engine's collectors are named "<engine>_<role>" and built through its Engine (collectors/engines.py).
 The runner adds its built-in `self` collector on top of these.
 """
@@ -17,7 +18,7 @@ def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
     """A factory building the `role` collector of `engine` through the engine registry
     (collectors/engines.py), imported on first use so importing this table stays cheap."""
 
-    def make(_: dict[str, Any]) -> Collector:
+    def make(_: dict[str, dict[str, Any]]) -> Collector:
         from collectors.engines import get_engine
 
         return get_engine(engine).collector(role)
@@ -25,19 +26,26 @@ def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
     return make
 
 
-def _gpu(_: dict[str, Any]) -> Collector:
+def _gpu(groups: dict[str, dict[str, Any]]) -> Collector:
+    """NVML by default; a dcgm-exporter instead when `gpu.dcgm_url` is set (no NVML in a container)."""
     from collectors.gpu import GpuCollector
 
+    url = (groups.get("gpu") or {}).get("dcgm_url")
+    if url:
+        from collectors.gpu_dcgm import DcgmBackend
+
+        return GpuCollector(backend_factory=lambda: DcgmBackend(str(url)))
     return GpuCollector()
 
 
-def _canary(probe: dict[str, Any]) -> Collector:
+def _canary(groups: dict[str, dict[str, Any]]) -> Collector:
     from collectors.canary import CanaryCollector
 
+    probe = groups.get("probe") or {}
     return CanaryCollector(interval_s=float(probe.get("canary_interval_s", 30.0)))
 
 
-COLLECTORS: tuple[tuple[str, Callable[[dict[str, Any]], Collector]], ...] = (
+COLLECTORS: tuple[tuple[str, Callable[[dict[str, dict[str, Any]]], Collector]], ...] = (
     ("sglang_log", _engine("sglang", "log")),
     ("sglang_metrics", _engine("sglang", "metrics")),
     ("sglang_api", _engine("sglang", "api")),
@@ -47,7 +55,7 @@ COLLECTORS: tuple[tuple[str, Callable[[dict[str, Any]], Collector]], ...] = (
 
 
 def build_collectors(
-    probe: dict[str, Any], names: set[str] | None = None
+    probe: dict[str, Any], names: set[str] | None = None, *, gpu: dict[str, Any] | None = None
 ) -> tuple[list[Collector], list[str]]:
     """Instantiate the registry (or the named subset); returns (collectors, errors).
 
@@ -62,7 +70,7 @@ def build_collectors(
         if name == "canary" and float(probe.get("canary_interval_s", 30.0)) <= 0:
             continue
         try:
-            out.append(factory(probe))
+            out.append(factory({"probe": probe, "gpu": gpu or {}}))
         except Exception as exc:
             errors.append(f"Collector {name} could not start: {type(exc).__name__}: {exc}")
     return out, errors

@@ -89,6 +89,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Days of probe runs and their requests kept (by the run's created_at); 0 keeps them forever."),
     SettingSpec("retention.events_days", None, "float", 365.0,
                 "Days of events kept; 0 keeps them forever."),
+    SettingSpec("gpu.dcgm_url", "PITWALL_GPU_DCGM_URL", "str", None,
+                "A dcgm-exporter's /metrics (e.g. http://127.0.0.1:9400/metrics) to read GPUs from "
+                "instead of NVML, where Pitwall cannot load NVML (containers, Kubernetes nodes)."),
     SettingSpec("launch.allowed_entrypoints", None, "list[str]", [],
                 "Entrypoints a profile may name beside `sglang.launch_server`, `sglang serve` and the bundled simulator."),
     SettingSpec("launch.allowed_env", None, "list[str]", [],
@@ -145,6 +148,7 @@ class Settings:
     runner: dict[str, Any] = field(default_factory=dict)  # auto_restart, restart_budget, ...
     launch: dict[str, Any] = field(default_factory=dict)  # allowed_entrypoints, allowed_env
     retention: dict[str, Any] = field(default_factory=dict)  # samples_days, rollups_days, ... (days)
+    gpu: dict[str, Any] = field(default_factory=dict)  # dcgm_url
     servers: list[ServerConfig] = field(default_factory=list)
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
     config_path: Path | None = None
@@ -366,6 +370,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         runner=runner,
         launch=launch,
         retention=retention,
+        gpu={k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("gpu.")},
         servers=servers,
         slo=slo,
         config_path=config_path,

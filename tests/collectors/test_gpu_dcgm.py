@@ -1,0 +1,179 @@
+"""The dcgm-exporter GPU source (collectors/gpu_dcgm.py) against its real text format, served over
+loopback HTTP, and its agreement with NVML for the same readings.
+
+The payload is written in the format of dcgm-exporter's renderer (internal/pkg/rendermetrics/
+render_metrics.go: `FIELD{gpu="0",UUID="…",pci_bus_id="…",device="nvidia0",modelName="…",
+Hostname="…",DCGM_FI_DRIVER_VERSION="…"} value`) with the HELP/TYPE lines of its counters CSV;
+its values are those of one frame of the H200 copy-loop recording (tests/fixtures/
+nvml-h200-copy.json), so the two sources can be compared figure by figure.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from collectors.base import CollectorContext, CollectorError, ServerTarget
+from collectors.gpu import GpuCollector, reading_values
+from collectors.gpu_dcgm import DcgmBackend, parse_exposition
+from collectors.gpu_nvml import read_gpus
+from collectors.gpu_record import ReplayBackend, load_recording
+from collectors.registry import build_collectors
+
+FRAME = load_recording(Path(__file__).resolve().parents[1] / "fixtures" / "nvml-h200-copy.json")["frames"][5]
+MIB = 1048576
+
+HELP = {
+    "DCGM_FI_DEV_SM_CLOCK": ("gauge", "SM clock frequency (in MHz)."),
+    "DCGM_FI_DEV_MEM_CLOCK": ("gauge", "Memory clock frequency (in MHz)."),
+    "DCGM_FI_DEV_GPU_TEMP": ("gauge", "GPU temperature (in C)."),
+    "DCGM_FI_DEV_POWER_USAGE": ("gauge", "Power draw (in W)."),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("counter", "Total energy consumption since boot (in mJ)."),
+    "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %)."),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("gauge", "Memory utilization (in %)."),
+    "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered."),
+    "DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
+    "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
+    "DCGM_FI_DEV_FB_RESERVED": ("gauge", "Framebuffer memory reserved (in MiB)."),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("gauge", "Ratio of time the graphics engine is active."),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("gauge", "Ratio of cycles the device memory interface is active sending or receiving data."),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("gauge", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("gauge", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second."),
+}
+
+
+def exposition(xid: int = 0, *, with_prof: bool = True) -> str:
+    """The copy-loop frame as dcgm-exporter would render it (plus a MIG instance series to skip)."""
+    f = FRAME["gpus"][0]["fields"]
+    gpm = f["gpm"]["metrics"]
+    mem = f["memory_bytes"]
+    values = {
+        "DCGM_FI_DEV_SM_CLOCK": f["sm_clock_mhz"], "DCGM_FI_DEV_MEM_CLOCK": f["mem_clock_mhz"],
+        "DCGM_FI_DEV_GPU_TEMP": f["temperature_c"], "DCGM_FI_DEV_POWER_USAGE": f["power_mw"] / 1000,
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": f["energy_mj"],
+        "DCGM_FI_DEV_GPU_UTIL": f["utilization_pct"]["gpu"], "DCGM_FI_DEV_MEM_COPY_UTIL": f["utilization_pct"]["memory"],
+        "DCGM_FI_DEV_XID_ERRORS": xid,
+        "DCGM_FI_DEV_FB_FREE": mem["free"] / MIB, "DCGM_FI_DEV_FB_USED": mem["used"] / MIB,
+        "DCGM_FI_DEV_FB_RESERVED": mem["reserved"] / MIB,
+    }
+    if with_prof:
+        values.update({
+            "DCGM_FI_PROF_GR_ENGINE_ACTIVE": gpm["graphics_util_pct"] / 100,
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": gpm["tensor_any_pct"] / 100,
+            "DCGM_FI_PROF_DRAM_ACTIVE": gpm["dram_bw_util_pct"] / 100,
+            "DCGM_FI_PROF_PCIE_TX_BYTES": gpm["pcie_tx_mib_s"] * MIB,
+            "DCGM_FI_PROF_PCIE_RX_BYTES": gpm["pcie_rx_mib_s"] * MIB,
+        })
+    labels = (f'gpu="0",UUID="{f["uuid"]}",pci_bus_id="00000000:19:00.0",device="nvidia0",'
+              f'modelName="{f["name"]}",Hostname="gpu-node-1",DCGM_FI_DRIVER_VERSION="580.159.04"')
+    lines = []
+    for name, value in values.items():
+        kind, text = HELP[name]
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"]
+        if name == "DCGM_FI_DEV_GPU_UTIL":  # a MIG slice of the same GPU: not a whole GPU
+            lines.append(f'{name}{{gpu="0",UUID="{f["uuid"]}",device="nvidia0",modelName="{f["name"]}",'
+                         f'GPU_I_PROFILE="1g.18gb",GPU_I_ID="3"}} 7')
+    return "\n".join(lines) + "\n"
+
+
+class _Exporter(http.server.BaseHTTPRequestHandler):
+    body = ""
+    status = 200
+
+    def do_GET(self) -> None:  # noqa: N802
+        data = type(self).body.encode()
+        self.send_response(type(self).status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def exporter() -> Iterator[tuple[str, type[_Exporter]]]:
+    handler = type("Handler", (_Exporter,), {"body": exposition()})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/metrics", handler
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_dcgm_gives_the_same_series_as_nvml_for_the_same_reading(exporter):
+    url, _ = exporter
+    [dcgm] = read_gpus(DcgmBackend(url))
+    [nvml] = read_gpus(ReplayBackend([FRAME["gpus"]]))
+    from_dcgm, from_nvml = reading_values(dcgm), reading_values(nvml)
+    shared = set(from_dcgm) & set(from_nvml)
+    for key in ("util_ratio", "mem_used_bytes", "mem_total_bytes", "power_w", "energy_j", "temp_c",
+                "sm_clock_hz", "gpm.dram_bw_util_ratio", "gpm.tensor_any_ratio", "gpm.graphics_util_ratio",
+                "gpm.pcie_tx_bytes_s"):
+        assert key in shared, key
+        assert from_dcgm[key] == pytest.approx(from_nvml[key], rel=1e-3, abs=1e-6), key
+    assert dcgm.name == "NVIDIA H200" and dcgm.uuid == nvml.uuid
+    # the default counters CSV has no power limit: missing, with the reason, never 0
+    assert "power_limit_w" not in from_dcgm and "DCGM_FI_DEV_POWER_MGMT_LIMIT" in dcgm.errors["power_limit_mw"]
+
+
+def test_mig_instances_are_left_out_and_driver_is_kept(exporter):
+    url, _ = exporter
+    gpus = parse_exposition(exposition())
+    assert list(gpus) == [0] and gpus[0]["values"]["DCGM_FI_DEV_GPU_UTIL"] == FRAME["gpus"][0]["fields"]["utilization_pct"]["gpu"]
+    backend = DcgmBackend(url)
+    backend.read_raw()
+    assert backend.meta()["driver"] == "580.159.04"
+
+
+def test_exporter_without_profiling_fields_says_so(exporter):
+    url, handler = exporter
+    handler.body = exposition(with_prof=False)
+    [r] = read_gpus(DcgmBackend(url))
+    assert r.gpm is None and "DCGM_FI_PROF_DRAM_ACTIVE" in r.errors["gpm"]
+    assert not any(k.startswith("gpm.") for k in reading_values(r))
+
+
+def test_a_new_xid_is_one_event_and_the_startup_value_is_a_baseline(exporter):
+    url, handler = exporter
+    handler.body = exposition(xid=13)  # happened before Pitwall looked: time unknown
+    collector = GpuCollector(backend_factory=lambda: DcgmBackend(url))
+    ctx = CollectorContext(servers=[ServerTarget(id=1, name="s", base_url="http://x")],
+                           load_state=lambda k: None, save_state=lambda k, v: None, now=lambda: 1.0)
+    assert collector.poll(ctx).events == []
+    handler.body = exposition(xid=79)
+    [ev] = collector.poll(ctx).events
+    assert ev.kind == "gpu_xid" and "XID 79" in ev.message
+    assert collector.poll(ctx).events == []  # unchanged: no repeat
+
+
+@pytest.mark.parametrize(("status", "body", "needle"), [
+    (503, "", "HTTP 503"),
+    (200, "this is { not prometheus", "not the Prometheus format"),
+])
+def test_bad_exporter_answers_are_clear_errors(exporter, status, body, needle):
+    url, handler = exporter
+    handler.status, handler.body = status, body
+    with pytest.raises(CollectorError, match=needle):
+        DcgmBackend(url).read_raw()
+
+
+def test_unreachable_exporter_is_a_clear_error():
+    with pytest.raises(CollectorError, match="did not answer"):
+        DcgmBackend("http://127.0.0.1:9/metrics", deadline_s=1.0).read_raw()
+
+
+def test_registry_uses_dcgm_when_a_url_is_set(exporter):
+    url, _ = exporter
+    [gpu], errors = build_collectors({}, names={"gpu"}, gpu={"dcgm_url": url})
+    assert not errors
+    ctx = CollectorContext(servers=[], load_state=lambda k: None, save_state=lambda k, v: None, now=lambda: 1.0)
+    samples = {s.metric: s.value for s in gpu.poll(ctx).samples}
+    assert samples["gpu.0.gpm.dram_bw_util_ratio"] > 0.8
