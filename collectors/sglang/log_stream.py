@@ -40,6 +40,7 @@ from collectors.sglang.log_parse import (
     make_event,
     nccl_match,
     parse_clean,
+    parse_other,
     parse_record,
 )
 
@@ -134,6 +135,10 @@ class StreamParser:
                 return out
             if "batch" in text and ("Prefill batch" in text or "Decode batch" in text):
                 self.stats.unreadable_records += 1
+        rec = parse_other(text, line_no)
+        if rec is not None:
+            self._emit(out, rec)
+            return out
         ev = classify_event(text)
         if ev is not None:
             self._emit(out, make_event(ev[0], text, line_no, ev[1]))
