@@ -26,6 +26,7 @@ only on /metrics (``is_warmup``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 #: Record kinds produced here, in the order of the table above.
@@ -51,44 +52,36 @@ _PEAK_MB = re.compile(rf"Peak memory usage: {_NUM} MB")
 _BATCH_MEM = re.compile(rf"Memory usage - Max peak: {_NUM} MB, Avg peak: {_NUM} MB")
 
 
+def _memory(m: re.Match[str]) -> dict[str, Any]:
+    fields: dict[str, Any] = {"peak_gb": float(m[1]), "remaining_gb": float(m[4])}
+    if m[2] is not None:
+        fields["peak_allocated_gb"] = float(m[2])
+        fields["pool_overhead_gb"] = float(m[3])
+    return fields
+
+
+#: (word that must be present, regex, kind, fields from the match), tried in order
+_FORMS: tuple[tuple[str, re.Pattern[str], str, Callable[[re.Match[str]], dict[str, Any]]], ...] = (
+    ("finished in", _STAGE_DONE, "diffusion_stage",
+     lambda m: {"stage": m[1], "seconds": float(m[2])}),
+    ("time per step", _STEP, "diffusion_step",
+     lambda m: {"stage": m[1], "avg_step_s": float(m[2])}),
+    ("Pixel data", _REQUEST, "diffusion_request", lambda m: {"seconds": float(m[1])}),
+    ("Completed batch", _BATCH, "diffusion_batch",
+     lambda m: {"outputs": int(m[1]), "seconds": float(m[2])}),
+    ("Warmed-up", _WARMED, "diffusion_warmed_up", lambda m: {"seconds": float(m[1])}),
+    ("Peak GPU memory", _PEAK_GPU, "diffusion_memory", _memory),
+    ("Peak memory usage", _PEAK_MB, "diffusion_memory", lambda m: {"peak_mb": float(m[1])}),
+    ("Max peak", _BATCH_MEM, "diffusion_batch_memory",
+     lambda m: {"max_peak_mb": float(m[1]), "avg_peak_mb": float(m[2])}),
+)
+
+
 def match_diffusion(text: str) -> tuple[int, str, dict[str, Any]] | None:
     """(message start, kind, fields) of a cleaned line, or None. Never raises."""
-    if "] " in text:
-        if "finished in" in text:
-            m = _STAGE_DONE.search(text)
+    for word, rx, kind, build in _FORMS:
+        if word in text:
+            m = rx.search(text)
             if m is not None:
-                return m.start(), "diffusion_stage", {"stage": m[1], "seconds": float(m[2])}
-        if "time per step" in text:
-            m = _STEP.search(text)
-            if m is not None:
-                return m.start(), "diffusion_step", {"stage": m[1], "avg_step_s": float(m[2])}
-    if "Pixel data" in text:
-        m = _REQUEST.search(text)
-        if m is not None:
-            return m.start(), "diffusion_request", {"seconds": float(m[1])}
-    if "Completed batch" in text:
-        m = _BATCH.search(text)
-        if m is not None:
-            return m.start(), "diffusion_batch", {"outputs": int(m[1]), "seconds": float(m[2])}
-    if "Warmed-up" in text:
-        m = _WARMED.search(text)
-        if m is not None:
-            return m.start(), "diffusion_warmed_up", {"seconds": float(m[1])}
-    if "Peak GPU memory" in text:
-        m = _PEAK_GPU.search(text)
-        if m is not None:
-            fields: dict[str, Any] = {"peak_gb": float(m[1]), "remaining_gb": float(m[4])}
-            if m[2] is not None:
-                fields["peak_allocated_gb"] = float(m[2])
-                fields["pool_overhead_gb"] = float(m[3])
-            return m.start(), "diffusion_memory", fields
-    if "Peak memory usage" in text:
-        m = _PEAK_MB.search(text)
-        if m is not None:
-            return m.start(), "diffusion_memory", {"peak_mb": float(m[1])}
-    if "Max peak" in text:
-        m = _BATCH_MEM.search(text)
-        if m is not None:
-            return m.start(), "diffusion_batch_memory", {"max_peak_mb": float(m[1]),
-                                                         "avg_peak_mb": float(m[2])}
+                return m.start(), kind, build(m)
     return None
