@@ -26,6 +26,17 @@ Samples (source ``log``; one per record unless said otherwise; missing field = n
 | log.cache_hit_rate | ratio 0-1 | Σcached ÷ Σ(cached + new) over the prefill lines of one poll, split into windows of at most 10 s of log time; only when the sum > 0; ts = last line of the window | recompute from the two series above |
 | log.cache_hit_rate_lifetime | ratio 0-1 | `cache hit rate: X%` ÷ 100 as printed ≤ 0.4.3 (cumulative since start) | |
 | log.retracted_req | requests | requests retracted by one `decode_retract` event | `grep -c 'Retract requests\\|out of memory happened'` |
+| log.fsm_cache_hit_rate, log.ff_cache_hit_rate | ratio 0-1 | 0.1.x FSM / fast-forward cache hit rate (% ÷ 100, cumulative) | `grep fsm_cache_hit_rate` |
+| log.fsm_cache_avg_init_s, log.ff_cache_avg_init_s | s | 0.1.x mean FSM / fast-forward cache init time | |
+| log.diffusion.stage_s.<Stage> | s | one request's time in pipeline stage `<Stage>` (name as written: TextEncodingStage, DenoisingStage, DecodingStage, ...) | `grep '] finished in'` |
+| log.diffusion.step_s | s/step | average denoising step time of one request (`average time per step`) | `DenoisingStage` seconds ÷ steps |
+| log.diffusion.request_s | s | `Pixel data generated successfully in X seconds` (one request, forward + output) | response `inference_time_s` |
+| log.diffusion.batch_s, log.diffusion.batch_outputs | s, outputs | `Completed batch processing. Generated N outputs in X seconds` | |
+| log.diffusion.warmed_request_s | s | `Warmed-up request processed in X seconds (with warmup excluded)` | |
+| log.diffusion.peak_mem_gb | GiB | `Peak GPU memory: X GB` (older `Peak memory usage: X MB` ÷ 1024) — peak CUDA memory of one request | response `peak_memory_mb` ÷ 1024 |
+| log.diffusion.remaining_mem_gb | GiB | `Remaining GPU memory at peak: Y GB` (card total − peak; the headroom) | `nvidia-smi --query-gpu=memory.total` − peak |
+| log.diffusion.peak_allocated_gb | GiB | `Peak allocated: A GB` (newer form; reserved − allocated = pool overhead) | |
+| log.diffusion.batch_max_peak_mem_gb, log.diffusion.batch_avg_peak_mem_gb | GiB | `Memory usage - Max peak: X MB, Avg peak: Y MB` ÷ 1024 (offline `sglang generate`) | |
 
 **Multi-DP logs** (``[... DP1 TP8]``: each DP rank prints its own lines): a gauge from a line
 with a DP rank is written per rank with suffix ``.dp<d>`` (``log.running_req.dp1``), and once
@@ -33,6 +44,10 @@ per poll the server figure under the plain key: the sum over DP ranks of each ra
 value (seen within the last 60 s of log time) for counts and throughputs, the mean for ratios
 (``token_usage``, ``*_usage``, ``accept_*``). Per-batch token counts (``log.prefill_*``) are
 additive and always go under the plain key. Other ranks (TP/PP/EP) do not split series.
+
+Warm-up requests: SGLang logs no stage/step lines for them (`req.suppress_logs`) and the lines
+carry no warm-up marker, so every diffusion sample above is a user request as far as the log
+can tell; /metrics splits warm-up by its `is_warmup` label (metrics.py).
 
 Events (EventRow, raw excerpt included): server_ready, oom, prefill_oom, decode_retract,
 nccl_timeout, crash (a traceback grouped into one event; an OOM that ends it is also an `oom`),
@@ -105,6 +120,25 @@ PREFILL_COUNTS = {"new_token": "log.prefill_new_token", "cached_token": "log.pre
 SEVERITY = {"server_ready": "info", "decode_retract": "warning", "health_check_failed": "error",
             "oom": "error", "prefill_oom": "error", "nccl_timeout": "error", "crash": "error",
             "warmup_failed": "error", "bad_cli_flag": "error", "port_in_use": "error"}
+#: diffusion record kind -> ((field, metric, scale), ...); `stage` names the stage metric
+DIFFUSION_SAMPLES: dict[str, tuple[tuple[str, str, float], ...]] = {
+    "diffusion_stage": (("seconds", "log.diffusion.stage_s", 1.0),),
+    "diffusion_step": (("avg_step_s", "log.diffusion.step_s", 1.0),),
+    "diffusion_request": (("seconds", "log.diffusion.request_s", 1.0),),
+    "diffusion_batch": (("seconds", "log.diffusion.batch_s", 1.0),
+                        ("outputs", "log.diffusion.batch_outputs", 1.0)),
+    "diffusion_warmed_up": (("seconds", "log.diffusion.warmed_request_s", 1.0),),
+    "diffusion_memory": (("peak_gb", "log.diffusion.peak_mem_gb", 1.0),
+                         ("peak_mb", "log.diffusion.peak_mem_gb", 1 / 1024),
+                         ("remaining_gb", "log.diffusion.remaining_mem_gb", 1.0),
+                         ("peak_allocated_gb", "log.diffusion.peak_allocated_gb", 1.0)),
+    "diffusion_batch_memory": (("max_peak_mb", "log.diffusion.batch_max_peak_mem_gb", 1 / 1024),
+                               ("avg_peak_mb", "log.diffusion.batch_avg_peak_mem_gb", 1 / 1024)),
+    "fsm_cache": (("fsm_cache_hit_rate", "log.fsm_cache_hit_rate", 0.01),
+                  ("ff_cache_hit_rate", "log.ff_cache_hit_rate", 0.01),
+                  ("fsm_cache_avg_init_time_s", "log.fsm_cache_avg_init_s", 1.0),
+                  ("ff_cache_avg_init_time_s", "log.ff_cache_avg_init_s", 1.0)),
+}
 HIT_WINDOW_S = 10.0
 DP_STALE_S = 60.0
 #: Polls without new lines after which an open traceback group is closed.
@@ -188,6 +222,15 @@ def records_to_rows(records: list[LogRecord], server: ServerTarget, now: float,
                 life = f.get("cache_hit_rate")
                 if isinstance(life, (int, float)) and not isinstance(life, bool):
                     add(ts, "log.cache_hit_rate_lifetime", life / 100.0)
+            continue
+        table = DIFFUSION_SAMPLES.get(rec.kind)
+        if table is not None:
+            for name, metric, scale in table:
+                v = f.get(name)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    if rec.kind == "diffusion_stage":
+                        metric = f"{metric}.{f.get('stage')}"
+                    add(ts, metric, v * scale)
             continue
         if rec.kind == "decode_retract" and "retracted_req" in f:
             add(ts, "log.retracted_req", f["retracted_req"])

@@ -2,7 +2,12 @@
 
 Contract (other tools depend on it): with ``--jsonl``, one JSON object per recognised record in
 file order, ``{"line_no", "kind", "timestamp", "ranks", "fields"}`` plus ``"message"`` for
-events (kinds: ``prefill``, ``decode`` and the event kinds of DESIGN.md). Without ``--jsonl`` a
+events (kinds: ``prefill``, ``decode``, ``fsm_cache`` (0.1.x), the diffusion kinds of
+log_diffusion.py — ``diffusion_stage`` {stage, seconds}, ``diffusion_step`` {stage, avg_step_s},
+``diffusion_request`` {seconds}, ``diffusion_batch`` {outputs, seconds}, ``diffusion_warmed_up``
+{seconds}, ``diffusion_memory`` {peak_gb, remaining_gb[, peak_allocated_gb, pool_overhead_gb]}
+or {peak_mb}, ``diffusion_batch_memory`` {max_peak_mb, avg_peak_mb} — and the event kinds of
+DESIGN.md). Without ``--jsonl`` a
 count per kind is printed. Either way stderr gets a one-line summary with the lines it could
 not read (invalid UTF-8 in a line that mattered, a record header with no intact field); they
 are never fatal. Exit 0; 2 with one readable line when the file cannot be opened.
@@ -31,8 +36,8 @@ def record_json(rec: LogRecord) -> str:
     are ints, booleans and finite floats (values over 30 characters are refused when parsed).
     Events go through the json module (messages are arbitrary text).
     """
-    if rec.message is not None:
-        return _dumps(rec.to_json_dict())
+    if rec.message is not None or rec.kind.startswith(("diffusion_", "fsm_")):
+        return _dumps(rec.to_json_dict())  # arbitrary text (messages, stage names)
     fs = rec.fields_json
     ts = rec.timestamp
     tsj = "null" if ts is None else '"' + ts + '"'

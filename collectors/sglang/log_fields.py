@@ -53,7 +53,7 @@ TERMINAL_KEYS = frozenset({
     "queue_req", "input_throughput", "cuda_graph", "cpu_graph", "npu_graph", "musa_graph",
     "transferring_req", "time", "fwd_occupancy", "fwd_idle_occupancy",
     "est_write_bw_gb_s_per_gpu", "est_prefill_tflops_s_per_gpu", "inflight_req",
-    "optimistic_req", "waiting_image_req",
+    "optimistic_req", "waiting_image_req", "cache_miss",
 })
 
 #: Fields are read from at most this much of a record body; real records are < 2 KiB.

@@ -26,11 +26,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from collectors.sglang.log_diffusion import DIFFUSION_KINDS, DIFFUSION_WORDS, match_diffusion
 from collectors.sglang.log_fields import Shape, match_shape, parse_fields
 from storage.redact import redact_text
 
 #: Record kinds; event kinds are the DESIGN.md taxonomy names.
-RECORD_KINDS = ("prefill", "decode")
+RECORD_KINDS = ("prefill", "decode", "fsm_cache", *DIFFUSION_KINDS)
 EVENT_KINDS = (
     "server_ready", "oom", "prefill_oom", "decode_retract", "nccl_timeout", "crash",
     "warmup_failed", "bad_cli_flag", "port_in_use", "health_check_failed",
@@ -45,7 +46,8 @@ EXCERPT_MAX = 4000
 PREFILTER_WORDS = (
     "batch", "#running", "ready to roll", "out of memory", "OutOfMemory", "Not enough memory",
     "Retract", "atchdog", "NCCL", "[Rank", "Traceback", "xception", "sigquit", "armup",
-    "error:", "already in use", "Health check failed",
+    "error:", "already in use", "Health check failed", "fsm_cache_hit_rate",
+    "Error during execution", "Error executing", "Failed to generate output", *DIFFUSION_WORDS,
 )
 PREFILTER = re.compile("|".join(re.escape(w) for w in PREFILTER_WORDS))
 PREFILTER_B = re.compile("|".join(re.escape(w) for w in PREFILTER_WORDS).encode())
@@ -56,19 +58,26 @@ _HEAD = re.compile(
     r"(Prefill batch|Decode batch|new fill batch)(?: ?\[(\d+)\])?"
     r"(?:\(mixed #running-req: (\d+)\))?(?:[.,] ?| (?=#))"
 )
+_JAX_ACCEPT = re.compile(r"accept_ratio ([0-9]{1,20}(?:\.[0-9]{1,20})?)%(?=#)")
 _LEGACY_DECODE = re.compile(r"#running-req: \d+, #token: \d+")
 _TS = (r"(?:[0-9]{4}-[0-9]{2}-[0-9]{2} |[0-9]{2}-[0-9]{2} )?"
        r"[0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,6})?")
 _RANKS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
-#: The SGLang prefix ending exactly where the record header starts.
+_RANKS_ONLY = r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
+#: FastVideo-style diffusion formatter: ``INFO 02-15 13:22:25 [gpu_worker.py: 120] ``.
+_FV_TAIL = r"(?P<ts2>[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}) \[[^\]\[]{1,100}: ?\d+\] "
+#: The SGLang prefix ending exactly where the record header starts. Also the forms users
+#: shorten by hand: ``[TP0] `` and ``TP0 `` with no timestamp.
 _PREFIX_TAIL = re.compile(
     rf"\[?(?P<ts>{_TS})(?P<ranks>{_RANKS})\] (?:\[gpu(?:_id)?=(?P<gpu>\d+)\] )?$"
     r"|\[gpu(?:_id)?=(?P<gpu2>\d+)\] $"
+    rf"|\[(?P<ranks2>{_RANKS_ONLY})\] $|(?:^|[\s:])(?P<ranks3>{_RANKS_ONLY}) $|{_FV_TAIL}$"
 )
 #: The SGLang prefix anywhere near the start of an event line.
 _PREFIX_ANY = re.compile(
     rf"\[?(?P<ts>{_TS})(?P<ranks>{_RANKS})\] (?:\[gpu(?:_id)?=(?P<gpu>\d+)\] )?"
     r"|\[gpu(?:_id)?=(?P<gpu2>\d+)\] "
+    rf"|^\[(?P<ranks2>{_RANKS_ONLY})\] |{_FV_TAIL}"
 )
 #: A date-time in a foreign prefix (Python logging config, log shipper), used when no SGLang
 #: prefix is present.
@@ -187,6 +196,13 @@ def _ranks(ranks_text: str | None, gpu: str | None) -> dict[str, int]:
     return out
 
 
+def _prefix_groups(m: re.Match[str]) -> tuple[str | None, dict[str, int]]:
+    """(timestamp, ranks) from a _PREFIX_TAIL / _PREFIX_ANY match, whichever branch matched."""
+    g = m.groupdict()
+    ranks = g["ranks"] or g["ranks2"] or g.get("ranks3")
+    return g["ts"] or g["ts2"], _ranks(ranks, g["gpu"] or g["gpu2"])
+
+
 def _prefix_before(pre: str) -> tuple[str | None, dict[str, int]]:
     """Timestamp and ranks from the text in front of a record header."""
     if not pre:
@@ -197,7 +213,7 @@ def _prefix_before(pre: str) -> tuple[str | None, dict[str, int]]:
     short = pre[-200:]
     m = _PREFIX_TAIL.search(short)
     if m is not None:
-        ts, ranks = m["ts"], _ranks(m["ranks"], m["gpu"] or m["gpu2"])
+        ts, ranks = _prefix_groups(m)
     else:
         dts = _ANY_DATETIME.findall(short)
         ts, ranks = (dts[-1] if dts else None), {}
@@ -217,7 +233,8 @@ def split_prefix(text: str) -> tuple[str | None, dict[str, int], str]:
     head = text[:300]
     m = _PREFIX_ANY.search(head)
     if m is not None:
-        return m["ts"], _ranks(m["ranks"], m["gpu"] or m["gpu2"]), text[m.end():].strip()
+        ts, ranks = _prefix_groups(m)
+        return ts, ranks, text[m.end():].strip()
     dts = _ANY_DATETIME.findall(head)
     return (dts[-1] if dts else None), {}, text.strip()
 
@@ -237,6 +254,8 @@ def parse_record(text: str, line_no: int = 0) -> LogRecord | None:
         pos = start = m.start()
         extra = False
     ts, ranks = _prefix_before(text[:start]) if start else (None, {})
+    if "accept_ratio " in text:  # sglang-jax: `#queue-req: 0, accept_ratio 80.00%#cache_miss: 2`
+        text = _JAX_ACCEPT.sub(r"accept_ratio: \1%, ", text)
     hit = match_shape(text, pos)
     if hit is not None and not extra:
         return LogRecord(line_no, kind, ts, ranks, None, None, None, None, hit[0], hit[1])
@@ -259,13 +278,13 @@ def parse_record(text: str, line_no: int = 0) -> LogRecord | None:
 # --- single-line events ---------------------------------------------------------------------
 
 _RETRACT = re.compile(
-    r"(?:Decode out of memory happened|KV cache pool is full\. Retract requests)\."
+    r"(?:[Dd]ecode out of memory happened|KV cache pool is full\. Retract requests)[.,]"
     r" #retracted_reqs: (\d+)"
 )
 _RATIO = re.compile(r"#new_token_ratio: (\d+(?:\.\d+)?) -> (\d+(?:\.\d+)?)")
 _GAINED = re.compile(r"#new_tokens_gained: (\d+)")
 _OOM = re.compile(
-    r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|OutOfMemoryError"
+    r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|OutOfMemoryError|CUDA error: out of memory"
     r"|Not enough memory\. Please try to increase|Decode out of memory\. (?:Try|This)"
 )
 _TRY_ALLOC = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) ?(GiB|MiB|KiB|GB|MB)")
@@ -280,6 +299,9 @@ CRASH_START = re.compile(
     r"Traceback \(most recent call last\)|\w+ hit an exception|Exception in ModelTpServer"
     r"|Exception in run_tp_server|Received sigquit from a child process"
     r"|[Ww]atchdog timeout \(self\.watchdog_timeout"
+    # diffusion runtime errors, logged with exc_info (the traceback follows)
+    r"|\] Error during execution after \d|Error executing (?:grouped )?request "
+    r"|Failed to generate output for prompt"
 )
 #: NCCL hang phrases, compared with all whitespace removed (hard wraps may add or eat spaces).
 NCCL_PHRASES = ("Watchdogcaughtcollectiveoperationtimeout", "ProcessGroupNCCL'swatchdoggotstuck")
@@ -362,12 +384,43 @@ def parse_line(line: str | bytes, line_no: int = 1) -> LogRecord | None:
     return parse_clean(text, line_no)
 
 
+_FSM = re.compile(
+    r"fsm_cache_hit_rate: (\d+(?:\.\d+)?)%\. fsm_cache_avg_init_time: (\d+(?:\.\d+)?)s\. "
+    r"ff_cache_hit_rate: (\d+(?:\.\d+)?)%\. ff_cache_avg_init_time: (\d+(?:\.\d+)?)s"
+)
+
+
+def parse_other(text: str, line_no: int) -> LogRecord | None:
+    """A diffusion record (log_diffusion.py) or a 0.1.x FSM-cache statistic line, or None.
+
+    ``fsm_cache_hit_rate: 0.00%. fsm_cache_avg_init_time: 0.00s. ff_cache_hit_rate: 0.00%.
+    ff_cache_avg_init_time: 0.00s.`` (DEBUG, after each ``new fill batch`` up to 0.1.x) gives
+    kind ``fsm_cache``: hit rates as written (percent), init times in seconds.
+    """
+    hit = match_diffusion(text)
+    if hit is not None:
+        start, kind, fields = hit
+        ts, ranks = _prefix_before(text[:start]) if start else (None, {})
+        return LogRecord(line_no, kind, ts, ranks, fields)
+    if "fsm_cache_hit_rate" in text:
+        m = _FSM.search(text)
+        if m is not None:
+            ts, ranks = _prefix_before(text[:m.start()]) if m.start() else (None, {})
+            return LogRecord(line_no, "fsm_cache", ts, ranks, {
+                "fsm_cache_hit_rate": float(m[1]), "fsm_cache_avg_init_time_s": float(m[2]),
+                "ff_cache_hit_rate": float(m[3]), "ff_cache_avg_init_time_s": float(m[4])})
+    return None
+
+
 def parse_clean(text: str, line_no: int) -> LogRecord | None:
     """parse_line for a line already cleaned and known to pass the prefilter."""
     if "batch" in text or "#running" in text:
         rec = parse_record(text, line_no)
         if rec is not None:
             return rec
+    rec = parse_other(text, line_no)
+    if rec is not None:
+        return rec
     ev = classify_event(text)
     if ev is not None:
         return make_event(ev[0], text, line_no, ev[1])

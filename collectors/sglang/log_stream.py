@@ -40,6 +40,7 @@ from collectors.sglang.log_parse import (
     make_event,
     nccl_match,
     parse_clean,
+    parse_other,
     parse_record,
 )
 
@@ -134,12 +135,20 @@ class StreamParser:
                 return out
             if "batch" in text and ("Prefill batch" in text or "Decode batch" in text):
                 self.stats.unreadable_records += 1
+        rec = parse_other(text, line_no)
+        if rec is not None:
+            self._emit(out, rec)
+            return out
         ev = classify_event(text)
-        if ev is not None:
+        crash = CRASH_START.search(text)
+        if ev is not None and not (crash and ev[0] == "oom"):
             self._emit(out, make_event(ev[0], text, line_no, ev[1]))
             return out
-        if CRASH_START.search(text):
-            self._group = _Group(line_no, pos, text, [text], [],
+        if crash:
+            # an error header that names the OOM (diffusion `Error executing request ...: CUDA
+            # out of memory`) opens the crash group; the OOM is its inner event
+            inner = [make_event(ev[0], text, line_no, ev[1])] if ev is not None else []
+            self._group = _Group(line_no, pos, text, [text], inner,
                                  seen_file="Traceback (" in text)
             return out
         if any(h in text for h in _NCCL_HINTS):
@@ -177,7 +186,8 @@ class StreamParser:
         g.lines.append(text)
         if PREFILTER.search(text):
             ev = classify_event(text)
-            if ev is not None:
+            if ev is not None and all(i.kind != ev[0] for i in g.inner):
+                # one event per kind per crash: the header and the final line often both say OOM
                 inner = make_event(ev[0], text, g.start_line + len(g.lines) - 1, ev[1])
                 g.inner.append(inner)
         return True

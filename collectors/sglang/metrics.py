@@ -28,6 +28,13 @@ lists those keys, and the collector keeps the list in its state
 | metrics.<h>_mean_s | s | Δsum / Δcount in the window | `rate(_sum)/rate(_count)` |
 | metrics.<h>_clamped | 1/0 | 1 when any of p50/p95/p99 sits at the last finite bucket (true value higher) | compare with the `le="+Inf"` bucket |
 | metrics.<h>_window_count | observations | Δcount in the window (what the estimates rest on) | Δ`_count` |
+| metrics.diffusion_num_queue_reqs, diffusion_num_running_reqs | requests | image requests queued / running (diffusion server 0.5.21+) | `grep diffusion_num_` |
+| metrics.diffusion_lora_loaded_adapters | adapters | loaded LoRA adapters | same name |
+| metrics.diffusion_requests_per_s, diffusion_failed_requests_per_s | 1/s | Δ`diffusion_requests_total` / Δt, `is_warmup="true"` left out (failed: `status="error"`) | `rate(sglang:diffusion_requests_total{is_warmup="false"}[..])` |
+| metrics.diffusion_e2e_p50_s/_p95_s/_p99_s/_mean_s, diffusion_queue_time_* | s | windowed quantiles of `diffusion_request_latency_seconds` / `diffusion_queue_time_seconds`, warm-up left out | `histogram_quantile(0.99, sum by (le) (rate(sglang:diffusion_request_latency_seconds_bucket{is_warmup="false"}[..])))` |
+| metrics.diffusion_batch_size_p50/_p95/_p99/_mean | requests | requests per dispatched batch (a count: no `_s`) | `diffusion_generation_batch_size` |
+| metrics.diffusion_stage_p50_s.<Stage>, _p95_s, _p99_s, _mean_s, _clamped, _window_count | s | per-stage windowed quantiles of `diffusion_stage_host_latency_seconds{stage=...}`; `<Stage>` as exported (`DenoisingStage`, `DecodingStage`, ...; `DenoisingStep` = seconds per denoising step) | `histogram_quantile(0.99, sum by (le) (rate(..._bucket{stage="DenoisingStage"}[..])))` |
+| metrics.http_requests_per_s | 1/s | Δ`http_requests_total` / Δt | |
 
 Counter and histogram windows use per-series deltas: a series that went down restarted (the
 server restarted) and counts from zero; a series seen for the first time is its own baseline
@@ -60,6 +67,7 @@ from collectors.sglang.metrics_alias import (
     LOOKUP,
     Alias,
     aggregate,
+    excluded,
     label_key,
     pitwall_keys,
     rank_detail,
@@ -104,12 +112,14 @@ def extract(parsed: ParsedMetrics) -> Extracted:
     by_base: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
     aliases: dict[str, Alias] = {}
     for s in parsed.samples:
-        hit = LOOKUP.get(s.name)
-        if hit is None or math.isnan(s.value):
+        hits = LOOKUP.get(s.name)
+        if hits is None or math.isnan(s.value):
             continue
-        alias, base, part = hit
-        aliases[alias.key] = alias
-        by_base.setdefault((alias.key, base), []).append((part, s.labels, s.value))
+        for alias, base, part in hits:
+            if alias.exclude and excluded(alias, s.labels):
+                continue
+            aliases[alias.key] = alias
+            by_base.setdefault((alias.key, base), []).append((part, s.labels, s.value))
     out = Extracted()
     for key, alias in aliases.items():
         base = next(b for b in alias.names if (key, b) in by_base)
@@ -208,7 +218,16 @@ def compute(
         }
         if not windowed or key not in prev_h:
             continue
-        values.update(_window_hist(key, hists, prev_h[key]))
+        split = _alias(key).split
+        if split is None:
+            values.update(_window_hist(key, hists, prev_h[key]))
+            continue
+        parts: dict[str, dict[LabelKey, _Hist]] = {}
+        for lk, h in hists.items():
+            parts.setdefault(dict(lk).get(split, ""), {})[lk] = h
+        for part, sub in sorted(parts.items()):
+            got = _window_hist(key, sub, prev_h[key])
+            values.update({f"{k}.{part}": v for k, v in got.items()})
     return values, state
 
 
@@ -243,7 +262,7 @@ def _window_hist(key: str, hists: dict[LabelKey, _Hist], old: dict[str, Any]) ->
     agg = _alias(key).agg
     buckets = {le: aggregate(vals, agg) or 0.0 for le, vals in per_le.items()}
     out: dict[str, float] = {}
-    stem = f"metrics.{key}"
+    stem, unit = f"metrics.{key}", _alias(key).unit
     n = aggregate(counts, agg)
     if n is None and buckets and math.inf in buckets:
         n = buckets[math.inf]
@@ -251,14 +270,14 @@ def _window_hist(key: str, hists: dict[LabelKey, _Hist], old: dict[str, Any]) ->
         out[f"{stem}_window_count"] = n
     s = aggregate(sums, agg)
     if n and s is not None:
-        out[f"{stem}_mean_s"] = s / n
+        out[f"{stem}_mean{unit}"] = s / n
     clamped = False
     for label, q in QUANTILES:
         est = histogram_quantile(q, buckets)
         if est is not None:
-            out[f"{stem}_{label}_s"] = est.value
+            out[f"{stem}_{label}{unit}"] = est.value
             clamped = clamped or est.clamped
-    if f"{stem}_p50_s" in out:
+    if f"{stem}_p50{unit}" in out:
         out[f"{stem}_clamped"] = 1.0 if clamped else 0.0
     return out
 

@@ -16,6 +16,12 @@ Rank aggregation (labels `tp_rank, pp_rank, moe_ep_rank` mark *replicas*: with
   groups are summed (dp_rank, engine_type, is_streaming, cache_source, priority all add up).
 - `mean` (0-1 ratios, per-batch averages): the mean over every series.
 
+Diffusion server (`sglang serve`, 0.5.21+, labels `role, replica`): `diffusion_*` aliases below.
+Warm-up requests are left out of the user figures (`exclude` drops series labelled
+`is_warmup="true"`); the stage histogram is split by its `stage` label into one key per stage
+(`metrics.diffusion_stage_p99_s.DenoisingStage`; the `DenoisingStep` pseudo-stage is seconds
+per denoising step). Batch size is a count, so its keys carry no `_s`.
+
 Per-rank detail keeps, for gauges, one value per rank when a rank label takes several values:
 `metrics.num_running_reqs.dp1`, `metrics.token_usage.tp3` (only the rank labels that vary).
 """
@@ -45,7 +51,12 @@ class Alias:
     names: tuple[str, ...]  # base names without prefix (and without _total), newest era first
     agg: str = "sum"  # sum | mean
     meaning: str = ""
+    exclude: tuple[tuple[str, str], ...] = ()  # (label, value) pairs whose series are dropped
+    split: str | None = None  # histograms: one set of keys per value of this label
+    unit: str = "_s"  # histograms: key unit suffix ("" for counts)
 
+
+_NO_WARMUP = (("is_warmup", "true"),)
 
 ALIASES: tuple[Alias, ...] = (
     # gauges -> metrics.<key>
@@ -120,37 +131,64 @@ ALIASES: tuple[Alias, ...] = (
     Alias(
         "tpot", "histogram", ("request_time_per_output_token_seconds",), "sum", "per-request TPOT"
     ),
+    # diffusion server (runtime/observability/metrics.py, 0.5.21+)
+    Alias("diffusion_num_queue_reqs", "gauge", ("diffusion_num_queue_reqs",), "sum",
+          "image requests waiting for first dispatch"),
+    Alias("diffusion_num_running_reqs", "gauge", ("diffusion_num_running_reqs",), "sum",
+          "image requests dispatched, not completed"),
+    Alias("diffusion_lora_loaded_adapters", "gauge", ("diffusion_lora_loaded_adapters",), "sum",
+          "loaded LoRA adapters"),
+    Alias("diffusion_requests_per_s", "counter", ("diffusion_requests",), "sum",
+          "completed user image requests/s (warm-up excluded)", _NO_WARMUP),
+    Alias("diffusion_failed_requests_per_s", "counter", ("diffusion_requests",), "sum",
+          "failed user image requests/s", (*_NO_WARMUP, ("status", "success"))),
+    Alias("diffusion_e2e", "histogram", ("diffusion_request_latency_seconds",), "sum",
+          "image request latency, scheduler acceptance to completion", _NO_WARMUP),
+    Alias("diffusion_queue_time", "histogram", ("diffusion_queue_time_seconds",), "sum",
+          "image request time until first dispatch", _NO_WARMUP),
+    Alias("diffusion_batch_size", "histogram", ("diffusion_generation_batch_size",), "sum",
+          "requests per dispatched batch", unit=""),
+    Alias("diffusion_stage", "histogram", ("diffusion_stage_host_latency_seconds",), "sum",
+          "host time per pipeline stage (DenoisingStep: per step)", split="stage"),
+    Alias("http_requests_per_s", "counter", ("http_requests",), "sum", "HTTP requests/s"),
 )
 
 _PARTS = {"histogram": ("_bucket", "_sum", "_count")}
 
 
-def _build_lookup() -> dict[str, tuple[Alias, str, str]]:
-    """Full sample name -> (alias, source base name, part: value|bucket|sum|count)."""
-    out: dict[str, tuple[Alias, str, str]] = {}
+def _build_lookup() -> dict[str, list[tuple[Alias, str, str]]]:
+    """Full sample name -> [(alias, source base name, part: value|bucket|sum|count)]; one name
+    may feed several aliases (all and failed diffusion requests)."""
+    out: dict[str, list[tuple[Alias, str, str]]] = {}
     for alias in ALIASES:
         for base in alias.names:
             for prefix in PREFIXES:
                 if alias.kind == "histogram":
-                    for part in _PARTS["histogram"]:
-                        out[prefix + base + part] = (alias, base, part[1:])
+                    names = [(prefix + base + part, part[1:]) for part in _PARTS["histogram"]]
                 elif alias.kind == "counter":
-                    out[prefix + base + "_total"] = (alias, base, "value")
-                    out[prefix + base] = (alias, base, "value")
+                    names = [(prefix + base + "_total", "value"), (prefix + base, "value")]
                 else:
-                    out[prefix + base] = (alias, base, "value")
+                    names = [(prefix + base, "value")]
+                for name, part in names:
+                    out.setdefault(name, []).append((alias, base, part))
     return out
 
 
-LOOKUP: dict[str, tuple[Alias, str, str]] = _build_lookup()
+LOOKUP: dict[str, list[tuple[Alias, str, str]]] = _build_lookup()
 
 
 def pitwall_keys(alias: Alias) -> list[str]:
     """The `metrics.*` keys one alias produces (per-rank detail keys aside)."""
     if alias.kind != "histogram":
         return [f"metrics.{alias.key}"]
-    stem = f"metrics.{alias.key}"
-    return [f"{stem}_p50_s", f"{stem}_p95_s", f"{stem}_p99_s", f"{stem}_mean_s", f"{stem}_clamped"]
+    stem, u = f"metrics.{alias.key}", alias.unit
+    return [f"{stem}_p50{u}", f"{stem}_p95{u}", f"{stem}_p99{u}", f"{stem}_mean{u}",
+            f"{stem}_clamped"]
+
+
+def excluded(alias: Alias, labels: dict[str, str]) -> bool:
+    """True when a series of `alias` is left out (a warm-up series of a user figure)."""
+    return any(labels.get(k) == v for k, v in alias.exclude)
 
 
 def label_key(labels: dict[str, str], drop: Iterable[str] = ("le",)) -> tuple[tuple[str, str], ...]:
