@@ -156,7 +156,12 @@ def absent_keys(parsed: ParsedMetrics) -> list[str]:
     produced = {k for a in ALIASES if a.key in present for k in pitwall_keys(a)}
     if {"prompt_tokens_per_s", "cached_tokens_per_s"} <= present:
         produced.add("metrics.cached_token_ratio")
-    every = {k for a in ALIASES for k in pitwall_keys(a)} | {"metrics.cached_token_ratio"}
+    # an image server exports the diffusion family and an LLM server the rest: each is judged
+    # against its own family, so an LLM's "not exported" list never fills with diffusion keys
+    diffusion = any(k.startswith("diffusion_") for k in present)
+    every = {k for a in ALIASES if a.key.startswith("diffusion_") == diffusion for k in pitwall_keys(a)}
+    if not diffusion:
+        every.add("metrics.cached_token_ratio")
     return sorted(every - produced)
 
 

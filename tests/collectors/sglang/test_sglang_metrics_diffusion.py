@@ -101,10 +101,13 @@ def test_every_diffusion_series() -> None:
     assert 0.005 < v["metrics.diffusion_stage_p95_s.DecodingStage"] <= 0.01
     absent = absent_keys(parse_metrics(m.text()))
     assert not [k for k in absent if k.startswith("metrics.diffusion_")]
+    assert "metrics.num_running_reqs" not in absent  # an image server is not judged by LLM keys
 
 
-def test_llm_payload_has_no_diffusion_keys_and_says_so() -> None:
+def test_llm_payload_has_no_diffusion_keys_and_none_listed_absent() -> None:
     text = "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 1.0\n"
     v, _ = compute(parse_metrics(text), None, 0.0)
     assert not [k for k in v if "diffusion" in k]
-    assert "metrics.diffusion_e2e_p99_s" in absent_keys(parse_metrics(text))
+    absent = absent_keys(parse_metrics(text))
+    assert "metrics.num_queue_reqs" in absent  # an LLM key this payload lacks is listed ...
+    assert not [k for k in absent if "diffusion" in k]  # ... the image family is not
