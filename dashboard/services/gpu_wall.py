@@ -1,0 +1,196 @@
+"""Which wall a GPU hits: memory bandwidth, compute, or neither — from GPM figures.
+
+`utilization.gpu` reads ~100 % for a device copy loop and for a matmul loop alike (measured on an
+H200: tests/fixtures/nvml-h200-{copy,matmul-gpm}.json). GPM (and dcgm-exporter's profiling
+fields, mapped to the same `gpu.<i>.gpm.*` series) separates them: DRAM bandwidth utilisation
+89 % vs 17 %, tensor activity 0 % vs 93 %.
+
+Verdict per sample (one GPM interval), then per window by majority of the samples:
+
+| verdict | rule (per sample) | what it means |
+|---|---|---|
+| `bandwidth` | DRAM bandwidth ≥ 60 % and above tensor activity | the step waits on HBM: a card with more bandwidth, fewer bytes per step (quantised weights, smaller KV) or bigger batches help |
+| `compute` | tensor activity ≥ 60 % and ≥ DRAM bandwidth, or SM busy ≥ 80 % with DRAM < 60 % | the tensor cores are the limit: more FLOPS, lower precision, less work per step |
+| `neither` | DRAM and tensor both < 30 % and SMs < 50 % while requests are running or waiting | the GPU is underfed: launch overhead, CPU-side scheduling, too small a batch |
+| `idle` | as `neither`, but no request ran or waited | nothing to do |
+| `mixed` | anything else | near no wall, or near both |
+
+Thresholds are this module's constants; the evidence (means, shares, window) goes with every
+verdict so an operator can judge it. Achieved bandwidth = DRAM utilisation × the card's peak
+(`GPU_SPECS`, vendor figures with their sources).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import Engine
+
+from storage import repo
+
+BANDWIDTH_MIN = 0.60  # DRAM bandwidth utilisation from which a sample is bandwidth bound
+TENSOR_MIN = 0.60  # tensor activity from which a sample is compute bound
+SM_BUSY_MIN = 0.80  # SM activity that makes a non-tensor kernel compute bound
+LOW = 0.30  # below this on DRAM and tensor (and SM below 0.5) the GPU is underfed
+QUEUE_KEYS = ("metrics.num_queue_reqs", "metrics.num_running_reqs", "log.queue_req", "log.running_req",
+              "metrics.diffusion_num_queue_reqs", "metrics.diffusion_num_running_reqs")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """A card's peak figures, from its vendor's datasheet (dense, no sparsity)."""
+
+    name: str
+    matches: tuple[str, ...]  # substrings of NVML's device name, most specific first
+    mem_bw_bytes_s: float
+    mem_bytes: float
+    bf16_dense_flops: float
+    source: str
+
+
+TB, GB, TF = 1e12, 1e9, 1e12
+#: Checked in order: the first spec one of whose `matches` is in the NVML name wins.
+GPU_SPECS: tuple[GpuSpec, ...] = (
+    GpuSpec("A100 PCIe 80GB", ("A100 80GB PCIe", "A100-PCIE-80GB"), 1.935 * TB, 80 * GB, 312 * TF,
+            "NVIDIA A100 Tensor Core GPU datasheet (1,935 GB/s, 80 GB HBM2e, BF16 312 TFLOPS dense)"),
+    GpuSpec("A100 SXM 80GB", ("A100-SXM4-80GB", "A100 80GB"), 2.039 * TB, 80 * GB, 312 * TF,
+            "NVIDIA A100 Tensor Core GPU datasheet (2,039 GB/s, 80 GB HBM2e, BF16 312 TFLOPS dense)"),
+    GpuSpec("A100 40GB", ("A100",), 1.555 * TB, 40 * GB, 312 * TF,
+            "NVIDIA A100 Tensor Core GPU datasheet (1,555 GB/s, 40 GB HBM2)"),
+    GpuSpec("H100 NVL", ("H100 NVL",), 3.9 * TB, 94 * GB, 835 * TF,
+            "NVIDIA H100 datasheet, H100 NVL column (3.9 TB/s, 94 GB; BF16 1,671 TFLOPS with sparsity)"),
+    GpuSpec("H100 PCIe", ("H100 PCIe",), 2.0 * TB, 80 * GB, 756 * TF,
+            "NVIDIA H100 datasheet, H100 PCIe column (2 TB/s, 80 GB; BF16 1,513 TFLOPS with sparsity)"),
+    GpuSpec("H100 SXM", ("H100",), 3.35 * TB, 80 * GB, 989 * TF,
+            "NVIDIA H100 datasheet, H100 SXM column (3.35 TB/s, 80 GB HBM3; BF16 1,979 TFLOPS with sparsity)"),
+    GpuSpec("H200", ("H200",), 4.8 * TB, 141 * GB, 989 * TF,
+            "NVIDIA H200 datasheet (4.8 TB/s, 141 GB HBM3e; BF16 1,979 TFLOPS with sparsity)"),
+    GpuSpec("B300", ("B300",), 8.0 * TB, 288 * GB, 2250 * TF,
+            "NVIDIA HGX B300 specifications (8 TB/s, 288 GB HBM3e per GPU; BF16 4.5 PFLOPS with sparsity)"),
+    GpuSpec("B200", ("B200",), 8.0 * TB, 180 * GB, 2250 * TF,
+            "NVIDIA HGX B200 specifications (8 TB/s, 180 GB HBM3e per GPU; BF16 4.5 PFLOPS with sparsity)"),
+)
+
+
+def spec_for(name: str | None) -> GpuSpec | None:
+    """The spec of an NVML device name ("NVIDIA H200", "NVIDIA A100-SXM4-80GB"), or None."""
+    if not name:
+        return None
+    for spec in GPU_SPECS:
+        if any(m in name for m in spec.matches):
+            return spec
+    return None
+
+
+def spec_by_short_name(short: str) -> GpuSpec | None:
+    """A spec by its short name ("H200", "B300"), for what-ifs."""
+    return next((s for s in GPU_SPECS if s.name.lower() == short.lower()), None)
+
+
+def classify(dram: float, tensor: float, sm: float | None, busy: bool) -> str:
+    """One GPM interval's verdict (module table). Ratios 0-1; `busy`: requests ran or waited."""
+    if dram >= BANDWIDTH_MIN and dram > tensor:
+        return "bandwidth"
+    if tensor >= TENSOR_MIN and tensor >= dram:
+        return "compute"
+    if sm is not None and sm >= SM_BUSY_MIN and dram < BANDWIDTH_MIN:
+        return "compute"
+    if dram < LOW and tensor < LOW and (sm is None or sm < 0.5):
+        return "neither" if busy else "idle"
+    return "mixed"
+
+
+REASONS = {
+    "bandwidth": "bound by memory bandwidth: the step waits on HBM reads and writes",
+    "compute": "bound by compute: the tensor cores (or SMs) are the limit",
+    "neither": "near neither wall while requests wait: launch overhead, CPU-side scheduling or too small a batch",
+    "idle": "idle: no requests ran",
+    "mixed": "near no single wall (or near both)",
+}
+
+
+def what_if(step_s: float, bandwidth_share: float, current: GpuSpec, other: GpuSpec) -> tuple[float, str]:
+    """The same step on `other`, at the same utilisation: the bandwidth-bound share scales with the
+    memory-bandwidth ratio, the rest is unchanged. Returns (seconds, the assumption in words)."""
+    share = min(max(bandwidth_share, 0.0), 1.0)
+    ratio = current.mem_bw_bytes_s / other.mem_bw_bytes_s
+    seconds = step_s * (share * ratio + (1.0 - share))
+    note = (f"assumes the {100 * share:.0f} % of the step that is bandwidth bound scales with memory "
+            f"bandwidth ({current.mem_bw_bytes_s / TB:g} → {other.mem_bw_bytes_s / TB:g} TB/s) and the "
+            "rest stays as it is; compute, clocks and the software stack are taken as equal")
+    return seconds, note
+
+
+def _busy_at(ts: np.ndarray, queue: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per GPM sample: did a request run or wait (the newest queue/running reading at or before)?"""
+    busy = np.zeros(len(ts), dtype=bool)
+    for q_ts, q_val in queue:
+        if len(q_ts) == 0:
+            continue
+        idx = np.searchsorted(q_ts, ts, side="right") - 1
+        ok = idx >= 0
+        busy[ok] |= q_val[idx[ok]] > 0
+    return busy
+
+
+def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> dict[str, Any]:
+    """The verdict per GPU of a server over [since, until), with its evidence.
+
+    Returns {"available": bool, "why_not": str | None, "gpus": [{index, name, spec, samples,
+    dram_ratio, tensor_ratio, sm_ratio, achieved_bw_bytes_s, shares: {verdict: 0-1}, verdict,
+    reason}], "window": [since, until]}. GPUs without GPM figures are named in `why_not`.
+    """
+    names = repo.metric_names(engine, server_id=server_id, prefix="gpu.")
+    indices = sorted({int(n.split(".")[1]) for n in names if n.split(".")[1].isdigit()})
+    info = repo.load_state(engine, key="gpu:info") or {}
+    gpu_names = {g.get("index"): g.get("name") for g in info.get("gpus", []) if isinstance(g, dict)}
+    queue = [repo.sample_points(engine, server_id=server_id, metric=k, since=since - 60, until=until)
+             for k in QUEUE_KEYS]
+    out: list[dict[str, Any]] = []
+    missing: list[int] = []
+    for i in indices:
+        ts, dram = repo.sample_points(engine, server_id=server_id, metric=f"gpu.{i}.gpm.dram_bw_util_ratio",
+                                      since=since, until=until)
+        if len(ts) == 0:
+            missing.append(i)
+            continue
+        tensor = _aligned(engine, server_id, f"gpu.{i}.gpm.tensor_any_ratio", ts, since, until)
+        sm = _aligned(engine, server_id, f"gpu.{i}.gpm.sm_util_ratio", ts, since, until)
+        busy = _busy_at(ts, queue)
+        verdicts = [classify(float(d), float(t), None if np.isnan(s) else float(s), bool(b))
+                    for d, t, s, b in zip(dram, np.nan_to_num(tensor), sm, busy, strict=True)]
+        counts = Counter(verdicts)
+        verdict = counts.most_common(1)[0][0]
+        spec = spec_for(gpu_names.get(i))
+        dram_mean = float(np.mean(dram))
+        out.append({
+            "index": i, "name": gpu_names.get(i), "spec": spec.name if spec else None,
+            "samples": len(ts), "dram_ratio": dram_mean, "tensor_ratio": float(np.nanmean(tensor)) if not np.all(np.isnan(tensor)) else None,
+            "sm_ratio": float(np.nanmean(sm)) if not np.all(np.isnan(sm)) else None,
+            "achieved_bw_bytes_s": dram_mean * spec.mem_bw_bytes_s if spec else None,
+            "peak_bw_bytes_s": spec.mem_bw_bytes_s if spec else None,
+            "shares": {k: v / len(verdicts) for k, v in counts.items()},
+            "verdict": verdict, "reason": REASONS[verdict],
+        })
+    why_not = None
+    if not indices:
+        why_not = "no GPU telemetry for this server in the window"
+    elif missing:
+        why_not = (f"GPU {', '.join(map(str, missing))}: DRAM bandwidth and tensor activity not available "
+                   "on this GPU (GPM needs Hopper or newer; or point gpu.dcgm_url at a dcgm-exporter "
+                   "with profiling fields)")
+    return {"available": bool(out), "why_not": why_not, "gpus": out, "window": [since, until]}
+
+
+def _aligned(engine: Engine, server_id: int, metric: str, ts: np.ndarray, since: float, until: float) -> np.ndarray:
+    """`metric`'s values at the GPM timestamps `ts` (same poll, same ts); NaN where absent."""
+    t2, v2 = repo.sample_points(engine, server_id=server_id, metric=metric, since=since, until=until)
+    out = np.full(len(ts), np.nan)
+    if len(t2):
+        idx = np.searchsorted(t2, ts)
+        ok = (idx < len(t2)) & (t2[np.minimum(idx, len(t2) - 1)] == ts)
+        out[ok] = v2[idx[ok]]
+    return out
