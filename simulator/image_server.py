@@ -303,7 +303,8 @@ class ImageServer:
                 if job.fmt == "b64_json":
                     item["b64_json"] = base64.b64encode(img).decode()
                 else:
-                    item["url"] = f"/v1/images/{image_id}/content"
+                    item["url"] = (f"http://{self.ns.host}:{self.ns.port}/v1/images/"
+                                   f"{image_id}/content")
                 data.append(item)
         tokens = len(tokenizer.encode(job.prompt))
         return {"id": job.rid, "created": int(time.time()), "data": data,
