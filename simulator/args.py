@@ -111,7 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--ulysses-degree", type=int, default=None)
     a("--ring-degree", type=int, default=None)
     a("--model-type", type=str, default=None)
-    # Simulator knobs; string defaults from SGLANG_SIM_* go through the same type checks.
+    add_sim_args(p)
+    return p
+
+
+def add_sim_args(p: argparse.ArgumentParser) -> None:
+    """The ``--sim-*`` knobs, shared by the LLM and the diffusion parser."""
+    a = p.add_argument
+    # String defaults from SGLANG_SIM_* go through the same type checks.
     env = os.environ.get
     a("--sim-kind", choices=["llm", "image"], default=env("SGLANG_SIM_KIND", "llm"))
     a("--sim-gpu", choices=SIM_GPUS, default=env("SGLANG_SIM_GPU", "h100"))
@@ -122,16 +129,20 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-startup-s", type=float, default=env("SGLANG_SIM_STARTUP_S"))
     a("--sim-report-lag", action="store_true",
       default=env("SGLANG_SIM_REPORT_LAG", "") in ("1", "true"))
-    return p
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = build_parser()
-    ns = parser.parse_args(argv)
+def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
+    """Fold SGLANG_SIM_FAULT into ns.sim_fault and reject knob values argparse cannot."""
     env_faults = [f for f in os.environ.get("SGLANG_SIM_FAULT", "").split(",") if f.strip()]
     ns.sim_fault = [f.strip() for f in env_faults] + (ns.sim_fault or [])
     if ns.sim_kind not in ("llm", "image") or ns.sim_gpu not in SIM_GPUS:
         parser.error(f"SGLANG_SIM_KIND/SGLANG_SIM_GPU: invalid value {ns.sim_kind!r}/{ns.sim_gpu!r}")
     if ns.sim_speed <= 0:
         parser.error("argument --sim-speed: must be > 0")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    check_sim_args(parser, ns)
     return ns

@@ -199,3 +199,89 @@ def make_cost_model(*, gpu: str, params: float, tp: int, quantization: str | Non
           "mxfp8": 1.0, "nvfp4": 0.5, "fp4_mx_block16": 0.5}.get(kv_cache_dtype, 2.0)
     return CostModel(GPUS[gpu], model_shape(params), tp, wbytes, fmult, kv, cuda_graph,
                      cuda_graph_max_bs, torch_compile, torch_compile_max_bs)
+
+
+# --- Diffusion (``sglang serve`` on a DiT image model) -------------------------------------------
+#
+# One denoising step of an MMDiT is a roofline: max(bytes moved / (HBM_BW x MEM_EFF),
+# FLOPs / (dense BF16 x DIT_MFU)) per GPU, for each of the CFG forward passes (2 per step when
+# guidance applies, 1 with guidance off; --enable-cfg-parallel runs the two on two GPU groups).
+# Tokens: latent tokens = (W/8/2) x (H/8/2) (Qwen-Image VAE downsamples by 8, the DiT patchifies
+# 2x2; 1024x1024 -> 4096) plus the prompt's text tokens, all batched requests side by side.
+# FLOPs per forward = 2 x params x tokens + 4 x layers x hidden x tokens^2 (attention, joint
+# over text and image). Bytes per forward = weights (2 B/param, read once per forward however
+# large the batch) + activations ACT_RW_PER_LAYER x tokens x hidden x 2 B x layers.
+# Qwen-Image: 20.4B DiT params, 60 blocks, hidden 3072 (24 heads x 128) [Qwen-Image technical
+# report, arXiv 2508.02324, table 1]; text encoder Qwen2.5-VL 7B; VAE decode ~0.25 s/MP on H100.
+# Sequence parallel (ulysses x ring = sp) splits tokens over sp GPUs and adds two all-to-alls
+# per block; TP splits weights. Switches: --enable-torch-compile x (1 - TORCH_COMPILE_DIT_GAIN)
+# per step; SGLANG_CACHE_DIT_ENABLED=true or a request's enable_teacache skip a share of the
+# steps after the warm-up steps (CACHE_SKIP_SHARE). DIT_MFU is fitted to the issue's H100 log
+# (0.4473 s/step, Qwen-Image 1024x1024 with CFG; the model gives 0.478 s); see perf-baselines.md section 9.
+
+DIT_MFU = 0.75
+DIT_LAYERS = 60
+DIT_HIDDEN = 3072
+ACT_RW_PER_LAYER = 12  # activation tensors of tokens x hidden read or written per block
+TORCH_COMPILE_DIT_GAIN = 0.15  # SGLang diffusion docs: torch.compile 10-20 % faster per step
+CACHE_SKIP_SHARE = 0.35  # cache-DiT / TeaCache reuse ~1/3 of steps (SGLang diffusion docs)
+CACHE_WARMUP_STEPS = 4  # SGLANG_CACHE_DIT_WARMUP default: no step is skipped before these
+SP_COMM_PER_LAYER_S = 60e-6  # two all-to-alls per block over NVLink at 1024x1024
+TEXT_ENCODER_S = 0.06  # Qwen2.5-VL-7B prompt encode, one request
+VAE_DECODE_S_PER_MP = 0.25  # per megapixel per image, on an H100-class GPU
+ACTIVATION_BYTES_PER_TOKEN = 2 * DIT_HIDDEN * 2 * 12  # peak live activations per token (B)
+WORKSPACE_BYTES = 3 * GB  # CUDA context, allocator pool, VAE workspace
+TEXT_ENCODER_BYTES = 16.6 * GB  # Qwen2.5-VL-7B in BF16, on the GPU while it encodes
+
+
+@dataclass(frozen=True)
+class DiffusionCost:
+    """Per-request model seconds and bytes of one diffusion server's launch settings."""
+
+    gpu: GpuSpec
+    params: float
+    num_gpus: int = 1
+    tp: int = 1
+    sp: int = 1
+    cfg_parallel: bool = False
+    torch_compile: bool = False
+    cache_dit: bool = False
+
+    def tokens(self, width: int, height: int, text_tokens: int) -> int:
+        return (width // 16) * (height // 16) + text_tokens
+
+    def forward_s(self, width: int, height: int, text_tokens: int, batch: int = 1) -> float:
+        """One DiT forward of `batch` requests on one GPU group (roofline, model seconds)."""
+        s = self.tokens(width, height, text_tokens)
+        flops = batch * (2 * self.params * s + 4 * DIT_LAYERS * DIT_HIDDEN * s * s)
+        act = batch * ACT_RW_PER_LAYER * s * DIT_HIDDEN * 2 * DIT_LAYERS
+        split = self.tp * self.sp
+        mem_s = (2 * self.params / self.tp + act / split) / (self.gpu.hbm_bw * MEM_EFF)
+        comp_s = flops / split / (self.gpu.bf16_flops * DIT_MFU)
+        comm_s = 2 * SP_COMM_PER_LAYER_S * DIT_LAYERS * batch if self.sp > 1 else 0.0
+        return max(mem_s, comp_s) + comm_s
+
+    def step_s(self, width: int, height: int, text_tokens: int, *, cfg: bool,
+               batch: int = 1) -> float:
+        """One denoising step: CFG's passes in series, or side by side with CFG parallel."""
+        passes = 2 if cfg and not self.cfg_parallel else 1
+        t = passes * self.forward_s(width, height, text_tokens, batch)
+        return t * (1 - TORCH_COMPILE_DIT_GAIN) if self.torch_compile else t
+
+    def computed_steps(self, steps: int, *, cache: bool) -> int:
+        """Steps whose DiT forward runs; a cache reuses CACHE_SKIP_SHARE of those after warm-up."""
+        if not (cache or self.cache_dit) or steps <= CACHE_WARMUP_STEPS:
+            return steps
+        return steps - int((steps - CACHE_WARMUP_STEPS) * CACHE_SKIP_SHARE)
+
+    def decode_s(self, width: int, height: int, batch: int = 1) -> float:
+        h100 = GPUS["h100"].bf16_flops
+        return VAE_DECODE_S_PER_MP * width * height / 1e6 * batch * h100 / self.gpu.bf16_flops
+
+    def peak_bytes(self, width: int, height: int, text_tokens: int, batch: int = 1) -> float:
+        """Peak reserved memory on GPU 0: DiT weights / tp + text encoder + activations / sp
+        + workspace (bytes)."""
+        s = self.tokens(width, height, text_tokens)
+        cfg_batch = 1 if self.cfg_parallel else 2
+        act = batch * cfg_batch * s * ACTIVATION_BYTES_PER_TOKEN / self.sp
+        return 2 * self.params / self.tp + TEXT_ENCODER_BYTES + act + WORKSPACE_BYTES

@@ -11,7 +11,9 @@ Forms (reference/sglang-interfaces.md §1.1-1.3, §2):
   gen throughput (token/s): X.XX, #queue-req: N`` (no trailing comma);
 - uvicorn ``INFO:     ...`` lines and access lines
   ``INFO:     127.0.0.1:PORT - "POST /generate HTTP/1.1" 200 OK``;
-- diffusion server prefix ``[MM-DD HH:MM:SS] ``.
+- diffusion server prefix ``[MM-DD HH:MM:SS] `` (to stdout); WARNING lines wrapped in
+  ``\\033[93m...\\033[0;0m``, ERROR in ``\\033[91m``; numbers in the request-done lines in GREEN
+  (sglang 0.5.23 runtime/utils/logging_utils.py).
 
 ``#pending-token`` is modelled as the prompt tokens still waiting to be prefilled (queue plus
 the unfinished part of a chunked prompt).
@@ -25,6 +27,8 @@ import time
 from http import HTTPStatus
 from typing import TextIO
 
+GREEN, RED, YELLOW, RESET = "\033[92m", "\033[91m", "\033[93m", "\033[0;0m"
+DIFFUSION_COLOURS = {"warning": YELLOW, "error": RED, "critical": RED}
 LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 
@@ -105,6 +109,9 @@ class LogWriter:
             return
         text = "\n".join(self._prefix(tags) + part if i == 0 else part
                          for i, part in enumerate(message.split("\n")))
+        if self.diffusion and level in DIFFUSION_COLOURS:
+            # SGLang's diffusion ColoredFormatter wraps the whole WARNING/ERROR record.
+            text = f"{DIFFUSION_COLOURS[level]}{text}{RESET}"
         self.stream.write(text + "\n")
         self.stream.flush()
 

@@ -45,6 +45,7 @@ QUEUE_BUCKETS = [0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 
                  1400, 1600, 1800, 2000, 2500, 3000]
 DIFFUSION_LATENCY_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200]
 DIFFUSION_BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64]
+DIFFUSION_STAGE_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 1200]
 
 FAMILIES: list[dict[str, Any]] = json.loads(
     Path(__file__).with_name("sglang_0_5_23_metrics.json").read_text())["families"]
@@ -110,32 +111,50 @@ class LlmMetrics:
 
 
 class DiffusionMetrics:
-    def __init__(self) -> None:
+    """SGLang 0.5.23's diffusion families (runtime/observability/metrics.py): names, labels
+    (role, replica [+ status, is_warmup | is_warmup | stop_reason | stage]) and buckets as there.
+    role is ``monolithic`` for ``sglang serve``; replica the scheduler endpoint. Per-step times go
+    into the stage histogram as stage="DenoisingStep" (observe_stage on ``denoising_step_<i>``)."""
+
+    def __init__(self, replica: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         base = ["role", "replica"]
-        self.labels = {"role": "server", "replica": "0"}
-        self.queue = Gauge("sglang:diffusion_num_queue_reqs", "Number of queued requests.", base,
-                           registry=r)
-        self.running = Gauge("sglang:diffusion_num_running_reqs", "Number of running requests.",
-                             base, registry=r)
-        self.requests = Counter("sglang:diffusion_requests", "Total diffusion requests.",
+        self.base = ("monolithic", replica)
+        self.queue = Gauge("sglang:diffusion_num_queue_reqs", "Requests waiting for first dispatch.",
+                           base, registry=r)
+        self.running = Gauge("sglang:diffusion_num_running_reqs",
+                             "Dispatched requests not yet completed.", base, registry=r)
+        self.requests = Counter("sglang:diffusion_requests", "Completed original client requests.",
                                 [*base, "status", "is_warmup"], registry=r)
-        self.latency = Histogram("sglang:diffusion_request_latency_seconds",
-                                 "Diffusion request latency in seconds.",
-                                 [*base, "status", "is_warmup"],
-                                 buckets=DIFFUSION_LATENCY_BUCKETS, registry=r)
-        self.queue_time = Histogram("sglang:diffusion_queue_time_seconds",
-                                    "Diffusion request queue time in seconds.", base,
-                                    buckets=DIFFUSION_LATENCY_BUCKETS, registry=r)
+        self.latency = Histogram(
+            "sglang:diffusion_request_latency_seconds",
+            "Time from scheduler acceptance to completion, excluding HTTP postprocessing.",
+            [*base, "status", "is_warmup"], buckets=DIFFUSION_LATENCY_BUCKETS, registry=r)
+        self.queue_time = Histogram("sglang:diffusion_queue_time_seconds", "Time until first dispatch.",
+                                    [*base, "is_warmup"], buckets=DIFFUSION_LATENCY_BUCKETS,
+                                    registry=r)
         self.batch_size = Histogram("sglang:diffusion_generation_batch_size",
-                                    "Diffusion generation batch size.", base,
+                                    "Original requests per dispatched batch.", [*base, "stop_reason"],
                                     buckets=DIFFUSION_BATCH_BUCKETS, registry=r)
-        self.stage = Histogram("sglang:diffusion_stage_host_latency_seconds",
-                               "Host-side latency of each pipeline stage in seconds.",
-                               [*base, "stage"], buckets=DIFFUSION_LATENCY_BUCKETS, registry=r)
-        self.queue.labels(**self.labels).set(0)
-        self.running.labels(**self.labels).set(0)
+        self.stage = Histogram(
+            "sglang:diffusion_stage_host_latency_seconds",
+            "Host wall time around a pipeline stage; not synchronized GPU execution time.",
+            [*base, "stage"], buckets=DIFFUSION_STAGE_BUCKETS, registry=r)
+        for name, doc in (("loaded_adapters", "Loaded LoRA adapters."),
+                          ("active_modules", "Modules with active LoRA adapters."),
+                          ("active_adapters", "Unique active LoRA adapters.")):
+            Gauge(f"sglang:diffusion_lora_{name}", doc, base, registry=r).labels(*self.base).set(0)
+        self.queue.labels(*self.base).set(0)
+        self.running.labels(*self.base).set(0)
+
+    def finish(self, seconds: float, *, error: bool, warmup: bool) -> None:
+        labels = (*self.base, "error" if error else "success", str(warmup).lower())
+        self.requests.labels(*labels).inc()
+        self.latency.labels(*labels).observe(seconds)
+
+    def observe_stage(self, name: str, seconds: float) -> None:
+        self.stage.labels(*self.base, name).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

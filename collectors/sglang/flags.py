@@ -16,6 +16,7 @@ its real parser first and keeps only the checks argparse cannot do (ranges, hint
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -25,6 +26,12 @@ from typing import Any
 
 SGLANG_VERSION = "0.5.23"
 HELP_FILE = Path(__file__).with_name(f"sglang-{SGLANG_VERSION}-help.txt")
+#: The diffusion server's flags (``sglang serve --model-type diffusion``), read from the 0.5.23
+#: wheel by scripts/sglang_diffusion/extract_flags.py: [{"names", "kind", "type", "choices"}].
+DIFFUSION_FILE = Path(__file__).with_name(f"sglang-diffusion-{SGLANG_VERSION}-flags.json")
+#: A profile is a diffusion server when its [flags] say so the way SGLang's own `sglang serve`
+#: does: `model-type = "diffusion"` (sglang/cli/serve.py removes it before either parser runs).
+MODEL_TYPES = ("auto", "llm", "diffusion")
 
 #: Flags a profile may not set: they come from the profile's model_path and the server's base_url.
 RESERVED = {
@@ -58,6 +65,13 @@ NUMERIC: dict[str, tuple[type, float | None, float | None, bool, bool]] = {
     "random-seed": (int, 0, None, True, True),
     "watchdog-timeout": (float, 0.0, None, False, True),
     "dist-timeout": (int, 1, None, True, True),
+    # diffusion server (sglang serve --model-type diffusion)
+    "num-gpus": (int, 1, None, True, True),
+    "sp-degree": (int, 1, None, True, True),
+    "ulysses-degree": (int, 1, None, True, True),
+    "ring-degree": (int, 1, None, True, True),
+    "batching-max-size": (int, 1, None, True, True),
+    "batching-delay-ms": (float, 0.0, None, True, True),
     "nnodes": (int, 1, None, True, True),
     "node-rank": (int, 0, None, True, True),
     "base-gpu-id": (int, 0, None, True, True),
@@ -174,6 +188,29 @@ def bundled_table() -> dict[str, FlagSpec]:
     return parse_help_text(HELP_FILE.read_text(encoding="utf-8"))
 
 
+@lru_cache(maxsize=1)
+def diffusion_table() -> dict[str, FlagSpec]:
+    """{name or alias: FlagSpec} of the diffusion server's 0.5.23 flags (DIFFUSION_FILE)."""
+    kinds = {"switch": "switch", "optional": "optional", "list": "list", "value": "value"}
+    table: dict[str, FlagSpec] = {}
+    for f in json.loads(DIFFUSION_FILE.read_text())["flags"]:
+        names = [n.removeprefix("--") for n in f["names"]]
+        spec = FlagSpec(names[0], tuple(names[1:]), kinds[f["kind"]],
+                        tuple(f["choices"]) if f["choices"] else None)
+        for n in names:
+            table.setdefault(n, spec)
+    return table
+
+
+def is_diffusion(flags: dict[str, Any]) -> bool:
+    """The profile launches SGLang's diffusion server (`model-type = "diffusion"`)."""
+    return str(flags.get("model-type", "")).lower() == "diffusion"
+
+
+def table_for(flags: dict[str, Any]) -> dict[str, FlagSpec]:
+    return diffusion_table() if is_diffusion(flags) else bundled_table()
+
+
 def flag_names(table: dict[str, FlagSpec] | None = None) -> list[str]:
     return sorted((table or bundled_table()).keys())
 
@@ -274,10 +311,15 @@ def check_flags(
     known_by_parser: SGLang's real parser already accepted names, shapes and choices; only run
     the checks it cannot do (ranges, deprecation hints, reserved flags).
     """
-    table = table or bundled_table()
+    table = table or table_for(flags)
+    server = "diffusion server " if table is diffusion_table() else ""
     issues: list[Issue] = []
     for raw_name, value in flags.items():
         name = str(raw_name)
+        if name == "model-type":
+            if str(value).lower() not in MODEL_TYPES:
+                issues.append(Issue("error", name, f"--model-type is {value!r}; expected one of {', '.join(MODEL_TYPES)} (diffusion for an image/video server)."))
+            continue
         if name.startswith("-"):
             bare = name.lstrip("-")
             issues.append(Issue("error", name, f"Flag {name!r}: write flags without their leading dashes, e.g. `{bare} = ...`."))
@@ -298,7 +340,7 @@ def check_flags(
                 continue
         if spec is None:
             if not known_by_parser:
-                issues.append(Issue("error", name, f"--{name} is not an SGLang {SGLANG_VERSION} flag.{suggest(name, table)}"))
+                issues.append(Issue("error", name, f"--{name} is not an SGLang {SGLANG_VERSION} {server}flag.{suggest(name, table)}"))
             continue
         if spec.deprecated and note is None:
             issues.append(Issue("warning", name, f"--{name} is deprecated in SGLang {SGLANG_VERSION}: {spec.deprecated}"))

@@ -11,11 +11,12 @@ from conftest import FAST, StartSim
 from prometheus_client.parser import text_string_to_metric_families
 from sim_forms import DIFFUSION_PREFIX
 
-from simulator.image_server import png_bytes
+from simulator.costmodel import GPUS, DiffusionCost
+from simulator.image_png import encode_png, pixels
 
 
 def test_png_is_valid() -> None:
-    png = png_bytes(3, 2, seed=7)
+    png = encode_png(3, 2, bytes(pixels(3, 2, 7, "p", 50)))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     length, tag = struct.unpack(">I4s", png[8:16])
     assert tag == b"IHDR" and struct.unpack(">II", png[16:24]) == (3, 2)
@@ -61,3 +62,88 @@ def test_image_generation_api_logs_and_metrics(start_sim: StartSim) -> None:
                    for m in msgs)
     assert "The server is fired up and ready to roll!" in msgs
     assert any(re.fullmatch(r"Peak memory usage: [\d.]+ MB", m) for m in msgs)
+
+
+def test_diffusion_flags_accepted_and_rejected_like_sglang(start_sim: StartSim) -> None:
+    bad = start_sim("--model-type", "diffusion", "--enable-radix-cache", wait_ready=False,
+                    model="Qwen/Qwen-Image")
+    assert bad.wait_exit() == 1  # ServerArgs.from_cli_args: SystemExit("error: ...")
+    assert "error: unrecognized arguments: --enable-radix-cache" in bad.log()
+    typo = start_sim("--model-type=diffusion", "--num-gpus", "x", wait_ready=False,
+                     model="Qwen/Qwen-Image")
+    assert typo.wait_exit() == 2  # argparse: usage + error
+    assert "sglang: error: argument --num-gpus: invalid int value: 'x'" in typo.log()
+    ok = start_sim(*FAST, "--model-type", "diffusion", "--num-gpus", "2", "--ulysses-degree",
+                   "2", "--enable-torch-compile", "--enable-metrics", "true",
+                   model="Qwen/Qwen-Image")
+    with ok.client() as c:
+        assert c.get("/metrics").status_code == 200
+
+
+def test_same_seed_same_bytes_and_fast_paths_drift(start_sim: StartSim) -> None:
+    body = {"prompt": "a lighthouse", "size": "64x64", "num_inference_steps": 8, "seed": 11,
+            "response_format": "b64_json"}
+    base = start_sim(*FAST, "--model-type", "diffusion", model="Qwen/Qwen-Image")
+    with base.client() as c:
+        a, b = (base64.b64decode(c.post("/v1/images/generations", json=body).json()
+                                 ["data"][0]["b64_json"]) for _ in range(2))
+        other = base64.b64decode(c.post("/v1/images/generations", json={**body, "seed": 12})
+                                 .json()["data"][0]["b64_json"])
+    assert a == b and a != other
+    fast = start_sim(*FAST, "--model-type", "diffusion", "--enable-torch-compile",
+                     model="Qwen/Qwen-Image")
+    with fast.client() as c:
+        compiled = base64.b64decode(c.post("/v1/images/generations", json=body).json()
+                                    ["data"][0]["b64_json"])
+    assert compiled != a and len(compiled) > 100
+
+
+def test_oom_past_the_card(start_sim: StartSim) -> None:
+    sim = start_sim(*FAST, "--model-type", "diffusion", "--enable-metrics",
+                    model="Qwen/Qwen-Image", env={"SGLANG_SIM_GPU": "h100"})
+    with sim.client() as c:
+        r = c.post("/v1/images/generations", json={"prompt": "x", "size": "4096x4096", "n": 4,
+                                                   "num_inference_steps": 2})
+        assert r.status_code == 500
+        assert "CUDA out of memory" in r.json()["detail"]
+        ok = c.post("/v1/images/generations", json={"prompt": "x", "size": "512x512",
+                                                    "num_inference_steps": 2})
+        assert ok.status_code == 200  # nothing lost: the server carries on
+        text = c.get("/metrics").text
+    assert 'status="error"' in text
+    assert "\x1b[91m" in sim.log() and "Error executing request" in sim.log()
+
+
+def test_edits_multipart(start_sim: StartSim) -> None:
+    sim = start_sim(*FAST, "--model-type", "diffusion", model="Qwen/Qwen-Image-Edit")
+    png = encode_png(2, 2, bytes(12))
+    with sim.client() as c:
+        r = c.post("/v1/images/edits", files={"image": ("in.png", png, "image/png")},
+                   data={"prompt": "make it blue", "size": "64x64", "num_inference_steps": "2"})
+        assert r.status_code == 200, r.text
+        assert {"inference_time_s", "peak_memory_mb", "usage"} <= set(r.json())
+        assert c.post("/v1/images/edits", data={"prompt": "x"}).status_code in (400, 422)
+
+
+def test_cost_model_roofline_and_switches() -> None:
+    g = GPUS["b300"]
+    c = DiffusionCost(g, 20e9)
+    s = c.tokens(1024, 1024, 0)
+    assert s == 4096  # (1024/8/2)^2 latent tokens
+    flops = 2 * 20e9 * s + 4 * 60 * 3072 * s * s
+    # compute-bound at 1024^2: one forward = FLOPs / (dense BF16 x DIT_MFU); CFG -> 2 forwards
+    from simulator.costmodel import DIT_MFU, TORCH_COMPILE_DIT_GAIN
+    assert abs(c.forward_s(1024, 1024, 0) - flops / (g.bf16_flops * DIT_MFU)) < 1e-9
+    assert abs(c.step_s(1024, 1024, 0, cfg=True) - 2 * c.forward_s(1024, 1024, 0)) < 1e-9
+    tc = DiffusionCost(g, 20e9, torch_compile=True)
+    assert abs(tc.step_s(1024, 1024, 0, cfg=True)
+               - (1 - TORCH_COMPILE_DIT_GAIN) * c.step_s(1024, 1024, 0, cfg=True)) < 1e-9
+    cfgp = DiffusionCost(g, 20e9, num_gpus=2, cfg_parallel=True)
+    assert cfgp.step_s(1024, 1024, 0, cfg=True) == c.forward_s(1024, 1024, 0)
+    assert DiffusionCost(g, 20e9, cache_dit=True).computed_steps(50, cache=False) < 50
+    # batching: per-image time falls (weights read once), per-request time rises
+    one, four = c.step_s(256, 256, 0, cfg=True), c.step_s(256, 256, 0, cfg=True, batch=4)
+    assert one < four < 4 * one
+    # peak memory grows with resolution x batch and passes an 80 GB card
+    assert c.peak_bytes(2048, 2048, 0, 2) > c.peak_bytes(1024, 1024, 0, 1)
+    assert c.peak_bytes(4096, 4096, 0, 4) > GPUS["h100"].memory_bytes

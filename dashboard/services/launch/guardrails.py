@@ -60,7 +60,7 @@ def check_parallelism(flags: dict[str, Any], gpu_count: int | None) -> list[Issu
     """tp x dp must fit the server's GPUs (gpu_indices, else what NVML sees)."""
     tp = _int_flag(flags, "tp-size", "tensor-parallel-size", "tp")
     dp = _int_flag(flags, "dp-size", "data-parallel-size")
-    need = tp * dp
+    need = max(tp * dp, _int_flag(flags, "num-gpus"))  # num-gpus: the diffusion server's count
     if gpu_count is None:
         if need > 1:
             return [Issue("warning", "tp-size", f"tp x dp = {need} GPUs, but the GPU count is unknown (no gpu_indices, no NVML); not checked.")]

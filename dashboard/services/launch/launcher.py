@@ -172,6 +172,8 @@ def sandbox_issues(spec: ProfileSpec, sandbox: Sandbox | None = None, engine: st
     issues: list[Issue] = []
     if spec.entrypoint not in allowed:
         issues.append(Issue("error", "entrypoint", f"Entrypoint {spec.entrypoint!r} is not allowed; use one of {', '.join(allowed)} (more only through launch.allowed_entrypoints in pitwall.toml)."))
+    if sglang_flags.is_diffusion(spec.flags) and spec.entrypoint == "sglang.launch_server":
+        issues.append(Issue("error", "model-type", "model-type = \"diffusion\" needs entrypoint \"sglang serve\" (sglang.launch_server starts only the LLM server)."))
     if spec.model_path.lstrip().startswith("-"):
         issues.append(Issue("error", "model_path", f"model_path {spec.model_path!r} starts with '-', which SGLang would read as an option; use a model id or a folder."))
     issues.extend(sglang_flags.check_option_values(spec.flags))
@@ -194,7 +196,10 @@ def validate(
     report.issues.extend(sandbox_issues(spec, sandbox, server.engine if server else "sglang"))
     python = (server.python if server else None) or sys.executable
     refused_entry = any(i.flag == "entrypoint" for i in report.issues)
-    real = real_parser_issues(python, spec) if use_real_parser and not refused_entry else None
+    # The parser script asks the LLM ServerArgs; a diffusion profile is checked against the
+    # bundled diffusion table (collectors/sglang/sglang-diffusion-0.5.23-flags.json) instead.
+    diffusion = sglang_flags.is_diffusion(spec.flags)
+    real = real_parser_issues(python, spec) if use_real_parser and not refused_entry and not diffusion else None
     parsed = real is not None and not any(i.flag == "entrypoint" for i in real[0])
     if real is not None:
         report.issues.extend(real[0])
