@@ -257,3 +257,5 @@ def test_simulator_image_log_into_the_database(tmp_path: Path, engine) -> None:
                                   since=0)) >= 1
     assert len(repo.sample_values(engine, server_id=1, metric="log.diffusion.peak_mem_gb",
                                   since=0)) >= 1
+    steps = repo.sample_values(engine, server_id=1, metric="log.diffusion.step_s", since=0)
+    assert len(steps) == len(stages) and float(steps.min()) > 0  # one "average time per step" a request
