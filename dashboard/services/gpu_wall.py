@@ -155,7 +155,9 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
         ts, dram = repo.sample_points(engine, server_id=server_id, metric=f"gpu.{i}.gpm.dram_bw_util_ratio",
                                       since=since, until=until)
         if len(ts) == 0:
-            missing.append(i)
+            if repo.sample_sum(engine, server_id=server_id, metric=f"gpu.{i}.util_ratio",
+                               since=since, until=until)[1]:
+                missing.append(i)  # telemetry, but no GPM figures: not available on this GPU
             continue
         tensor = _aligned(engine, server_id, f"gpu.{i}.gpm.tensor_any_ratio", ts, since, until)
         sm = _aligned(engine, server_id, f"gpu.{i}.gpm.sm_util_ratio", ts, since, until)
@@ -176,7 +178,7 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
             "verdict": verdict, "reason": REASONS[verdict],
         })
     why_not = None
-    if not indices:
+    if not out and not missing:
         why_not = "no GPU telemetry for this server in the window"
     elif missing:
         why_not = (f"GPU {', '.join(map(str, missing))}: DRAM bandwidth and tensor activity not available "

@@ -3,6 +3,11 @@ SQLite file through the GPU collector, as the runner stores them."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +29,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 T0 = 1_800_000_000.0
 
 
-def _store(engine, fixture: str, *, queue: float | None = None) -> None:
+def _store(engine, fixture: str, *, queue: float | None = None, t0: float = T0) -> None:
     """Replay a recording through the GPU collector into the database (server 1), one frame a second."""
     rec = load_recording(FIXTURES / fixture)
     backend = ReplayBackend.from_recording(rec)
@@ -33,7 +38,7 @@ def _store(engine, fixture: str, *, queue: float | None = None) -> None:
     state: dict[str, dict] = {}
     rows = []
     for frame in rec["frames"]:
-        ts = T0 + frame["t"]
+        ts = t0 + frame["t"]
         ctx = CollectorContext(servers=[server], load_state=state.get, save_state=state.__setitem__, now=lambda ts=ts: ts)
         rows += [{"ts": s.ts, "server_id": s.server_id, "launch_id": None, "source": s.source, "metric": s.metric,
                   "value": s.value} for s in collector.poll(ctx).samples]
@@ -101,3 +106,27 @@ def test_specs_match_nvml_names_and_the_what_if_scales_only_the_bandwidth_share(
     half, _ = what_if(0.45, 0.5, h200, b300)
     assert half == pytest.approx(0.45 * (0.5 * 0.6 + 0.5))
     assert what_if(0.45, 0.0, h200, b300)[0] == pytest.approx(0.45)
+
+
+def test_gpu_wall_command_reads_the_verdict_from_the_database(tmp_path):
+    from storage.db import make_engine
+
+    url = f"sqlite:///{tmp_path / 'pitwall.db'}"
+    engine = make_engine(url)
+    assert repo.upsert_server(engine, name="h200", base_url="http://127.0.0.1:1").id == 1
+    _store(engine, "nvml-h200-copy.json", t0=time.time() - 20)
+    engine.dispose()
+    env = {k: v for k, v in os.environ.items() if k != "PITWALL_CONFIG"}
+    env.update(PITWALL_DATABASE_URL=url, PITWALL_DEMO="off", PITWALL_DATA_DIR=str(tmp_path))
+    cmd = [sys.executable, "-m", "dashboard", "gpu-wall", "--since", "5m"]  # the only server
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "GPU 0 (NVIDIA H200): bound by memory bandwidth" in done.stdout and "TB/s" in done.stdout
+    done = subprocess.run(cmd + ["--json"], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert json.loads(done.stdout)["gpus"][0]["verdict"] == "bandwidth"
+    empty = subprocess.run(cmd[:-2] + ["--since", "1s"], env=env, capture_output=True, text=True, timeout=60,
+                           cwd=tmp_path)
+    assert empty.returncode == 1 and "no GPU telemetry" in empty.stderr
+    unknown = subprocess.run(cmd + ["--server", "nope"], env=env, capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path)
+    assert unknown.returncode == 2 and "configured: h200" in unknown.stderr
