@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--enable-metrics", action="store_true")
     a("--enable-metrics-for-all-schedulers", action="store_true")
     a("--enable-cache-report", action="store_true")
+    a("--grammar-backend", type=str, default=None, choices=["xgrammar", "outlines", "llguidance", "none"])
     a("--log-level", type=str, default="info")
     a("--log-level-http", type=str, default=None)
     a("--log-requests", action="store_true")

@@ -33,6 +33,37 @@ class GenInput:
     max_new_tokens: int
     seed: int | None
     rid: str | None
+    grammar_key: tuple[str, str] | None = None  # ("json" | "regex" | "ebnf", spec), SGLang's key
+    grammar: Any = None  # the compiled simulator.grammar.Grammar, set by the route
+
+
+def grammar_key(sp: dict[str, Any]) -> tuple[str, str] | None:
+    """SGLang's grammar key of sampling params (json_schema / regex / ebnf; at most one)."""
+    keys = [(k, sp[k]) for k in ("json_schema", "regex", "ebnf") if sp.get(k)]
+    if len(keys) > 1:
+        raise BadRequest("Only one of json_schema, regex, ebnf, or structural_tag can be set.")
+    if not keys:
+        return None
+    name, value = keys[0]
+    if not isinstance(value, str):
+        raise BadRequest(f"{name} must be a string.")
+    return ("json" if name == "json_schema" else name, value)
+
+
+def openai_grammar_key(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The grammar key of an OpenAI request: response_format json_schema / json_object, or the
+    SGLang extensions `regex` / `ebnf` (protocol.py's to_sampling_params)."""
+    sp: dict[str, Any] = {"regex": body.get("regex"), "ebnf": body.get("ebnf")}
+    rf = body.get("response_format")
+    if isinstance(rf, dict) and rf.get("type") == "json_schema":
+        js = rf.get("json_schema")
+        schema = js.get("schema", js.get("schema_")) if isinstance(js, dict) else None
+        if schema is None:
+            raise BadRequest("schema_ is required for json_schema response format request.")
+        sp["json_schema"] = schema if isinstance(schema, str) else json.dumps(schema)
+    elif isinstance(rf, dict) and rf.get("type") == "json_object":
+        sp["json_schema"] = '{"type": "object"}'
+    return grammar_key(sp)
 
 
 def chat_prompt(messages: list[dict[str, Any]]) -> str:
@@ -63,6 +94,7 @@ def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
         sp = sp[0] if sp else {}
     max_new = _max_new(sp.get("max_new_tokens"), DEFAULT_MAX_NEW_TOKENS)
     seed = sp.get("sampling_seed")
+    key = grammar_key(sp)
     stream = bool(body.get("stream", False))
     rid = body.get("rid")
     text, ids = body.get("text"), body.get("input_ids")
@@ -88,6 +120,7 @@ def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
     rids = rid if isinstance(rid, list) else [rid] * len(items)
     for it, r in zip(items, rids, strict=False):
         it.rid = r if isinstance(r, str) else None
+        it.grammar_key = key
     return items, batch, stream
 
 
@@ -189,8 +222,8 @@ def parse_openai(body: Any, *, chat: bool) -> tuple[GenInput, bool, bool, str | 
         max_new = _max_new(body.get("max_tokens"), DEFAULT_COMPLETION_MAX_TOKENS)
     so = body.get("stream_options") or {}
     include_usage = bool(so.get("include_usage")) if isinstance(so, dict) else False
-    return (GenInput(ids, text, max_new, body.get("seed"), None), bool(body.get("stream")),
-            include_usage, body.get("model"))
+    return (GenInput(ids, text, max_new, body.get("seed"), None, openai_grammar_key(body)),
+            bool(body.get("stream")), include_usage, body.get("model"))
 
 
 def completion_obj(*, rid: str, model: str, text: str, finish: str | None,

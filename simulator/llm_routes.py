@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from simulator import lifecycle, llm_api, tokenizer
+from simulator import grammar, lifecycle, llm_api, tokenizer
 from simulator.llm_api import json_response
 from simulator.scheduler import SimRequest
 
@@ -117,6 +118,58 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
             return json_response(llm_api.openai_error(msg), status=400)
         return json_response({"error": {"message": msg}}, status=400)
 
+    async def compiled(key: tuple[str, str]) -> grammar.Grammar:
+        """The grammar of `key`: compiled once (the cost slept on first use, concurrent first
+        users share it), failures cached too; raises GrammarError with SGLang's message."""
+        if ns.grammar_backend == "none":
+            raise grammar.GrammarError(
+                "Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not "
+                "supported when the server is launched with --grammar-backend none")
+        cache = srv.grammars
+        got = cache.done.get(key)
+        if got is None:
+            if key not in cache.pending:
+                cache.pending[key] = asyncio.ensure_future(compile_now(key))
+            got = await asyncio.shield(cache.pending[key])
+        if isinstance(got, grammar.GrammarError):
+            raise got
+        assert got is not None
+        return got
+
+    async def compile_now(key: tuple[str, str]) -> grammar.Grammar | grammar.GrammarError:
+        await asyncio.sleep(grammar.compile_cost_s(key) / srv.speed)
+        try:
+            got: grammar.Grammar | grammar.GrammarError = grammar.Grammar(key)
+        except grammar.GrammarError as exc:
+            srv.log.log(f"Hit invalid {key[0]}: key_string={key[1]!r}, e={exc!r}", level="error")
+            got = exc
+        srv.grammars.done[key] = got
+        srv.grammars.pending.pop(key, None)
+        return got
+
+    async def attach_grammars(items: list[llm_api.GenInput]) -> None:
+        for it in items:
+            if it.grammar_key is not None:
+                it.grammar = await compiled(it.grammar_key)
+
+    def abort_chunk(it: llm_api.GenInput, message: str) -> bytes:
+        """SGLang's /generate stream form of a refused grammar: one chunk whose finish_reason is
+        an abort carrying status_code 400 (tokenizer_manager._handle_abort_finish_reason)."""
+        fin = {"type": "abort", "message": message, "status_code": 400,
+               "err_type": "BadRequestError"}
+        meta = llm_api.meta_info(rid=it.rid or uuid.uuid4().hex, prompt_tokens=len(it.input_ids),
+                                 completion_tokens=0, cached_tokens=0, finish_reason=fin,
+                                 num_retractions=0, final=True)
+        return llm_api.sse({"text": "", "output_ids": [], "meta_info": meta})
+
+    async def refuse_stream(request: web.Request, chunk: bytes) -> web.StreamResponse:
+        resp = _sse_response()
+        await resp.prepare(request)
+        lifecycle.log_access(srv.log, request, 200)
+        await resp.write(chunk)
+        await resp.write(llm_api.SSE_DONE)
+        return resp
+
     async def stream_one(resp: web.StreamResponse, r: SimRequest) -> None:
         """Hot path of a single /generate stream (the 256-stream benchmark runs here)."""
         sent, text, ids_json = 0, "", ""
@@ -148,8 +201,14 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
     async def generate(request: web.Request) -> web.StreamResponse:
         try:
             items, batch, stream = llm_api.parse_generate(await _json_body(request))
+            await attach_grammars(items)
             reqs = [srv.new_request(it, stream=stream)[0] for it in items]
         except llm_api.BadRequest as exc:
+            return bad(str(exc), False)
+        except grammar.GrammarError as exc:
+            srv.log.log(f"{exc}, self.rid={items[0].rid!r}", level="error")
+            if stream:
+                return await refuse_stream(request, abort_chunk(items[0], str(exc)))
             return bad(str(exc), False)
         for r, it in zip(reqs, items, strict=True):
             log_receive(r, it.text)
@@ -211,8 +270,15 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         try:
             inp, stream, include_usage, model = llm_api.parse_openai(await _json_body(request),
                                                                      chat=chat)
+            await attach_grammars([inp])
             r = srv.new_request(inp, stream=stream)[0]
         except llm_api.BadRequest as exc:
+            return bad(str(exc), True)
+        except grammar.GrammarError as exc:
+            srv.log.log(f"{exc}, self.rid={inp.rid!r}", level="error")
+            if stream:  # serving_chat: an error chunk (type = the status name), then [DONE]
+                err = llm_api.openai_error(str(exc)) | {"type": "BAD_REQUEST"}
+                return await refuse_stream(request, llm_api.sse({"error": err}))
             return bad(str(exc), True)
         log_receive(r, inp.text)
         name = model if isinstance(model, str) and model else srv.model_name  # echoed, as SGLang

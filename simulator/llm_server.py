@@ -36,7 +36,7 @@ from typing import Any
 from aiohttp import ClientSession, web
 
 from simulator import faults as faultmod
-from simulator import lifecycle, llm_api, logfmt, tokenizer
+from simulator import grammar, lifecycle, llm_api, logfmt, tokenizer
 from simulator.costmodel import GIB, CostModel, infer_params, make_cost_model, parse_params
 from simulator.metrics import LlmMetrics
 from simulator.scheduler import SchedConfig, Scheduler, SimRequest
@@ -69,6 +69,7 @@ class LlmServer:
         self.chunk = ns.chunked_prefill_size or self.cost.gpu.chunked_prefill_size
         self.model_name = ns.served_model_name or ns.model_path
         self.speed = ns.sim_speed
+        self.grammars = grammar.GrammarCache()
         self.ready = False
         self.started_at = time.time()
         self.metrics = LlmMetrics(model_name=self.model_name, dp_size=ns.dp_size,
@@ -346,8 +347,12 @@ class LlmServer:
         max_new = max(min(inp.max_new_tokens, self.context_len - len(inp.input_ids),
                           self.pool_tokens - len(inp.input_ids) - 1), 1)
         rid = inp.rid or uuid.uuid4().hex
+        gen: tokenizer.Generator | tokenizer.ScriptedGenerator
+        gen = tokenizer.Generator(self.ns.sim_seed, inp.seed, inp.input_ids)
+        if inp.grammar is not None:  # constrained: one instance of the grammar, then EOS
+            gen = tokenizer.ScriptedGenerator(tokenizer.encode_output(inp.grammar.sample(gen.rng)))
         r = SimRequest(rid=rid, input_ids=inp.input_ids, max_new_tokens=max_new,
-                       gen=tokenizer.Generator(self.ns.sim_seed, inp.seed, inp.input_ids),
+                       gen=gen,
                        stream=stream, is_health=is_health, is_warmup=not self.ready)
         s = self.pick_scheduler()
         s.submit(r)
@@ -360,7 +365,8 @@ class LlmServer:
         for k, v in vars(ns).items():
             if k in d:
                 d[k] = v
-        d.update(tokenizer_path=ns.tokenizer_path or ns.model_path,
+        d.update(grammar_backend=ns.grammar_backend or "xgrammar",
+                 tokenizer_path=ns.tokenizer_path or ns.model_path,
                  served_model_name=self.model_name, mem_fraction_static=self.mem_fraction,
                  chunked_prefill_size=self.chunk, random_seed=ns.random_seed
                  if ns.random_seed is not None else ns.sim_seed)

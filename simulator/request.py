@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from simulator.radix import Node
-from simulator.tokenizer import Generator
+from simulator.tokenizer import Generator, ScriptedGenerator
 
 
 @dataclass
@@ -20,7 +20,7 @@ class SimRequest:
     rid: str
     input_ids: list[int]
     max_new_tokens: int
-    gen: Generator
+    gen: Generator | ScriptedGenerator
     stream: bool = False
     priority: int = 0
     is_health: bool = False

@@ -31,6 +31,7 @@ from simulator.costmodel import CostModel
 from simulator.faults import Faults
 from simulator.kvpool import KvPool
 from simulator.request import SimRequest
+from simulator.tokenizer import EOS_TOKEN_ID
 
 CLIP_MAX_NEW_TOKENS = 4096
 RETRACT_DECODE_STEPS = 20
@@ -426,7 +427,8 @@ class Scheduler:
     def _emit_token(self, r: SimRequest) -> None:
         now = self.model_time
         self.tokens_emitted += 1
-        r.output_ids.append(r.gen.next_id())
+        tid = r.gen.next_id()
+        r.output_ids.append(tid)
         if r.first_token_model is None:
             r.first_token_model = now
             if self.on_first:
@@ -434,10 +436,11 @@ class Scheduler:
         elif r.last_token_model is not None:
             r.itls.append(now - r.last_token_model)
         r.last_token_model = now
-        if len(r.output_ids) >= r.max_new_tokens:
+        if tid == EOS_TOKEN_ID or len(r.output_ids) >= r.max_new_tokens:
             r.finished = True
             r.finish_model = now
-            r.finish_reason = {"type": "length", "length": r.max_new_tokens}
+            r.finish_reason = ({"type": "stop", "matched": EOS_TOKEN_ID} if tid == EOS_TOKEN_ID
+                               else {"type": "length", "length": r.max_new_tokens})
             self.kv.release(r)
             if not (r.is_health or r.is_warmup):
                 self.finished_count += 1

@@ -2,7 +2,10 @@
 
     pitwall probe --url URL --api generate|completions|chat|images
                   (--concurrency 1,4,8,16 | --rate 2,4,8) [--requests N] [--max-new-tokens N]
-                  [--prompt-set builtin|synthetic|shared-prefix|FILE.jsonl] [--json] [--no-store]
+                  [--prompt-set builtin|synthetic|shared-prefix|multi-turn|fork|FILE.jsonl]
+                  [--turns N] [--branches K] [--conversations N]
+                  [--structured json-schema|regex|ebnf [--schema FILE | --pattern RE]]
+                  [--json] [--no-store]
                   [--db URL] [--baseline RUN_ID] [--api-key-file PATH] ...
 
 The server's API key comes from `--api-key-file PATH` (first line of the file) or the
@@ -27,7 +30,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from collectors.probe.report import format_table, public_report
+from collectors.probe.report import format_table, format_workload, public_report
+from collectors.probe.structured import KINDS, StructuredError, load_spec
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import APIS, WorkloadError, WorkloadSpec
 from storage.redact import redact_text, redact_url
@@ -76,7 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-p", type=float, default=None)
     p.add_argument("--top-k", type=int, default=None)
     p.add_argument("--model", default=None, help="model name (default: asked from /v1/models)")
-    p.add_argument("--prompt-set", default="builtin", help="builtin | synthetic | shared-prefix | FILE.jsonl")
+    p.add_argument("--prompt-set", default="builtin",
+                   help="builtin | synthetic | shared-prefix | multi-turn | fork | FILE.jsonl")
+    p.add_argument("--turns", type=int, default=4, help="multi-turn: turns per conversation")
+    p.add_argument("--branches", type=int, default=4, help="fork: parallel branches per shared context")
+    p.add_argument("--conversations", type=int, default=8, help="multi-turn conversations / fork contexts")
+    p.add_argument("--structured", choices=KINDS, default=None,
+                   help="constrain every output (json-schema, regex, ebnf) and check it")
+    p.add_argument("--schema", metavar="FILE", default=None, help="JSON Schema file (default: a bundled extraction schema)")
+    p.add_argument("--pattern", metavar="RE", default=None, help="regex or EBNF grammar text for --structured regex|ebnf")
     p.add_argument("--input-tokens", type=int, default=128, help="synthetic prompt length, words (~tokens)")
     p.add_argument("--num-prompts", type=int, default=32, help="synthetic prompt count")
     p.add_argument("--prefix-tokens", type=int, default=512, help="shared-prefix template length")
@@ -128,12 +140,18 @@ def api_key_from(args: argparse.Namespace, environ: dict[str, str] | None = None
 
 def spec_from_args(args: argparse.Namespace) -> SweepSpec:
     mode, levels = ("rate", args.rate) if args.rate else ("concurrency", args.concurrency or [1.0, 4.0, 8.0, 16.0])
+    if args.structured is None and (args.schema or args.pattern):
+        raise StructuredError("--schema / --pattern need --structured json-schema|regex|ebnf.")
+    constraint = (load_spec(args.structured, schema_file=args.schema, pattern=args.pattern)
+                  if args.structured else None)
     wl = WorkloadSpec(
         prompt_set=args.prompt_set, input_tokens=args.input_tokens, num_prompts=args.num_prompts,
         prefix_templates=args.prefix_templates, suffixes_per_template=args.suffixes,
         prefix_tokens=args.prefix_tokens, seed=args.seed, max_new_tokens=args.max_new_tokens,
         ignore_eos=args.ignore_eos, temperature=args.temperature, top_p=args.top_p,
         top_k=args.top_k, model=args.model, image_size=args.image_size, image_steps=args.image_steps,
+        structured=args.structured, structured_spec=constraint, turns=args.turns,
+        branches=args.branches, conversations=args.conversations,
     )
     return SweepSpec(
         url=args.url, api=args.api, mode=mode, levels=levels, requests=args.requests,
@@ -206,6 +224,9 @@ def probe_cli(argv: list[str]) -> int:
     else:
         print(f"fingerprint {report['fingerprint']}  run {report.get('run_id') or '(not stored)'}  status {report['status']}")
         print(format_table(report))
+        extra = format_workload(report)
+        if extra:
+            print(extra)
         cons = report.get("consistency")
         if cons:
             print(f"consistency vs run {cons['baseline_run_id']}: {cons.get('differing')} of "

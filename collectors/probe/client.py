@@ -67,6 +67,9 @@ class RequestRecord:
     error_detail: str | None = None
     http_status: int | None = None
     output_hash: str | None = None
+    finish_reason: str | None = None
+    output_text: str | None = None  # kept only when send(keep_text=True): checks, multi-turn replies
+    detail: dict[str, Any] | None = None  # ProbeRequest.detail: per-request extras (structured, turn, branch)
 
     def row(self, run_id: int) -> dict[str, Any]:
         """The ProbeRequest row of this record."""
@@ -76,7 +79,7 @@ class RequestRecord:
             "itl_s": self.itl_s or None, "tpot_s": self.tpot_s, "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out, "tokens_cached": self.tokens_cached, "ok": self.ok,
             "error_kind": self.error_kind, "http_status": self.http_status,
-            "output_hash": self.output_hash,
+            "output_hash": self.output_hash, "detail": self.detail,
         }
 
 
@@ -103,11 +106,12 @@ async def send(
     seq: int = 0,
     warmup: bool = False,
     timeout_s: float = 120.0,
+    keep_text: bool = False,
 ) -> RequestRecord:
     """Send one request and read it to the end; never raises for server-side failures.
 
     `body` is a JSON object, or its pre-encoded bytes (a sweep encodes each prompt once, which
-    keeps json.dumps out of the timed path)."""
+    keeps json.dumps out of the timed path). `keep_text` keeps the output text on the record."""
     rec = RequestRecord(level=level, seq=seq, warmup=warmup, request_id=uuid.uuid4().hex)
     headers = {"X-Request-Id": rec.request_id, "Content-Type": "application/json"}
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -125,7 +129,7 @@ async def send(
                 elif api == "images":
                     await _read_image(resp, rec)
                 else:
-                    await _read_stream(resp, api, rec)
+                    await _read_stream(resp, api, rec, keep_text)
     except TooLarge as exc:
         rec.error_kind, rec.error_detail = "too_large", str(exc)
     except TimeoutError:
@@ -156,7 +160,8 @@ class TooLarge(Exception):
     """A streamed answer passed MAX_SSE_LINE_BYTES per line or MAX_RESPONSE_BYTES in total."""
 
 
-async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecord) -> None:
+async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecord,
+                       keep_text: bool = False) -> None:
     ctype = resp.headers.get("Content-Type", "")
     if "text/event-stream" not in ctype:
         if "json" in ctype:  # the server ignored stream=true: one JSON answer
@@ -165,7 +170,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
             parser = parse_full_response(api, obj)
             if parser.visible:
                 rec.ttft_s = now - rec.t_start
-            _finish(rec, parser, now, now)
+            _finish(rec, parser, now, now, keep_text)
             return
         raise InvalidResponse(f"expected text/event-stream, got {ctype or 'no content type'!r}")
     parser = StreamParser(api)
@@ -208,16 +213,20 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
         parser.feed(tail)
     if not parser.done:
         raise aiohttp.ClientPayloadError("stream ended without [DONE]")
-    _finish(rec, parser, t_first, t_prev)
+    _finish(rec, parser, t_first, t_prev, keep_text)
 
 
-def _finish(rec: RequestRecord, parser: StreamParser, t_first: float | None, t_last: float) -> None:
+def _finish(rec: RequestRecord, parser: StreamParser, t_first: float | None, t_last: float,
+            keep_text: bool = False) -> None:
     rec.tokens_in = parser.tokens_in
     rec.tokens_cached = parser.tokens_cached
     rec.tokens_out = parser.tokens_out if parser.tokens_out is not None else parser.counted
     if t_first is not None and rec.tokens_out and rec.tokens_out > 1:
         rec.tpot_s = (t_last - t_first) / (rec.tokens_out - 1)
     rec.output_hash = parser.output_hash()
+    rec.finish_reason = parser.finish_reason
+    if keep_text:
+        rec.output_text = parser.output_text()
 
 
 async def _read_image(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:

@@ -5,7 +5,8 @@ Two scorecards or sweeps are comparable only when their fingerprints match; when
 
 The detail holds: API, model, prompt set name and content hash, input-length distribution
 (words / characters), output length (max_new_tokens, ignore_eos), sampling params, load mode,
-levels, measured and warm-up requests per level, and the image size / steps for image APIs.
+levels, measured and warm-up requests per level, the image size / steps for image APIs, the
+structured-output kind and schema / pattern hash, and a program's turns or branches.
 The server URL is not part of it: the same workload against two servers has one fingerprint.
 The hash is the first 16 hex digits of SHA-256 over the canonical JSON of the detail.
 """
@@ -16,7 +17,14 @@ import hashlib
 import json
 from typing import Any
 
-from collectors.probe.workloads import Prompt, WorkloadSpec, length_summary, prompts_hash
+from collectors.probe.structured import spec_hash
+from collectors.probe.workloads import (
+    BUILTIN_SETS,
+    Prompt,
+    WorkloadSpec,
+    length_summary,
+    prompts_hash,
+)
 
 
 def fingerprint_detail(
@@ -33,7 +41,7 @@ def fingerprint_detail(
     detail: dict[str, Any] = {
         "api": api,
         "model": model,
-        "prompt_set": workload.prompt_set if workload.prompt_set in ("builtin", "synthetic", "shared-prefix") else "file",
+        "prompt_set": workload.prompt_set if workload.prompt_set in BUILTIN_SETS else "file",
         "prompts_hash": prompts_hash(prompts),
         "input_lengths": length_summary(prompts),
         "mode": mode,
@@ -50,6 +58,13 @@ def fingerprint_detail(
         detail["sampling"] = workload.sampling_params()
     if workload.extra:
         detail["extra"] = workload.extra
+    if workload.structured:
+        detail["structured"] = {"kind": workload.structured,
+                                "spec_hash": spec_hash(workload.structured, workload.structured_spec)}
+    if workload.prompt_set == "multi-turn":
+        detail["program"] = {"turns": workload.turns, "conversations": workload.conversations}
+    elif workload.prompt_set == "fork":
+        detail["program"] = {"branches": workload.branches, "conversations": workload.conversations}
     return detail
 
 

@@ -36,6 +36,8 @@ LOOP_LAG_P99_MAX_S = 0.005
 CLIENT_CPU_MAX_PCT = 70.0
 START_LAG_P99_MAX_S = 0.010  # open loop: starts later than this behind schedule = rate not met
 PUBLIC_STAT_KEYS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
+#: run-level blocks of a workload that has them (structured output, multi-turn, fork)
+WORKLOAD_KEYS = ("structured", "turns", "branches", "branch_reuse")
 
 
 def stats(values: list[float] | np.ndarray) -> dict[str, float | None]:
@@ -157,7 +159,9 @@ def public_report(full: dict[str, Any]) -> dict[str, Any]:
             "self_check": {"loop_lag_p99_s": sc["loop_lag_p99_s"],
                            "client_cpu_pct": sc["client_cpu_pct"], "trusted": sc["trusted"]},
         })
-    return {"fingerprint": full.get("fingerprint"), "levels": levels}
+    out: dict[str, Any] = {"fingerprint": full.get("fingerprint"), "levels": levels}
+    out.update({k: full[k] for k in WORKLOAD_KEYS if full.get(k) is not None})
+    return out
 
 
 def _ms(v: float | None) -> str:
@@ -188,4 +192,28 @@ def format_table(full: dict[str, Any]) -> str:
         )
         if lv["errors"]:
             lines.append(" " * 10 + "errors: " + ", ".join(f"{k}={n}" for k, n in lv["errors"].items()))
+    return "\n".join(lines)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def format_workload(full: dict[str, Any]) -> str:
+    """Lines for the structured / turns / branches blocks of a report ("" when it has none)."""
+    lines: list[str] = []
+    st = full.get("structured")
+    if st:
+        fails = ", ".join(f"{k}={n}" for k, n in st["failures"].items() if n) or "none"
+        lines.append(f"structured {st['kind']} (backend {st['grammar_backend'] or '?'}): valid "
+                     f"{_pct(st['valid_rate'])} of {st['finished']} finished; failures {fails}; "
+                     f"cold-grammar TTFT {_ms(st['cold_ttft_s'])} ms vs warm p50 "
+                     f"{_ms(st['warm_ttft_p50_s'])} ms")
+        if st.get("refused"):
+            lines.append(f"  refused by the server: {st['refused']['error_kind']} {st['refused']['message']}")
+    for key, step in (("turns", "turn"), ("branches", "branch")):
+        for row in full.get(key) or []:
+            lines.append(f"{step} {row[step]}: {row['requests']} req, TTFT p50/p99 "
+                         f"{_ms(row['ttft_p50_s'])}/{_ms(row['ttft_p99_s'])} ms, cache hit "
+                         f"{_pct(row['cache_hit_rate'])}, input {row['input_tokens']} tok")
     return "\n".join(lines)

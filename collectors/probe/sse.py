@@ -59,6 +59,7 @@ class StreamParser:
     tokens_cached: int | None = None
     done: bool = False
     visible: bool = False  # some non-empty text arrived
+    finish_reason: str | None = None  # "stop" | "length" | "abort" | ... once the server says
 
     def feed(self, line: bytes | str) -> int:
         if isinstance(line, str):
@@ -102,6 +103,10 @@ class StreamParser:
         meta = obj.get("meta_info")
         if not isinstance(text, str) or not isinstance(meta, dict):
             raise InvalidResponse("/generate chunk lacks 'text' or 'meta_info'.")
+        _abort_error(meta.get("finish_reason"))
+        fin = meta.get("finish_reason")
+        if isinstance(fin, dict) and isinstance(fin.get("type"), str):
+            self.finish_reason = fin["type"]
         cum = _as_int(meta.get("completion_tokens"))
         ids = obj.get("output_ids")
         if self.gen_mode is None and isinstance(ids, list) and cum is not None and cum > 1:
@@ -140,6 +145,8 @@ class StreamParser:
         for ch in choices[:1]:
             if not isinstance(ch, dict):
                 raise InvalidResponse("OpenAI choice is not an object.")
+            if isinstance(ch.get("finish_reason"), str):
+                self.finish_reason = ch["finish_reason"]
             if self.api == "chat":
                 delta = ch.get("delta") or ch.get("message") or {}
                 content = delta.get("content") if isinstance(delta, dict) else None
@@ -168,6 +175,16 @@ class StreamParser:
 
     def output_hash(self) -> str:
         return hash_output(self.output_text(), "".join(self.reasoning))
+
+
+def _abort_error(finish: Any) -> None:
+    """A /generate chunk whose finish_reason is an abort with a 4xx/5xx `status_code` (SGLang's
+    stream form of a refused request, e.g. a grammar that does not compile) -> ServerStreamError."""
+    if not isinstance(finish, dict) or finish.get("type") != "abort":
+        return
+    code = _as_int(finish.get("status_code"))
+    if code is not None and 400 <= code < 600:
+        raise ServerStreamError(f"http_{code}", str(finish.get("message", "aborted"))[:200])
 
 
 def hash_output(content: str, reasoning: str = "") -> str:

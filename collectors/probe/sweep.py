@@ -22,19 +22,27 @@ import asyncio
 import json
 import math
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from collectors.probe import store
+from collectors.probe import programs, store, structured
 from collectors.probe.client import RequestRecord, get_json, make_session, send
 from collectors.probe.consistency import compare_outputs, consistency_warnings
 from collectors.probe.fingerprint import fingerprint_detail, fingerprint_hash
 from collectors.probe.pacing import LevelPlan, run_level
 from collectors.probe.report import level_report
-from collectors.probe.workloads import APIS, WorkloadSpec, build_prompts, request_body
+from collectors.probe.workloads import (
+    APIS,
+    Prompt,
+    WorkloadSpec,
+    build_prompts,
+    history_messages,
+    request_body,
+)
 
 #: on_progress(finished requests, planned requests, level label)
 ProgressFn = Callable[[int, int, str], None]
@@ -89,6 +97,14 @@ class SweepSpec:
             raise ValueError("Levels must be a non-empty list of positive numbers.")
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"URL {self.url!r} must start with http:// or https://.")
+        wl = self.workload
+        if wl.structured is not None:
+            if wl.structured not in structured.KINDS:
+                raise ValueError(f"Unknown structured kind {wl.structured!r}; use one of {list(structured.KINDS)}.")
+            if self.api == "images":
+                raise ValueError("Structured output needs an LLM API (generate, completions, chat), not images.")
+            if not wl.structured_spec:
+                raise ValueError("A structured run needs its schema / pattern (structured_spec).")
 
     def requests_for(self, level: float) -> int:
         return self.requests if self.requests is not None else max(50, math.ceil(5 * level))
@@ -120,8 +136,15 @@ async def run_sweep(
     spec.validate()
     prompts = build_prompts(spec.workload)  # WorkloadError before anything is stored
     base = spec.url.rstrip("/")
-    bodies = [(path, json.dumps(body).encode())
-              for path, body in (request_body(spec.api, p, spec.workload) for p in prompts)]
+    wl = spec.workload
+    kind, wire = wl.structured, None
+    if kind is not None and wl.structured_spec is not None:
+        wire = structured.wire_spec(kind, wl.structured_spec, uuid.uuid4().hex[:12])
+    bodies = [(path, json.dumps(body).encode()) for path, body in
+              (request_body(spec.api, p, wl, constraint=wire) for p in prompts)]
+    multi_turn = wl.prompt_set == "multi-turn"
+    keep_text = kind is not None or multi_turn
+    measured_levels: list[tuple[float, list[RequestRecord]]] = []
     planned = [spec.requests_for(v) + spec.warmup_for(v) for v in spec.levels]
     total = sum(planned)
     report: dict[str, Any] = {"run_id": run_id, "status": "running", "levels": []}
@@ -138,6 +161,7 @@ async def run_sweep(
         )
         fp = fingerprint_hash(detail)
         report.update(fingerprint=fp, fingerprint_detail=detail, n_prompts=len(prompts))
+        backend = await _grammar_backend(session, base) if kind else None
         if engine is not None:
             fields: dict[str, Any] = dict(url=spec.url, api=spec.api, spec=spec.to_dict(), fingerprint=fp,
                           fingerprint_detail=detail)
@@ -165,10 +189,33 @@ async def run_sweep(
                     abort_min_requests=spec.abort_min_requests, seed=spec.seed + i,
                 )
 
-                async def one(seq: int, warm: bool, value: float = value) -> RequestRecord:
+                deps = programs.Dependencies(prompts)
+
+                async def one(seq: int, warm: bool, value: float = value,
+                              deps: programs.Dependencies = deps) -> RequestRecord:
+                    prompt = prompts[seq % len(prompts)]
                     path, body = bodies[seq % len(bodies)]
-                    return await send(session, base + path, spec.api, body, level=value,
-                                      seq=seq, warmup=warm, timeout_s=spec.timeout_s)
+                    dep = deps.dependency(seq)
+                    history = None
+                    if dep is not None:
+                        await deps.wait(dep)  # before send() starts the clock
+                        if multi_turn:
+                            history = history_messages(prompt, deps.history.get(dep))
+                            body = json.dumps(request_body(spec.api, prompt, wl, messages=history,
+                                                           constraint=wire)[1]).encode()
+                    elif multi_turn:
+                        history = history_messages(prompt, None)
+                    rec: RequestRecord | None = None
+                    try:
+                        rec = await send(session, base + path, spec.api, body, level=value, seq=seq,
+                                         warmup=warm, timeout_s=spec.timeout_s, keep_text=keep_text)
+                    finally:  # release the requests that run after this one, even when cancelled
+                        if history is not None:
+                            reply = (rec.output_text if rec is not None else None) or ""
+                            history = [*history, {"role": "assistant", "content": reply}]
+                        deps.finish(seq, history)
+                    _annotate(rec, prompt, kind, wl.structured_spec)
+                    return rec
 
                 def done(_rec: RequestRecord) -> None:
                     state["done"] += 1
@@ -177,6 +224,8 @@ async def run_sweep(
 
                 result = await run_level(plan, one, done)
                 lv = level_report(result, spec.api)
+                measured_levels.append((value, result.records))
+                _add_workload_blocks(report, lv, result.records, measured_levels, wl, backend)
                 report["levels"].append(lv)
                 state["done"] = sum(planned[: i + 1])
                 if engine is not None and run_id is not None:
@@ -188,6 +237,11 @@ async def run_sweep(
                     status = "aborted"
                     error = (f"Stopped at {label}: more than {spec.abort_error_rate:.0%} of requests "
                              f"failed ({lv['errors']}); check the server and the URL / API.")
+                    refused = (report.get("structured") or {}).get("refused")
+                    if refused:
+                        error = (f"Stopped at {label}: the server refused the {kind} constraint as a "
+                                 f"client error ({refused['error_kind']}: {refused['message']}); "
+                                 "fix the schema / pattern.")
                     break
             else:
                 status, error = "done", None
@@ -209,6 +263,39 @@ async def run_sweep(
                     progress=1.0 if status == "done" else state["done"] / max(total, 1),
                     finished_at=time.time(), report=_jsonable(report), trusted=report["trusted"])
     return report
+
+
+async def _grammar_backend(session: Any, base: str) -> str | None:
+    """The server's grammar backend (`grammar_backend` in /server_info), None when not told."""
+    info = await get_json(session, base + "/server_info")
+    value = info.get("grammar_backend") if isinstance(info, dict) else None
+    return str(value) if value else None
+
+
+def _annotate(rec: RequestRecord, prompt: Prompt, kind: str | None, spec: str | None) -> None:
+    """rec.detail: the program step ({"turn", "conversation"} / {"branch", "fork"}) and the
+    structured verdict of a finished output (collectors/probe/structured.py)."""
+    detail: dict[str, Any] = dict(prompt.step or {})
+    if kind and spec and rec.ok:
+        detail["structured"] = structured.check(kind, spec, rec.output_text or "", rec.finish_reason)
+    rec.detail = detail or None
+
+
+def _add_workload_blocks(report: dict[str, Any], lv: dict[str, Any], records: list[RequestRecord],
+                         levels: list[tuple[float, list[RequestRecord]]], wl: WorkloadSpec,
+                         backend: str | None) -> None:
+    """The level's and the run's `turns` / `branches` / `structured` blocks (when the workload
+    has them); run-level ones pool every level so far."""
+    pooled = [r for _, recs in levels for r in recs]
+    if wl.prompt_set == "multi-turn":
+        lv["turns"] = programs.step_rows(records, "turn")
+        report["turns"] = programs.step_rows(pooled, "turn")
+    elif wl.prompt_set == "fork":
+        lv["branches"] = programs.step_rows(records, "branch")
+        report["branches"] = programs.step_rows(pooled, "branch")
+        report["branch_reuse"] = programs.branch_summary(pooled)
+    if wl.structured and wl.structured_spec:
+        report["structured"] = structured.report(wl.structured, wl.structured_spec, backend, levels)
 
 
 def _consistency(engine: Engine, baseline_id: int, run_id: int, detail: dict[str, Any],

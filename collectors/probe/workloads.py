@@ -11,6 +11,8 @@ Prompt sets (`WorkloadSpec.prompt_set`):
 | `builtin` | the small hand-written set shipped in collectors/probe/prompts/builtin.jsonl (24 prompts) |
 | `synthetic` | `num_prompts` prompts of exactly `input_tokens` words each (seeded), for controlled input length |
 | `shared-prefix` | `prefix_templates` × `suffixes_per_template` prompts: a template prefix of `prefix_tokens` words shared by its suffixes, like templated product prompts; exercises the radix cache |
+| `multi-turn` | `conversations` chats of `turns` turns: turn n sends the whole history (system prompt, every earlier user message and the server's own earlier replies) plus a new user message, so the radix cache can reuse it turn by turn |
+| `fork` | `conversations` shared contexts of `prefix_tokens` words, each fanned out to `branches` continuations (what SGLang's frontend `fork` does, over HTTP): branch 1 goes first, branches 2..K in parallel once it has finished, so they can reuse its prefill |
 | a path ending `.jsonl` | one JSON object per line: `{"prompt": str}` (or `"text"`), or `{"messages": [...]}` for chat; optional `"id"`, `"max_new_tokens"` |
 
 Input length: synthetic words are common one-syllable English words, which Llama/Qwen-style BPE
@@ -19,6 +21,11 @@ tokens. The server's own count (`meta_info.prompt_tokens` / `usage.prompt_tokens
 request as `tokens_in`; cross-check there.
 
 `request_body(api, prompt, spec)` is pure: it returns the URL path and JSON body for one request.
+
+Programs (multi-turn, fork): a prompt may name the prompt it runs `after` (an index into the
+list); the sweep holds it until that request of the same pass has finished (collectors/probe/
+sweep.py). The list is ordered so every dependency comes earlier: turn-major for multi-turn
+(all turn-1 prompts, then all turn-2 ...), fork by fork (branch 1, then its branches 2..K).
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectors.probe import structured
+
 PROMPTS_DIR = Path(__file__).parent / "prompts"
-BUILTIN_SETS = ("builtin", "synthetic", "shared-prefix")
+BUILTIN_SETS = ("builtin", "synthetic", "shared-prefix", "multi-turn", "fork")
+PROGRAM_SETS = ("multi-turn", "fork")
 APIS = ("generate", "completions", "chat", "images")
 API_PATHS = {
     "generate": "/generate",
@@ -60,6 +70,8 @@ class Prompt:
     text: str
     messages: tuple[dict[str, str], ...] | None = None
     max_new_tokens: int | None = None  # per-prompt override from a JSONL file
+    after: int | None = None  # programs: index of the prompt whose request must finish first
+    step: dict[str, int] | None = field(default=None, compare=False)  # {"turn", "conversation"} | {"branch", "fork"}
 
 
 @dataclass(slots=True)
@@ -84,6 +96,11 @@ class WorkloadSpec:
     image_steps: int | None = None
     images_per_request: int = 1
     extra: dict[str, Any] = field(default_factory=dict)  # merged into every body
+    structured: str | None = None  # json-schema | regex | ebnf (collectors/probe/structured.py)
+    structured_spec: str | None = None  # the schema JSON / pattern / grammar text
+    turns: int = 4  # multi-turn
+    branches: int = 4  # fork
+    conversations: int = 8  # multi-turn conversations / fork contexts
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,6 +182,10 @@ def build_prompts(spec: WorkloadSpec, base_dir: Path | None = None) -> list[Prom
                 q = questions[(t * spec.suffixes_per_template + s) % len(questions)].text
                 out.append(Prompt(f"t{t}s{s}", f"{prefix}\n\nQuestion: {q}"))
         return out
+    if name == "multi-turn":
+        return _multi_turn(spec, rng)
+    if name == "fork":
+        return _fork(spec, rng)
     path = Path(name)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
@@ -173,6 +194,58 @@ def build_prompts(spec: WorkloadSpec, base_dir: Path | None = None) -> list[Prom
             f"Prompt set {name!r} is neither one of {list(BUILTIN_SETS)} nor an existing .jsonl file."
         )
     return parse_jsonl(path.read_text(encoding="utf-8"), str(path.name))
+
+
+SYSTEM_PROMPT = "You are a helpful assistant for a hardware store. Answer briefly."
+
+
+def _multi_turn(spec: WorkloadSpec, rng: random.Random) -> list[Prompt]:
+    """Turn-major: prompt (t, c) at index t*C + c runs after (t-1, c). `messages` holds the system
+    prompt and this turn's user message; the history is assembled at send time (`history_messages`)."""
+    if spec.turns < 1 or spec.conversations < 1 or spec.input_tokens < 1:
+        raise WorkloadError("multi-turn needs --turns >= 1, --conversations >= 1 and --input-tokens >= 1.")
+    questions = build_prompts(WorkloadSpec(prompt_set="builtin"))
+    n_conv = spec.conversations
+    out: list[Prompt] = []
+    for t in range(spec.turns):
+        for c in range(n_conv):
+            q = questions[(c * spec.turns + t) % len(questions)].text
+            user = f"{q} ({synthetic_text(max(spec.input_tokens // 4, 1), rng)})"
+            msgs = ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user})
+            out.append(Prompt(f"c{c}t{t + 1}", user, msgs, after=(t - 1) * n_conv + c if t else None,
+                              step={"turn": t + 1, "conversation": c}))
+    return out
+
+
+def _fork(spec: WorkloadSpec, rng: random.Random) -> list[Prompt]:
+    """Fork by fork: branch 1 of fork f at index f*K, its branches 2..K after it."""
+    if spec.branches < 1 or spec.conversations < 1 or spec.prefix_tokens < 1:
+        raise WorkloadError("fork needs --branches >= 1, --conversations >= 1 and --prefix-tokens >= 1.")
+    k = spec.branches
+    out: list[Prompt] = []
+    for f in range(spec.conversations):
+        context = f"Document {f}. " + synthetic_text(spec.prefix_tokens, rng)
+        for b in range(k):
+            text = f"{context}\n\nBranch {b + 1}: give angle {b + 1} of {k} on the document in one line."
+            out.append(Prompt(f"f{f}b{b + 1}", text, after=f * k if b else None,
+                              step={"branch": b + 1, "fork": f}))
+    return out
+
+
+def history_messages(prompt: Prompt, earlier: list[dict[str, str]] | None) -> list[dict[str, str]]:
+    """A multi-turn request's messages: the conversation so far (`earlier`, replies included),
+    else the prompt's own system message, then this turn's user message."""
+    msgs = [dict(m) for m in prompt.messages or ({"role": "user", "content": prompt.text},)]
+    if earlier is None:
+        return msgs
+    return [*earlier, *[m for m in msgs if m["role"] != "system"]]
+
+
+def transcript(messages: list[dict[str, str]]) -> str:
+    """Plain-text form of a conversation for /generate and /v1/completions: each earlier turn is
+    a prefix of the next one's text, as with the chat template."""
+    parts = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+    return "\n\n".join(parts) + "\n\nAssistant:"
 
 
 def prompts_hash(prompts: list[Prompt]) -> str:
@@ -195,12 +268,23 @@ def length_summary(prompts: list[Prompt]) -> dict[str, Any]:
     return {"n": len(prompts), "words": stats(words), "chars": stats(chars)}
 
 
-def request_body(api: str, prompt: Prompt, spec: WorkloadSpec) -> tuple[str, dict[str, Any]]:
-    """(URL path, JSON body) for one request of `api` (see API_PATHS)."""
+def request_body(api: str, prompt: Prompt, spec: WorkloadSpec, *,
+                 messages: list[dict[str, str]] | None = None, constraint: str | None = None
+                 ) -> tuple[str, dict[str, Any]]:
+    """(URL path, JSON body) for one request of `api` (see API_PATHS). `messages` replaces the
+    prompt's own (a multi-turn history); `constraint` is the structured spec as sent
+    (structured.wire_spec), used when `spec.structured` is set."""
     max_new = prompt.max_new_tokens or spec.max_new_tokens
+    if messages is not None and api != "chat":
+        prompt = Prompt(prompt.id, transcript(messages), None, prompt.max_new_tokens)
     body: dict[str, Any]
+    sp_more: dict[str, Any] = {}
+    top_more: dict[str, Any] = {}
+    if spec.structured and api != "images":
+        wire = constraint if constraint is not None else spec.structured_spec or ""
+        sp_more, top_more = structured.body_fields(api, spec.structured, wire)
     if api == "generate":
-        sp = spec.sampling_params() | {"max_new_tokens": max_new}
+        sp = spec.sampling_params() | {"max_new_tokens": max_new} | sp_more
         if spec.ignore_eos:
             sp["ignore_eos"] = True
         body = {"text": prompt.text, "sampling_params": sp, "stream": True}
@@ -215,10 +299,11 @@ def request_body(api: str, prompt: Prompt, spec: WorkloadSpec) -> tuple[str, dic
         if spec.ignore_eos:
             body["ignore_eos"] = True  # SGLang extension of the OpenAI API
         if api == "chat":
-            msgs = prompt.messages or ({"role": "user", "content": prompt.text},)
+            msgs = messages or prompt.messages or ({"role": "user", "content": prompt.text},)
             body["messages"] = [dict(m) for m in msgs]
         else:
             body["prompt"] = prompt.text
+        body.update(top_more)
     elif api == "images":
         body = {
             "prompt": prompt.text,

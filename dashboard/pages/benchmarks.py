@@ -240,3 +240,14 @@ for rid in picked:
             "errors": table["errors"],
         })
         st.dataframe(pretty, hide_index=True, width="stretch")
+        steps = bm.step_table(run)
+        if not steps.empty:
+            st.caption("Per turn / branch: the radix cache's reuse (server-reported cached tokens).")
+            st.bar_chart(steps, x="step", y="cache_hit_rate", height=220)
+            st.dataframe(pd.DataFrame({
+                "step": steps["step"], "requests": steps["requests"],
+                "TTFT p50": [fmt_value(v, "s") for v in steps["ttft_p50_s"]],
+                "TTFT p99": [fmt_value(v, "s") for v in steps["ttft_p99_s"]],
+                "cache hit": [fmt_value(v, "ratio") for v in steps["cache_hit_rate"]],
+                "input tokens": steps["input_tokens"],
+            }), hide_index=True, width="stretch")

@@ -223,6 +223,30 @@ def _throughput(inp: ScorecardInputs, figs: dict[str, Figure], lv: dict[str, Any
              "token-weighted, client-reported cached tokens")
 
 
+def _structured_figures(inp: ScorecardInputs, figs: dict[str, Figure], run_label: str) -> None:
+    """valid rate and cold-grammar TTFT of a structured-output run (ProbeRequest.detail
+    "structured" verdicts); not applicable to runs without them."""
+    df = inp.probe_requests
+    verdicts = None
+    if df is not None and not df.empty and "detail" in df:
+        verdicts = df["detail"].map(lambda d: (d or {}).get("structured") if isinstance(d, dict) else None)
+    if df is None or verdicts is None or not verdicts.notna().any():
+        for key in ("structured_valid_rate", "cold_grammar_ttft_s"):
+            put(figs, key, None, "probe", "no structured-output run", status=NOT_APPLICABLE)
+        return
+    measured = ~df["warmup"].astype(bool) & df["ok"].astype(bool)
+    checked = [v for v in verdicts[measured] if isinstance(v, dict) and v.get("valid") is not None]
+    valid = sum(1 for v in checked if v["valid"])
+    put(figs, "structured_valid_rate", valid / len(checked) if checked else None, "probe",
+        f"{run_label}: {valid} of {len(checked)} outputs valid")
+    first = df.sort_values("id").iloc[0]
+    cold = float(first["ttft_s"]) if bool(first["ok"]) and pd.notna(first["ttft_s"]) else None
+    warm = df[measured & (df["level"] == first["level"]) & (df["id"] != first["id"])]["ttft_s"]
+    warm_p50 = float(np.percentile(warm.dropna(), 50)) if warm.notna().any() else None
+    note = f"{run_label}: first request" + (f"; warm p50 {warm_p50 * 1000:.1f} ms" if warm_p50 else "")
+    put(figs, "cold_grammar_ttft_s", cold, "probe", note)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -270,6 +294,7 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
     _throughput(inp, figs, lv, run_label)
     cost_figures(inp, figs, levels, slo)
     errors = stability_figures(inp, figs, slo)
+    _structured_figures(inp, figs, run_label)
     missing = [s.key for s in METRIC_SPECS if s.key not in figs]
     if missing:  # pragma: no cover - a programming error caught by the tests
         raise RuntimeError(f"scorecard misses figures: {missing}")

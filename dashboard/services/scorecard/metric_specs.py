@@ -194,6 +194,14 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "ttft_p99_s / ttft_p50_s (tail spread; 1 = flat)"),
     MetricSpec("health_flaps", "Health flaps", "stability", "count", "lower",
                "`health_down` events in the window, else 1 -> 0 transitions of `api.health_ok`"),
+    MetricSpec("structured_valid_rate", "Structured output valid rate", "stability", "ratio",
+               "higher",
+               "structured-output probe runs only: measured successful requests whose output "
+               "passed the check (`detail.structured.valid`) / those checked; not applicable "
+               "otherwise"),
+    MetricSpec("cold_grammar_ttft_s", "Cold-grammar TTFT", "latency", "s", "lower",
+               "structured-output probe runs only: TTFT of the run's first request (a schema "
+               "the server had not compiled); the note gives the warm p50 beside it"),
 )
 
 SPECS_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in METRIC_SPECS}

@@ -252,3 +252,16 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def step_table(run: ProbeRun) -> pd.DataFrame:
+    """Per-turn (multi-turn) or per-branch (fork) rows of a run's report, with a `step` label
+    column ("turn 1", "branch 2"); empty for other workloads."""
+    report = run.report or {}
+    for key, name in (("turns", "turn"), ("branches", "branch")):
+        rows = report.get(key) or []
+        if rows:
+            df = pd.DataFrame(rows)
+            df.insert(0, "step", [f"{name} {r.get(name)}" for r in rows])
+            return df
+    return pd.DataFrame()
