@@ -35,7 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from storage.repo._common import QUARTER, QUARTER_S, ROLLUP, SAMPLE
 
-__all__ = ["RAW", "MINUTE_ROLLUP", "QUARTER_ROLLUP", "WindowAggregate", "older_rollups", "tier_starts",
+__all__ = ["RAW", "MINUTE_ROLLUP", "QUARTER_ROLLUP", "WindowAggregate", "older_rollups", "series_names", "tier_starts",
            "window_aggregate"]
 
 RAW = "raw"
@@ -81,26 +81,32 @@ def _edge(conn: Connection, table: Any, server_id: int, metric: str, *, oldest: 
     return None if ts is None else float(ts)
 
 
-def _start(conn: Connection, table: Any, cover: Any, grain: int, server_id: int, metric: str,
-           cutoff: float | None) -> float:
+def _begin(conn: Connection, table: Any, grain: int, server_id: int, metric: str, cutoff: float | None) -> float:
     """Where `table`'s rows of a series begin for reading: the later of its oldest row and
-    `cutoff`, rounded down to `grain` (retention deletes whole grains: retention.py), and never
-    past the newest row of the coarser `cover` tier (what it does not cover yet stays in `table`).
-    -inf when `cover` holds nothing of the series (read `table` for all of it)."""
-    newest_cover = _edge(conn, cover, server_id, metric, oldest=False)
-    if newest_cover is None:
-        return -math.inf
+    `cutoff`, rounded down to `grain` (retention deletes whole grains: retention.py); +inf when
+    it holds none."""
     oldest = _edge(conn, table, server_id, metric, oldest=True)
-    begin = math.inf if oldest is None else max(oldest, -math.inf if cutoff is None else cutoff) // grain * grain
-    return min(begin, newest_cover + grain)
+    if oldest is None:
+        return math.inf
+    return max(oldest, -math.inf if cutoff is None else cutoff) // grain * grain
+
+
+def _covered_until(conn: Connection, tiers: tuple[tuple[Any, int], ...], server_id: int, metric: str) -> float:
+    """End of the newest row of a series in any of the coarser `tiers` (-inf: none holds any)."""
+    ends = [t + grain for table, grain in tiers
+            if (t := _edge(conn, table, server_id, metric, oldest=False)) is not None]
+    return max(ends, default=-math.inf)
 
 
 def tier_starts(conn: Connection, server_id: int, metric: str, raw_since: float | None = None,
                 minute_since: float | None = None) -> tuple[float, float]:
     """(raw_from, minute_from) of a series: where its raw samples and its minute rollups begin
     for reading (module docstring; -inf: that tier holds all of it)."""
-    raw_from = _start(conn, SAMPLE, ROLLUP, 60, server_id, metric, raw_since)
-    return raw_from, min(_start(conn, ROLLUP, QUARTER, QUARTER_S, server_id, metric, minute_since), raw_from)
+    covered = _covered_until(conn, ((ROLLUP, 60), (QUARTER, QUARTER_S)), server_id, metric)
+    raw_from = min(_begin(conn, SAMPLE, 60, server_id, metric, raw_since), covered)
+    q_covered = _covered_until(conn, ((QUARTER, QUARTER_S),), server_id, metric)
+    minute_from = min(_begin(conn, ROLLUP, QUARTER_S, server_id, metric, minute_since), q_covered)
+    return raw_from, min(minute_from, raw_from)
 
 
 def _any(conn: Connection, table: Any, server_id: int, metric: str, a: float, z: float) -> bool:
@@ -118,6 +124,19 @@ def older_rollups(conn: Connection, server_id: int, metric: str, since: float) -
     raw_from, minute_from = tier_starts(conn, server_id, metric)
     return (_any(conn, ROLLUP, server_id, metric, since, raw_from),
             _any(conn, QUARTER, server_id, metric, since, minute_from))
+
+
+def series_names(engine: Engine, *, server_id: int, prefix: str = "") -> list[str]:
+    """Metric keys of a server in any tier (raw samples, minute or quarter rollups), so a window
+    older than raw retention still finds its series."""
+    names: set[str] = set()
+    with engine.connect() as conn:
+        for table in (SAMPLE, ROLLUP, QUARTER):
+            q = select(table.c.metric).where(table.c.server_id == server_id).distinct()
+            if prefix:
+                q = q.where(table.c.metric.like(prefix + "%"))
+            names.update(conn.execute(q).scalars())
+    return sorted(names)
 
 
 def window_aggregate(

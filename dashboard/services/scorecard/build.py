@@ -215,7 +215,7 @@ def gather_inputs(
     queue_key = "log.queue_req" if reads.agg("log.queue_req").count else "metrics.num_queue_reqs"
     q_ts, q_vals = reads.points(queue_key, "queue_above_threshold_s")
     _, health = reads.points("api.health_ok", "health_flaps")
-    gpu_metrics = repo.metric_names(engine, server_id=sid, prefix="gpu.")
+    gpu_metrics = repo.series_names(engine, server_id=sid, prefix="gpu.")
     seen = sorted({int(m.group(1)) for k in gpu_metrics if (m := _GPU_KEY.match(k))})
     energy: float | None = None
     power: float | None = None
