@@ -1,7 +1,7 @@
 """Benchmark: thirty days of one server, compressed: database size per day before and after
 retention, runner memory over time (slope), runner CPU, and the 7-day view at day 30.
 
-Run: ``.venv/bin/python bench/soak.py [--days 30] [--hz 0.05] [--paint] [--keep DIR]``
+Run: ``.venv/bin/python bench/soak.py [--days 30] [--hz 0.05] [--scale-retention F] [--paint] [--keep DIR]``
 
 What runs: the runner's own write path and housekeeping, in this process, on a simulated clock
 that ends at the real now (so the dashboard's 7-day view at the end sees the data as recent):
@@ -16,6 +16,11 @@ that ends at the real now (so the dashboard's 7-day view at the end sees the dat
 - measured at each day's end: the database file with its WAL (bytes) before and after retention,
   this process's RSS; over the run: CPU seconds / wall seconds. RSS slope: least squares over
   days 8-30 (after the raw window fills), MB per day.
+- per table (sample, rollup, rollup_quarter) at each day's end: bytes (dbstat), and at the end
+  bytes per simulated day each tier holds, and the default policy's steady state projected from
+  them (raw scaled to 1 Hz; rollups do not depend on the rate). `--scale-retention F` multiplies
+  every horizon by F so the whole life cycle (raw window, minute horizon, quarter horizon) fits in
+  the run, and the table gives the DB size and its slope once every horizon is reached;
 - at the end: the Server page's 7-day read (read_series) in ms, and with --paint the 7-day view's
   first paint in headless Chromium (bench/dashboard_paint.py's method).
 """
@@ -59,7 +64,15 @@ class Clock:
         return self.now
 
 
-def soak(db: Path, *, days: int, hz: float) -> dict[str, object]:
+TABLES = ("sample", "rollup", "rollup_quarter")
+
+
+def scaled(policy: dict[str, float], factor: float) -> dict[str, float]:
+    """The policy with every horizon multiplied by `factor` (--scale-retention)."""
+    return {k: v * factor for k, v in policy.items()}
+
+
+def soak(db: Path, *, days: int, hz: float, policy: dict[str, float] = POLICY) -> dict[str, object]:
     url = f"sqlite:///{db}"
     engine = make_engine(url)
     end = time.time() // 3600 * 3600
@@ -100,14 +113,17 @@ def soak(db: Path, *, days: int, hz: float) -> dict[str, object]:
             runner._roll_up()
             if (h + 1) % 24 == 0:
                 before = database_size_bytes(url) or 0
-                repo.apply_retention(engine, policy=POLICY, now=clock.now, batch_rows=20_000, max_batches=10_000)
+                repo.apply_retention(engine, policy=policy, now=clock.now, batch_rows=20_000, max_batches=10_000)
                 incremental_vacuum(engine, pages_per_step=10_000, max_steps=10_000)
                 after = database_size_bytes(url) or 0
+                sizes = repo.table_sizes(engine, list(TABLES))
                 per_day.append({"day": (h + 1) / 24, "before_mb": before / 1e6, "after_mb": after / 1e6,
-                                "rss_mb": proc.memory_info().rss / 1e6})
+                                "rss_mb": proc.memory_info().rss / 1e6,
+                                **{f"{t}_mb": (sizes.get(t) or 0) / 1e6 for t in TABLES}})
                 d = per_day[-1]
                 print(f"day {d['day']:>4.0f}: {d['before_mb']:8.1f} MB before retention, {d['after_mb']:8.1f} MB "
-                      f"after, RSS {d['rss_mb']:6.1f} MB", flush=True)
+                      f"after (sample {d['sample_mb']:.1f}, rollup {d['rollup_mb']:.1f}, quarter "
+                      f"{d['rollup_quarter_mb']:.2f}), RSS {d['rss_mb']:6.1f} MB", flush=True)
     finally:
         runner_loop.time.time = real_time
     cpu = sum(proc.cpu_times()[:2]) - cpu0
@@ -119,20 +135,49 @@ def soak(db: Path, *, days: int, hz: float) -> dict[str, object]:
             "end": end}
 
 
+def report_tiers(per_day: list[dict[str, float]], policy: dict[str, float], hz: float) -> None:
+    """Bytes per table per simulated day (each tier's bytes at the end over the days it holds),
+    the size once every horizon is reached, and the steady state of the default policy
+    projected from those per-day bytes (raw scaled to the real 1 Hz)."""
+    end = per_day[-1]
+    days = end["day"]
+    held = {"sample": min(days, policy["samples_days"]), "rollup": min(days, policy["rollups_days"]),
+            "rollup_quarter": min(days, policy["quarters_days"])}
+    per = {t: end[f"{t}_mb"] / held[t] for t in TABLES if held[t] > 0}
+    for t in TABLES:
+        print(f"| {t}: MB per simulated day held (at day {days:.0f}, {held[t]:g} days held) | {per[t]:.3f} MB |")
+    horizon = max(policy["samples_days"], policy["rollups_days"], policy["quarters_days"])
+    flat = [d for d in per_day if d["day"] >= horizon + 1]
+    if len(flat) >= 2:
+        sizes = [d["after_mb"] for d in flat]
+        slope = float(np.polyfit([d["day"] for d in flat], sizes, 1)[0])
+        print(f"| DB after every horizon ({horizon:g} d): days {flat[0]['day']:.0f}-{days:.0f} | "
+              f"{min(sizes):.1f}-{max(sizes):.1f} MB, slope {slope:+.3f} MB/day |")
+    steady = (POLICY["samples_days"] * per["sample"] / hz + POLICY["rollups_days"] * per["rollup"]
+              + POLICY["quarters_days"] * per["rollup_quarter"])
+    print(f"| steady state of the default policy (raw 7 d at 1 Hz + minutes 90 d + quarters 2 y), "
+          f"projected | {steady:,.0f} MB ({POLICY['samples_days'] * per['sample'] / hz:,.0f} + "
+          f"{POLICY['rollups_days'] * per['rollup']:,.0f} + {POLICY['quarters_days'] * per['rollup_quarter']:,.0f}) |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--hz", type=float, default=0.05, help="samples per second per series (1 = the demo's real rate)")
     ap.add_argument("--paint", action="store_true", help="also measure the 7-day view's first paint in Chromium")
     ap.add_argument("--keep", type=Path, default=None, help="keep the database in this folder")
+    ap.add_argument("--scale-retention", type=float, default=1.0, metavar="F",
+                    help="multiply every retention horizon by F (e.g. 0.02: raw 3.4 h, minutes 1.8 d, "
+                         "quarters 14.6 d), so the whole life cycle fits in --days")
     args = ap.parse_args()
+    policy = scaled(POLICY, args.scale_retention)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="pitwall-soak-"))
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "soak.db"
     for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
         p.unlink(missing_ok=True)
     try:
-        res = soak(db, days=args.days, hz=args.hz)
+        res = soak(db, days=args.days, hz=args.hz, policy=policy)
         per_day = res["per_day"]
         assert isinstance(per_day, list)
         rows_per_day = float(res["rows"]) / args.days  # type: ignore[arg-type]
@@ -152,6 +197,7 @@ def main() -> int:
         if early:
             print(f"| DB at day {args.days} without retention (days 2-7 growth x {args.days}) | "
                   f"{np.mean(early) * args.days:.0f} MB, projected |")
+        report_tiers(per_day, policy, args.hz)
         print(f"| RSS at the end | {per_day[-1]['rss_mb']:.0f} MB |")
         print(f"| RSS slope, days 8-{args.days} | {res['rss_slope_mb_day']:+.2f} MB/day |")
         print(f"| runner work: CPU s / wall s | {res['cpu_s']:.0f} / {res['wall_s']:.0f} s "

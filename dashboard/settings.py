@@ -89,6 +89,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Days of probe runs and their requests kept (by the run's created_at); 0 keeps them forever."),
     SettingSpec("retention.events_days", None, "float", 365.0,
                 "Days of events kept; 0 keeps them forever."),
+    SettingSpec("retention.launch_logs_mb", None, "float", 1024.0,
+                "MB of managed servers' launch logs kept in the data folder's logs/ (each launch "
+                "starts a fresh file; the oldest ended ones go first, never a live one); 0 keeps them all."),
     SettingSpec("gpu.dcgm_url", "PITWALL_GPU_DCGM_URL", "str", None,
                 "A dcgm-exporter's /metrics (e.g. http://127.0.0.1:9400/metrics) to read GPUs from "
                 "instead of NVML, where Pitwall cannot load NVML (containers, Kubernetes nodes)."),
@@ -340,7 +343,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     launch = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("launch.")}
     retention = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("retention.")}
     if any(v < 0 for v in retention.values()):
-        raise SettingsError("Settings retention.*_days must be >= 0 (0 keeps rows forever).")
+        raise SettingsError("Settings retention.* must be >= 0 (0 keeps rows and logs forever).")
     if values["session_ttl_s"] <= 0:
         raise SettingsError(f"Setting session_ttl_s is {values['session_ttl_s']}; expected seconds > 0, e.g. 28800.")
     if runner["restart_budget"] < 0 or runner["intent_expiry_s"] <= 0:

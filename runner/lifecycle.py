@@ -19,6 +19,7 @@ supervisor (runner/supervisor.py holds the watching half).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from sqlalchemy.engine import Engine
 from collectors.base import CollectorError
 from collectors.engines import get_engine
 from collectors.http import auth_headers, get_capped
-from runner import procs
+from runner import launch_logs, procs
 from runner.launch_plan import (
     LaunchPlan,
     PlanError,
@@ -43,6 +44,8 @@ from runner.launch_plan import (
 from storage import repo
 from storage.files import open_private, private_dir
 from storage.models import Launch, Server
+
+log = logging.getLogger(__name__)
 
 HEALTH_DEADLINE_S = 1.0  # one readiness /health read in total (connect + head + body), seconds
 INFO_DEADLINE_S = 5.0  # one /server_info read in total, seconds
@@ -75,6 +78,7 @@ class Lifecycle:
     _lock: threading.RLock
     _closing: threading.Event
     _restart_at: dict[int, tuple[float, int]]
+    logs_dir: Path | None
 
     def _progress(self, intent_id: int | None, stage: str, fraction: float, detail: str) -> None:
         if intent_id is not None:
@@ -197,6 +201,14 @@ class Lifecycle:
                ) -> tuple[bool, Managed | None, str, str]:
         """Spawn and wait for ready: (ok, managed, why it failed, log excerpt)."""
         private_dir(Path(plan.log_path).parent)
+        if self.logs_dir is not None:  # a fresh file per launch; the last one goes by size later
+            try:
+                old = launch_logs.rotate(plan.log_path, self.logs_dir)
+            except OSError as exc:
+                log.warning("cannot rotate %s (appending to it): %s", plan.log_path, exc)
+                old = None
+            if old is not None:
+                repo.relocate_launch_log(self.engine, old=plan.log_path, new=str(old))
         stage = "rolling back" if rollback else "starting"
         with open_private(plan.log_path, "ab") as logf:
             offset = logf.tell()

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
@@ -44,6 +45,7 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
+from runner import launch_logs
 from runner.intents import IntentHandler, IntentLanes
 from runner.lease import LEASE_TTL_S, RENEW_EVERY_S, Lease, LeaseHeld
 from runner.writer import Batch, BatchWriter
@@ -138,6 +140,7 @@ class Runner:
         retention_every_s: float = 600.0,
         retention_batch_rows: int = 5000,
         retention_batches: int = 20,
+        logs_dir: Path | None = None,
     ) -> None:
         self.engine = engine
         self.supervisor = supervisor
@@ -157,6 +160,7 @@ class Runner:
         self.retention_every_s = retention_every_s
         self.retention_batch_rows = retention_batch_rows
         self.retention_batches = retention_batches
+        self.logs_dir = logs_dir  # launch logs kept by size (retention.launch_logs_mb) live here
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self._slots)), thread_name_prefix="poll")
         self._stop = threading.Event()
@@ -301,6 +305,7 @@ class Runner:
                     last_rollup = now_m
                 if self.retention and now_m >= next_retention:
                     self.retain(time.time())
+                    self.retain_logs(time.time())
                     next_retention = time.monotonic() + self.retention_every_s
                 if duration_s is not None and now_m - started >= duration_s:
                     break
@@ -375,6 +380,22 @@ class Runner:
         except Exception as exc:
             log.warning("retention pass failed (will retry): %s", exc)
             return {}
+
+    def retain_logs(self, now: float) -> tuple[int, int]:
+        """Launch logs by size (runner/launch_logs.py): (files removed, bytes freed); never a live
+        log. A failure is logged, and the next pass tries again."""
+        budget = float((self.retention or {}).get("launch_logs_mb") or 0.0)
+        if self.logs_dir is None or budget <= 0:
+            return 0, 0
+        try:
+            files, freed = launch_logs.apply(self.logs_dir, live=repo.live_log_paths(self.engine),
+                                             budget_mb=budget, now=now)
+        except Exception as exc:
+            log.warning("launch log retention failed (will retry): %s", exc)
+            return 0, 0
+        if files:
+            log.info("launch logs over %.0f MB: removed %d ended launch logs (%d bytes)", budget, files, freed)
+        return files, freed
 
     def _shutdown(self) -> None:
         # 1. servers first: nothing may keep a server process alive past the runner's own end

@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from sqlalchemy.engine import Engine
 
@@ -80,8 +81,10 @@ class ProcessSupervisor(Lifecycle):
         stop_timeout_s: float = 30.0,
         ready_timeout_s: float = 600.0,
         poll_s: float = 0.05,
+        logs_dir: Path | None = None,
     ) -> None:
         self.engine = engine
+        self.logs_dir = logs_dir  # Pitwall's own logs folder: each launch's log there is rotated
         self.planner = planner
         self.auto_start = auto_start
         self.auto_restart = auto_restart

@@ -160,7 +160,11 @@ class _Aggregate(SQLModel):
 
 
 class Rollup(_Aggregate, table=True):
-    """Per-minute aggregate of Sample (ts = start of the minute) for long windows."""
+    """Per-minute aggregate of Sample (ts = start of the minute) for long windows.
+
+    p50/p95/p99 are NULL in rows written since issue 17 (older files may hold values): no reader
+    used them, and at ~24 bytes they were a fifth of the row. Exact percentiles come from Sample.
+    """
 
     __table_args__ = (UniqueConstraint("server_id", "metric", "ts", name="uq_rollup_key"),)
 

@@ -63,14 +63,15 @@ def live() -> None:
 
 @st.cache_data(ttl=60, show_spinner=False)
 def _retention(url: str, policy: tuple[tuple[str, float], ...]) -> pd.DataFrame:
-    return retention_table(ctx.engine, dict(policy))
+    return retention_table(ctx.engine, dict(policy), logs_dir=ctx.settings.logs_dir)
 
 
 @session.safe("Retention")
 def retention() -> None:
     st.subheader("Retention")
-    st.caption("What the runner keeps (settings `retention.*_days`) and removes next, in small batches; "
-               "raw samples go only once their minute is rolled up, minute rollups once their quarter is.")
+    st.caption("What the runner keeps (settings `retention.*`) and removes next, in small batches; "
+               "raw samples go only once their minute is rolled up, minute rollups once their quarter is; "
+               "launch logs by size, the oldest ended launch's first, never a live one.")
     st.dataframe(_retention(ctx.settings.database_url, tuple(sorted(ctx.settings.retention.items()))),
                  hide_index=True, width="content")
 

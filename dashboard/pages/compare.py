@@ -25,7 +25,8 @@ def _card(url: str, what: str, ident: str, slo_key: str, kwh: float | None,
           window_s: int) -> Scorecard:
     settings = session.settings()
     engine = session.engine_for(url)
-    common = {"settings_slo": settings.slo, "electricity_usd_per_kwh": kwh}
+    common = {"settings_slo": settings.slo, "electricity_usd_per_kwh": kwh,
+              "retention": dict(settings.retention)}
     if what == "run":
         return build_scorecard(engine, run_id=int(ident), **common)
     if what == "launch":
@@ -70,6 +71,8 @@ try:
 except (ScorecardError, SloError) as exc:
     st.error(str(exc))
     st.stop()
+if (caption := cmp_service.resolution_caption(cards)) is not None:
+    st.caption(caption)  # a window older than the raw samples kept is scored from rollups
 
 if len(cards) > 1:
     st.subheader("Side by side")

@@ -3,7 +3,8 @@
 Callers use `from storage import repo` and `repo.<function>`; the families are
 `samples` (hot-path insert, raw reads, chart buckets), `rollups` (minute and quarter tiers),
 `events`, `intents`, `runner_state` (collector state, the runner lease), `inventory` (servers,
-profiles, launches), `probes` (probe runs and requests), `retention` (what old rows leave, in batches) and `audit`.
+profiles, launches), `probes` (probe runs and requests), `retention` (what old rows leave, in batches), `windows` (a window read raw where samples are
+kept and from rollups where retention removed them) and `audit`.
 
 Rules (reference/perf-baselines.md): time-series rows are written with SQLAlchemy Core
 `insert()` executemany in batches, never per-row ORM adds (12x slower); percentile reads select the
@@ -24,5 +25,6 @@ from storage.repo.retention import *  # noqa: F403
 from storage.repo.rollups import *  # noqa: F403
 from storage.repo.runner_state import *  # noqa: F403
 from storage.repo.samples import *  # noqa: F403
+from storage.repo.windows import *  # noqa: F403
 
 __all__ = ["QUARTER_S"]

@@ -132,6 +132,25 @@ def create_launch(engine: Engine, **fields: Any) -> Launch:
         return launch
 
 
+def relocate_launch_log(engine: Engine, *, old: str, new: str) -> int:
+    """Ended launches whose log was `old` now name `new` (the file was rotated aside before the
+    next launch reused the path). Returns the launches updated."""
+    t = Launch.__table__  # type: ignore[attr-defined]
+    with engine.begin() as conn:
+        return int(conn.execute(update(t).where(t.c.log_path == old, t.c.ended_at.is_not(None))
+                                .values(log_path=new)).rowcount or 0)
+
+
+def live_log_paths(engine: Engine) -> set[str]:
+    """Log paths a tailer may be reading: every server's, and every unfinished launch's."""
+    srv, la = Server.__table__, Launch.__table__  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        paths = set(conn.execute(select(srv.c.log_path).where(srv.c.log_path.is_not(None))).scalars())
+        paths |= set(conn.execute(select(la.c.log_path).where(la.c.log_path.is_not(None),
+                                                               la.c.ended_at.is_(None))).scalars())
+    return {str(p) for p in paths}
+
+
 def update_launch(engine: Engine, *, launch_id: int, **fields: Any) -> None:
     fields = redact_fields(fields, text=_LAUNCH_TEXT, obj=_LAUNCH_OBJ)
     with engine.begin() as conn:

@@ -6,7 +6,10 @@ Tables and their clocks: `sample`, `rollup`, `rollup_quarter` and `event` by `ts
 - a raw sample is deleted only when its minute is rolled up: per series, samples older than
   min(now - samples_days, newest Rollup minute of that series + 60 s);
 - a minute rollup is deleted only when its quarter is written: per series, rollups older than
-  min(now - rollups_days, newest RollupQuarter of that series + 900 s).
+  min(now - rollups_days, newest RollupQuarter of that series + 900 s);
+- both cutoffs are rounded down to the tier above's grain (a whole minute of samples, a whole
+  quarter of minutes leaves at once), so what is left of a series starts on a grain and a reader
+  of an old window (storage/repo/windows.py) switches tiers there without a partial bucket.
 
 Deletes run in batches of at most `batch_rows` rows, each its own short transaction
 (`DELETE ... WHERE id IN (SELECT id ... LIMIT n)`, portable SQLite / PostgreSQL), so the runner's
@@ -71,6 +74,10 @@ def _series_cutoffs(conn: Connection, table: str, cutoff: float) -> list[tuple[i
                 text(f"SELECT max(ts) FROM {guard[0]} WHERE server_id = :s AND metric = :m"), {"s": sid, "m": metric}
             ).scalar()
             c = min(c, float(newest) + guard[1]) if newest is not None else float("-inf")
+            # whole grains only (a minute of samples, a quarter of minutes): readers of an old
+            # window (storage/repo/windows.py) take the tier below from where this one begins
+            if c != float("-inf"):
+                c = c // guard[1] * guard[1]
         if c != float("-inf"):
             out.append((sid, metric, c))
     return out

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from sqlalchemy import and_, func, insert, select
 from sqlalchemy.engine import Connection, Engine
@@ -25,8 +24,9 @@ def compute_rollups(
     """Write Rollup rows for complete minutes and RollupQuarter rows for complete quarter hours
     in [until - lookback_s, until).
 
-    Idempotent: minutes and quarters already written are skipped. Minute percentiles are exact
-    (numpy over that minute's values); a quarter aggregates its minutes (count-weighted avg,
+    Idempotent: minutes and quarters already written are skipped. A minute keeps count, avg,
+    min and max (its p50/p95/p99 columns stay NULL: nothing reads them, and they were a fifth of
+    a minute row's bytes, bench/soak.py); a quarter aggregates its minutes (count-weighted avg,
     min of min, max of max). Returns the number of rows written (both tiers).
 
     A caller that rolls up a few minutes at a time (the runner) passes `known_series`, a set it
@@ -50,7 +50,6 @@ def compute_rollups(
             if minute <= last.get((sid, metric), -1):
                 continue
             v = g["value"].to_numpy(dtype=float)
-            p50, p95, p99 = np.percentile(v, [50, 95, 99])
             rows.append(
                 {
                     "ts": float(minute),
@@ -60,9 +59,6 @@ def compute_rollups(
                     "avg": float(v.mean()),
                     "min": float(v.min()),
                     "max": float(v.max()),
-                    "p50": float(p50),
-                    "p95": float(p95),
-                    "p99": float(p99),
                 }
             )
         if rows:

@@ -121,6 +121,23 @@ def _bucket(col: Any, bucket: int, dialect: str) -> Any:
 _BUCKET_COLUMNS = ["metric", "ts", "n", "total", "min", "max"]
 
 
+def _widen_past_retention(engine: Engine, server_id: int, metrics: list[str], since: float, bucket: int) -> int:
+    """`bucket`, or a minute / a quarter hour when the window holds rollups older than where a
+    series' raw samples / minute rollups begin (retention removed those; storage/repo/windows.py).
+    A series that is merely young has no rollup before its first sample, so it keeps its bucket."""
+    from storage.repo.windows import older_rollups
+
+    if bucket >= 600:
+        return bucket
+    with engine.connect() as conn:
+        old = [older_rollups(conn, server_id, m, since) for m in metrics]
+    if any(quarters for _, quarters in old):
+        return QUARTER_S
+    if bucket < 60 and any(minutes for minutes, _ in old):
+        return 60
+    return bucket
+
+
 def bucketed_series(
     engine: Engine,
     *,
@@ -139,10 +156,14 @@ def bucketed_series(
     rows of its minutes). A tier is read up to the newest row it holds; the
     minutes and seconds after that (not rolled up yet) come from the next finer tier, so the
     newest bucket is complete, and partial aggregates of one bucket from two tiers are merged
-    count-weighted. Columns: metric, ts (bucket start, epoch s), avg, min, max.
+    count-weighted. A window that starts before what retention kept of a finer tier (raw samples,
+    minute rollups) gets the next tier's bucket (a minute, a quarter hour), so an old window
+    is drawn from its rollups rather than left blank. Columns: metric, ts (bucket start, epoch s),
+    avg, min, max.
     """
     span = max(until - since, 1.0)
     bucket = max(1, int(np.ceil(span / max_points)))
+    bucket = _widen_past_retention(engine, server_id, list(metrics), since, bucket)
     if bucket >= 600:
         bucket = int(np.ceil(bucket / QUARTER_S) * QUARTER_S)
         tiers = [(QUARTER, QUARTER_S), (ROLLUP, 60)]

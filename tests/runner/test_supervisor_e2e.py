@@ -113,10 +113,13 @@ def test_autostart_relaunch_and_log_continuity(rig) -> None:
     assert launch_b.server_args["max_running_requests"] == 16
     old = repo.get_launch(engine, launch_id=launch_a.id)
     assert old.status == "stopped" and old.ended_at is not None and "fast-b" in old.end_reason
-    # One log file holds both launches, in order (the log collector tails it with no gap).
+    # Each launch has its own file (runner/launch_logs.py): the first was rotated aside before
+    # the second started, and the ended launch names its new place (the tailer follows a rename).
     text = rig["log"].read_text()
-    assert text.count("The server is fired up and ready to roll!") == 2
-    assert text.index("max_running_requests=8") < text.index("max_running_requests=16")
+    assert text.count("The server is fired up and ready to roll!") == 1 and "max_running_requests=16" in text
+    assert old.log_path != str(rig["log"]) and old.log_path.startswith(str(rig["log"]) + ".")
+    first = Path(old.log_path).read_text()
+    assert first.count("The server is fired up and ready to roll!") == 1 and "max_running_requests=8" in first
     kinds = [e["kind"] for e in _events(engine, sid)]
     assert {"relaunch_started", "relaunch_done", "server_ready"} <= set(kinds)
     assert [a.action for a in repo.list_audit(engine)] == ["relaunch"]

@@ -94,7 +94,8 @@ def export_cli(argv: list[str]) -> int:
 
         engine = make_engine(settings.database_url)
         common: dict[str, Any] = {"settings_slo": settings.slo,
-                  "electricity_usd_per_kwh": settings.electricity_usd_per_kwh}
+                  "electricity_usd_per_kwh": settings.electricity_usd_per_kwh,
+                  "retention": dict(settings.retention)}
         cards: list[Scorecard] = [build_scorecard(
             engine, server=args.server, run_id=args.run, launch_id=args.launch,
             since_s=since_s if since_s is not None else (

@@ -1,7 +1,10 @@
 """Review exports of one scorecard or a comparison: Markdown, CSV, JSON, PNG (HTML: html.py).
 
 Every format carries the provenance (provenance_rows: Pitwall and SGLang versions, server
-args, GPU model and driver, workload fingerprint and spec, window, client self-check). JSON is
+args, GPU model and driver, workload fingerprint and spec, window and its resolution, client
+self-check). The resolution is "raw", or the rollup tiers ("1-minute rollup", "15-minute rollup")
+a window older than the raw samples kept was read from (subject.resolution and, per series,
+subject.series_resolution in JSON; the `resolution` column in CSV; a header row elsewhere). JSON is
 `{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
 and validates against dashboard/services/scorecard/scorecard.schema.json (model.SCHEMA_PATH).
 CSV has one row per scorecard and figure. PNG is every chart (charts.py) stacked in one image
@@ -53,7 +56,7 @@ MEDIA_TYPES = {
 GRADE_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "none": "—"}
 CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dimension", "key",
                "label", "value", "unit", "display", "status", "source", "grade", "target",
-               "note")
+               "note", "resolution")
 
 
 class ExportError(ValueError):
@@ -90,6 +93,7 @@ def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
         ("Profile", f"{s.get('profile_name') or '—'}"
                     + (f" ({s['profile_hash'][:12]})" if s.get("profile_hash") else "")),
         ("Window", f"{fmt_ts(s.get('since'))} → {fmt_ts(s.get('until'))} ({s.get('window_label')})"),
+        ("Resolution", resolution_label(card)),
         ("Probe run", "—" if s.get("run_id") is None else f"#{s['run_id']}"
                       + (f" {s['run_name']}" if s.get("run_name") else "")),
         ("Headline level", "—" if s.get("level") is None else f"{s.get('level_mode')} {s['level']:g}"),
@@ -106,6 +110,15 @@ def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
         ("GPU", f"{p.get('gpu_model')} × {p.get('gpu_count')} (driver {p.get('gpu_driver')})"),
         ("Generated", fmt_ts(p.get("generated_at"))),
     ]
+
+
+def resolution_label(card: Scorecard) -> str:
+    """The window's resolution ("raw", or the rollup tiers read where retention removed the raw
+    samples), with the series read from rollups named."""
+    s = card.subject
+    res = str(s.get("resolution") or "raw")
+    rolled = sorted(m for m, r in (s.get("series_resolution") or {}).items() if r != "raw")
+    return res if not rolled else f"{res} (from rollups: {', '.join(rolled)})"
 
 
 def figure_rows(card: Scorecard, dimension: str) -> list[list[str]]:
@@ -219,6 +232,7 @@ def to_csv(cards: Sequence[Scorecard]) -> str:
                 spec.key, spec.label, "" if f.value is None else repr(float(f.value)), spec.unit,
                 fmt_value(f.value, spec.unit), f.status, f.source, f.grade,
                 "" if f.target is None else repr(float(f.target)), f.note,
+                str(card.subject.get("resolution") or "raw"),
             ])
     return buf.getvalue()
 

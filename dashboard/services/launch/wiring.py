@@ -43,6 +43,7 @@ def runner_parts(
         auto_restart=bool(opts.get("auto_restart", False)) if auto_restart is None else auto_restart,
         restart_budget=int(opts.get("restart_budget", 3)),
         restart_window_s=float(opts.get("restart_window_s", 3600.0)),
+        logs_dir=settings.logs_dir,
     )
     handlers: dict[str, Any] = {kind: supervisor.handle_intent for kind in CONTROL_KINDS}
     sweeps = Sweeps(engine, settings.database_url)
@@ -66,7 +67,7 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
         repo.add_event(engine, kind="collector_error", message=err, severity="error")
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
                   intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
-                  retention=dict(settings.retention))
+                  retention=dict(settings.retention), logs_dir=settings.logs_dir)
 
 
 class _with_close:  # noqa: N801 - reads as a function at the call site

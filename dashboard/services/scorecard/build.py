@@ -33,6 +33,7 @@ from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
 from dashboard.services.scorecard.model import Scorecard
+from dashboard.services.scorecard.window_reads import WindowReads
 from storage import repo
 from storage.models import Launch, ProbeRun, Server
 from storage.redact import redact_argv, redact_obj, redact_text, redact_url
@@ -166,7 +167,13 @@ def gather_inputs(
     until: float,
     electricity_usd_per_kwh: float | None = None,
     level: float | None = None,
+    retention: dict[str, Any] | None = None,
+    now: float | None = None,
 ) -> ScorecardInputs:
+    """Everything the scorecard of [since, until) is computed from. Series are read raw where
+    the samples are kept and from rollups where `retention` (settings `retention.*_days`; None:
+    what is stored decides) has removed them: window_reads.py says which figures that leaves
+    unavailable, and the subject names the resolution per series and for the window."""
     assert srv.id is not None
     sid = srv.id
     reqs = repo.probe_requests(engine, run_id=run.id) if run is not None and run.id else None
@@ -188,41 +195,42 @@ def gather_inputs(
     elif run is not None:
         self_check = {"trusted": run.trusted}
 
-    def vals(metric: str) -> np.ndarray:
-        return repo.sample_values(engine, server_id=sid, metric=metric, since=since, until=until)
+    reads = WindowReads(engine, server_id=sid, since=since, until=until, retention=retention, now=now)
+    canary_keys = [f"{n}_p{p}_s" for n in ("ttft", "e2e", "image") for p in sm.PCTS] + ["ttft_p99_p50_ratio"]
 
-    means = {k: sm.mean_or_none(vals(k)) for k in MEAN_KEYS}
+    def mean(metric: str) -> float | None:
+        return reads.mean(metric) if reads.rolled(metric) else sm.mean_or_none(reads.values(metric))
+
+    means = {k: mean(k) for k in MEAN_KEYS}
     server_hist: dict[str, np.ndarray] = {}
     clamped: dict[str, bool | None] = {}
     for name in ("ttft", "itl", "e2e"):
         for p in (50, 95, 99):
-            server_hist[f"{name}_p{p}"] = vals(f"metrics.{name}_p{p}_s")
-        c = vals(f"metrics.{name}_clamped")
-        clamped[name] = bool(c.max() >= 0.5) if c.size else None
-    cached, n_cached = repo.sample_sum(engine, server_id=sid, metric="log.prefill_cached_token",
-                                       since=since, until=until)
-    new, n_new = repo.sample_sum(engine, server_id=sid, metric="log.prefill_new_token",
-                                 since=since, until=until)
-    q_ts, q_vals = repo.sample_points(engine, server_id=sid, metric="log.queue_req", since=since,
-                                      until=until)
-    if q_ts.size == 0:
-        q_ts, q_vals = repo.sample_points(engine, server_id=sid, metric="metrics.num_queue_reqs",
-                                          since=since, until=until)
-    _, health = repo.sample_points(engine, server_id=sid, metric="api.health_ok", since=since,
-                                   until=until)
-    gpu_metrics = repo.metric_names(engine, server_id=sid, prefix="gpu.")
+            est = mean(f"metrics.{name}_p{p}_s")  # the figure is the window's mean of the estimate
+            server_hist[f"{name}_p{p}"] = np.empty(0) if est is None else np.array([est])
+        high = reads.maximum(f"metrics.{name}_clamped")
+        clamped[name] = None if high is None else bool(high >= 0.5)
+    cached, n_cached = reads.total("log.prefill_cached_token")
+    new, n_new = reads.total("log.prefill_new_token")
+    queue_key = "log.queue_req" if reads.agg("log.queue_req").count else "metrics.num_queue_reqs"
+    q_ts, q_vals = reads.points(queue_key, "queue_above_threshold_s")
+    _, health = reads.points("api.health_ok", "health_flaps")
+    gpu_metrics = repo.series_names(engine, server_id=sid, prefix="gpu.")
     seen = sorted({int(m.group(1)) for k in gpu_metrics if (m := _GPU_KEY.match(k))})
     energy: float | None = None
     power: float | None = None
     for i in seen:
-        _, e = repo.sample_points(engine, server_id=sid, metric=f"gpu.{i}.energy_j", since=since,
-                                  until=until)
+        _, e = reads.points(f"gpu.{i}.energy_j", "energy_j_per_output_tok", "energy_j_per_image",
+                            "electricity_usd_per_1m_output_tok")
         d = sm.counter_increase(e)
         if d is not None:
             energy = (energy or 0.0) + d
-        pw = sm.mean_or_none(vals(f"gpu.{i}.power_w"))
+        pw = mean(f"gpu.{i}.power_w")
         if pw is not None:
             power = (power or 0.0) + pw
+    if reads.unavailable.keys() & {"energy_j_per_output_tok"}:
+        energy = None  # a counter delta over part of the window is not the window's
+    canary_ok = reads.agg("canary.ok")
     n_gpu, gpu_note = sm.gpu_count(srv.gpu_indices, seen, launch.server_args if launch else None)
     out_rate = means.get("metrics.generation_tokens_per_s") or means.get("log.gen_throughput_tok_s")
     events_df = repo.list_events(engine, server_id=sid, since=since, until=until, limit=EVENT_LIMIT)
@@ -241,6 +249,8 @@ def gather_inputs(
         "since": since,
         "until": until,
         "window_label": _window_label(since, until),
+        "resolution": reads.window_resolution(),
+        "series_resolution": dict(sorted(reads.resolution.items())),
     }
     provenance = {
         "pitwall_version": __version__,
@@ -269,9 +279,10 @@ def gather_inputs(
         probe_mode=mode,
         images_per_request=images_per_request,
         level=level,
-        canary_ttft_s=vals("canary.ttft_s"),
-        canary_e2e_s=vals("canary.e2e_s"),
-        canary_ok=vals("canary.ok"),
+        canary_ttft_s=reads.values("canary.ttft_s", *canary_keys),
+        canary_e2e_s=reads.values("canary.e2e_s", *canary_keys),
+        canary_ok=reads.values("canary.ok"),
+        canary_ok_sum=(canary_ok.total, canary_ok.count) if canary_ok.count else None,
         server_hist=server_hist,
         server_clamped=clamped,
         means=means,
@@ -279,6 +290,7 @@ def gather_inputs(
         prefill_new_tokens=new if n_new else None,
         queue_ts=q_ts,
         queue_values=q_vals,
+        queue_max=reads.maximum(queue_key),
         health_values=health,
         energy_j=energy,
         power_w_sum_of_means=power,
@@ -293,6 +305,7 @@ def gather_inputs(
             {"metric": r.metric, "ts": float(r.ts), "value": float(r.avg)}
             for r in series_df.itertuples()
         ],
+        unavailable=dict(reads.unavailable),
     )
 
 
@@ -308,6 +321,7 @@ def build_scorecard(
     level: float | None = None,
     now: float | None = None,
     use_probes: bool = True,
+    retention: dict[str, Any] | None = None,
 ) -> Scorecard:
     """The scorecard of a probe run, a launch, or the last `since_s` seconds of a server.
 
@@ -318,7 +332,8 @@ def build_scorecard(
         use_probes=use_probes)
     slo_set = slo_mod.resolve(srv.name, settings_slo, slo_mod.load_overrides(engine))
     inputs = gather_inputs(engine, srv=srv, launch=launch, run=run, since=since, until=until,
-                           electricity_usd_per_kwh=electricity_usd_per_kwh, level=level)
+                           electricity_usd_per_kwh=electricity_usd_per_kwh, level=level,
+                           retention=retention, now=now)
     try:
         return compute_scorecard(inputs, slo_set)
     except ValueError as exc:  # an unknown headline level

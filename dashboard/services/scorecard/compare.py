@@ -163,6 +163,18 @@ def compare(cards: list[Scorecard]) -> Comparison:
     )
 
 
+def resolution_caption(cards: list[Scorecard]) -> str | None:
+    """One sentence naming the scorecards read (partly) from rollups and at what resolution;
+    None when every card is from raw samples."""
+    rolled = [f"{c.title}: {c.subject.get('resolution')}" for c in cards
+              if (c.subject.get("resolution") or "raw") != "raw"]
+    if not rolled:
+        return None
+    return ("Older than the raw samples kept (retention.samples_days), so read from rollups — "
+            "averages, sums, min and max are exact, percentiles and time above a threshold are "
+            "not available: " + "; ".join(rolled) + ".")
+
+
 # ---------------------------------------------------------------------------------------------
 # what a page can offer to compare
 

@@ -30,6 +30,7 @@ from dashboard.services.scorecard.inputs import (
 )
 from dashboard.services.scorecard.metric_specs import DIMENSIONS, METRIC_SPECS, SPECS_BY_KEY
 from dashboard.services.scorecard.model import (
+    MISSING,
     NOT_APPLICABLE,
     NOT_CONFIGURED,
     DimensionGrade,
@@ -295,6 +296,10 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
     cost_figures(inp, figs, levels, slo)
     errors = stability_figures(inp, figs, slo)
     _structured_figures(inp, figs, run_label)
+    for key, why in inp.unavailable.items():  # say why, rather than "no samples"
+        fig = figs.get(key)
+        if fig is not None and fig.status == MISSING:
+            fig.note = why
     missing = [s.key for s in METRIC_SPECS if s.key not in figs]
     if missing:  # pragma: no cover - a programming error caught by the tests
         raise RuntimeError(f"scorecard misses figures: {missing}")
@@ -312,6 +317,14 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
     if lv is not None and len(levels) > 1:
         notes.append(f"Headline figures are from load level {lv['level']:g} of {len(levels)} "
                      "(the highest requests/s); every level is in the levels table.")
+    resolution = str(inp.subject.get("resolution") or "raw")
+    if resolution != "raw":
+        gone = sorted(k for k, f in figs.items() if k in inp.unavailable and f.status == MISSING)
+        notes.append(f"Part of this window is older than the raw samples kept (retention."
+                     f"samples_days): server series were read at {resolution} resolution. Averages, "
+                     "sums, minima and maxima are exact; "
+                     + (f"not available from rollups: {', '.join(gone)}." if gone
+                        else "no figure needed more than rollups keep."))
     trusted = (inp.provenance.get("self_check") or {}).get("trusted")
     if trusted is False:
         notes.append("The probe client's self-check failed: its latencies include client-side "

@@ -116,6 +116,10 @@ def stability_figures(inp: ScorecardInputs, figs: dict[str, Figure], slo: slo_mo
     elif inp.canary_ok.size:
         put(figs, "success_rate", float(inp.canary_ok.mean()), "canary", "canary only")
         put(figs, "error_count", float((inp.canary_ok < 0.5).sum()), "canary", "canary only")
+    elif inp.canary_ok_sum is not None:  # from rollups: canary.ok is 0 or 1, so Σ is the successes
+        ok, n = inp.canary_ok_sum
+        put(figs, "success_rate", ok / n, "canary", "canary only, from rollups")
+        put(figs, "error_count", float(round(n - ok)), "canary", "canary only, from rollups")
     else:
         put(figs, "success_rate", None, "probe", "no probe run or canary")
         put(figs, "error_count", None, "probe", "no probe run or canary")
@@ -135,6 +139,9 @@ def stability_figures(inp: ScorecardInputs, figs: dict[str, Figure], slo: slo_mo
                               inp.subject.get("until"))
         put(figs, "queue_above_threshold_s", above, "server",
              f"queue > {slo.queue_threshold:g}")
+    elif inp.queue_max is not None:  # from rollups: the max survives, time above does not
+        put(figs, "queue_max", inp.queue_max, "server", "from rollups")
+        put(figs, "queue_above_threshold_s", None, "server", f"queue > {slo.queue_threshold:g}")
     else:
         put(figs, "queue_max", None, "server", "no queue samples")
         put(figs, "queue_above_threshold_s", None, "server", "no queue samples")

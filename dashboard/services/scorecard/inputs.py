@@ -32,6 +32,8 @@ class ScorecardInputs:
     canary_ttft_s: np.ndarray = field(default_factory=lambda: np.empty(0))
     canary_e2e_s: np.ndarray = field(default_factory=lambda: np.empty(0))
     canary_ok: np.ndarray = field(default_factory=lambda: np.empty(0))
+    #: (Σ canary.ok, count) when the window reaches into rollups (canary_ok is then empty)
+    canary_ok_sum: tuple[float, int] | None = None
     server_hist: dict[str, np.ndarray] = field(default_factory=dict)  # "ttft_p99" -> values
     server_clamped: dict[str, bool | None] = field(default_factory=dict)  # "ttft" -> any clamp
     means: dict[str, float | None] = field(default_factory=dict)  # Sample key -> window mean
@@ -39,6 +41,7 @@ class ScorecardInputs:
     prefill_new_tokens: float | None = None
     queue_ts: np.ndarray = field(default_factory=lambda: np.empty(0))
     queue_values: np.ndarray = field(default_factory=lambda: np.empty(0))
+    queue_max: float | None = None  # max queue length (rollups keep it; queue_values may be empty)
     health_values: np.ndarray = field(default_factory=lambda: np.empty(0))
     energy_j: float | None = None  # Σ over GPUs of counter deltas over the window
     power_w_sum_of_means: float | None = None  # fallback when there is no energy counter
@@ -46,6 +49,8 @@ class ScorecardInputs:
     event_counts: dict[str, int] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     series: list[dict[str, Any]] = field(default_factory=list)
+    #: figure key -> why it has no value although its series has data (rollups only: window_reads)
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 def col_sum(rows: pd.DataFrame, col: str) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -17,6 +18,7 @@ from sqlalchemy.engine import Engine
 
 from dashboard.services.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
 from dashboard.services.format import fmt_ts
+from runner import launch_logs
 from runner.lease import LEASE_TTL_S
 from runner.loop import SELF_SERVER_ID
 from storage import repo
@@ -98,11 +100,35 @@ def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
 
 
 
-def retention_table(engine: Engine, policy: dict[str, Any], now: float | None = None) -> pd.DataFrame:
+def retention_table(engine: Engine, policy: dict[str, Any], now: float | None = None,
+                    logs_dir: Path | None = None) -> pd.DataFrame:
     """One row per table the retention policy covers: rows, bytes on disk ("n/a" where the
     database cannot say: SQLite without `dbstat`), oldest row (UTC), how long rows are kept
-    (days; "forever" for 0) and the rows the runner's next passes remove."""
+    (days; "forever" for 0) and the rows the runner's next passes remove; with `logs_dir`, a
+    last row "launch logs (files)": files, their bytes, the oldest file's time, the size kept
+    (retention.launch_logs_mb) and the files the next pass removes (oldest ended ones)."""
     now = time.time() if now is None else now
+    table = _table_rows(engine, policy, now)
+    if logs_dir is not None:
+        table = pd.concat([table, pd.DataFrame([_logs_row(engine, policy, now, logs_dir)])], ignore_index=True)
+    return table
+
+
+def _logs_row(engine: Engine, policy: dict[str, Any], now: float, logs_dir: Path) -> dict[str, Any]:
+    budget = float(policy.get("launch_logs_mb") or 0.0)
+    files = launch_logs.plan(logs_dir, live=repo.live_log_paths(engine), budget_mb=budget, now=now)
+    going = [f for f in files if f.goes_next]
+    return {
+        "table": "launch logs (files)",
+        "rows": len(files),
+        "size": fmt_bytes(sum(f.bytes for f in files), missing="n/a"),
+        "oldest (UTC)": fmt_ts(files[0].mtime) if files else "—",
+        "kept": f"{budget:g} MB" if budget > 0 else "forever",
+        "removed next": len(going),
+    }
+
+
+def _table_rows(engine: Engine, policy: dict[str, Any], now: float) -> pd.DataFrame:
     plan = repo.retention_plan(engine, policy=policy, now=now)
     sizes = repo.table_sizes(engine, [p["table"] for p in plan])
     keys = {t: k for t, k, *_ in repo.RETENTION_TABLES}
