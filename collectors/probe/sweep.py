@@ -32,6 +32,7 @@ from collectors.probe import store
 from collectors.probe.client import RequestRecord, get_json, make_session, send
 from collectors.probe.consistency import compare_outputs, consistency_warnings
 from collectors.probe.fingerprint import fingerprint_detail, fingerprint_hash
+from collectors.probe.images import CHECK_PROMPTS, check_entry
 from collectors.probe.pacing import LevelPlan, run_level
 from collectors.probe.report import level_report
 from collectors.probe.workloads import APIS, WorkloadSpec, build_prompts, request_body
@@ -126,6 +127,8 @@ async def run_sweep(
     total = sum(planned)
     report: dict[str, Any] = {"run_id": run_id, "status": "running", "levels": []}
     state: dict[str, Any] = {"done": 0, "label": "", "written": -1.0}
+    # image runs: prompt indices whose image is kept (or being fetched) for the output check
+    claimed: set[int] = set()
 
     async with make_session(api_key=spec.api_key) as session:
         model = spec.workload.model
@@ -166,9 +169,17 @@ async def run_sweep(
                 )
 
                 async def one(seq: int, warm: bool, value: float = value) -> RequestRecord:
-                    path, body = bodies[seq % len(bodies)]
-                    return await send(session, base + path, spec.api, body, level=value,
-                                      seq=seq, warmup=warm, timeout_s=spec.timeout_s)
+                    idx = seq % len(bodies)
+                    path, body = bodies[idx]
+                    keep = spec.api == "images" and idx < CHECK_PROMPTS and idx not in claimed
+                    if keep:
+                        claimed.add(idx)
+                    rec = await send(session, base + path, spec.api, body, level=value,
+                                     seq=seq, warmup=warm, timeout_s=spec.timeout_s,
+                                     keep_image=keep)
+                    if keep and rec.image_bytes is None:
+                        claimed.discard(idx)  # failed, or a url answer: a later request tries
+                    return rec
 
                 def done(_rec: RequestRecord) -> None:
                     state["done"] += 1
@@ -176,7 +187,10 @@ async def run_sweep(
                         on_progress(int(state["done"]), total, str(state["label"]))
 
                 result = await run_level(plan, one, done)
-                lv = level_report(result, spec.api)
+                await asyncio.to_thread(_attach_thumbnails, result.records, prompts,
+                                        spec.workload.seed)
+                lv = level_report(result, spec.api, image_steps=spec.workload.image_steps,
+                                  images_per_request=spec.workload.images_per_request)
                 report["levels"].append(lv)
                 state["done"] = sum(planned[: i + 1])
                 if engine is not None and run_id is not None:
@@ -209,6 +223,18 @@ async def run_sweep(
                     progress=1.0 if status == "done" else state["done"] / max(total, 1),
                     finished_at=time.time(), report=_jsonable(report), trusted=report["trusted"])
     return report
+
+
+def _attach_thumbnails(records: list[RequestRecord], prompts: list[Any], seed: int) -> None:
+    """Decode and shrink the kept images (a worker thread: Pillow off the event loop) into
+    `detail["check"]` (collectors/probe/images.py); the raw bytes are dropped."""
+    for rec in records:
+        raw, rec.image_bytes = rec.image_bytes, None
+        if raw is None:
+            continue
+        prompt = prompts[rec.seq % len(prompts)]
+        rec.detail = dict(rec.detail or {})
+        rec.detail["check"] = check_entry(raw, prompt_id=prompt.id, seed=seed)
 
 
 def _consistency(engine: Engine, baseline_id: int, run_id: int, detail: dict[str, Any],
