@@ -32,6 +32,7 @@ from dashboard import __version__
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
+from dashboard.services.scorecard.image import DIFFUSION_KEYS, diffusion_inputs
 from dashboard.services.scorecard.model import Scorecard
 from storage import repo
 from storage.models import Launch, ProbeRun, Server
@@ -205,12 +206,20 @@ def gather_inputs(
                                  since=since, until=until)
     q_ts, q_vals = repo.sample_points(engine, server_id=sid, metric="log.queue_req", since=since,
                                       until=until)
-    if q_ts.size == 0:
-        q_ts, q_vals = repo.sample_points(engine, server_id=sid, metric="metrics.num_queue_reqs",
-                                          since=since, until=until)
+    for fallback in ("metrics.num_queue_reqs", DIFFUSION_KEYS["queue"]):
+        if q_ts.size == 0:
+            q_ts, q_vals = repo.sample_points(engine, server_id=sid, metric=fallback,
+                                              since=since, until=until)
     _, health = repo.sample_points(engine, server_id=sid, metric="api.health_ok", since=since,
                                    until=until)
     gpu_metrics = repo.metric_names(engine, server_id=sid, prefix="gpu.")
+    diffusion: dict[str, Any] = {}
+    if srv.kind == "image":
+        names = [n for n in repo.metric_names(engine, server_id=sid)
+                 if n.startswith(("log.diffusion.", "metrics.diffusion_"))]
+        diffusion = diffusion_inputs(vals, names)
+    mem_total = repo.latest_samples(engine, server_id=sid, metrics=[
+        k for k in gpu_metrics if k.endswith(".mem_total_bytes")])
     seen = sorted({int(m.group(1)) for k in gpu_metrics if (m := _GPU_KEY.match(k))})
     energy: float | None = None
     power: float | None = None
@@ -293,6 +302,9 @@ def gather_inputs(
             {"metric": r.metric, "ts": float(r.ts), "value": float(r.avg)}
             for r in series_df.itertuples()
         ],
+        image_steps=(detail.get("image") or {}).get("steps"),
+        diffusion=diffusion,
+        gpu_mem_total_bytes=sum(v for _, v in mem_total.values()) or None,
     )
 
 

@@ -21,6 +21,7 @@ from dashboard.services.format import fmt_value
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.cost_stability import cost_figures, stability_figures
+from dashboard.services.scorecard.image import image_figures
 from dashboard.services.scorecard.inputs import (
     ScorecardInputs,
     col_sum,
@@ -270,6 +271,7 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
     _throughput(inp, figs, lv, run_label)
     cost_figures(inp, figs, levels, slo)
     errors = stability_figures(inp, figs, slo)
+    image_figures(inp, figs)
     missing = [s.key for s in METRIC_SPECS if s.key not in figs]
     if missing:  # pragma: no cover - a programming error caught by the tests
         raise RuntimeError(f"scorecard misses figures: {missing}")

@@ -46,6 +46,10 @@ class ScorecardInputs:
     event_counts: dict[str, int] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     series: list[dict[str, Any]] = field(default_factory=list)
+    # image servers (dashboard/services/scorecard/image.py)
+    image_steps: int | None = None  # the probe workload's num_inference_steps
+    diffusion: dict[str, Any] = field(default_factory=dict)  # image.diffusion_inputs()
+    gpu_mem_total_bytes: float | None = None  # Σ newest NVML mem_total_bytes of the GPUs
 
 
 def col_sum(rows: pd.DataFrame, col: str) -> float | None:
