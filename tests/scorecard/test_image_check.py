@@ -56,3 +56,18 @@ def test_different_workloads_are_refused(engine):
     b = seed_image(engine, name="img2", fingerprint="fp-50", detail=other)
     with pytest.raises(ic.ImageCheckError, match=r"image.steps: 20 -> 50"):
         ic.image_check(engine, run_a=a["run_id"], run_b=b["run_id"], ssim_min=0.95)
+
+
+def test_headline_of_an_image_ab(engine):
+    from dashboard.services.scorecard.build import build_scorecard
+    from dashboard.services.scorecard.compare import compare, headline
+
+    a = seed_image(engine, name="img", profile="demo-image")
+    # the fast profile: every request 5.8 s instead of 10 s, peak 3 GiB higher
+    b = seed_image(engine, name="img", profile="demo-image-fast", e2e=5.8,
+                   peak_mb=60_000 + 3 * 1024, t0=1_700_001_000.0)
+    cards = [build_scorecard(engine, run_id=r["run_id"]) for r in (a, b)]
+    line = headline(compare(cards), "image")
+    # p50 10 -> 5.8 s: −42 %; images/min 4/13 -> 4/(3 + 5.8) per s: +48 %; $/image the inverse
+    assert line.startswith("p50 −42 %, p99 −42 %, images/min +48 %, $/image −32 %")
+    assert line.endswith("peak memory +3.0 GiB")

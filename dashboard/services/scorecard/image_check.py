@@ -133,10 +133,11 @@ def image_check(engine: Engine, *, run_a: int, run_b: int, ssim_min: float) -> I
     """Pair the two runs' thumbnails by (prompt, seed) and judge each pair (run A = baseline)."""
     from collectors.probe.fingerprint import diff_fingerprints
 
-    runs = [repo.get_probe_run(engine, run_id=r) for r in (run_a, run_b)]
-    if runs[0] is None or runs[1] is None:
-        missing = run_a if runs[0] is None else run_b
+    ra, rb = (repo.get_probe_run(engine, run_id=r) for r in (run_a, run_b))
+    if ra is None or rb is None:
+        missing = run_a if ra is None else run_b
         raise ImageCheckError(f"Probe run #{missing} does not exist; pick finished image runs.")
+    runs = (ra, rb)
     if any(r.api != "images" for r in runs):
         raise ImageCheckError("The image check needs two probe runs of the images API.")
     if runs[0].fingerprint != runs[1].fingerprint:
