@@ -8,7 +8,6 @@ formats and colours from format.py.
 from __future__ import annotations
 
 import base64
-
 import re
 from collections.abc import Callable, Sequence
 

@@ -178,12 +178,15 @@ def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
     parts = []
     for key, short in IMAGE_HEADLINE if kind == "image" else LLM_HEADLINE:
         d = by_key.get(key)
-        if d is None or d.deltas[index] is None:
+        delta, rel = (None, None) if d is None else (d.deltas[index], d.rel[index])
+        if d is None or delta is None:
             continue
         if key == "peak_mem_bytes":
-            parts.append(f"{short} {d.deltas[index] / (1 << 30):+.1f} GiB")
-        elif d.rel[index] is not None:
-            parts.append(f"{short} {d.rel[index] * 100:+.0f} %".replace("-", "−"))
+            parts.append(f"{short} {delta / (1 << 30):+.1f} GiB")
+        elif rel is not None:
+            parts.append(f"{short} {rel * 100:+.0f} %".replace("-", "−"))
+        else:
+            continue
         if d.verdicts[index] == "not comparable":
             parts[-1] += " (not comparable)"
     return ", ".join(parts)
