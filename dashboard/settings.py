@@ -71,6 +71,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("probe.timeout_s", None, "float", 120.0, "Per-request timeout of probes, seconds."),
     SettingSpec("probe.canary_interval_s", "PITWALL_CANARY_INTERVAL_S", "float", 30.0,
                 "Seconds between canary requests to each server (0 turns the canary off)."),
+    SettingSpec("compare.ssim_min", None, "float", 0.95,
+                "Compare's image check: a pair of images (same prompt and seed in two runs) with "
+                "SSIM below this reads \"different picture\" (0-1; 1 = identical pixels)."),
     SettingSpec("runner.auto_restart", "PITWALL_AUTO_RESTART", "bool", False,
                 "Start a managed server again when it exits on its own (crash, OOM), with backoff."),
     SettingSpec("runner.restart_budget", None, "int", 3,
@@ -152,6 +155,7 @@ class Settings:
     launch: dict[str, Any] = field(default_factory=dict)  # allowed_entrypoints, allowed_env
     retention: dict[str, Any] = field(default_factory=dict)  # samples_days, rollups_days, ... (days)
     gpu: dict[str, Any] = field(default_factory=dict)  # dcgm_url
+    compare: dict[str, Any] = field(default_factory=dict)  # ssim_min
     servers: list[ServerConfig] = field(default_factory=list)
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
     config_path: Path | None = None
@@ -340,6 +344,10 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
     runner = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("runner.")}
+    compare = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("compare.")}
+    if not 0.0 <= compare["ssim_min"] <= 1.0:
+        raise SettingsError(f"Setting compare.ssim_min is {compare['ssim_min']}; use a number "
+                            "from 0 to 1 (0.95 flags visibly different pictures).")
     launch = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("launch.")}
     retention = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("retention.")}
     if any(v < 0 for v in retention.values()):
@@ -371,6 +379,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         electricity_usd_per_kwh=values["electricity_usd_per_kwh"],
         probe=probe,
         runner=runner,
+        compare=compare,
         launch=launch,
         retention=retention,
         gpu={k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("gpu.")},

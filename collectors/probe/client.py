@@ -18,11 +18,27 @@ Error kinds: `timeout` (per-request timeout hit), `connect_refused` (no connecti
 (non-2xx status, or an error object with a code inside the stream), `server_error` (error object
 without a code), `stream_broken` (connection lost mid-response, or a stream that ended without
 `[DONE]`), `invalid_response` (body not the promised SSE / JSON shape).
+
+Image responses (`/v1/images/generations`) are one JSON body of at most MAX_IMAGE_RESPONSE_BYTES.
+What the server reports per request beyond the images goes to `RequestRecord.detail` (the
+ProbeRequest.detail column), keys as SGLang names them (reference §6, ImageResponse):
+
+| key | meaning |
+|---|---|
+| inference_time_s | the GPU worker's forward time of the request (s; no queueing, no encoding) |
+| peak_memory_mb | peak reserved CUDA memory during the forward (MB, as SGLang reports it) |
+| usage | the `usage` object as sent (prompt_tokens, image_count, ...) |
+| <other> | any other top-level scalar of the body except `id` / `created` (a new SGLang field) |
+
+With `keep_image=True` the first image's bytes (base64-decoded `b64_json`) stay on the record
+(`image_bytes`) so the sweep can thumbnail it for the output check; never stored as is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import time
 import uuid
@@ -69,7 +85,9 @@ class RequestRecord:
     output_hash: str | None = None
     finish_reason: str | None = None
     output_text: str | None = None  # kept only when send(keep_text=True): checks, multi-turn replies
-    detail: dict[str, Any] | None = None  # ProbeRequest.detail: per-request extras (structured, turn, branch)
+    # ProbeRequest.detail: per-request extras (structured, turn, branch; image servers: see above)
+    detail: dict[str, Any] | None = None
+    image_bytes: bytes | None = None  # first image of the answer, only with keep_image
 
     def row(self, run_id: int) -> dict[str, Any]:
         """The ProbeRequest row of this record."""
@@ -107,11 +125,13 @@ async def send(
     warmup: bool = False,
     timeout_s: float = 120.0,
     keep_text: bool = False,
+    keep_image: bool = False,
 ) -> RequestRecord:
     """Send one request and read it to the end; never raises for server-side failures.
 
     `body` is a JSON object, or its pre-encoded bytes (a sweep encodes each prompt once, which
-    keeps json.dumps out of the timed path). `keep_text` keeps the output text on the record."""
+    keeps json.dumps out of the timed path). `keep_text` keeps the output text on the record,
+    `keep_image` an image answer's first image."""
     rec = RequestRecord(level=level, seq=seq, warmup=warmup, request_id=uuid.uuid4().hex)
     headers = {"X-Request-Id": rec.request_id, "Content-Type": "application/json"}
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -127,7 +147,7 @@ async def send(
                     rec.error_detail = text.decode("utf-8", "replace")[:200]
                     await resp.read()  # drain so the connection can be reused
                 elif api == "images":
-                    await _read_image(resp, rec)
+                    await _read_image(resp, rec, keep_image)
                 else:
                     await _read_stream(resp, api, rec, keep_text)
     except TooLarge as exc:
@@ -229,13 +249,63 @@ def _finish(rec: RequestRecord, parser: StreamParser, t_first: float | None, t_l
         rec.output_text = parser.output_text()
 
 
-async def _read_image(resp: aiohttp.ClientResponse, rec: RequestRecord) -> None:
-    raw = await resp.read()
+MAX_IMAGE_RESPONSE_BYTES = 256 << 20  # ten 2048² PNGs in base64 fit; a runaway body does not
+
+
+async def _read_image(resp: aiohttp.ClientResponse, rec: RequestRecord, keep_image: bool) -> None:
+    parts: list[bytes] = []
+    total = 0
+    async for data in resp.content.iter_any():
+        total += len(data)
+        if total > MAX_IMAGE_RESPONSE_BYTES:
+            raise TooLarge(f"the image response passed {MAX_IMAGE_RESPONSE_BYTES >> 20} MiB (limit)")
+        parts.append(data)
+    raw = b"".join(parts)
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError:
         raise InvalidResponse(f"image response is not JSON: {raw[:80]!r}") from None
     rec.images, rec.output_hash = parse_image_response(obj)
+    rec.detail = image_detail(obj)
+    if keep_image:
+        rec.image_bytes = first_image_bytes(obj)
+
+
+#: top-level keys of an image answer that are not per-request figures
+_IMAGE_SKIP_KEYS = frozenset({"data", "id", "created", "object"})
+MAX_DETAIL_STR = 200
+
+
+def image_detail(obj: dict[str, Any]) -> dict[str, Any]:
+    """What an image answer reports beyond its images: `inference_time_s`, `peak_memory_mb`,
+    `usage` and any other top-level scalar (strings cut at MAX_DETAIL_STR); None values kept
+    out (SGLang sends null unless > 0, and missing is never 0)."""
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key in _IMAGE_SKIP_KEYS or value is None:
+            continue
+        if key == "usage" and isinstance(value, dict):
+            out[key] = {k: v for k, v in value.items()
+                        if isinstance(v, bool | int | float)
+                        or (isinstance(v, str) and len(v) <= MAX_DETAIL_STR)}
+        elif isinstance(value, bool | int | float):
+            out[key] = value
+        elif isinstance(value, str):
+            out[key] = value[:MAX_DETAIL_STR]
+    return out
+
+
+def first_image_bytes(obj: dict[str, Any]) -> bytes | None:
+    """The decoded `b64_json` of the first image, or None (a `url` answer is not fetched)."""
+    data = obj.get("data")
+    first = data[0] if isinstance(data, list) and data else None
+    b64 = first.get("b64_json") if isinstance(first, dict) else None
+    if not isinstance(b64, str):
+        return None
+    try:
+        return base64.b64decode(b64, validate=False)
+    except (ValueError, binascii.Error):
+        return None
 
 
 async def get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 3.0) -> Any:

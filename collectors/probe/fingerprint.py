@@ -5,8 +5,11 @@ Two scorecards or sweeps are comparable only when their fingerprints match; when
 
 The detail holds: API, model, prompt set name and content hash, input-length distribution
 (words / characters), output length (max_new_tokens, ignore_eos), sampling params, load mode,
-levels, measured and warm-up requests per level, the image size / steps for image APIs, the
-structured-output kind and schema / pattern hash, and a program's turns or branches.
+levels, measured and warm-up requests per level, the structured-output kind and schema / pattern
+hash, a program's turns or branches, and for image APIs the resolution, steps,
+guidance, images per request and seed (`image`; with `model` at the top), so a 50-step run is
+never compared with a 30-step one silently. Steps or guidance left to the server read `null`:
+"the server's default", which two runs share only when both left it.
 The server URL is not part of it: the same workload against two servers has one fingerprint.
 The hash is the first 16 hex digits of SHA-256 over the canonical JSON of the detail.
 """
@@ -51,6 +54,7 @@ def fingerprint_detail(
     }
     if api == "images":
         detail["image"] = {"size": workload.image_size, "steps": workload.image_steps,
+                           "guidance": workload.image_guidance,
                            "n": workload.images_per_request, "seed": workload.seed}
     else:
         detail["max_new_tokens"] = workload.max_new_tokens

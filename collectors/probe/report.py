@@ -14,6 +14,7 @@ Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.repo
 | ttft_s, itl_s, tpot_s, e2e_s | {p50, p95, p99, mean, max} seconds, None when no data |
 | throughput.rps / .output_tok_s | successful requests / their output tokens per second over the steady window (only measured requests in flight -> last measured start; `_steady`), else the whole measured window |
 | throughput.images_per_min | images API only |
+| image | images API only: `per_image_s` (e2e / images per request), `inference_s` (the server's `inference_time_s`: forward only, no queueing), `inference_s_per_step` (inference_time_s / steps: an upper bound on a denoising step, since it includes encode and decode; None when the steps were left to the server), `peak_memory_bytes` (`peak_memory_mb` × 2^20), each {p50, p95, p99, mean, max}; `steps`, `images_per_request`, `reported` (requests whose answer carried the figures) |
 | achieved | concurrency = Σ e2e / window (Little's law); rate = starts / start span; start lag p99 (open loop) |
 | success_rate | ok / requests |
 | self_check | loop_lag_p99_s, client_cpu_pct (% of one core), trusted, reasons |
@@ -61,8 +62,31 @@ def self_check(loop_lag_s: list[float], cpu_pct: float) -> dict[str, Any]:
             "trusted": not reasons, "reasons": reasons}
 
 
-def level_report(result: LevelResult, api: str = "generate") -> dict[str, Any]:
-    """The full report of one level."""
+MIB = 1 << 20  # peak_memory_mb is torch's reserved bytes / 2^20
+
+
+def image_block(ok: list[RequestRecord], *, steps: int | None, images_per_request: int
+                ) -> dict[str, Any]:
+    """The per-image figures of one level's successful image requests (see the table above)."""
+    n = max(images_per_request, 1)
+    infer = [float(v) for r in ok if isinstance(v := (r.detail or {}).get("inference_time_s"),
+                                                   int | float)]
+    peak = [float(v) * MIB for r in ok
+            if isinstance(v := (r.detail or {}).get("peak_memory_mb"), int | float)]
+    return {
+        "per_image_s": stats([r.e2e_s / n for r in ok if r.e2e_s is not None]),
+        "inference_s": stats(infer),
+        "inference_s_per_step": stats([v / steps for v in infer] if steps else []),
+        "peak_memory_bytes": stats(peak),
+        "steps": steps,
+        "images_per_request": n,
+        "reported": len(infer),
+    }
+
+
+def level_report(result: LevelResult, api: str = "generate", *, image_steps: int | None = None,
+                 images_per_request: int = 1) -> dict[str, Any]:
+    """The full report of one level (`image_steps` / `images_per_request`: images API only)."""
     plan = result.plan
     measured = [r for r in result.records if not r.warmup]
     ok = [r for r in measured if r.ok]
@@ -115,6 +139,8 @@ def level_report(result: LevelResult, api: str = "generate") -> dict[str, Any]:
         "steady_window_s": _steady(result, measured, ok, window)[1],
         "stopped": result.stopped,
     }
+    if api == "images":
+        out["image"] = image_block(ok, steps=image_steps, images_per_request=images_per_request)
     return out
 
 
@@ -158,6 +184,7 @@ def public_report(full: dict[str, Any]) -> dict[str, Any]:
                            "output_tok_s": lv["throughput"]["output_tok_s"]},
             "self_check": {"loop_lag_p99_s": sc["loop_lag_p99_s"],
                            "client_cpu_pct": sc["client_cpu_pct"], "trusted": sc["trusted"]},
+            **({"image": lv["image"]} if "image" in lv else {}),
         })
     out: dict[str, Any] = {"fingerprint": full.get("fingerprint"), "levels": levels}
     out.update({k: full[k] for k in WORKLOAD_KEYS if full.get(k) is not None})

@@ -33,6 +33,7 @@ from collectors.probe import programs, store, structured
 from collectors.probe.client import RequestRecord, get_json, make_session, send
 from collectors.probe.consistency import compare_outputs, consistency_warnings
 from collectors.probe.fingerprint import fingerprint_detail, fingerprint_hash
+from collectors.probe.images import CHECK_PROMPTS, check_entry
 from collectors.probe.pacing import LevelPlan, run_level
 from collectors.probe.report import level_report
 from collectors.probe.workloads import (
@@ -149,6 +150,8 @@ async def run_sweep(
     total = sum(planned)
     report: dict[str, Any] = {"run_id": run_id, "status": "running", "levels": []}
     state: dict[str, Any] = {"done": 0, "label": "", "written": -1.0}
+    # image runs: prompt indices whose image is kept (or being fetched) for the output check
+    claimed: set[int] = set()
 
     async with make_session(api_key=spec.api_key) as session:
         model = spec.workload.model
@@ -194,7 +197,11 @@ async def run_sweep(
                 async def one(seq: int, warm: bool, value: float = value,
                               deps: programs.Dependencies = deps) -> RequestRecord:
                     prompt = prompts[seq % len(prompts)]
-                    path, body = bodies[seq % len(bodies)]
+                    idx = seq % len(bodies)
+                    path, body = bodies[idx]
+                    keep = spec.api == "images" and idx < CHECK_PROMPTS and idx not in claimed
+                    if keep:
+                        claimed.add(idx)
                     dep = deps.dependency(seq)
                     history = None
                     if dep is not None:
@@ -208,13 +215,16 @@ async def run_sweep(
                     rec: RequestRecord | None = None
                     try:
                         rec = await send(session, base + path, spec.api, body, level=value, seq=seq,
-                                         warmup=warm, timeout_s=spec.timeout_s, keep_text=keep_text)
+                                         warmup=warm, timeout_s=spec.timeout_s, keep_text=keep_text,
+                                         keep_image=keep)
                     finally:  # release the requests that run after this one, even when cancelled
                         if history is not None:
                             reply = (rec.output_text if rec is not None else None) or ""
                             history = [*history, {"role": "assistant", "content": reply}]
                         deps.finish(seq, history)
                     _annotate(rec, prompt, kind, wl.structured_spec)
+                    if keep and rec.image_bytes is None:
+                        claimed.discard(idx)  # failed, or a url answer: a later request tries
                     return rec
 
                 def done(_rec: RequestRecord) -> None:
@@ -223,7 +233,10 @@ async def run_sweep(
                         on_progress(int(state["done"]), total, str(state["label"]))
 
                 result = await run_level(plan, one, done)
-                lv = level_report(result, spec.api)
+                await asyncio.to_thread(_attach_thumbnails, result.records, prompts,
+                                        spec.workload.seed)
+                lv = level_report(result, spec.api, image_steps=spec.workload.image_steps,
+                                  images_per_request=spec.workload.images_per_request)
                 measured_levels.append((value, result.records))
                 _add_workload_blocks(report, lv, result.records, measured_levels, wl, backend)
                 report["levels"].append(lv)
@@ -278,7 +291,7 @@ def _annotate(rec: RequestRecord, prompt: Prompt, kind: str | None, spec: str | 
     detail: dict[str, Any] = dict(prompt.step or {})
     if kind and spec and rec.ok:
         detail["structured"] = structured.check(kind, spec, rec.output_text or "", rec.finish_reason)
-    rec.detail = detail or None
+    rec.detail = {**(rec.detail or {}), **detail} or None  # beside an image answer's figures
 
 
 def _add_workload_blocks(report: dict[str, Any], lv: dict[str, Any], records: list[RequestRecord],
@@ -296,6 +309,18 @@ def _add_workload_blocks(report: dict[str, Any], lv: dict[str, Any], records: li
         report["branch_reuse"] = programs.branch_summary(pooled)
     if wl.structured and wl.structured_spec:
         report["structured"] = structured.report(wl.structured, wl.structured_spec, backend, levels)
+
+
+def _attach_thumbnails(records: list[RequestRecord], prompts: list[Any], seed: int) -> None:
+    """Decode and shrink the kept images (a worker thread: Pillow off the event loop) into
+    `detail["check"]` (collectors/probe/images.py); the raw bytes are dropped."""
+    for rec in records:
+        raw, rec.image_bytes = rec.image_bytes, None
+        if raw is None:
+            continue
+        prompt = prompts[rec.seq % len(prompts)]
+        rec.detail = dict(rec.detail or {})
+        rec.detail["check"] = check_entry(raw, prompt_id=prompt.id, seed=seed)
 
 
 def _consistency(engine: Engine, baseline_id: int, run_id: int, detail: dict[str, Any],

@@ -94,6 +94,7 @@ class WorkloadSpec:
     model: str | None = None  # OpenAI "model"; None -> "default"
     image_size: str = "512x512"
     image_steps: int | None = None
+    image_guidance: float | None = None  # guidance_scale; None: the server's default
     images_per_request: int = 1
     extra: dict[str, Any] = field(default_factory=dict)  # merged into every body
     structured: str | None = None  # json-schema | regex | ebnf (collectors/probe/structured.py)
@@ -315,6 +316,8 @@ def request_body(api: str, prompt: Prompt, spec: WorkloadSpec, *,
             body["model"] = spec.model
         if spec.image_steps is not None:
             body["num_inference_steps"] = spec.image_steps
+        if spec.image_guidance is not None:
+            body["guidance_scale"] = spec.image_guidance
         body["seed"] = spec.seed
     else:
         raise WorkloadError(f"Unknown API {api!r}; use one of {list(APIS)}.")

@@ -7,6 +7,7 @@ formats and colours from format.py.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Sequence
 
@@ -18,6 +19,7 @@ from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, 
 from dashboard.services.export import formats
 from dashboard.services.scorecard import slo
 from dashboard.services.scorecard.compare import Comparison
+from dashboard.services.scorecard.image_check import ImageCheck
 from dashboard.services.scorecard.metric_specs import (
     DIMENSION_LABELS,
     DIMENSIONS,
@@ -182,3 +184,29 @@ def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,
                 # cached scorecards key on this, so they are re-graded
                 st.session_state["_slo_version"] = st.session_state.get("_slo_version", 0) + 1
                 st.rerun()
+
+
+def image_check_view(chk: ImageCheck, titles: tuple[str, str]) -> None:
+    """The image check: overall verdict, then per (prompt, seed) the two thumbnails side by side
+    with PSNR, SSIM and the verdict."""
+    color = "green" if chk.verdict == "same pictures" else "red"
+    if not chk.pairs:
+        st.info("Neither run kept images to compare (runs older than the image check, or a "
+                "server that answers with URLs): run the sweep again on both profiles.")
+        return
+    st.markdown(f"Image check: :{color}-badge[{md_escape(chk.verdict)}] · SSIM ≥ "
+                f"{chk.ssim_min:g} reads same picture (setting `compare.ssim_min`) · lowest SSIM "
+                f"{'—' if chk.min_ssim is None else f'{chk.min_ssim:.4f}'}")
+    for pair in chk.pairs:
+        a, b, verdict = st.columns([2, 2, 3], vertical_alignment="center")
+        for col, thumb, title in ((a, pair.thumb_a, titles[0]), (b, pair.thumb_b, titles[1])):
+            if thumb:
+                col.image(base64.b64decode(thumb), caption=md_escape(title), width=160)
+            else:
+                col.caption(f"{md_escape(title)}: no image kept")
+        psnr = "—" if pair.psnr_db is None else (
+            "∞ (identical)" if pair.psnr_db == float("inf") else f"{pair.psnr_db:.1f} dB")
+        ssim = "—" if pair.ssim is None else f"{pair.ssim:.4f}"
+        pc = "green" if pair.verdict == "same picture" else "red"
+        verdict.markdown(f"prompt **{md_escape(pair.prompt)}**, seed {pair.seed}  \n"
+                         f"PSNR {psnr} · SSIM {ssim}  \n:{pc}-badge[{md_escape(pair.verdict)}]")

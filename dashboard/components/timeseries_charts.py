@@ -263,3 +263,20 @@ def gauge_bar(df: pd.DataFrame, *, unit: str, title: str, height: int = 120) -> 
         )
         .properties(title=title, height=height)
     )
+
+
+def stage_chart(df: pd.DataFrame, *, height: int = 240) -> alt.Chart:
+    """Stacked bars of seconds per request by stage over time (image servers' Server page):
+    one bar per time bucket, its height the average request's seconds, split by stage."""
+    data = df.assign(time=pd.to_datetime(df["ts"], unit="s", utc=True))
+    return (
+        alt.Chart(data, height=height)
+        .mark_bar()
+        .encode(
+            x=alt.X("time:T", title="time (UTC)"),
+            y=alt.Y("sum(value):Q", stack="zero", title="seconds per request (s)"),
+            color=alt.Color("label:N", title="stage", legend=alt.Legend(orient="bottom")),
+            tooltip=[alt.Tooltip("time:T"), alt.Tooltip("label:N", title="stage"),
+                     alt.Tooltip("value:Q", title="seconds", format=".3f")],
+        )
+    )

@@ -13,6 +13,7 @@ from dashboard.components import scorecard as sc_view
 from dashboard.components.format import grade_badge
 from dashboard.services.scorecard import compare as cmp_service
 from dashboard.services.scorecard.build import ScorecardError, build_scorecard
+from dashboard.services.scorecard.image_check import ImageCheck, ImageCheckError, image_check
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.scorecard.slo import SloError
 
@@ -39,6 +40,11 @@ def _choices(url: str, what: str) -> list[tuple[int, str]]:
     engine = session.engine_for(url)
     return (cmp_service.run_choices(engine) if what == "run"
             else cmp_service.launch_choices(engine))
+
+
+@st.cache_data(ttl=60, show_spinner="Comparing images…")
+def _image_check(url: str, run_a: int, run_b: int, ssim_min: float) -> ImageCheck:
+    return image_check(session.engine_for(url), run_a=run_a, run_b=run_b, ssim_min=ssim_min)
 
 
 settings = session.settings()
@@ -85,7 +91,25 @@ if len(cards) > 1:
                 st.markdown(f"{d.title()} :{color}-badge[{label}]")
             st.altair_chart(charts.latency_vs_load(charts.levels_frame(card)), width="stretch")
     with session.guard("Comparison"):
-        sc_view.comparison_view(cmp_service.compare(cards))
+        comparison = cmp_service.compare(cards)
+        kind = str(cards[0].subject.get("server_kind") or "llm")
+        for i, card in enumerate(cards[1:], start=1):
+            line = cmp_service.headline(comparison, kind, i)
+            if line:
+                st.markdown(f"**{sc_view.md_escape(card.title)}** against the baseline: "
+                            f"{sc_view.md_escape(line)}")
+        sc_view.comparison_view(comparison)
+    runs = [c.subject.get("run_id") for c in cards[:2]]
+    if kind == "image" and None not in runs and runs[0] != runs[1]:
+        st.subheader("Image check")
+        with session.guard("Image check"):
+            try:
+                chk = _image_check(ctx.url, int(runs[0]), int(runs[1]),
+                                   float(settings.compare.get("ssim_min", 0.95)))
+            except ImageCheckError as exc:
+                st.warning(str(exc))
+            else:
+                sc_view.image_check_view(chk, (cards[0].title, cards[1].title))
 
 st.subheader("Exports")
 sc_view.download_buttons(ctx.engine, cards, key="cmp-dl", actor=auth.who(settings) or "ui")

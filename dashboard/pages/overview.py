@@ -53,21 +53,10 @@ def _card(card: ServerCard) -> None:
         g_label, g_color = grade_badge(card.grades.get(dim))
         col.markdown(f"**{dim.capitalize()}**  \n:{g_color}-badge[{g_label}]",
                      help=card.grade_reasons.get(dim))
-    a, b, c, d = st.columns(4)
-    window = f"last {FIGURE_WINDOW_S // 60} min"
-    a.metric("p99 TTFT", fmt_value(card.key.get("ttft_p99_s"), "s"), help=f"canary, {window}")
-    b.metric("Output tok/s", fmt_value(card.key.get("output_tok_s"), "count"), help=f"server log, {window}")
     if card.kind == "image":
-        c.metric("USD / image", fmt_value(card.key.get("usd_per_image"), "usd"),
-                 help="GPU-hour price × GPUs ÷ images per hour; set gpu_hourly_usd to see it")
+        _image_figures(card)
     else:
-        c.metric("USD / 1M tok", fmt_value(card.key.get("usd_per_mtok"), "usd"),
-                 help="GPU-hour price × GPUs ÷ output throughput; set gpu_hourly_usd to see it")
-    d.metric("Success", fmt_value(card.key.get("success_rate"), "ratio"), help=f"canary, {window}")
-    e, f, g = st.columns(3)
-    e.metric("Running", fmt_value(card.figures.get("log.running_req"), "count"))
-    f.metric("Queue", fmt_value(card.figures.get("log.queue_req"), "count"))
-    g.metric("KV usage", fmt_value(card.figures.get("log.token_usage"), "ratio"))
+        _llm_figures(card)
     if card.gpus:
         for gpu in card.gpus:
             mem = gpu.mem_ratio
@@ -89,6 +78,41 @@ def _card(card: ServerCard) -> None:
         )
     else:
         st.caption("No events yet.")
+
+
+def _llm_figures(card: ServerCard) -> None:
+    a, b, c, d = st.columns(4)
+    window = f"last {FIGURE_WINDOW_S // 60} min"
+    a.metric("p99 TTFT", fmt_value(card.key.get("ttft_p99_s"), "s"), help=f"canary, {window}")
+    b.metric("Output tok/s", fmt_value(card.key.get("output_tok_s"), "count"), help=f"server log, {window}")
+    c.metric("USD / 1M tok", fmt_value(card.key.get("usd_per_mtok"), "usd"),
+             help="GPU-hour price × GPUs ÷ output throughput; set gpu_hourly_usd to see it")
+    d.metric("Success", fmt_value(card.key.get("success_rate"), "ratio"), help=f"canary, {window}")
+    e, f, g = st.columns(3)
+    e.metric("Running", fmt_value(card.figures.get("log.running_req"), "count"))
+    f.metric("Queue", fmt_value(card.figures.get("log.queue_req"), "count"))
+    g.metric("KV usage", fmt_value(card.figures.get("log.token_usage"), "ratio"))
+
+
+def _image_figures(card: ServerCard) -> None:
+    """An image server's figures: per-image latency, images/min, $/image, s/step, memory."""
+    k = card.key
+    window = f"scorecard, last {FIGURE_WINDOW_S // 60} min"
+    a, b, c, d = st.columns(4)
+    a.metric("Image p50", fmt_value(k.get("image_p50_s"), "s"),
+             help=f"per-image latency, p99 {fmt_value(k.get('image_p99_s'), 's')} ({window})")
+    b.metric("Images/min", fmt_value(k.get("images_per_min"), "img_min"), help=window)
+    c.metric("USD / image", fmt_value(k.get("usd_per_image"), "usd"),
+             help="GPU-hour price × GPUs ÷ images per hour; set gpu_hourly_usd to see it")
+    d.metric("Success", fmt_value(k.get("success_rate"), "ratio"), help=window)
+    e, f, g, h = st.columns(4)
+    e.metric("s / step", fmt_value(k.get("image_step_s"), "s"),
+             help="denoising seconds per step (diffusion log, else stage metrics or probes)")
+    f.metric("Peak memory", fmt_bytes(k.get("peak_mem_bytes")),
+             help=f"headroom {fmt_bytes(k.get('mem_headroom_bytes'))} at peak")
+    g.metric("Queue", fmt_value(card.figures.get("metrics.diffusion_num_queue_reqs"), "count"))
+    h.metric("Energy / image", fmt_value(k.get("energy_j_per_image"), "j"),
+             help="NVML energy counter deltas ÷ images (needs GPU telemetry)")
 
 
 @st.fragment(run_every=session.LIVE_REFRESH_S)

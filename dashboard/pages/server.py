@@ -13,7 +13,8 @@ import streamlit as st
 from dashboard.components import session
 from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
 from dashboard.components.scorecard import md_escape
-from dashboard.components.timeseries_charts import timeseries_spec
+from dashboard.components.timeseries_charts import stage_chart, timeseries_spec
+from dashboard.services.views import image_panels
 from dashboard.services.views import timeseries as ts
 from dashboard.services.views.overview import ServerDetail, server_detail
 
@@ -54,6 +55,12 @@ def _extras(
         ts.events_in_window(engine, server_id=server_id, since=since, until=until),
         ts.has_samples(engine, server_id=server_id, since=since, gpus=list(gpus)),
     )
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _image(url: str, server_id: int, since: float, until: float) -> dict[str, pd.DataFrame]:
+    return image_panels.image_series(session.engine_for(url), server_id=server_id, since=since,
+                                     until=until)
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -177,4 +184,37 @@ def charts() -> None:
             # refresh or the events toggle swaps datasets in the drawn chart instead of rebuilding it.
             st.vega_lite_chart(spec, width="stretch", height=CHART_HEIGHT_PX, key=f"chart_{key}")
 
+
+
+@st.fragment(run_every=live_every)
+@session.safe("Image charts")
+def image_charts() -> None:
+    """Where an image request's time goes, s/step, memory against the card, queue and batch."""
+    assert detail.server.id is not None
+    since, until = ts.window(window_s)
+    frames = _image(ctx.url, detail.server.id, since, until)
+    st.subheader("Image pipeline")
+    if image_panels.is_empty(frames):
+        st.info("No diffusion stage, step or memory samples in this window: they come from the "
+                "server's log (stage lines) and /metrics (--enable-metrics). Run a sweep or "
+                "pick a longer window.")
+        return
+    cols = st.columns(2)
+    for i, (key, (title, unit)) in enumerate(image_panels.IMAGE_PANELS.items()):
+        df = frames[key]
+        with cols[i % 2]:
+            if df.empty:
+                st.markdown(f"**{title}**")
+                st.caption("No data in this window.")
+            elif key == "stages":
+                st.markdown(f"**{title}**")
+                st.altair_chart(stage_chart(df), width="stretch", key="chart_img_stages")
+            else:
+                spec = timeseries_spec(df, unit=unit, since=since, until=until, title=title)
+                st.vega_lite_chart(spec, width="stretch", height=CHART_HEIGHT_PX,
+                                   key=f"chart_img_{key}")
+
+
+if detail.server.kind == "image":
+    image_charts()
 charts()

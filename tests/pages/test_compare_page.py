@@ -78,3 +78,22 @@ def test_slo_edit_regrades(app_env):
     eng = _engine(app_env)
     assert slo.load_overrides(eng)["servers"]["a"]["ttft_p99_s"] == {"target": 0.3}
     eng.dispose()
+
+
+def test_image_ab_shows_the_headline_and_the_image_check(app_env):
+    from image_seed import seed_image
+
+    eng = _engine(app_env)
+    a = seed_image(eng, name="demo-image", profile="demo-image")
+    b = seed_image(eng, name="demo-image", profile="demo-image-fast", e2e=5.8, noise=2.0,
+                   t0=1_700_001_000.0)
+    eng.dispose()
+    at = _run(server="demo-image")
+    at.multiselect(key="cmp_pick_run").set_value([a["run_id"], b["run_id"]]).run()
+    _ok(at)
+    text = " ".join(str(m.value) for m in at.markdown)
+    assert "p50 −42 %" in text and "$/image" in text
+    # σ = 2 noise on a smooth gradient: SSIM about 0.94, under the default 0.95
+    assert "different pictures (4 of 4)" in text.replace("\\", ""), [m.value for m in at.markdown if "check" in m.value]
+    assert "prompt **b01**" in text and "PSNR 42." in text
+    assert len(at.get("image")) == 8  # four pairs side by side

@@ -32,6 +32,7 @@ from dashboard import __version__
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
+from dashboard.services.scorecard.image import DIFFUSION_KEYS, diffusion_inputs
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.scorecard.window_reads import WindowReads
 from storage import repo
@@ -212,10 +213,18 @@ def gather_inputs(
         clamped[name] = None if high is None else bool(high >= 0.5)
     cached, n_cached = reads.total("log.prefill_cached_token")
     new, n_new = reads.total("log.prefill_new_token")
-    queue_key = "log.queue_req" if reads.agg("log.queue_req").count else "metrics.num_queue_reqs"
+    queue_key = next((k for k in ("log.queue_req", "metrics.num_queue_reqs", DIFFUSION_KEYS["queue"])
+                      if reads.agg(k).count), "log.queue_req")
     q_ts, q_vals = reads.points(queue_key, "queue_above_threshold_s")
     _, health = reads.points("api.health_ok", "health_flaps")
     gpu_metrics = repo.series_names(engine, server_id=sid, prefix="gpu.")
+    diffusion: dict[str, Any] = {}
+    if srv.kind == "image":
+        names = [n for n in repo.series_names(engine, server_id=sid)
+                 if n.startswith(("log.diffusion.", "metrics.diffusion_"))]
+        diffusion = diffusion_inputs(reads.values, names)
+    mem_total = repo.latest_samples(engine, server_id=sid, metrics=[
+        k for k in gpu_metrics if k.endswith(".mem_total_bytes")])
     seen = sorted({int(m.group(1)) for k in gpu_metrics if (m := _GPU_KEY.match(k))})
     energy: float | None = None
     power: float | None = None
@@ -306,6 +315,9 @@ def gather_inputs(
             for r in series_df.itertuples()
         ],
         unavailable=dict(reads.unavailable),
+        image_steps=(detail.get("image") or {}).get("steps"),
+        diffusion=diffusion,
+        gpu_mem_total_bytes=sum(v for _, v in mem_total.values()) or None,
     )
 
 

@@ -175,6 +175,35 @@ def resolution_caption(cards: list[Scorecard]) -> str | None:
             "not available: " + "; ".join(rolled) + ".")
 
 
+#: the figures of the one-line summary of an image A/B, with their short names
+IMAGE_HEADLINE = (("image_p50_s", "p50"), ("image_p99_s", "p99"), ("images_per_min", "images/min"),
+                  ("usd_per_image", "$/image"), ("image_step_s", "s/step"),
+                  ("peak_mem_bytes", "peak memory"))
+LLM_HEADLINE = (("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"),
+                ("output_tok_s", "output tok/s"), ("usd_per_1m_output_tok", "$/1M tok"))
+
+
+def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
+    """One line of the deltas that matter, card `index` against the baseline: relative for
+    times, rates and prices ("p50 −42 %"), absolute for memory ("peak memory +3.0 GiB")."""
+    by_key = {d.key: d for d in cmp.deltas}
+    parts = []
+    for key, short in IMAGE_HEADLINE if kind == "image" else LLM_HEADLINE:
+        d = by_key.get(key)
+        delta, rel = (None, None) if d is None else (d.deltas[index], d.rel[index])
+        if d is None or delta is None:
+            continue
+        if key == "peak_mem_bytes":
+            parts.append(f"{short} {delta / (1 << 30):+.1f} GiB")
+        elif rel is not None:
+            parts.append(f"{short} {rel * 100:+.0f} %".replace("-", "−"))
+        else:
+            continue
+        if d.verdicts[index] == "not comparable":
+            parts[-1] += " (not comparable)"
+    return ", ".join(parts)
+
+
 # ---------------------------------------------------------------------------------------------
 # what a page can offer to compare
 

@@ -21,6 +21,7 @@ from dashboard.services.format import fmt_value
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.cost_stability import cost_figures, stability_figures
+from dashboard.services.scorecard.image import image_figures
 from dashboard.services.scorecard.inputs import (
     ScorecardInputs,
     col_sum,
@@ -300,6 +301,7 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
         fig = figs.get(key)
         if fig is not None and fig.status == MISSING:
             fig.note = why
+    image_figures(inp, figs)
     missing = [s.key for s in METRIC_SPECS if s.key not in figs]
     if missing:  # pragma: no cover - a programming error caught by the tests
         raise RuntimeError(f"scorecard misses figures: {missing}")

@@ -51,6 +51,10 @@ class ScorecardInputs:
     series: list[dict[str, Any]] = field(default_factory=list)
     #: figure key -> why it has no value although its series has data (rollups only: window_reads)
     unavailable: dict[str, str] = field(default_factory=dict)
+    # image servers (dashboard/services/scorecard/image.py)
+    image_steps: int | None = None  # the probe workload's num_inference_steps
+    diffusion: dict[str, Any] = field(default_factory=dict)  # image.diffusion_inputs()
+    gpu_mem_total_bytes: float | None = None  # Σ newest NVML mem_total_bytes of the GPUs
 
 
 def col_sum(rows: pd.DataFrame, col: str) -> float | None:

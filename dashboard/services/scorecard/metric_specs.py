@@ -40,6 +40,7 @@ DISPLAY = {
     "w": "W",
     "count": "count",
     "x": "×",
+    "bytes": "GiB",
 }
 
 
@@ -119,6 +120,22 @@ def _latency_specs() -> list[MetricSpec]:
 
 METRIC_SPECS: tuple[MetricSpec, ...] = (
     *_latency_specs(),
+    MetricSpec("image_step_s", "Seconds per denoising step", "latency", "s", "lower",
+               "image servers: mean of `log.diffusion.step_s` (DenoisingStage 'average time per "
+               "step') in the window; else `metrics.diffusion_stage_p50_s.DenoisingStep`; else "
+               "`metrics.diffusion_stage_p50_s.DenoisingStage` / steps; else the probe's inference_time_s p50 / steps (an upper bound)"),
+    MetricSpec("image_steps", "Denoising steps", "latency", "count", "none",
+               "image servers: num_inference_steps of the probe workload (in its fingerprint)"),
+    MetricSpec("stage_share_encode", "Share of time: text encode", "latency", "ratio", "none",
+               "image servers: Σ `log.diffusion.stage_s.<*Encoding*>` / Σ every stage (else "
+               "the /metrics stage p50s); the note names the source"),
+    MetricSpec("stage_share_denoise", "Share of time: denoise", "latency", "ratio", "none",
+               "image servers: DenoisingStage seconds / Σ every stage, as stage_share_encode"),
+    MetricSpec("stage_share_decode", "Share of time: VAE decode", "latency", "ratio", "none",
+               "image servers: DecodingStage seconds / Σ every stage, as stage_share_encode"),
+    MetricSpec("stage_share_other", "Share of time: other stages", "latency", "ratio", "none",
+               "image servers: every other stage (latent / timestep preparation, new ones) / Σ "
+               "every stage"),
     # -- throughput ---------------------------------------------------------------------------
     MetricSpec("rps", "Requests/s", "throughput", "rps", "higher",
                "probe: successful requests / level window (first start -> last end); "
@@ -190,6 +207,16 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "lower",
                "Σ (ts[i+1] - ts[i]) over queue samples with value > [slo] queue_threshold "
                "(default 16): the queue as a step function"),
+    MetricSpec("timeout_count", "Timeouts", "stability", "count", "lower",
+               "measured probe requests that failed with error kind `timeout`"),
+    MetricSpec("peak_mem_bytes", "Peak GPU memory per request", "stability", "bytes", "lower",
+               "image servers: max `peak_memory_mb` × 2^20 of the probe's requests; else max "
+               "`log.diffusion.peak_mem_gb` × 2^30 in the window"),
+    MetricSpec("mem_headroom_bytes", "GPU memory headroom at peak", "stability", "bytes",
+               "higher",
+               "image servers: min `log.diffusion.remaining_mem_gb` × 2^30 (the server's "
+               "'Remaining GPU memory at peak'); else Σ NVML `gpu.<i>.mem_total_bytes` − "
+               "peak_mem_bytes"),
     MetricSpec("ttft_p99_p50_ratio", "TTFT p99/p50", "stability", "x", "lower",
                "ttft_p99_s / ttft_p50_s (tail spread; 1 = flat)"),
     MetricSpec("health_flaps", "Health flaps", "stability", "count", "lower",

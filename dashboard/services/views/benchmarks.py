@@ -44,6 +44,10 @@ class SweepRequest:
     input_tokens: int = 128
     ignore_eos: bool = False
     name: str | None = None
+    # images API only: resolution, denoising steps and guidance (None: the server's default)
+    image_size: str = "1024x1024"
+    image_steps: int | None = None
+    image_guidance: float | None = None
 
 
 def parse_levels(text: str) -> list[int]:
@@ -87,6 +91,9 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
             "ignore_eos": bool(req.ignore_eos),
         },
     }
+    if req.api == "images":
+        spec["workload"].update(image_size=req.image_size, image_steps=req.image_steps,
+                                image_guidance=req.image_guidance)
     run = repo.create_probe_run(
         engine,
         server_id=server.id,

@@ -16,7 +16,9 @@ Key figures over the last FIGURE_WINDOW_S (base units; the page formats them):
 
 Grades per dimension, and the four figures when it has them, come from the scorecard service
 (dashboard/services/scorecard/build.py, same window); a dimension it cannot grade reads "none"
-("no grade yet"). For image servers the card shows USD per image instead of per 1M tokens.
+("no grade yet"). For image servers the card shows the image figures instead (scorecard keys image_p50_s,
+image_p99_s, images_per_min, usd_per_image, image_step_s, peak_mem_bytes, mem_headroom_bytes,
+energy_j_per_image; queue and running from `metrics.diffusion_num_*`).
 Cross-check TTFT: `sqlite3 pitwall.db "select value from sample where metric='canary.ttft_s'
 and server_id=N order by ts desc limit 20"`.
 
@@ -53,6 +55,8 @@ KEY_FIGURES = (
     "log.token_usage",
     "canary.ttft_s",
     "canary.e2e_s",
+    "metrics.diffusion_num_queue_reqs",
+    "metrics.diffusion_num_running_reqs",
 )
 log = logging.getLogger("pitwall.overview")
 
@@ -179,7 +183,8 @@ def grades(
             if dim.reasons:
                 why[d] = "; ".join(dim.reasons[:4])
     for key in ("ttft_p99_s", "output_tok_s", "usd_per_1m_output_tok", "usd_per_image", "success_rate",
-                "images_per_min"):
+                "images_per_min", "image_p50_s", "image_p99_s", "image_step_s", "peak_mem_bytes",
+                "mem_headroom_bytes", "energy_j_per_image"):
         figs[key] = card.value(key)
     return out, why, figs
 
@@ -199,7 +204,9 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None)
                              ("usd_per_mtok", "usd_per_1m_output_tok"), ("success_rate", "success_rate")):
             if sc.get(theirs) is not None:
                 key[ours] = sc[theirs]
-        key["usd_per_image"] = sc.get("usd_per_image")
+        for k in ("usd_per_image", "images_per_min", "image_p50_s", "image_p99_s", "image_step_s",
+                  "peak_mem_bytes", "mem_headroom_bytes", "energy_j_per_image"):
+            key[k] = sc.get(k)
         cards.append(
             ServerCard(
                 id=s.id,

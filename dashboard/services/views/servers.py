@@ -3,7 +3,9 @@
 The settings file is the source of truth for which servers exist; storage keeps a row per server
 so samples, events and launches can reference it. The demo server is an ordinary managed server
 whose profile (profiles/demo.toml) starts the bundled simulator; nothing downstream knows it is a
-simulator.
+simulator. Beside it runs `demo-image` (kind image, port demo_port + 1): the simulator's
+`sglang serve` diffusion server with a simulated Qwen-Image on a simulated B300 (profiles/
+demo-image.toml; relaunch it under demo-image-fast for an acceleration A/B with the image check).
 """
 
 from __future__ import annotations
@@ -20,6 +22,21 @@ from storage.models import Server
 DEMO_SERVER = "demo"
 DEMO_PROFILE = "demo"
 DEMO_GPU_HOURLY_USD = 3.80  # an on-demand H200 hour, the demo's simulated GPU
+DEMO_IMAGE_SERVER = "demo-image"
+DEMO_IMAGE_PROFILE = "demo-image"
+#: one B300 GPU-hour, an assumed on-demand price (B200 lists near $5-6/GPU-h at GPU clouds in
+#: 2025; B300 a little above): an operator sets their own in pitwall.toml
+DEMO_IMAGE_GPU_HOURLY_USD = 6.50
+
+
+def demo_image_sweep(name: str = "demo-image: first sweep") -> Any:
+    """The demo image sweep: Qwen-Image at 1024², 20 steps, concurrency 1 and 2, 4 requests each
+    (seed 0): short enough to finish within two minutes, and the same workload every time, so a
+    second run under demo-image-fast compares with it (fingerprints match)."""
+    from dashboard.services.views.benchmarks import SweepRequest
+
+    return SweepRequest(server=DEMO_IMAGE_SERVER, levels=[1, 2], requests=4, api="images",
+                        prompt_set="builtin", image_size="1024x1024", image_steps=20, name=name)
 
 
 def configured_servers(settings: Settings) -> list[ServerConfig]:
@@ -36,6 +53,19 @@ def configured_servers(settings: Settings) -> list[ServerConfig]:
                 gpu_hourly_usd=DEMO_GPU_HOURLY_USD,
                 python=sys.executable,
                 profile=DEMO_PROFILE,
+            )
+        )
+    if settings.demo_active and not any(s.name == DEMO_IMAGE_SERVER for s in servers):
+        servers.append(
+            ServerConfig(
+                name=DEMO_IMAGE_SERVER,
+                base_url=f"http://127.0.0.1:{settings.demo_port + 1}",
+                kind="image",
+                managed=True,
+                gpu_indices=[0],
+                gpu_hourly_usd=DEMO_IMAGE_GPU_HOURLY_USD,
+                python=sys.executable,
+                profile=DEMO_IMAGE_PROFILE,
             )
         )
     return servers
@@ -67,11 +97,22 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
 
 
 def seed_demo(engine: Engine, settings: Settings) -> int | None:
-    """First run of the demo: queue one sweep so every page has probe data. Returns the run id.
+    """First run of the demo: queue one sweep per demo server (LLM and image) so every page has
+    probe data. Returns the LLM sweep's run id (None when it was not queued).
 
-    The sweep waits for the demo server to be ready (the probe intent handler does), and is
-    queued only while the demo has no probe run yet.
+    Each sweep waits for its server to be ready (the probe intent handler does), and is queued
+    only while that server has no probe run yet.
     """
+    from dashboard.services.views.benchmarks import start_sweep
+
+    if settings.demo_active:
+        image = repo.get_server(engine, name=DEMO_IMAGE_SERVER)
+        if image is not None and not repo.list_probe_runs(engine, server_id=image.id, limit=1):
+            start_sweep(engine, demo_image_sweep(), requested_by="demo")
+    return _seed_llm_demo(engine, settings)
+
+
+def _seed_llm_demo(engine: Engine, settings: Settings) -> int | None:
     from dashboard.services.views.benchmarks import SweepRequest, start_sweep
 
     if not settings.demo_active:
