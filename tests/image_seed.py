@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from collectors.probe.images import check_entry
-from simulator.image_server import png_bytes
+from simulator.image_png import encode_png, pixels
 from storage import repo
 
 T0 = 1_700_000_000.0
@@ -31,7 +31,7 @@ def noisy_png(seed: int, noise: float) -> bytes:
 
     from PIL import Image
 
-    base = np.asarray(Image.open(io.BytesIO(png_bytes(256, 256, seed))).convert("RGB"), float)
+    base = np.asarray(Image.open(io.BytesIO(encode_png(256, 256, bytes(pixels(256, 256, seed, 'a red fox', 20))))).convert("RGB"), float)
     if noise:
         base = base + np.random.default_rng(seed).normal(0, noise, base.shape)
     out = io.BytesIO()

@@ -111,9 +111,9 @@ def test_thumbnail_refuses_what_is_not_an_image() -> None:
 
 
 def test_same_pixels_same_thumbnail_bytes() -> None:
-    from simulator.image_server import png_bytes
+    from simulator.image_png import encode_png, pixels
 
-    raw = png_bytes(300, 200, seed=3)
+    raw = encode_png(300, 200, bytes(pixels(300, 200, 3, 'a red fox', 20)))
     assert images.thumbnail(raw) == images.thumbnail(raw)
     assert images.decode_thumb(base64.b64encode(images.thumbnail(raw)).decode()).shape == (171, 256, 3)  # 200 × 256/300 = 170.7, rounded
 

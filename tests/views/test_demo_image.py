@@ -35,9 +35,10 @@ def test_profiles_load_and_differ_only_by_acceleration():
     base = load_file(REPO / "profiles" / "demo-image.toml")
     fast = load_file(REPO / "profiles" / "demo-image-fast.toml")
     assert base.model_path == fast.model_path == "Qwen/Qwen-Image"
-    assert base.env["SGLANG_SIM_KIND"] == "image" and base.env["SGLANG_SIM_GPU"] == "b300"
+    assert base.flags["model-type"] == "diffusion" and base.env["SGLANG_SIM_GPU"] == "b300"
     assert {k: v for k, v in fast.flags.items() if base.flags.get(k) != v} == {
         "enable-torch-compile": True}
+    assert {k: v for k, v in fast.env.items() if base.env.get(k) != v} == {"SGLANG_CACHE_DIT_ENABLED": "true"}
 
 
 def test_seed_demo_queues_one_image_sweep_once(engine, tmp_path):
