@@ -265,18 +265,24 @@ def gauge_bar(df: pd.DataFrame, *, unit: str, title: str, height: int = 120) -> 
     )
 
 
-def stage_chart(df: pd.DataFrame, *, height: int = 240) -> alt.Chart:
-    """Stacked bars of seconds per request by stage over time (image servers' Server page):
-    one bar per time bucket, its height the average request's seconds, split by stage."""
-    data = df.assign(time=pd.to_datetime(df["ts"], unit="s", utc=True))
+def stage_chart(df: pd.DataFrame, *, height: int = 240, last: int = 40) -> alt.Chart:
+    """Stacked bars of seconds per request by stage (image servers' Server page): one bar per
+    time bucket that had requests (the newest `last`, oldest left), its height the average
+    request's seconds, split by stage. Buckets are categories, not a time scale, so a bar stays
+    readable when requests are sparse in a long window."""
+    keep = sorted(df["ts"].unique())[-last:]
+    data = df[df["ts"].isin(keep)].assign(
+        time=pd.to_datetime(df["ts"], unit="s", utc=True).dt.strftime("%H:%M:%S"))
     return (
         alt.Chart(data, height=height)
         .mark_bar()
         .encode(
-            x=alt.X("time:T", title="time (UTC)"),
-            y=alt.Y("sum(value):Q", stack="zero", title="seconds per request (s)"),
-            color=alt.Color("label:N", title="stage", legend=alt.Legend(orient="bottom")),
-            tooltip=[alt.Tooltip("time:T"), alt.Tooltip("label:N", title="stage"),
+            x=alt.X("time:O", title="requests ending at (UTC)", sort=None,
+                    axis=alt.Axis(labelAngle=-45, labelOverlap=True)),
+            y=alt.Y("sum(value):Q", stack="zero", title="s per request"),
+            color=alt.Color("label:N", title="stage",
+                            legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)),
+            tooltip=[alt.Tooltip("time:O", title="time (UTC)"), alt.Tooltip("label:N", title="stage"),
                      alt.Tooltip("value:Q", title="seconds", format=".3f")],
         )
     )

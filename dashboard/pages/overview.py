@@ -30,7 +30,7 @@ def _cards(url: str) -> list[ServerCard]:
 
 def _card(card: ServerCard) -> None:
     label, color = STATUS_BADGE.get(card.status, ("unknown", "gray"))
-    head, link, score = st.columns([4, 1, 1.4], vertical_alignment="center")
+    head, link, score = st.columns([3, 1.3, 1.8], vertical_alignment="center")
     head.markdown(f"#### {md_escape(card.name)}  :{color}-badge[{label}]")
     params = {"server": card.name, "window": session.selected_window_key()}
     link.page_link("dashboard/pages/server.py", label="Open", icon=":material/open_in_new:",
@@ -101,7 +101,7 @@ def _image_figures(card: ServerCard) -> None:
     a, b, c, d = st.columns(4)
     a.metric("Image p50", fmt_value(k.get("image_p50_s"), "s"),
              help=f"per-image latency, p99 {fmt_value(k.get('image_p99_s'), 's')} ({window})")
-    b.metric("Images/min", fmt_value(k.get("images_per_min"), "img_min"), help=window)
+    b.metric("Images/min", fmt_value(k.get("images_per_min"), "count"), help=window)  # unit in the label
     c.metric("USD / image", fmt_value(k.get("usd_per_image"), "usd"),
              help="GPU-hour price × GPUs ÷ images per hour; set gpu_hourly_usd to see it")
     d.metric("Success", fmt_value(k.get("success_rate"), "ratio"), help=window)

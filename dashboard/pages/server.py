@@ -121,8 +121,10 @@ def charts() -> None:
     assert detail.server.id is not None
     sid = detail.server.id
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+    # an image server's pipeline has its own section above; of the LLM panels only GPUs apply
+    labels = {"gpu": PANEL_LABELS["gpu"]} if detail.server.kind == "image" else PANEL_LABELS
     shown = c1.pills(
-        "Panels", list(PANEL_LABELS), default=list(PANEL_LABELS), format_func=PANEL_LABELS.get,
+        "Panels", list(labels), default=list(labels), format_func=labels.get,
         selection_mode="multi", key="server_panels",
     )
     mark_events = c2.toggle("Mark events", value=True, key="server_mark_events")
@@ -140,6 +142,9 @@ def charts() -> None:
         f"{live_every:.0f} s. Dashed lines are the server's histogram estimates; dots are canary "
         f"requests; vertical rules are events ({len(events)} in window)."
     )
+    if not any_data and probe.empty and detail.server.kind == "image":
+        st.caption("No GPU samples in this window (no NVML on this host, or no GPUs assigned).")
+        return
     if not any_data and probe.empty:
         st.info(
             "No samples in this window. Pick a longer window in the sidebar; if the server is new, "

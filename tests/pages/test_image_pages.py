@@ -39,7 +39,7 @@ def test_overview_card_shows_image_figures(image_server):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Image p50"] == "10.00 s"
     assert metrics["s / step"] == "400.0 ms"
-    assert metrics["Images/min"].endswith("img/min") and metrics["USD / image"].startswith("$")
+    assert metrics["Images/min"][0].isdigit() and metrics["USD / image"].startswith("$")
     assert metrics["Peak memory"].startswith("58.6")  # 60,000 MiB = 58.6 GiB
     assert "p99 TTFT" not in metrics
 
@@ -51,7 +51,7 @@ def test_server_page_draws_the_image_pipeline(image_server):
     assert "Time per request by stage (stacked)" in text
     specs = [str(c.proto.spec) for c in at.get("vega_lite_chart")]
     stage = next(s for s in specs if '"bar"' in s)  # the stacked stage chart, with its unit
-    assert "seconds per request (s)" in stage and '"stack": "zero"' in stage
+    assert "s per request" in stage and '"stack": "zero"' in stage
     titles = " ".join(specs)
     assert "Seconds per denoising step" in titles and "Peak GPU memory against the card" in titles
     assert "Queue, running and batch" in titles
