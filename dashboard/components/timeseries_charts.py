@@ -265,7 +265,7 @@ def gauge_bar(df: pd.DataFrame, *, unit: str, title: str, height: int = 120) -> 
     )
 
 
-def stage_chart(df: pd.DataFrame, *, height: int = 240, last: int = 40) -> alt.Chart:
+def stage_chart(df: pd.DataFrame, *, height: int = 200, last: int = 40) -> alt.Chart:
     """Stacked bars of seconds per request by stage (image servers' Server page): one bar per
     time bucket that had requests (the newest `last`, oldest left), its height the average
     request's seconds, split by stage. Buckets are categories, not a time scale, so a bar stays
@@ -281,7 +281,7 @@ def stage_chart(df: pd.DataFrame, *, height: int = 240, last: int = 40) -> alt.C
                     axis=alt.Axis(labelAngle=-45, labelOverlap=True)),
             y=alt.Y("sum(value):Q", stack="zero", title="s per request"),
             color=alt.Color("label:N", title="stage",
-                            legend=alt.Legend(orient="bottom", columns=2, labelLimit=220)),
+                            legend=alt.Legend(orient="right", labelLimit=180)),
             tooltip=[alt.Tooltip("time:O", title="time (UTC)"), alt.Tooltip("label:N", title="stage"),
                      alt.Tooltip("value:Q", title="seconds", format=".3f")],
         )

@@ -89,7 +89,10 @@ if len(cards) > 1:
             for d, dim in card.dimensions.items():
                 label, color = grade_badge(dim.grade)
                 st.markdown(f"{d.title()} :{color}-badge[{label}]")
-            st.altair_chart(charts.latency_vs_load(charts.levels_frame(card)), width="stretch")
+            image = card.subject.get("server_kind") == "image"
+            st.altair_chart(charts.latency_vs_load(
+                charts.levels_frame(card), stat="image" if image else "ttft",
+                title="Per-image latency vs concurrency" if image else None), width="stretch")
     with session.guard("Comparison"):
         comparison = cmp_service.compare(cards)
         kind = str(cards[0].subject.get("server_kind") or "llm")

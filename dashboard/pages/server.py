@@ -213,7 +213,8 @@ def image_charts() -> None:
                 st.caption("No data in this window.")
             elif key == "stages":
                 st.markdown(f"**{title}**")
-                st.altair_chart(stage_chart(df), width="stretch", key="chart_img_stages")
+                st.altair_chart(stage_chart(df), width="stretch", height=CHART_HEIGHT_PX,
+                                key="chart_img_stages")
             else:
                 spec = timeseries_spec(df, unit=unit, since=since, until=until, title=title)
                 st.vega_lite_chart(spec, width="stretch", height=CHART_HEIGHT_PX,

@@ -105,8 +105,9 @@ def latency_vs_load(
         alt.Chart(long)
         .mark_line(point=True)
         .encode(
-            x=alt.X("level:Q", title=x_title, axis=alt.Axis(format="~g")),
-            y=alt.Y("ms:Q", title=f"{stat.upper()} (ms)"),
+            x=alt.X("level:Q", title=x_title, axis=alt.Axis(
+                format="~g", tickMinStep=1 if x_title == "concurrency" else None)),
+            y=alt.Y("ms:Q", title="per-image latency (ms)" if stat == "image" else f"{stat.upper()} (ms)"),
             color=alt.Color("pct:N", title=None, scale=alt.Scale(
                 domain=list(PCT_COLORS), range=list(PCT_COLORS.values()))),
             tooltip=["level:Q", "pct:N", alt.Tooltip("ms:Q", format=",.1f")],
