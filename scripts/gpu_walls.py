@@ -4,6 +4,8 @@ Run on a machine with an NVIDIA GPU, PyTorch and nvidia-ml-py (not part of Pitwa
 dependencies: Pitwall never imports torch):
 
     python3 scripts/gpu_walls.py --out DIR [--seconds 12] [--interval 1]
+    python3 scripts/gpu_walls.py --load copy|matmul --seconds 40   # the load alone (a live check
+                                                                   # of `pitwall gpu-wall`)
 
 It writes DIR/nvml-<gpu>-{idle,copy,matmul}.json in the recording format of
 collectors/gpu_record.py (a fresh NVML session per phase, so each recording starts the way a
@@ -65,10 +67,22 @@ def _summary(recording: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--load", choices=("copy", "matmul"), help="run this load alone for --seconds")
     ap.add_argument("--seconds", type=float, default=12.0)
     ap.add_argument("--interval", type=float, default=1.0)
     args = ap.parse_args(argv)
+    if args.load:
+        import time
+
+        stop = threading.Event()
+        threading.Timer(args.seconds, stop.set).start()
+        t0 = time.monotonic()
+        _load(args.load, stop)
+        print(f"{args.load} load ran {time.monotonic() - t0:.1f} s", flush=True)
+        return 0
+    if not args.out:
+        ap.error("--out is required unless --load is given")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for phase in ("idle", "copy", "matmul"):
