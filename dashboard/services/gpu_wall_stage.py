@@ -135,5 +135,5 @@ def what_ifs(step_s: float, bandwidth_share: float, compute_share: float, curren
     for other in others:
         seconds, note = what_if(step_s, bandwidth_share, here, other, compute_share)
         rows.append({"card": other.name, "step_s": seconds, "speedup": step_s / seconds if seconds else None,
-                     "note": f"from {here.name}: {note}"})
+                     "note": f"from {here.name} to {other.name}: {note}"})
     return rows

@@ -108,7 +108,7 @@ def test_image_server_shows_denoising_share_and_the_what_if(app_env):
     b300 = next(r for r in want["what_if"] if r["card"] == "B300")
     assert m["Seconds per step on B300 (what-if)"] == fmt_value(b300["step_s"], "s")
     assert b300["step_s"] < 0.3  # most of a 0.4 s step scales with 4.8 → 8 TB/s
-    assert "Assumption: from H200: assumes the" in _text(at)
+    assert "Assumption: from H200 to B300: assumes the" in _text(at)
     at.selectbox(key="gpu_wall_what_if").select("A100 SXM 80GB").run()
     assert not at.exception
     slower = _metrics(at)["Seconds per step on A100 SXM 80GB (what-if)"]
