@@ -37,8 +37,9 @@ def draw_wall(view: dict[str, Any], *, since: float, until: float) -> None:
             for col, (label, text, help_text) in zip(cols, card["evidence"], strict=True):
                 col.metric(label, text, help=help_text)
             st.caption(f"Share of the window per verdict: {card['shares_text']}.")
-        st.caption(f"Window {fmt_ts(since)} – {fmt_ts(until)}. Thresholds and rules: "
-                   "`pitwall gpu-wall --help`.")
+        capped = " (the last 6 h of the chosen window)" if view["verdict_since"] > since else ""
+        st.caption(f"Window {fmt_ts(view['verdict_since'])} – {fmt_ts(until)}{capped}. Rules "
+                   f"{view['rules']}.")
         if view["not_available"]:
             st.caption(view["not_available"])
     with right:

@@ -21,6 +21,14 @@ def test_copy_loop_card_and_chart_series(engine):
     assert set(view["series"]["label"]) == {"GPU 0 DRAM bandwidth", "GPU 0 tensor activity"}
     assert view["series"]["value"].between(0, 1).all()
     assert view["stage"] is None and view["not_available"] is None
+    assert view["verdict_since"] == T0 and "DRAM ≥ 60 %" in view["rules"]
+
+
+def test_a_long_window_judges_its_last_six_hours(engine):
+    store_recording(engine, "nvml-h200-copy.json")
+    view = wall_panel(engine, server_id=1, kind="llm", since=T0 - 7 * 86400, until=T0 + 60)
+    assert view["verdict_since"] == T0 + 60 - 6 * 3600
+    assert view["cards"][0]["bound_by"] == "memory bandwidth"
 
 
 def test_without_gpm_the_panel_says_not_available(engine):

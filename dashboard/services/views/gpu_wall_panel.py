@@ -9,6 +9,8 @@ Read model only (the page caches it and draws it): `wall_panel()` returns
 | cards | per GPU with GPM: {index, title, verdict, bound_by (words), reason, evidence: [(label, text, help)], shares_text} ready to print |
 | series | chart frame (ts, label, value, min, max) of `gpu.<i>.gpm.dram_bw_util_ratio` and `gpu.<i>.gpm.tensor_any_ratio`, 0-1 |
 | not_available | the sentence for GPUs with telemetry but no GPM ("not available on this GPU"), else None |
+| verdict_since | start of the verdict's window (at most MAX_VERDICT_WINDOW_S before until) |
+| rules | the verdict rules in words, from gpu_wall's thresholds |
 | stage | image servers: gpu_wall_stage.stage_walls() of DenoisingStage; None for LLM servers |
 
 Cross-check a GPU's figures: `pitwall gpu-wall --server NAME --since 15m` prints the same verdict
@@ -23,13 +25,28 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services.format import fmt_value
-from dashboard.services.gpu_wall import VERDICTS, gpu_walls
+from dashboard.services.gpu_wall import (
+    BANDWIDTH_MIN,
+    LOW,
+    SM_BUSY_MIN,
+    TENSOR_MIN,
+    VERDICTS,
+    gpu_walls,
+)
 from dashboard.services.gpu_wall_stage import stage_walls
 from dashboard.services.views.image_panels import labelled_frame
 from storage import repo
 
 NOT_AVAILABLE = "not available on this GPU"
+#: The verdict reads every raw GPM sample (one per poll): longer windows are judged on their last
+#: six hours, so a 7-day view stays a bounded read; the chart still spans the whole window.
+MAX_VERDICT_WINDOW_S = 6 * 3600.0
 GPM_SERIES = {"dram_bw_util_ratio": "DRAM bandwidth", "tensor_any_ratio": "tensor activity"}
+
+
+RULES = (f"per GPM sample: bandwidth when DRAM ≥ {100 * BANDWIDTH_MIN:.0f} % and above tensor; compute when "
+         f"tensor ≥ {100 * TENSOR_MIN:.0f} % (or SMs ≥ {100 * SM_BUSY_MIN:.0f} %); neither when DRAM and tensor are "
+         f"below {100 * LOW:.0f} % while requests run or wait; the window takes the most common")
 
 
 def _pct(ratio: float | None) -> str:
@@ -62,8 +79,10 @@ def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
 
 def wall_panel(engine: Engine, *, server_id: int, kind: str, since: float, until: float,
                max_points: int = 200) -> dict[str, Any]:
-    """The panel's read model over [since, until) (module table)."""
-    walls = gpu_walls(engine, server_id=server_id, since=since, until=until)
+    """The panel's read model over [since, until) (module table); `verdict_since` is where the
+    verdict's window starts (since, or MAX_VERDICT_WINDOW_S before until)."""
+    verdict_since = max(since, until - MAX_VERDICT_WINDOW_S)
+    walls = gpu_walls(engine, server_id=server_id, since=verdict_since, until=until)
     labels = {f"gpu.{g['index']}.gpm.{key}": f"GPU {g['index']} {label}"
               for g in walls["gpus"] for key, label in GPM_SERIES.items()}
     df = repo.bucketed_series(engine, server_id=server_id, metrics=list(labels), since=since,
@@ -77,6 +96,8 @@ def wall_panel(engine: Engine, *, server_id: int, kind: str, since: float, until
                           f"activity {NOT_AVAILABLE} (GPM needs Hopper or newer; on a container host "
                           "point gpu.dcgm_url at a dcgm-exporter with profiling fields)")
                          if missing else None,
-        "stage": stage_walls(engine, server_id=server_id, since=since, until=until)
+        "stage": stage_walls(engine, server_id=server_id, since=verdict_since, until=until)
                  if kind == "image" else None,
+        "verdict_since": verdict_since,
+        "rules": RULES,
     }
