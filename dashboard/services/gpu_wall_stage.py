@@ -128,9 +128,12 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
 
 
 def what_ifs(step_s: float, bandwidth_share: float, compute_share: float, current: str) -> list[dict[str, Any]]:
-    """The step on every other card of GPU_SPECS (WHAT_IF_DEFAULT first), with the assumption."""
+    """The step on every other card of GPU_SPECS (WHAT_IF_DEFAULT first, else the H200), with
+    the assumption."""
     here = next(s for s in GPU_SPECS if s.name == current)
-    others = sorted((s for s in GPU_SPECS if s.name != current), key=lambda s: s.name != WHAT_IF_DEFAULT)
+    # the default card first; on that card itself, the H200 it is usually weighed against
+    others = sorted((s for s in GPU_SPECS if s.name != current),
+                    key=lambda s: (s.name != WHAT_IF_DEFAULT, s.name != "H200"))
     rows = []
     for other in others:
         seconds, note = what_if(step_s, bandwidth_share, here, other, compute_share)

@@ -110,3 +110,11 @@ def test_what_if_scales_each_wall_with_its_own_figure():
     assert what_if(0.4, 0.8, h200, b300, 0.5)[0] == pytest.approx(0.4 * (0.48 + 0.2 * 989 / 2250))
     # all compute bound on the same card: unchanged
     assert what_if(0.4, 0.0, h200, h200, 1.0)[0] == pytest.approx(0.4)
+
+
+def test_on_a_b300_the_what_if_starts_with_the_h200():
+    from dashboard.services.gpu_wall_stage import what_ifs
+
+    rows = what_ifs(0.2, 1.0, 0.0, "B300")
+    assert rows[0]["card"] == "H200" and "B300" not in {r["card"] for r in rows}
+    assert rows[0]["step_s"] == pytest.approx(0.2 * 8.0 / 4.8)  # all bandwidth bound: 8 → 4.8 TB/s
