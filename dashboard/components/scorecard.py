@@ -120,7 +120,8 @@ def comparison_view(cmp: Comparison) -> None:
                cmp.titles[0]: fmt_value(d.values[0], spec.unit)}
         style = {c: "" for c in row}
         for title, v, verdict in zip(cmp.titles[1:], d.values[1:], d.verdicts[1:], strict=True):
-            row[title] = f"{fmt_value(v, spec.unit)} ({fmt_delta_pct(d.values[0], v)}) {verdict}"
+            pct = "—" if spec.unit == "verdict" else fmt_delta_pct(d.values[0], v)  # a category
+            row[title] = f"{fmt_value(v, spec.unit)} ({pct}) {verdict}"
             style[title] = VERDICT_STYLE.get(verdict, "")
         rows.append(row)
         styles.append(style)

@@ -12,9 +12,10 @@ import streamlit as st
 
 from dashboard.components import session
 from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
+from dashboard.components.gpu_wall import draw_denoise_wall, draw_wall
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import stage_chart, timeseries_spec
-from dashboard.services.views import image_panels
+from dashboard.services.views import gpu_wall_panel, image_panels
 from dashboard.services.views import timeseries as ts
 from dashboard.services.views.overview import ServerDetail, server_detail
 
@@ -61,6 +62,13 @@ def _extras(
 def _image(url: str, server_id: int, since: float, until: float) -> dict[str, pd.DataFrame]:
     return image_panels.image_series(session.engine_for(url), server_id=server_id, since=since,
                                      until=until)
+
+
+@st.cache_data(ttl=10, show_spinner=False)
+def _wall(url: str, server_id: int, kind: str, since: float, until: float) -> dict:
+    """The GPU-wall panel's read model (verdict per GPU, GPM chart, per-stage share and what-if)."""
+    return gpu_wall_panel.wall_panel(session.engine_for(url), server_id=server_id, kind=kind,
+                                     since=since, until=until)
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -204,23 +212,42 @@ def image_charts() -> None:
                 "server's log (stage lines) and /metrics (--enable-metrics). Run a sweep or "
                 "pick a longer window.")
         return
+    # the stage chart with the denoising wall and what-if beside it, then the other panels
+    top = st.columns(2)
+    with top[0]:
+        st.markdown(f"**{image_panels.IMAGE_PANELS['stages'][0]}**")
+        if frames["stages"].empty:
+            st.caption("No data in this window.")
+        else:
+            st.altair_chart(stage_chart(frames["stages"]), width="stretch", height=CHART_HEIGHT_PX,
+                            key="chart_img_stages")
+    with top[1]:
+        draw_denoise_wall(_wall(ctx.url, detail.server.id, detail.server.kind, since, until)["stage"])
     cols = st.columns(2)
-    for i, (key, (title, unit)) in enumerate(image_panels.IMAGE_PANELS.items()):
+    rest = [(k, v) for k, v in image_panels.IMAGE_PANELS.items() if k != "stages"]
+    for i, (key, (title, unit)) in enumerate(rest):
         df = frames[key]
         with cols[i % 2]:
             if df.empty:
                 st.markdown(f"**{title}**")
                 st.caption("No data in this window.")
-            elif key == "stages":
-                st.markdown(f"**{title}**")
-                st.altair_chart(stage_chart(df), width="stretch", height=CHART_HEIGHT_PX,
-                                key="chart_img_stages")
             else:
                 spec = timeseries_spec(df, unit=unit, since=since, until=until, title=title)
                 st.vega_lite_chart(spec, width="stretch", height=CHART_HEIGHT_PX,
                                    key=f"chart_img_{key}")
 
 
+@st.fragment(run_every=live_every)
+@session.safe("GPU wall")
+def gpu_wall() -> None:
+    """Which wall each GPU hits (bandwidth / compute / neither), with its evidence and chart."""
+    assert detail.server.id is not None
+    since, until = ts.window(window_s)
+    draw_wall(_wall(ctx.url, detail.server.id, detail.server.kind, since, until), since=since,
+              until=until)
+
+
 if detail.server.kind == "image":
     image_charts()
+gpu_wall()
 charts()

@@ -41,6 +41,11 @@ SERIES_COLORS = (
 )
 
 
+#: What a "verdict" figure (a scorecard's `gpu_bound_by`) reads as, indexed by its value: the
+#: order of dashboard/services/gpu_wall.py VERDICTS.
+VERDICT_WORDS = ("memory bandwidth", "compute", "neither wall", "idle", "mixed")
+
+
 def _missing(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -50,7 +55,8 @@ def fmt_value(value: float | None, unit: str) -> str:
 
     Units: s (ms below 1 s), ratio (0-1 -> %), pct (already %), count, tok_s, rps, usd,
     usd_per_mtok, bytes (binary prefixes), w, c (°C), j, img_min, usd_h (USD per hour),
-    x (a multiplier, "2.30×").
+    x (a multiplier, "2.30×"), bytes_s (bytes per second as TB/s or GB/s), verdict (an index
+    into VERDICT_WORDS).
     """
     if _missing(value):
         return "—"
@@ -88,6 +94,11 @@ def fmt_value(value: float | None, unit: str) -> str:
         return f"{value:,.0f} J" if abs(value) >= 100 else f"{value:.3g} J"
     if unit == "bytes":
         return fmt_bytes(value)
+    if unit == "bytes_s":  # decimal, as memory bandwidth is quoted (4.8 TB/s on an H200)
+        return f"{value / 1e12:.2f} TB/s" if abs(value) >= 1e11 else f"{value / 1e9:,.1f} GB/s"
+    if unit == "verdict":
+        i = int(value)
+        return VERDICT_WORDS[i] if 0 <= i < len(VERDICT_WORDS) else f"{value:g}"
     return f"{value:,.3g}"
 
 

@@ -103,6 +103,9 @@ def classify(dram: float, tensor: float, sm: float | None, busy: bool) -> str:
     return "mixed"
 
 
+#: Every verdict, in a fixed order: a scorecard stores the verdict as its index here (unit
+#: "verdict"; format.fmt_value shows VERDICT_WORDS in the same order).
+VERDICTS = ("bandwidth", "compute", "neither", "idle", "mixed")
 REASONS = {
     "bandwidth": "bound by memory bandwidth: the step waits on HBM reads and writes",
     "compute": "bound by compute: the tensor cores (or SMs) are the limit",
@@ -112,15 +115,26 @@ REASONS = {
 }
 
 
-def what_if(step_s: float, bandwidth_share: float, current: GpuSpec, other: GpuSpec) -> tuple[float, str]:
-    """The same step on `other`, at the same utilisation: the bandwidth-bound share scales with the
-    memory-bandwidth ratio, the rest is unchanged. Returns (seconds, the assumption in words)."""
-    share = min(max(bandwidth_share, 0.0), 1.0)
-    ratio = current.mem_bw_bytes_s / other.mem_bw_bytes_s
-    seconds = step_s * (share * ratio + (1.0 - share))
-    note = (f"assumes the {100 * share:.0f} % of the step that is bandwidth bound scales with memory "
-            f"bandwidth ({current.mem_bw_bytes_s / TB:g} → {other.mem_bw_bytes_s / TB:g} TB/s) and the "
-            "rest stays as it is; compute, clocks and the software stack are taken as equal")
+def what_if(step_s: float, bandwidth_share: float, current: GpuSpec, other: GpuSpec,
+            compute_share: float = 0.0) -> tuple[float, str]:
+    """The same step on `other`, at the same utilisation. Returns (seconds, the assumption in words).
+
+    step × (bandwidth share × peak bandwidth ratio + compute share × dense BF16 FLOPS ratio + the
+    rest): the bandwidth-bound share scales with memory bandwidth, the compute-bound share with
+    tensor throughput, the rest (launch overhead, mixed, underfed) stays as it is. Scaling only
+    the bandwidth share would call a compute-bound step (Qwen-Image 1024² per the simulator's
+    roofline) no faster on a B300, which is wrong; scaling both keeps each wall with its own figure.
+    """
+    bw = min(max(bandwidth_share, 0.0), 1.0)
+    comp = min(max(compute_share, 0.0), 1.0 - bw)
+    bw_ratio = current.mem_bw_bytes_s / other.mem_bw_bytes_s
+    flops_ratio = current.bf16_dense_flops / other.bf16_dense_flops
+    seconds = step_s * (bw * bw_ratio + comp * flops_ratio + (1.0 - bw - comp))
+    note = (f"assumes the {100 * bw:.0f} % of the step that is bandwidth bound scales with memory "
+            f"bandwidth ({current.mem_bw_bytes_s / TB:g} → {other.mem_bw_bytes_s / TB:g} TB/s), the "
+            f"{100 * comp:.0f} % that is compute bound with dense BF16 tensor throughput "
+            f"({current.bf16_dense_flops / TF:g} → {other.bf16_dense_flops / TF:g} TFLOPS), and the "
+            "rest stays as it is; clocks, precision and the software stack are taken as equal")
     return seconds, note
 
 
@@ -136,20 +150,29 @@ def _busy_at(ts: np.ndarray, queue: list[tuple[np.ndarray, np.ndarray]]) -> np.n
     return busy
 
 
-def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> dict[str, Any]:
-    """The verdict per GPU of a server over [since, until), with its evidence.
+@dataclass(frozen=True, slots=True)
+class GpuSamples:
+    """One GPU's GPM samples in a window: timestamps, ratios and the verdict of each sample."""
 
-    Returns {"available": bool, "why_not": str | None, "gpus": [{index, name, spec, samples,
-    dram_ratio, tensor_ratio, sm_ratio, achieved_bw_bytes_s, shares: {verdict: 0-1}, verdict,
-    reason}], "window": [since, until]}. GPUs without GPM figures are named in `why_not`.
-    """
+    index: int
+    name: str | None
+    ts: np.ndarray
+    dram: np.ndarray
+    tensor: np.ndarray  # NaN where the GPU reported no tensor activity
+    sm: np.ndarray  # NaN where absent
+    verdicts: tuple[str, ...]
+
+
+def gpu_samples(engine: Engine, *, server_id: int, since: float,
+                until: float) -> tuple[list[GpuSamples], list[int]]:
+    """(GPUs with GPM samples in [since, until), indices of GPUs with telemetry but no GPM)."""
     names = repo.metric_names(engine, server_id=server_id, prefix="gpu.")
     indices = sorted({int(n.split(".")[1]) for n in names if n.split(".")[1].isdigit()})
     info = repo.load_state(engine, key="gpu:info") or {}
     gpu_names = {g.get("index"): g.get("name") for g in info.get("gpus", []) if isinstance(g, dict)}
     queue = [repo.sample_points(engine, server_id=server_id, metric=k, since=since - 60, until=until)
              for k in QUEUE_KEYS]
-    out: list[dict[str, Any]] = []
+    out: list[GpuSamples] = []
     missing: list[int] = []
     for i in indices:
         ts, dram = repo.sample_points(engine, server_id=server_id, metric=f"gpu.{i}.gpm.dram_bw_util_ratio",
@@ -162,19 +185,38 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
         tensor = _aligned(engine, server_id, f"gpu.{i}.gpm.tensor_any_ratio", ts, since, until)
         sm = _aligned(engine, server_id, f"gpu.{i}.gpm.sm_util_ratio", ts, since, until)
         busy = _busy_at(ts, queue)
-        verdicts = [classify(float(d), float(t), None if np.isnan(s) else float(s), bool(b))
-                    for d, t, s, b in zip(dram, np.nan_to_num(tensor), sm, busy, strict=True)]
-        counts = Counter(verdicts)
+        verdicts = tuple(classify(float(d), float(t), None if np.isnan(s) else float(s), bool(b))
+                         for d, t, s, b in zip(dram, np.nan_to_num(tensor), sm, busy, strict=True))
+        out.append(GpuSamples(i, gpu_names.get(i), ts, dram, tensor, sm, verdicts))
+    return out, missing
+
+
+def _nanmean(a: np.ndarray) -> float | None:
+    return None if np.all(np.isnan(a)) else float(np.nanmean(a))
+
+
+def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> dict[str, Any]:
+    """The verdict per GPU of a server over [since, until), with its evidence.
+
+    Returns {"available": bool, "why_not": str | None, "gpus": [{index, name, spec, samples,
+    dram_ratio, tensor_ratio, sm_ratio, achieved_bw_bytes_s, peak_bw_bytes_s, shares: {verdict:
+    0-1}, verdict, reason}], "missing": [GPU index without GPM], "window": [since, until]}. GPUs
+    without GPM figures are named in `why_not`.
+    """
+    gpus, missing = gpu_samples(engine, server_id=server_id, since=since, until=until)
+    out: list[dict[str, Any]] = []
+    for g in gpus:
+        counts = Counter(g.verdicts)
         verdict = counts.most_common(1)[0][0]
-        spec = spec_for(gpu_names.get(i))
-        dram_mean = float(np.mean(dram))
+        spec = spec_for(g.name)
+        dram_mean = float(np.mean(g.dram))
         out.append({
-            "index": i, "name": gpu_names.get(i), "spec": spec.name if spec else None,
-            "samples": len(ts), "dram_ratio": dram_mean, "tensor_ratio": float(np.nanmean(tensor)) if not np.all(np.isnan(tensor)) else None,
-            "sm_ratio": float(np.nanmean(sm)) if not np.all(np.isnan(sm)) else None,
+            "index": g.index, "name": g.name, "spec": spec.name if spec else None,
+            "samples": len(g.ts), "dram_ratio": dram_mean, "tensor_ratio": _nanmean(g.tensor),
+            "sm_ratio": _nanmean(g.sm),
             "achieved_bw_bytes_s": dram_mean * spec.mem_bw_bytes_s if spec else None,
             "peak_bw_bytes_s": spec.mem_bw_bytes_s if spec else None,
-            "shares": {k: v / len(verdicts) for k, v in counts.items()},
+            "shares": {k: v / len(g.verdicts) for k, v in counts.items()},
             "verdict": verdict, "reason": REASONS[verdict],
         })
     why_not = None
@@ -184,7 +226,8 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
         why_not = (f"GPU {', '.join(map(str, missing))}: DRAM bandwidth and tensor activity not available "
                    "on this GPU (GPM needs Hopper or newer; or point gpu.dcgm_url at a dcgm-exporter "
                    "with profiling fields)")
-    return {"available": bool(out), "why_not": why_not, "gpus": out, "window": [since, until]}
+    return {"available": bool(out), "why_not": why_not, "gpus": out, "missing": missing,
+            "window": [since, until]}
 
 
 def _aligned(engine: Engine, server_id: int, metric: str, ts: np.ndarray, since: float, until: float) -> np.ndarray:

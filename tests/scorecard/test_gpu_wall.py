@@ -8,13 +8,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from gpu_seed import T0, store_recording
 
-from collectors.base import CollectorContext, ServerTarget
-from collectors.gpu import GpuCollector
-from collectors.gpu_record import ReplayBackend, load_recording
 from dashboard.services.gpu_wall import (
     GPU_SPECS,
     classify,
@@ -25,29 +22,7 @@ from dashboard.services.gpu_wall import (
 )
 from storage import repo
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-T0 = 1_800_000_000.0
-
-
-def _store(engine, fixture: str, *, queue: float | None = None, t0: float = T0) -> None:
-    """Replay a recording through the GPU collector into the database (server 1), one frame a second."""
-    rec = load_recording(FIXTURES / fixture)
-    backend = ReplayBackend.from_recording(rec)
-    collector = GpuCollector(backend_factory=lambda: backend)
-    server = ServerTarget(id=1, name="h200", base_url="http://127.0.0.1:1")
-    state: dict[str, dict] = {}
-    rows = []
-    for frame in rec["frames"]:
-        ts = t0 + frame["t"]
-        ctx = CollectorContext(servers=[server], load_state=state.get, save_state=state.__setitem__, now=lambda ts=ts: ts)
-        rows += [{"ts": s.ts, "server_id": s.server_id, "launch_id": None, "source": s.source, "metric": s.metric,
-                  "value": s.value} for s in collector.poll(ctx).samples]
-        if queue is not None:
-            rows.append({"ts": ts, "server_id": 1, "launch_id": None, "source": "metrics",
-                         "metric": "metrics.num_running_reqs", "value": queue})
-    with engine.begin() as conn:
-        repo.insert_samples(conn, rows=rows)
-        repo.save_state(conn, key="gpu:info", value=state["gpu:info"])
+_store = store_recording
 
 
 @pytest.mark.parametrize(("fixture", "verdict"), [

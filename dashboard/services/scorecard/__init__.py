@@ -9,6 +9,8 @@
 | math | the formulas as pure functions of numbers and arrays |
 | compute | ScorecardInputs -> Scorecard (latency, throughput, grading) |
 | cost_stability | the cost and stability dimensions |
+| image | the image-server figures (s/step, stage shares, memory) |
+| walls | the "bound by" figures: verdict, wall shares, achieved bandwidth, denoising share, what-if |
 | build | build_scorecard(): reads the inputs from storage for a run, a launch or a window |
 | compare | two or more scorecards side by side: deltas, config diff, workload check |
 """

@@ -29,6 +29,8 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from dashboard import __version__
+from dashboard.services.gpu_wall import gpu_walls
+from dashboard.services.gpu_wall_stage import stage_walls
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
@@ -318,6 +320,10 @@ def gather_inputs(
         image_steps=(detail.get("image") or {}).get("steps"),
         diffusion=diffusion,
         gpu_mem_total_bytes=sum(v for _, v in mem_total.values()) or None,
+        # raw GPM samples only: a window older than retention.samples_days has no verdict
+        gpu_walls=gpu_walls(engine, server_id=sid, since=since, until=until),
+        stage_walls=stage_walls(engine, server_id=sid, since=since, until=until)
+        if srv.kind == "image" else {},
     )
 
 

@@ -145,6 +145,11 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 rel.append(None)
                 verdicts.append("n/a")
                 continue
+            if spec.unit == "verdict":  # a category, not a quantity: same or not, no delta
+                d.append(None)
+                rel.append(None)
+                verdicts.append("same" if v == b else "n/a")
+                continue
             d.append(v - b)
             rel.append((v - b) / abs(b) if b != 0 else None)
             if workload_diff[i - 1] and workload_bound:

@@ -38,6 +38,7 @@ from dashboard.services.scorecard.model import (
     Figure,
     Scorecard,
 )
+from dashboard.services.scorecard.walls import wall_figures
 
 __all__ = ["ScorecardInputs", "compute_scorecard", "grade_figures", "headline", "probe_levels"]
 
@@ -302,6 +303,7 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
         if fig is not None and fig.status == MISSING:
             fig.note = why
     image_figures(inp, figs)
+    wall_figures(inp, figs)
     missing = [s.key for s in METRIC_SPECS if s.key not in figs]
     if missing:  # pragma: no cover - a programming error caught by the tests
         raise RuntimeError(f"scorecard misses figures: {missing}")

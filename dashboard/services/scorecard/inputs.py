@@ -55,6 +55,9 @@ class ScorecardInputs:
     image_steps: int | None = None  # the probe workload's num_inference_steps
     diffusion: dict[str, Any] = field(default_factory=dict)  # image.diffusion_inputs()
     gpu_mem_total_bytes: float | None = None  # Σ newest NVML mem_total_bytes of the GPUs
+    # which wall the GPUs hit (dashboard/services/scorecard/walls.py)
+    gpu_walls: dict[str, Any] = field(default_factory=dict)  # gpu_wall.gpu_walls()
+    stage_walls: dict[str, Any] = field(default_factory=dict)  # gpu_wall_stage.stage_walls()
 
 
 def col_sum(rows: pd.DataFrame, col: str) -> float | None:

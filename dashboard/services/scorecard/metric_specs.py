@@ -6,7 +6,8 @@ verbatim (a meta-test compares them). A figure's `key` is also its SLO key in pi
 `[slo]` table.
 
 Units: `unit` is the base unit the value is stored and exported in (`s`, `ratio` 0-1, `req_s`,
-`tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`); `display` is what a person reads
+`tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`, `bytes`, `bytes_s`, `verdict`: an
+index into dashboard/services/gpu_wall.py VERDICTS, the word in the figure's note); `display` is what a person reads
 (`fmt_value(value, unit)` in dashboard/services/format.py does the conversion). `better` is
 `lower`, `higher` or `none` (informational, never coloured or graded).
 
@@ -41,6 +42,8 @@ DISPLAY = {
     "count": "count",
     "x": "×",
     "bytes": "GiB",
+    "bytes_s": "TB/s",
+    "verdict": "verdict",
 }
 
 
@@ -158,6 +161,35 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "`log.prefill_new_token`) in the window; else mean `metrics.cached_tokens_per_s` / "
                "mean `metrics.prompt_tokens_per_s`; else Σ tokens_cached / Σ tokens_in of the "
                "probe's requests (client-reported)"),
+    MetricSpec("gpu_bound_by", "GPU bound by", "throughput", "verdict", "none",
+               "the verdict of most GPM samples of the server's GPUs in the window (memory "
+               "bandwidth, compute, neither wall, idle, mixed; rules in dashboard/services/gpu_wall.py, "
+               "from `gpu.<i>.gpm.dram_bw_util_ratio`, `tensor_any_ratio`, `sm_util_ratio` and the "
+               "queue); the value is its index, the note names it with its evidence; missing (never "
+               "0) without GPM"),
+    MetricSpec("gpu_bandwidth_bound_share", "Share of GPU time bound by memory bandwidth",
+               "throughput", "ratio", "none",
+               "GPM samples of every GPU with the verdict `bandwidth` / all GPM samples in the window"),
+    MetricSpec("gpu_compute_bound_share", "Share of GPU time bound by compute", "throughput",
+               "ratio", "none",
+               "GPM samples of every GPU with the verdict `compute` / all GPM samples in the window"),
+    MetricSpec("gpu_achieved_bw_bytes_s", "Achieved memory bandwidth per GPU", "throughput",
+               "bytes_s", "none",
+               "mean over GPUs of mean `gpu.<i>.gpm.dram_bw_util_ratio` × the card's peak memory "
+               "bandwidth (GPU_SPECS); the note gives the share of the peak"),
+    MetricSpec("denoise_bandwidth_share", "Share of denoising time bound by memory bandwidth",
+               "throughput", "ratio", "none",
+               "image servers: seconds of DenoisingStage intervals ([ts − s, ts] of "
+               "`log.diffusion.stage_s.DenoisingStage`) covered by GPM samples with the verdict "
+               "`bandwidth` / seconds covered by any GPM sample, pooled over GPUs"),
+    MetricSpec("denoise_compute_share", "Share of denoising time bound by compute", "throughput",
+               "ratio", "none",
+               "image servers: as denoise_bandwidth_share, for the verdict `compute`"),
+    MetricSpec("image_step_s_what_if", "Seconds per step on a B300 (what-if)", "throughput", "s",
+               "none",
+               "image servers: image_step_s × (denoise_bandwidth_share × this card's / the B300's "
+               "memory bandwidth + denoise_compute_share × this card's / the B300's dense BF16 "
+               "FLOPS + the rest unchanged); the note states the assumption"),
     # -- cost ---------------------------------------------------------------------------------
     MetricSpec("gpu_usd_per_hour", "GPU cost per hour", "cost", "usd_h", "none",
                "Server.gpu_hourly_usd × GPU count (gpu_indices, else GPUs seen in `gpu.<i>.*`, "

@@ -33,7 +33,9 @@ IMAGE_PANELS = {
 }
 
 
-def _frame(df: pd.DataFrame, labels: dict[str, str], scale: float = 1.0) -> pd.DataFrame:
+def labelled_frame(df: pd.DataFrame, labels: dict[str, str], scale: float = 1.0) -> pd.DataFrame:
+    """The rows of a bucketed read (repo.bucketed_series) whose metric is in `labels`, as a chart
+    frame (COLUMNS) labelled by `labels[metric]`, values × `scale`."""
     part = df[df["metric"].isin(list(labels))] if not df.empty else df
     if part.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -60,13 +62,13 @@ def image_series(engine: Engine, *, server_id: int, since: float, until: float,
     wanted = [*stages, DIFFUSION_KEYS["step_log"], peak, rem, *queue, *gpu_total]
     df = repo.bucketed_series(engine, server_id=server_id, metrics=wanted, since=since,
                               until=until, max_points=max_points)
-    memory = _frame(df, {peak: "peak per request"}, GIB)
+    memory = labelled_frame(df, {peak: "peak per request"}, GIB)
     card = _card_memory(df, peak, rem, gpu_total)
     return {
-        "stages": _frame(df, stages),
-        "step": _frame(df, {DIFFUSION_KEYS["step_log"]: "s / step"}),
+        "stages": labelled_frame(df, stages),
+        "step": labelled_frame(df, {DIFFUSION_KEYS["step_log"]: "s / step"}),
         "memory": pd.concat([memory, card], ignore_index=True) if not card.empty else memory,
-        "queue": _frame(df, queue),
+        "queue": labelled_frame(df, queue),
     }
 
 
@@ -80,7 +82,7 @@ def _card_memory(df: pd.DataFrame, peak: str, rem: str, gpu_total: list[str]) ->
             v = both.to_numpy(dtype=float) * GIB
             return pd.DataFrame({"ts": both.index.to_numpy(dtype=float), "label": "card memory",
                                  "value": v, "min": v, "max": v})
-    nvml = _frame(df, dict.fromkeys(gpu_total, "card memory (NVML)"))
+    nvml = labelled_frame(df, dict.fromkeys(gpu_total, "card memory (NVML)"))
     if nvml.empty:
         return nvml
     return nvml.groupby(["ts", "label"], as_index=False).sum()

@@ -1,0 +1,103 @@
+"""The Server page's "GPU wall" panel: which wall each GPU hits, its evidence, a small chart, and
+for image servers the share of denoising time per wall with the what-if per card.
+
+Read model only (the page caches it and draws it): `wall_panel()` returns
+
+| key | what |
+|---|---|
+| walls | gpu_wall.gpu_walls(): per GPU the verdict, reason, means, shares and achieved bandwidth |
+| cards | per GPU with GPM: {index, title, verdict, bound_by (words), reason, evidence: [(label, text, help)], shares_text} ready to print |
+| series | chart frame (ts, label, value, min, max) of `gpu.<i>.gpm.dram_bw_util_ratio` and `gpu.<i>.gpm.tensor_any_ratio`, 0-1 |
+| not_available | the sentence for GPUs with telemetry but no GPM ("not available on this GPU"), else None |
+| verdict_since | start of the verdict's window (at most MAX_VERDICT_WINDOW_S before until) |
+| rules | the verdict rules in words, from gpu_wall's thresholds |
+| stage | image servers: gpu_wall_stage.stage_walls() of DenoisingStage; None for LLM servers |
+
+Cross-check a GPU's figures: `pitwall gpu-wall --server NAME --since 15m` prints the same verdict
+from the same rows; live, `nvidia-smi dmon --gpm-metrics 10,5,2` reads DRAM, tensor and SM activity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from dashboard.services.format import fmt_value
+from dashboard.services.gpu_wall import (
+    BANDWIDTH_MIN,
+    LOW,
+    SM_BUSY_MIN,
+    TENSOR_MIN,
+    VERDICTS,
+    gpu_walls,
+)
+from dashboard.services.gpu_wall_stage import stage_walls
+from dashboard.services.views.image_panels import labelled_frame
+from storage import repo
+
+NOT_AVAILABLE = "not available on this GPU"
+#: The verdict reads every raw GPM sample (one per poll): longer windows are judged on their last
+#: six hours, so a 7-day view stays a bounded read; the chart still spans the whole window.
+MAX_VERDICT_WINDOW_S = 6 * 3600.0
+GPM_SERIES = {"dram_bw_util_ratio": "DRAM bandwidth", "tensor_any_ratio": "tensor activity"}
+
+
+RULES = (f"per GPM sample: bandwidth when DRAM ≥ {100 * BANDWIDTH_MIN:.0f} % and above tensor; compute when "
+         f"tensor ≥ {100 * TENSOR_MIN:.0f} % (or SMs ≥ {100 * SM_BUSY_MIN:.0f} %); neither when DRAM and tensor are "
+         f"below {100 * LOW:.0f} % while requests run or wait; the window takes the most common")
+
+
+def _pct(ratio: float | None) -> str:
+    return NOT_AVAILABLE if ratio is None else fmt_value(ratio, "ratio")
+
+
+def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
+    """One GPU's verdict and evidence as printable text (gpu_walls' per-GPU dict in)."""
+    peak = gpu.get("peak_bw_bytes_s")
+    achieved = gpu.get("achieved_bw_bytes_s")
+    bw_text = (f"{fmt_value(achieved, 'bytes_s')} of {fmt_value(peak, 'bytes_s')}"
+               if achieved is not None and peak else "unknown card: peak not in GPU_SPECS")
+    shares = sorted(gpu["shares"].items(), key=lambda kv: VERDICTS.index(kv[0]))
+    return {
+        "index": gpu["index"],
+        "title": f"GPU {gpu['index']}" + (f" ({gpu['name']})" if gpu.get("name") else ""),
+        "verdict": gpu["verdict"],
+        "bound_by": fmt_value(VERDICTS.index(gpu["verdict"]), "verdict"),
+        "reason": gpu["reason"],
+        "evidence": [
+            ("DRAM bandwidth", _pct(gpu["dram_ratio"]), "mean GPM DRAM bandwidth utilisation"),
+            ("Tensor activity", _pct(gpu["tensor_ratio"]), "mean GPM tensor-core activity (any precision)"),
+            ("SM activity", _pct(gpu["sm_ratio"]), "mean GPM SM utilisation"),
+            ("Achieved bandwidth", bw_text, "DRAM utilisation × the card's peak (GPU_SPECS)"),
+        ],
+        "shares_text": ", ".join(f"{v} {fmt_value(s, 'ratio')}" for v, s in shares)
+                       + f" of {gpu['samples']} GPM samples",
+    }
+
+
+def wall_panel(engine: Engine, *, server_id: int, kind: str, since: float, until: float,
+               max_points: int = 200) -> dict[str, Any]:
+    """The panel's read model over [since, until) (module table); `verdict_since` is where the
+    verdict's window starts (since, or MAX_VERDICT_WINDOW_S before until)."""
+    verdict_since = max(since, until - MAX_VERDICT_WINDOW_S)
+    walls = gpu_walls(engine, server_id=server_id, since=verdict_since, until=until)
+    labels = {f"gpu.{g['index']}.gpm.{key}": f"GPU {g['index']} {label}"
+              for g in walls["gpus"] for key, label in GPM_SERIES.items()}
+    df = repo.bucketed_series(engine, server_id=server_id, metrics=list(labels), since=since,
+                              until=until, max_points=max_points) if labels else pd.DataFrame()
+    missing = walls.get("missing") or []
+    return {
+        "walls": walls,
+        "cards": [gpu_card(g) for g in walls["gpus"]],
+        "series": labelled_frame(df, labels),
+        "not_available": (f"GPU {', '.join(map(str, missing))}: DRAM bandwidth, tensor and SM "
+                          f"activity {NOT_AVAILABLE} (GPM needs Hopper or newer; on a container host "
+                          "point gpu.dcgm_url at a dcgm-exporter with profiling fields)")
+                         if missing else None,
+        "stage": stage_walls(engine, server_id=server_id, since=verdict_since, until=until)
+                 if kind == "image" else None,
+        "verdict_since": verdict_since,
+        "rules": RULES,
+    }

@@ -1,0 +1,115 @@
+"""AppTest of the Server page's GPU-wall panel: H200 recordings stored through the GPU collector
+(tests/gpu_seed.py) a minute ago, so the 15-minute window holds them; with GPM, without GPM,
+without GPUs, and the denoising share and what-if of an image server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from gpu_seed import store_recording
+from image_seed import seed_image
+from pwtest import REPO
+from streamlit.testing.v1 import AppTest
+
+from dashboard.services.format import fmt_value
+from storage import repo
+
+APP = str(REPO / "app.py")
+
+
+def _engine(app_env):
+    from storage.db import make_engine
+
+    return make_engine(app_env["PITWALL_DATABASE_URL"])
+
+
+def _llm(app_env, fixture: str | None) -> None:
+    eng = _engine(app_env)
+    srv = repo.upsert_server(eng, name="h200", base_url="http://127.0.0.1:1")
+    with eng.begin() as conn:  # a fresh health reading, so the page has a live server
+        repo.insert_samples(conn, rows=[{"ts": time.time() - 2, "server_id": srv.id, "launch_id": None,
+                                         "source": "api", "metric": "api.health_ok", "value": 1.0}])
+    if fixture:
+        store_recording(eng, fixture, t0=time.time() - 60, server_id=int(srv.id))
+    eng.dispose()
+
+
+def _run(**params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page("dashboard/pages/server.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _text(at: AppTest) -> str:
+    return " ".join(str(m.value) for m in [*at.markdown, *at.caption, *at.info])
+
+
+def test_copy_loop_panel_says_bandwidth_with_its_evidence_and_chart(app_env):
+    _llm(app_env, "nvml-h200-copy.json")
+    at = _run(server="h200", window="15m")
+    assert any("GPU wall" in s.value for s in at.subheader)
+    text = _text(at)
+    assert "**GPU 0 \\(NVIDIA H200\\)**" in text and "bound by: memory bandwidth" in text  # markdown-escaped
+    assert "GPM samples" in text and "Window " in text
+    m = _metrics(at)
+    dram = float(m["DRAM bandwidth"].rstrip(" %"))
+    assert dram > 80 and float(m["Tensor activity"].rstrip(" %")) < 10
+    assert m["Achieved bandwidth"].endswith("TB/s of 4.80 TB/s")
+    assert float(m["Achieved bandwidth"].split()[0]) == pytest.approx(dram / 100 * 4.8, abs=0.01)
+    specs = " ".join(str(c.proto.spec) for c in at.get("vega_lite_chart"))
+    assert "DRAM bandwidth and tensor activity" in specs and "GPU 0 tensor activity" in specs
+
+
+def test_matmul_loop_panel_says_compute(app_env):
+    _llm(app_env, "nvml-h200-matmul-gpm.json")
+    at = _run(server="h200", window="15m")
+    assert "bound by: compute" in _text(at)
+    assert float(_metrics(at)["Tensor activity"].rstrip(" %")) > 80
+
+
+def test_gpu_without_gpm_says_not_available_never_zero(app_env):
+    _llm(app_env, "nvml-h200-matmul.json")  # recorded before GPM reads
+    at = _run(server="h200", window="15m")
+    assert any("not available on this GPU" in i.value for i in at.info)
+    assert "DRAM bandwidth" not in _metrics(at) and "bound by:" not in _text(at)
+
+
+def test_server_without_gpus_says_no_telemetry(app_env):
+    _llm(app_env, None)
+    at = _run(server="h200", window="15m")
+    assert any("GPU wall" in s.value for s in at.subheader)
+    assert "No GPU telemetry in this window" in _text(at)
+
+
+def test_image_server_shows_denoising_share_and_the_what_if(app_env):
+    from dashboard.services.gpu_wall_stage import stage_walls
+
+    eng = _engine(app_env)
+    t0 = time.time() - 60
+    ids = seed_image(eng, name="demo-image", t0=t0)
+    # DenoisingStage lines at t0 + 0, 2, 4, 6 of 8 s each: [t0 − 8, t0 + 6]; the copy loop's GPM
+    # samples at t0 − 9 .. t0 + 2 cover [t0 − 10, t0 + 2] of it
+    store_recording(eng, "nvml-h200-copy.json", t0=t0 - 10, server_id=ids["server_id"])
+    want = stage_walls(eng, server_id=ids["server_id"], since=t0 - 900, until=t0 + 600)
+    eng.dispose()
+    at = _run(server="demo-image", window="15m")
+    m = _metrics(at)
+    assert float(m["Bandwidth-bound share"].rstrip(" %")) >= 80
+    b300 = next(r for r in want["what_if"] if r["card"] == "B300")
+    assert m["Seconds per step on B300 (what-if)"] == fmt_value(b300["step_s"], "s")
+    assert b300["step_s"] < 0.3  # most of a 0.4 s step scales with 4.8 → 8 TB/s
+    assert "Assumption: from H200 to B300: assumes the" in _text(at)
+    at.selectbox(key="gpu_wall_what_if").select("A100 SXM 80GB").run()
+    assert not at.exception
+    slower = _metrics(at)["Seconds per step on A100 SXM 80GB (what-if)"]
+    assert slower.endswith("ms") and float(slower.split()[0]) > 400  # 2.04 TB/s: slower than now
