@@ -213,6 +213,10 @@ class GpuCollector:
                 )
                 return result
         readings = read_gpus(self._backend)
+        problems = getattr(self._backend, "problems", None)  # DcgmFleet: a failing exporter
+        for message in problems() if callable(problems) else []:
+            result.events.append(EventRow(ctx.now(), None, "collector_error", message,
+                                          severity="warning"))
         self._save_info(ctx, readings)
         needs_pids = any(s.pids for s in ctx.servers)
         owners = pid_owner_map(ctx.servers) if needs_pids else {}
