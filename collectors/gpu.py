@@ -36,7 +36,9 @@ go to server_id 0 (the host). `gpu.<i>.server_mem_bytes` goes to the server owni
 
 On a GPU or driver without GPM the `gpm.*` keys are absent ("not available on this GPU", kept in
 the reading's errors), never 0; the first read after start has no interval yet and no `gpm.*`.
-A critical XID (NVML event set) becomes one `gpu_xid` event per claiming server.
+A critical XID (NVML event set) becomes one `gpu_xid` event per claiming server. With several
+dcgm-exporters (collectors/gpu_dcgm.DcgmFleet), each exporter that fails while others answer is
+one `collector_error` event when it starts failing, and the others' samples are written.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ dcgm-exporter"), never 0. MIG instance series (`GPU_I_ID` label) are left out: P
 whole GPUs. The XID gauge holds the last XID since the exporter started: its first reading is the
 baseline (its time is unknown), and each later change to a non-zero value is one `gpu_xid` event.
 Cross-check: `curl -s http://HOST:9400/metrics | grep -E 'DCGM_FI_(DEV_GPU_UTIL|PROF_DRAM_ACTIVE)'`.
+
+Several exporters (`gpu.dcgm_url` as a list: one per node, or one per simulator process) are one
+`DcgmFleet`: GPUs merged by their `gpu` label, which must not clash across exporters; each
+failing exporter (or clash) is one error, the others' readings stay.
 """
 
 from __future__ import annotations
