@@ -36,7 +36,9 @@ go to server_id 0 (the host). `gpu.<i>.server_mem_bytes` goes to the server owni
 
 On a GPU or driver without GPM the `gpm.*` keys are absent ("not available on this GPU", kept in
 the reading's errors), never 0; the first read after start has no interval yet and no `gpm.*`.
-A critical XID (NVML event set) becomes one `gpu_xid` event per claiming server.
+A critical XID (NVML event set) becomes one `gpu_xid` event per claiming server. With several
+dcgm-exporters (collectors/gpu_dcgm.DcgmFleet), each exporter that fails while others answer is
+one `collector_error` event when it starts failing, and the others' samples are written.
 """
 
 from __future__ import annotations
@@ -213,6 +215,10 @@ class GpuCollector:
                 )
                 return result
         readings = read_gpus(self._backend)
+        problems = getattr(self._backend, "problems", None)  # DcgmFleet: a failing exporter
+        for message in problems() if callable(problems) else []:
+            result.events.append(EventRow(ctx.now(), None, "collector_error", message,
+                                          severity="warning"))
         self._save_info(ctx, readings)
         needs_pids = any(s.pids for s in ctx.servers)
         owners = pid_owner_map(ctx.servers) if needs_pids else {}

@@ -31,6 +31,10 @@ dcgm-exporter"), never 0. MIG instance series (`GPU_I_ID` label) are left out: P
 whole GPUs. The XID gauge holds the last XID since the exporter started: its first reading is the
 baseline (its time is unknown), and each later change to a non-zero value is one `gpu_xid` event.
 Cross-check: `curl -s http://HOST:9400/metrics | grep -E 'DCGM_FI_(DEV_GPU_UTIL|PROF_DRAM_ACTIVE)'`.
+
+Several exporters (`gpu.dcgm_url` as a list: one per node, or one per simulator process) are one
+`DcgmFleet`: GPUs merged by their `gpu` label, which must not clash across exporters; each
+failing exporter (or clash) is one error, the others' readings stay.
 """
 
 from __future__ import annotations
@@ -187,3 +191,61 @@ class DcgmBackend:
 
     def close(self) -> None:
         pass
+
+
+class DcgmFleet:
+    """Several dcgm-exporters read as one host-wide GPU list (`gpu.dcgm_url` with several URLs:
+    one per node, or one per simulator process).
+
+    GPU indices come from each exporter's `gpu` label and must not clash: a GPU index already
+    read from an earlier URL is left out of a later exporter's reading, with an error naming
+    both URLs. An exporter that fails is one error of its own; the others' readings stay.
+    `problems()` hands each new error to the collector once (again only after that exporter
+    recovered and failed anew); when every exporter fails, `read_raw()` raises their errors.
+    """
+
+    def __init__(self, urls: list[str], *, deadline_s: float = DEADLINE_S) -> None:
+        self.members = [DcgmBackend(u, deadline_s=deadline_s) for u in urls]
+        self._errors: dict[str, str] = {}
+        self._reported: dict[str, str] = {}
+
+    def read_raw(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        owner: dict[int, str] = {}
+        errors: dict[str, str] = {}
+        for member in self.members:
+            try:
+                raws = member.read_raw()
+            except CollectorError as exc:
+                errors[member.url] = str(exc)
+                continue
+            for raw in raws:
+                index = raw["index"]
+                if index in owner:
+                    errors[member.url] = (
+                        f"dcgm-exporter at {member.url} reports GPU {index}, which {owner[index]} "
+                        "reports too; GPU indices (the exporters' gpu label) must be distinct "
+                        "across the URLs in gpu.dcgm_url, so this GPU is left out: list each "
+                        "host's exporter once and give simulated GPUs distinct SGLANG_SIM_GPU_INDEX.")
+                    continue
+                owner[index] = member.url
+                out.append(raw)
+        self._errors = errors
+        if errors and not out:
+            raise CollectorError(" ".join(errors.values()))
+        return sorted(out, key=lambda raw: int(raw["index"]))
+
+    def problems(self) -> list[str]:
+        """Errors of the last read not handed out yet (one per failing exporter)."""
+        new = [msg for url, msg in self._errors.items() if self._reported.get(url) != msg]
+        self._reported = dict(self._errors)
+        return new
+
+    def meta(self) -> dict[str, Any]:
+        driver = next((m.meta()["driver"] for m in self.members if m.meta()["driver"]), None)
+        return {"source": "dcgm-exporter", "url": ", ".join(m.url for m in self.members),
+                "driver": driver}
+
+    def close(self) -> None:
+        for member in self.members:
+            member.close()

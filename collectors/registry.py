@@ -27,14 +27,16 @@ def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
 
 
 def _gpu(groups: dict[str, dict[str, Any]]) -> Collector:
-    """NVML by default; a dcgm-exporter instead when `gpu.dcgm_url` is set (no NVML in a container)."""
+    """NVML by default; dcgm-exporters instead when `gpu.dcgm_url` lists one or more (no NVML in a
+    container; one exporter per node or per simulator process, merged by DcgmFleet)."""
     from collectors.gpu import GpuCollector
 
-    url = (groups.get("gpu") or {}).get("dcgm_url")
-    if url:
-        from collectors.gpu_dcgm import DcgmBackend
+    raw = (groups.get("gpu") or {}).get("dcgm_url")
+    urls = [raw] if isinstance(raw, str) else list(raw or [])
+    if urls:
+        from collectors.gpu_dcgm import DcgmFleet
 
-        return GpuCollector(backend_factory=lambda: DcgmBackend(str(url)))
+        return GpuCollector(backend_factory=lambda: DcgmFleet([str(u) for u in urls]))
     return GpuCollector()
 
 

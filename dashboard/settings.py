@@ -22,6 +22,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: (throughput and cost have no global defaults: they depend on model, hardware and price).
 #: A [slo.servers.demo] table in pitwall.toml overrides them.
 DEMO_SLO: dict[str, Any] = {"output_tok_s": 400.0, "usd_per_1m_output_tok": 5.0}
+#: The demo servers' dcgm-exporter look-alikes listen at their server's port + this (the demo
+#: profiles set SGLANG_SIM_DCGM_PORT = "+100"): demo_port + 100 (demo, GPU 0) and + 101
+#: (demo-image, GPU 1). Read when the demo runs and gpu.dcgm_url is unset.
+DEMO_DCGM_PORT_OFFSET = 100
+
+
+def demo_dcgm_urls(demo_port: int) -> list[str]:
+    """The demo's exporters: LLM demo (port demo_port) and image demo (demo_port + 1)."""
+    return [f"http://127.0.0.1:{demo_port + i + DEMO_DCGM_PORT_OFFSET}/metrics" for i in (0, 1)]
 
 
 class SettingsError(ValueError):
@@ -32,7 +41,7 @@ class SettingsError(ValueError):
 class SettingSpec:
     key: str  # key in pitwall.toml (dotted for tables)
     env: str | None  # PITWALL_* variable, when one exists
-    kind: str  # "str" | "int" | "float" | "bool" | "path" | "list[int]" | "list[str]" | "servers"
+    kind: str  # "str" | "int" | "float" | "bool" | "path" | "list[int]" | "list[str]" | "list[url]" | "servers"
     default: Any
     help: str
 
@@ -95,9 +104,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("retention.launch_logs_mb", None, "float", 1024.0,
                 "MB of managed servers' launch logs kept in the data folder's logs/ (each launch "
                 "starts a fresh file; the oldest ended ones go first, never a live one); 0 keeps them all."),
-    SettingSpec("gpu.dcgm_url", "PITWALL_GPU_DCGM_URL", "str", None,
-                "A dcgm-exporter's /metrics (e.g. http://127.0.0.1:9400/metrics) to read GPUs from "
-                "instead of NVML, where Pitwall cannot load NVML (containers, Kubernetes nodes)."),
+    SettingSpec("gpu.dcgm_url", "PITWALL_GPU_DCGM_URL", "list[url]", [],
+                "dcgm-exporter /metrics URLs (one, or a list: one per node or per simulator; "
+                "comma-separated in the variable) to read GPUs from instead of NVML, where Pitwall "
+                "cannot load NVML (containers, Kubernetes nodes); their GPU indices must not clash. "
+                "Unset while the demo runs: the demo servers' exporters (demo_port + 100 and + 101)."),
     SettingSpec("launch.allowed_entrypoints", None, "list[str]", [],
                 "Entrypoints a profile may name beside `sglang.launch_server`, `sglang serve` and the bundled simulator."),
     SettingSpec("launch.allowed_env", None, "list[str]", [],
@@ -154,7 +165,7 @@ class Settings:
     runner: dict[str, Any] = field(default_factory=dict)  # auto_restart, restart_budget, ...
     launch: dict[str, Any] = field(default_factory=dict)  # allowed_entrypoints, allowed_env
     retention: dict[str, Any] = field(default_factory=dict)  # samples_days, rollups_days, ... (days)
-    gpu: dict[str, Any] = field(default_factory=dict)  # dcgm_url
+    gpu: dict[str, Any] = field(default_factory=dict)  # dcgm_url: list of URLs
     compare: dict[str, Any] = field(default_factory=dict)  # ssim_min
     servers: list[ServerConfig] = field(default_factory=list)
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
@@ -208,9 +219,11 @@ def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
             if low in ("0", "false", "no", "off", ""):
                 return False
             raise ValueError
-        if spec.kind == "list[str]":
+        if spec.kind in ("list[str]", "list[url]"):
             items = [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else value
             if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+                raise ValueError
+            if spec.kind == "list[url]" and not all(x.startswith(("http://", "https://")) for x in items):
                 raise ValueError
             return list(items)
         if spec.kind == "list[int]":
@@ -228,6 +241,9 @@ def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
             "bool": "true or false",
             "list[int]": "positive whole numbers, e.g. [1, 4, 8, 16] or 1,4,8,16",
             "list[str]": 'a list of names, e.g. ["MY_VAR", "MYLIB_*"] or NAME1,NAME2',
+            "list[url]": ('a URL or a list of URLs, e.g. "http://node1:9400/metrics" or '
+                          '["http://node1:9400/metrics", "http://node2:9400/metrics"] '
+                          "(comma-separated in the environment variable)"),
         }
         raise SettingsError(f"Setting {where} is {value!r}; expected {forms[spec.kind]}.") from None
     return value
@@ -363,6 +379,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         per_server = dict(slo.get("servers") or {})
         per_server["demo"] = {**DEMO_SLO, **(per_server.get("demo") or {})}
         slo["servers"] = per_server
+    gpu = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("gpu.")}
+    if demo_active and not gpu["dcgm_url"]:
+        gpu["dcgm_url"] = demo_dcgm_urls(values["demo_port"])
     return Settings(
         data_dir=data_dir,
         database_url=database_url,
@@ -382,7 +401,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         compare=compare,
         launch=launch,
         retention=retention,
-        gpu={k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("gpu.")},
+        gpu=gpu,
         servers=servers,
         slo=slo,
         config_path=config_path,

@@ -20,4 +20,7 @@ storage): Pitwall treats it exactly as a real SGLang server. Module map:
 - ``lifecycle``     bind, access log, API key, signals, death
 - ``image_server``  the ``sglang serve`` diffusion server stand-in and its PNG writer
 - ``faults``        ``--sim-fault`` specs and the PyTorch/SGLang text they print
+- ``gpu_activity``  what each simulated GPU ran (roofline FLOPs and bytes per forward), averaged
+                    into DCGM's profiling ratios, power and energy
+- ``dcgm``          the dcgm-exporter look-alike (``SGLANG_SIM_DCGM_PORT``, ``SGLANG_SIM_GPU_INDEX``)
 """

@@ -19,6 +19,9 @@ Simulator knobs (never passed to a real server):
 | --sim-startup-s | weights/5 GB/s + 2 s | model seconds from start to ready |
 | --sim-report-lag | off | add sim_scheduling_lag_ratio, sim_max_scheduling_lag_s, sim_model_time_s to /server_info internal_states (off: the key set stays exactly SGLang's) |
 
+Environment only: ``SGLANG_SIM_DCGM_PORT`` and ``SGLANG_SIM_GPU_INDEX`` start the
+dcgm-exporter look-alike (simulator/dcgm.py); a bad value fails like a bad flag.
+
 Each knob can also come from the environment as ``SGLANG_SIM_<KNOB>`` (``SGLANG_SIM_SPEED=50``,
 ``SGLANG_SIM_FAULT=oom-after=3,hang-after=9``), so a launch profile keeps only real SGLang flags
 and puts simulator settings in its [env]; a flag on the command line wins over the variable.
@@ -140,6 +143,13 @@ def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> N
         parser.error(f"SGLANG_SIM_KIND/SGLANG_SIM_GPU: invalid value {ns.sim_kind!r}/{ns.sim_gpu!r}")
     if ns.sim_speed <= 0:
         parser.error("argument --sim-speed: must be > 0")
+    from simulator import dcgm
+
+    try:  # the dcgm-exporter look-alike's environment (simulator/dcgm.py)
+        ns.sim_dcgm_port = dcgm.exporter_port(ns.port or 30000)
+        ns.sim_gpu_index = dcgm.gpu_index_base()
+    except ValueError as exc:
+        parser.error(str(exc))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

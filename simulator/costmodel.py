@@ -57,6 +57,15 @@ ACTIVATION_RESERVE_BYTES = 2 * GB
 
 
 @dataclass(frozen=True)
+class Work:
+    """What one forward asks of one GPU: dense FLOPs and HBM bytes moved (the roofline's two
+    sides; simulator/dcgm.py turns them into tensor and DRAM activity)."""
+
+    flops: float
+    hbm_bytes: float
+
+
+@dataclass(frozen=True)
 class GpuSpec:
     name: str
     memory_bytes: float
@@ -165,12 +174,28 @@ class CostModel:
     def _overhead(self, graph: bool) -> float:
         return STEP_OVERHEAD_S + (0.0 if graph else NO_GRAPH_PER_LAYER_S * self.shape.layers)
 
+    @property
+    def peak_flops(self) -> float:
+        """Dense tensor FLOP/s of one GPU at this launch's weight precision."""
+        return self.gpu.bf16_flops * self.flops_mult
+
+    def decode_work(self, batch: int, kv_tokens: int) -> Work:
+        """FLOPs and HBM bytes one GPU does in one decode forward (weights + KV read once)."""
+        return Work(2 * self.shape.params * batch / self.tp,
+                    (self.weight_bytes + kv_tokens * self.kv_bytes_per_token) / self.tp)
+
+    def prefill_work(self, new_tokens: int, cached_tokens: int) -> Work:
+        """FLOPs and HBM bytes one GPU does in one prefill forward (weights read once)."""
+        s = self.shape
+        flops = (2 * s.params * new_tokens
+                 + 4 * s.layers * s.hidden * new_tokens * (cached_tokens + new_tokens / 2))
+        return Work(flops / self.tp, self.weight_bytes / self.tp)
+
     def decode_time(self, batch: int, kv_tokens: int) -> float:
         """One decode forward of ``batch`` requests reading ``kv_tokens`` cached tokens."""
-        mem = (self.weight_bytes + kv_tokens * self.kv_bytes_per_token) / self.tp
-        t_mem = mem / (self.gpu.hbm_bw * MEM_EFF)
-        t_cmp = 2 * self.shape.params * batch / (self.tp * self.gpu.bf16_flops * self.flops_mult
-                                                 * MFU)
+        work = self.decode_work(batch, kv_tokens)
+        t_mem = work.hbm_bytes / (self.gpu.hbm_bw * MEM_EFF)
+        t_cmp = work.flops / (self.peak_flops * MFU)
         t = max(t_mem, t_cmp)
         if self.torch_compile and batch <= self.torch_compile_max_bs:
             t *= 1 - TORCH_COMPILE_GAIN
@@ -178,11 +203,9 @@ class CostModel:
 
     def prefill_time(self, new_tokens: int, cached_tokens: int) -> float:
         """One prefill (extend) forward of ``new_tokens`` on top of ``cached_tokens`` prefix."""
-        s = self.shape
-        flops = (2 * s.params * new_tokens
-                 + 4 * s.layers * s.hidden * new_tokens * (cached_tokens + new_tokens / 2))
-        t_cmp = flops / (self.tp * self.gpu.bf16_flops * self.flops_mult * MFU)
-        t_mem = (self.weight_bytes / self.tp) / (self.gpu.hbm_bw * MEM_EFF)
+        work = self.prefill_work(new_tokens, cached_tokens)
+        t_cmp = work.flops / (self.peak_flops * MFU)
+        t_mem = work.hbm_bytes / (self.gpu.hbm_bw * MEM_EFF)
         # SGLang runs prefill eagerly (no prefill graphs by default).
         return max(t_cmp, t_mem) + self._overhead(False) + self._comm(new_tokens)
 
@@ -250,14 +273,19 @@ class DiffusionCost:
     def tokens(self, width: int, height: int, text_tokens: int) -> int:
         return (width // 16) * (height // 16) + text_tokens
 
-    def forward_s(self, width: int, height: int, text_tokens: int, batch: int = 1) -> float:
-        """One DiT forward of `batch` requests on one GPU group (roofline, model seconds)."""
+    def forward_work(self, width: int, height: int, text_tokens: int, batch: int = 1) -> Work:
+        """FLOPs and HBM bytes of one DiT forward of `batch` requests on one GPU of the group."""
         s = self.tokens(width, height, text_tokens)
         flops = batch * (2 * self.params * s + 4 * DIT_LAYERS * DIT_HIDDEN * s * s)
         act = batch * ACT_RW_PER_LAYER * s * DIT_HIDDEN * 2 * DIT_LAYERS
         split = self.tp * self.sp
-        mem_s = (2 * self.params / self.tp + act / split) / (self.gpu.hbm_bw * MEM_EFF)
-        comp_s = flops / split / (self.gpu.bf16_flops * DIT_MFU)
+        return Work(flops / split, 2 * self.params / self.tp + act / split)
+
+    def forward_s(self, width: int, height: int, text_tokens: int, batch: int = 1) -> float:
+        """One DiT forward of `batch` requests on one GPU group (roofline, model seconds)."""
+        work = self.forward_work(width, height, text_tokens, batch)
+        mem_s = work.hbm_bytes / (self.gpu.hbm_bw * MEM_EFF)
+        comp_s = work.flops / (self.gpu.bf16_flops * DIT_MFU)
         comm_s = 2 * SP_COMM_PER_LAYER_S * DIT_LAYERS * batch if self.sp > 1 else 0.0
         return max(mem_s, comp_s) + comm_s
 

@@ -26,6 +26,10 @@ Log lines (0.5.23 forms, prefix ``[MM-DD HH:MM:SS] ``, stdout): ``[<Stage>] star
 processing. Generated N outputs in \\033[92mX\\033[0;0m seconds`` (only with batching),
 ``Peak memory usage: 61623.45 MB``, and after the warm-up ``The server is fired up and ready to
 roll!``. 0.5.23 prints no ``Peak GPU memory: ... Remaining GPU memory at peak`` line.
+
+GPU activity (for the dcgm-exporter look-alike, simulator/dcgm.py, with SGLANG_SIM_DCGM_PORT):
+text encoding a short bandwidth burst, denoising the DiT roofline's FLOPs and bytes per computed
+step (compute bound at 1024² for Qwen-Image, so tensor high and DRAM low), VAE decode compute.
 """
 
 from __future__ import annotations
@@ -46,8 +50,18 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from simulator import lifecycle, logfmt, tokenizer
-from simulator.costmodel import GB, GPUS, DiffusionCost, parse_params
+from simulator import dcgm, lifecycle, logfmt, tokenizer
+from simulator.costmodel import (
+    DIT_MFU,
+    GB,
+    GPUS,
+    TEXT_ENCODER_BYTES,
+    WORKSPACE_BYTES,
+    DiffusionCost,
+    Work,
+    parse_params,
+)
+from simulator.gpu_activity import Activity
 from simulator.image_png import encode_png, perturb, pixels
 from simulator.llm_api import json_response
 from simulator.metrics import DiffusionMetrics
@@ -112,6 +126,21 @@ class ImageServer:
         replica = f"tcp://{ns.host}:{ns.scheduler_port}"
         self.metrics = DiffusionMetrics(replica) if ns.enable_metrics else None
         self.started_at = time.time()
+        self.activity = Activity(self.gpu, dcgm.CARDS[ns.sim_gpu][0],
+                                 lambda: time.monotonic() * self.speed, mfu=DIT_MFU)
+        self.fb_used_bytes = 0.6 * GB  # CUDA context; the pipeline's weights arrive at load
+
+    def resident_bytes(self) -> float:
+        """What stays on GPU 0 between requests: DiT weights / tp, text encoder, workspace."""
+        return 2 * self.params / self.cost.tp + TEXT_ENCODER_BYTES + WORKSPACE_BYTES
+
+    async def start_exporter(self) -> web.AppRunner | None:
+        """The dcgm-exporter look-alike, when SGLANG_SIM_DCGM_PORT is set (simulator/dcgm.py)."""
+        if self.ns.sim_dcgm_port is None:
+            return None
+        group = dcgm.GpuGroup(self.activity, self.ns.num_gpus, lambda: self.fb_used_bytes)
+        return await dcgm.start(self.ns.host, self.ns.sim_dcgm_port, [group],
+                                sim_gpu=self.ns.sim_gpu, seed=self.ns.sim_seed)
 
     async def msleep(self, model_s: float) -> None:
         await asyncio.sleep(model_s / self.speed)
@@ -119,8 +148,10 @@ class ImageServer:
     async def startup(self) -> int:
         load_s = self.ns.sim_startup_s if self.ns.sim_startup_s is not None else \
             self.params * 2 / 5e9 + 3.0
+        exporter = await self.start_exporter()
         self.log.log(f"Loading pipeline from {self.ns.model_path} on {self.ns.num_gpus} GPU(s)")
         await self.msleep(load_s)
+        self.fb_used_bytes = self.resident_bytes()
         app = web.Application(middlewares=[lifecycle.make_middleware(self.log, None)])
         self.add_routes(app)
         runner = await lifecycle.bind(app, self.ns.host, self.ns.port, self.log)
@@ -136,6 +167,8 @@ class ImageServer:
         await stop.wait()
         worker.cancel()
         await lifecycle.shutdown(runner, self.log)
+        if exporter is not None:
+            await exporter.cleanup()
         return 0
 
     # --- scheduling ---------------------------------------------------------------------------
@@ -190,6 +223,8 @@ class ImageServer:
         except MemoryError as exc:
             self._fail(batch, str(exc), now)
             return
+        finally:
+            self.fb_used_bytes = self.resident_bytes()
         for job in batch:
             if m:
                 m.finish((time.monotonic() - job.arrived) * self.speed, error=False,
@@ -207,9 +242,13 @@ class ImageServer:
             self.log.log(f"Peak memory usage: {peak / 2**20:.2f} MB")
         self._publish_depths(running=0)
 
-    async def _stage(self, name: str, seconds: float, quiet: bool) -> float:
+    async def _stage(self, name: str, seconds: float, quiet: bool, work: Work | None = None,
+                     pcie_tx_bytes: float = 0.0) -> float:
         if not quiet:
             self.log.log(f"[{name}] started...")
+        if work is not None:
+            self.activity.record(self.activity.clock(), seconds, work,
+                                 pcie_tx_bytes=pcie_tx_bytes)
         await self.msleep(seconds)
         if not quiet:
             self.log.log(f"[{name}] finished in {seconds:.4f} seconds")
@@ -224,7 +263,10 @@ class ImageServer:
         total = 0.0
         for name, secs in zip(PRE_STAGES, (0.0005, 0.06 * len(batch), 0.0003, 0.0004),
                               strict=True):
-            total += await self._stage(name, secs, quiet)
+            # the text encoder (~7B) reads its weights once per prompt: a short bandwidth burst
+            enc = Work(2 * 7e9 * text * len(batch), TEXT_ENCODER_BYTES) \
+                if name == "TextEncodingStage" else None
+            total += await self._stage(name, secs, quiet, enc)
             if name == "TextEncodingStage" and first.edit:
                 total += await self._stage(EDIT_STAGE, c.decode_s(w, h, images) / 2, quiet)
         if peak > self.gpu.memory_bytes:
@@ -239,6 +281,12 @@ class ImageServer:
         den = step * computed + cached_step * (first.steps - computed)
         if not quiet:
             self.log.log("[DenoisingStage] started...")
+        self.fb_used_bytes = peak
+        passes = 2 if first.cfg and not c.cfg_parallel else 1
+        fwd = c.forward_work(w, h, text, images)
+        # the roofline's side, not the issue's guess: at 1024² a Qwen-Image step is compute bound
+        self.activity.record(self.activity.clock(), den, Work(
+            fwd.flops * passes * computed, fwd.hbm_bytes * passes * computed))
         await self.msleep(den)
         if not quiet:
             rate = first.steps / den if den > 0 else 0.0
@@ -253,7 +301,11 @@ class ImageServer:
                                                cached_step)
                 self.metrics.observe_stage("DenoisingStage", den)
         total += den
-        total += await self._stage("DecodingStage", c.decode_s(w, h, images), quiet)
+        dec_s = c.decode_s(w, h, images)
+        # VAE decode: convolutions at ~40 % of tensor peak; the image leaves over PCIe
+        total += await self._stage("DecodingStage", dec_s, quiet,
+                                   Work(0.4 * dec_s * self.gpu.bf16_flops, 2 * w * h * 3 * images),
+                                   pcie_tx_bytes=3.0 * w * h * images)
         return total
 
     def _fail(self, batch: list[Job], message: str, started: float) -> None:

@@ -35,13 +35,15 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
+from simulator import dcgm, grammar, lifecycle, llm_api, logfmt, tokenizer
 from simulator import faults as faultmod
-from simulator import grammar, lifecycle, llm_api, logfmt, tokenizer
 from simulator.costmodel import GIB, CostModel, infer_params, make_cost_model, parse_params
+from simulator.gpu_activity import Activity
 from simulator.metrics import LlmMetrics
 from simulator.scheduler import SchedConfig, Scheduler, SimRequest
 
 VERSION = "0.5.23"
+CUDA_CONTEXT_GIB = 0.6  # what the startup line's "avail mem" leaves out of the card's memory
 # ServerArgs field set and defaults of 0.5.23 (see the file's "_about").
 SERVER_ARGS: dict[str, Any] = json.loads(
     (Path(__file__).with_name("sglang_0_5_23_server_args.json")).read_text())
@@ -83,6 +85,9 @@ class LlmServer:
         self.load_s = 0.0
         self.graph_bs: list[int] = []
         self.after_pool_gib = 0.0
+        self.fb_used_bytes = CUDA_CONTEXT_GIB * GIB  # per GPU; grows as startup loads
+        self.activities = [Activity(self.cost.gpu, dcgm.CARDS[ns.sim_gpu][0], self._clock)
+                           for _ in range(ns.dp_size)]
 
     # ------------------------------------------------------------------ helpers
     def tags(self, dp: int, tp: int = 0) -> str:
@@ -100,6 +105,19 @@ class LlmServer:
 
     async def msleep(self, model_s: float) -> None:
         await asyncio.sleep(model_s / self.speed)
+
+    def _clock(self) -> float:
+        """Model seconds on the wall clock (the rate every scheduler's clock runs at)."""
+        return time.monotonic() * self.speed
+
+    async def start_exporter(self) -> web.AppRunner | None:
+        """The dcgm-exporter look-alike, when SGLANG_SIM_DCGM_PORT is set (simulator/dcgm.py)."""
+        if self.ns.sim_dcgm_port is None:
+            return None
+        groups = [dcgm.GpuGroup(a, self.ns.tp_size, lambda: self.fb_used_bytes)
+                  for a in self.activities]
+        return await dcgm.start(self.ns.host, self.ns.sim_dcgm_port, groups,
+                                sim_gpu=self.ns.sim_gpu, seed=self.ns.sim_seed)
 
     def fatal(self, kind: str, detail: str, dp: int = 0) -> None:
         """Scheduler crash paths; see faults.py. Runs the death asynchronously for NCCL."""
@@ -149,6 +167,7 @@ class LlmServer:
         load_s = ns.sim_startup_s if ns.sim_startup_s is not None else \
             c.weight_bytes / c.tp / 5e9 + 2.0
         self.load_s = load_s
+        exporter = await self.start_exporter()
         self.log.log(f"server_args={self.server_args_dict()!r}")
         if ns.disable_cuda_graph:
             self.log.log("The command line argument '--disable-cuda-graph' is deprecated and "
@@ -160,6 +179,7 @@ class LlmServer:
         if self.faults.crash_at_start:
             self.fatal("crash", "")
             return 1
+        self.fb_used_bytes += c.weight_bytes / c.tp
         self.all_ranks(f"Load weight end. elapsed={load_s * 0.6:.2f} s, type={c.shape.arch}, "
                        f"avail mem={avail - weights_gib:.2f} GB, mem usage={weights_gib:.2f} GB.")
         if self.pool_tokens <= 0:
@@ -168,6 +188,7 @@ class LlmServer:
         kv_gib = self.pool_tokens * c.kv_bytes_per_token / c.tp / GIB
         after_pool = avail - weights_gib - kv_gib
         self.after_pool_gib = after_pool
+        self.fb_used_bytes += kv_gib * GIB
         kv_dtype = "torch.float8_e5m2" if c.kv_dtype_bytes == 1 else "torch.bfloat16"
         self.all_ranks(f"KV Cache is allocated. dtype: {kv_dtype}, #tokens: {self.pool_tokens}, "
                        f"K size: {kv_gib / 2:.2f} GB, V size: {kv_gib / 2:.2f} GB")
@@ -182,6 +203,7 @@ class LlmServer:
             self.all_ranks(f"Capture target decode CUDA graph end. elapsed={load_s * 0.4:.2f} s, "
                            f"mem usage=0.45 GB, avail mem={after_pool - 0.45:.2f} GB.")
             after_pool -= 0.45
+            self.fb_used_bytes += 0.45 * GIB
         else:
             await self.msleep(load_s * 0.4)
         self.all_ranks(f"max_total_num_tokens={self.pool_tokens}, chunked_prefill_size="
@@ -201,6 +223,8 @@ class LlmServer:
         for s in self.schedulers:
             s.abort_all("The server is shutting down.")
         await lifecycle.shutdown(runner, self.log)
+        if exporter is not None:
+            await exporter.cleanup()
         return 0
 
     def _start_schedulers(self) -> None:
@@ -217,6 +241,7 @@ class LlmServer:
             s = Scheduler(cfg, self.log, functools.partial(self._fatal_at, dp),
                           on_finish=self._on_finish, on_stats=self._on_stats)
             s.on_first = self._on_first
+            s.activity = self.activities[dp]
             self.schedulers.append(s)
             loop.create_task(s.run())
 

@@ -27,8 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from simulator import logfmt
-from simulator.costmodel import CostModel
+from simulator.costmodel import CostModel, Work
 from simulator.faults import Faults
+from simulator.gpu_activity import Activity
 from simulator.kvpool import KvPool
 from simulator.request import SimRequest
 from simulator.tokenizer import EOS_TOKEN_ID
@@ -101,6 +102,10 @@ class Scheduler:
         self.busy_done_s = 0.0
         self.cur_lag_s = 0.0
         self.max_lag_s = 0.0
+        #: the GPU activity record the dcgm-exporter look-alike reads (simulator/dcgm.py)
+        self.activity: Activity | None = None
+        self._work = Work(0.0, 0.0)
+        self._pcie = (0.0, 0.0)
 
     # ----------------------------------------------------------------- memory
     @property
@@ -185,8 +190,9 @@ class Scheduler:
                 continue
             batch = self._prefill_batch()
             if batch is not None:
-                dt = self.cfg.cost.prefill_time(sum(b[1] for b in batch),
-                                                sum(b[3] for b in batch))
+                new, cached = sum(b[1] for b in batch), sum(b[3] for b in batch)
+                dt = self.cfg.cost.prefill_time(new, cached)
+                self._work, self._pcie = self.cfg.cost.prefill_work(new, cached), (4.0 * new, 0.0)
                 self.prefill_tokens_total += sum(b[1] for b in batch)
                 self.prefill_busy_s += dt
             elif self.running:
@@ -197,6 +203,7 @@ class Scheduler:
             else:
                 await asyncio.sleep(0.001)  # waiting requests that cannot fit: let aborts land
                 continue
+            self._record_activity(dt)
             self.model_time += dt
             target = self.anchor_wall + (self.model_time - self.anchor_model) / self.cfg.speed
             delay = target - loop.time()
@@ -209,6 +216,16 @@ class Scheduler:
                 self._decode_done()
             self.cur_lag_s = max(0.0, loop.time() - target)
             self.max_lag_s = max(self.max_lag_s, self.cur_lag_s)
+
+    def _record_activity(self, dt: float) -> None:
+        """The forward about to run, on the activity clock: it starts when the model clock
+        reaches model_time (now, when the scheduler runs late)."""
+        if self.activity is None:
+            return
+        ahead = max(0.0, self.model_time - self.now_model()) if self.busy else 0.0
+        self.activity.record(self.activity.clock() + ahead, dt, self._work,
+                             peak_flops=self.cfg.cost.peak_flops, pcie_rx_bytes=self._pcie[0],
+                             pcie_tx_bytes=self._pcie[1])
 
     # ----------------------------------------------------------------- faults
     def _check_faults(self) -> bool:
@@ -372,6 +389,7 @@ class Scheduler:
         batch = len(self.running)
         kv = sum(len(r.input_ids) + len(r.output_ids) for r in self.running)
         self.last_cuda_graph = self.cfg.cost.uses_graph(batch)
+        self._work, self._pcie = self.cfg.cost.decode_work(batch, kv), (0.0, 4.0 * batch)
         return self.cfg.cost.decode_time(batch, kv)
 
     def _retract(self, need: int) -> None:

@@ -6,6 +6,9 @@ whose profile (profiles/demo.toml) starts the bundled simulator; nothing downstr
 simulator. Beside it runs `demo-image` (kind image, port demo_port + 1): the simulator's
 `sglang serve` diffusion server with a simulated Qwen-Image on a simulated B300 (profiles/
 demo-image.toml; relaunch it under demo-image-fast for an acceleration A/B with the image check).
+The demo's GPUs: the LLM demo simulates GPU 0, the image demo GPU 1; each serves a dcgm-exporter
+look-alike at its port + 100 (profiles' SGLANG_SIM_DCGM_PORT = "+100"), which Pitwall reads
+like any dcgm-exporter (dashboard/settings.py demo_dcgm_urls, when gpu.dcgm_url is unset).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def configured_servers(settings: Settings) -> list[ServerConfig]:
                 base_url=f"http://127.0.0.1:{settings.demo_port + 1}",
                 kind="image",
                 managed=True,
-                gpu_indices=[0],
+                gpu_indices=[1],
                 gpu_hourly_usd=DEMO_IMAGE_GPU_HOURLY_USD,
                 python=sys.executable,
                 profile=DEMO_IMAGE_PROFILE,
