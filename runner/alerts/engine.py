@@ -80,7 +80,7 @@ class AlertEvaluator:
                 queue += self._advance(rule, server, verdict, open_alerts, silences, now)
             report[rule.name] = {"at": now, "ms": (time.perf_counter() - t0) * 1000.0, "servers": per_server}
         self._resolve_orphans(open_alerts, now, queue)
-        dropped = repo.enqueue_notifications(self.engine, rows=queue, max_rows=self.config.outbox_max)
+        dropped = repo.enqueue_notifications(self.engine, rows=queue, max_rows=self.config.outbox_max, now=now)
         for receiver, n in dropped.items():
             repo.add_event(self.engine, kind="alert_dropped", severity="warning",
                            message=f"{n} alert notification(s) for {receiver} were dropped: the outbox held "

@@ -100,10 +100,11 @@ def list_silences(engine: Engine, *, active_at: float | None = None, limit: int 
 
 
 # -- outbox -----------------------------------------------------------------------------------
-def enqueue_notifications(engine: Engine, *, rows: Sequence[dict[str, Any]], max_rows: int) -> dict[str, int]:
-    """Queue notifications ({receiver, fingerprint, status, payload}); returns {receiver: rows
-    dropped} where the receiver's queue passed `max_rows` (oldest dropped first)."""
-    now = time.time()
+def enqueue_notifications(engine: Engine, *, rows: Sequence[dict[str, Any]], max_rows: int,
+                          now: float | None = None) -> dict[str, int]:
+    """Queue notifications ({receiver, fingerprint, status, payload}), due at `now`; returns
+    {receiver: rows dropped} where the receiver's queue passed `max_rows` (oldest dropped first)."""
+    now = time.time() if now is None else now
     dropped: dict[str, int] = {}
     with engine.begin() as conn:
         if rows:
