@@ -122,18 +122,23 @@ class Sender:
             return sent
 
     def _post(self, receiver: Receiver, payloads: list[dict[str, Any]], now: float) -> str | None:
-        """None when the receiver took it (2xx), else the reason, secrets masked."""
-        headers = {"Authorization": f"Bearer {receiver.token}"} if receiver.token else {}
-        body = render(receiver, payloads, now=now, expire_s=self.am_expire_s)
-        try:
-            with capped_client(self.deadline_s) as client:
-                resp = get_capped(client, receiver.endpoint(), method="POST", json_body=body, headers=headers,
-                                  deadline_s=self.deadline_s, max_bytes=RESPONSE_CAP)
-        except Exception as exc:
-            return _without_url(redact_text(f"{type(exc).__name__}: {exc}"), receiver)
-        if 200 <= resp.status_code < 300:
-            return None
-        return f"HTTP {resp.status_code}: {redact_text(resp.content[:200].decode('utf-8', 'replace'))}"
+        return post(receiver, payloads, now=now, deadline_s=self.deadline_s, expire_s=self.am_expire_s)
+
+
+def post(receiver: Receiver, payloads: list[dict[str, Any]], *, now: float, deadline_s: float,
+         expire_s: float) -> str | None:
+    """One call to a receiver: None when it took it (2xx), else the reason, secrets masked."""
+    headers = {"Authorization": f"Bearer {receiver.token}"} if receiver.token else {}
+    body = render(receiver, payloads, now=now, expire_s=expire_s)
+    try:
+        with capped_client(deadline_s) as client:
+            resp = get_capped(client, receiver.endpoint(), method="POST", json_body=body, headers=headers,
+                              deadline_s=deadline_s, max_bytes=RESPONSE_CAP)
+    except Exception as exc:
+        return _without_url(redact_text(f"{type(exc).__name__}: {exc}"), receiver)
+    if 200 <= resp.status_code < 300:
+        return None
+    return f"HTTP {resp.status_code}: {redact_text(resp.content[:200].decode('utf-8', 'replace'))}"
 
 
 def _without_url(message: str, receiver: Receiver) -> str:
@@ -143,3 +148,13 @@ def _without_url(message: str, receiver: Receiver) -> str:
     path = urlsplit(endpoint).path
     message = message.replace(endpoint, f"<{receiver.name} url>")
     return message.replace(path, "<path>") if len(path) > 1 else message
+
+
+def send_test(receiver: Receiver, *, deadline_s: float = 10.0, now: float | None = None) -> str | None:
+    """Send one test alert (`alertname=PitwallTest`, resolved a minute later) straight to a
+    receiver, bypassing the outbox; None when it answered 2xx, else the reason."""
+    now = time.time() if now is None else now
+    payload = {"status": "firing", "labels": {"alertname": "PitwallTest", "severity": "info", "server": "pitwall"},
+               "annotations": {"summary": "A test alert from `pitwall alerts test`; nothing is wrong."},
+               "starts_at": now, "ends_at": None, "generator_url": "", "fingerprint": "PitwallTest"}
+    return post(receiver, [payload], now=now, deadline_s=deadline_s, expire_s=60.0)
