@@ -126,7 +126,7 @@ class Rule:
 
 
 DEFAULT_RULES: tuple[Rule, ...] = (
-    *(Rule(f"{slo.replace('_p99_s', '')}-burn-{speed}", "burn_rate", slo=slo, speed=speed,
+    *(Rule(f"{slo.replace('_p99_s', '').replace('_rate', '')}-burn-{speed}", "burn_rate", slo=slo, speed=speed,
            severity="critical" if speed == "fast" else "warning")
       for slo in BURN_SLOS for speed in BURN_SPEEDS),
     Rule("crash", "event", event="crash", severity="critical"),
