@@ -212,6 +212,7 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "stop": ("stop a managed server", _delegate("dashboard.services.launch.profiles_cli", "stop_cli")),
     "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.launch.profiles_cli", "relaunch_cli")),
     "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export.cli", "export_cli")),
+    "alerts": ("alerts: list firing ones, silence a rule or server, send a test", _delegate("dashboard.services.alerts.cli", "alerts_cli")),
     "gpu-wall": ("which wall each GPU hit: memory bandwidth, compute or neither (GPM)", _delegate("dashboard.services.gpu_wall_cli", "gpu_wall_cli")),
 }
 

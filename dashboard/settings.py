@@ -113,6 +113,26 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Entrypoints a profile may name beside `sglang.launch_server`, `sglang serve` and the bundled simulator."),
     SettingSpec("launch.allowed_env", None, "list[str]", [],
                 "[env] names (or `PREFIX_*`) a profile may set beside the SGLang/CUDA/NCCL/PyTorch/HF allow-list; never LD_*, PYTHON*, PATH or PITWALL_*."),
+    SettingSpec("alerting.defaults", None, "bool", True,
+                "Turn on the default alert rules (SLO burn rates, crash, OOM, NCCL, restart budget, health down, no samples, KV full)."),
+    SettingSpec("alerting.eval_interval_s", None, "float", 15.0, "Seconds between alert rule evaluations in the runner."),
+    SettingSpec("alerting.repeat_interval_s", None, "float", 4 * 3600.0,
+                "A firing alert is notified again (a reminder) after this many seconds."),
+    SettingSpec("alerting.alertmanager_url", "PITWALL_ALERTMANAGER_URL", "str", None,
+                "Prometheus Alertmanager base URL (e.g. http://127.0.0.1:9093); alerts go to its API v2."),
+    SettingSpec("alerting.webhook_url", "PITWALL_ALERT_WEBHOOK_URL", "str", None,
+                "A webhook that receives alerts as JSON (or Slack-compatible text); a secret, never shown."),
+    SettingSpec("alerting.webhook_format", None, "str", "json", "`json` (Pitwall's body) or `slack` ({\"text\": ...})."),
+    SettingSpec("alerting.webhook_token", "PITWALL_ALERT_WEBHOOK_TOKEN", "str", None,
+                "Sent as `Authorization: Bearer <token>` to the webhook; a secret, never shown."),
+    SettingSpec("alerting.send_deadline_s", None, "float", 10.0, "Total deadline of one call to a receiver, seconds."),
+    SettingSpec("alerting.outbox_max", None, "int", 10000,
+                "Notifications kept per receiver while it is down; beyond it the oldest are dropped (an `alert_dropped` event says how many)."),
+    SettingSpec("metrics.port", "PITWALL_METRICS_PORT", "int", 0,
+                "Port of the runner's own Prometheus `/metrics` (0 turns it off; 9108 is customary)."),
+    SettingSpec("metrics.host", "PITWALL_METRICS_HOST", "str", "127.0.0.1", "Address the runner's `/metrics` binds to."),
+    SettingSpec("alerts", None, "alerts", [],
+                "`[[alerts]]` rule tables: name, kind (burn_rate, threshold, event) and their keys (README \"Alerts\")."),
     SettingSpec("servers", None, "servers", [],
                 "`[[servers]]` tables: name, base_url, kind, managed, log_path, gpu_indices, "
                 "gpu_hourly_usd, python, profile, api_key."),
@@ -168,6 +188,9 @@ class Settings:
     gpu: dict[str, Any] = field(default_factory=dict)  # dcgm_url: list of URLs
     compare: dict[str, Any] = field(default_factory=dict)  # ssim_min
     servers: list[ServerConfig] = field(default_factory=list)
+    alerting: dict[str, Any] = field(default_factory=dict)  # alerting.* (receivers, intervals)
+    metrics: dict[str, Any] = field(default_factory=dict)  # port, host of the runner's /metrics
+    alerts: list[dict[str, Any]] = field(default_factory=list)  # raw [[alerts]]; runner/alerts/rules.py validates
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
     config_path: Path | None = None
 
@@ -292,6 +315,23 @@ def _servers(raw: Any) -> list[ServerConfig]:
     return out
 
 
+def _alerts(raw: Any, alerting: dict[str, Any]) -> list[dict[str, Any]]:
+    """The raw [[alerts]] tables, checked now so a bad rule stops `pitwall collect` with one line."""
+    from runner.alerts.rules import AlertRuleError, build_rules
+
+    if not isinstance(raw, list):
+        raise SettingsError("Setting alerts must be a list of [[alerts]] tables.")
+    try:
+        build_rules(raw, defaults=bool(alerting["defaults"]))
+    except AlertRuleError as exc:
+        raise SettingsError(f"Setting {exc}") from None
+    if alerting["webhook_format"] not in ("json", "slack"):
+        raise SettingsError(f"Setting alerting.webhook_format is {alerting['webhook_format']!r}; expected json or slack.")
+    if alerting["eval_interval_s"] <= 0 or alerting["outbox_max"] < 1 or alerting["send_deadline_s"] <= 0:
+        raise SettingsError("Settings alerting.eval_interval_s and send_deadline_s must be > 0 and outbox_max >= 1.")
+    return list(raw)
+
+
 def _form(want: Any) -> str:
     if want is bool:
         return "true or false"
@@ -339,7 +379,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
 
     values: dict[str, Any] = {}
     for spec in SETTINGS:
-        if spec.kind == "servers":
+        if spec.kind in ("servers", "alerts"):
             continue
         raw, origin = spec.default, "default"
         file_value = _lookup(data, spec.key)
@@ -373,6 +413,8 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     if runner["restart_budget"] < 0 or runner["intent_expiry_s"] <= 0:
         raise SettingsError("Settings runner.restart_budget must be >= 0 and runner.intent_expiry_s > 0.")
     servers = _servers(data.get("servers", []))
+    alerting = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("alerting.")}
+    alerts = _alerts(data.get("alerts", []), alerting)
     slo = dict(data.get("slo") or {})
     demo_active = values["demo"] == "on" or (values["demo"] == "auto" and not servers)
     if demo_active:
@@ -403,6 +445,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         retention=retention,
         gpu=gpu,
         servers=servers,
+        alerting=alerting,
+        metrics={k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("metrics.")},
+        alerts=alerts,
         slo=slo,
         config_path=config_path,
     )

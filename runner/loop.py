@@ -18,6 +18,9 @@ How it works:
   (the first pass `RETENTION_FIRST_S` after start) at most `retention_batches` deletes of at most
   `retention_batch_rows` rows, each its own transaction, so the writer waits one batch at most;
   then SQLite's incremental vacuum. A failed pass is logged and tried again at the next one.
+- Alerts (runner/alerts, settings `alerting.*`, `[[alerts]]`): the loop ticks the Alerting
+  component, which evaluates the rules and sends the outbox every `alerting.eval_interval_s` in
+  its own thread.
 - The built-in `self` collector records the runner's CPU (self.cpu_pct, % of one core), scheduler
   loop lag (self.loop_lag_s) and rows written per second (self.rows_per_s), on server_id 0.
 """
@@ -141,6 +144,7 @@ class Runner:
         retention_batch_rows: int = 5000,
         retention_batches: int = 20,
         logs_dir: Path | None = None,
+        alerting: Any | None = None,
     ) -> None:
         self.engine = engine
         self.supervisor = supervisor
@@ -161,6 +165,7 @@ class Runner:
         self.retention_batch_rows = retention_batch_rows
         self.retention_batches = retention_batches
         self.logs_dir = logs_dir  # launch logs kept by size (retention.launch_logs_mb) live here
+        self.alerting = alerting  # runner/alerts Alerting: rule passes and delivery in its own thread
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self._slots)), thread_name_prefix="poll")
         self._stop = threading.Event()
@@ -307,6 +312,8 @@ class Runner:
                     self.retain(time.time())
                     self.retain_logs(time.time())
                     next_retention = time.monotonic() + self.retention_every_s
+                if self.alerting is not None:
+                    self.alerting.tick()
                 if duration_s is not None and now_m - started >= duration_s:
                     break
                 expected = time.monotonic() + self.tick_s
@@ -406,6 +413,8 @@ class Runner:
                 log.exception("supervisor shutdown failed")
         # 2. sweeps and other intent work (their handlers stop their child processes)
         self.intents.close()
+        if self.alerting is not None:
+            self.alerting.close()
         # 3. polls get a bounded wait: one stuck on a stalled server is abandoned (daemon-like)
         self._pool.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + POLL_JOIN_S

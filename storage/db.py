@@ -102,6 +102,12 @@ def _v4_to_v5(conn: Connection) -> None:
     _add_column(conn, "proberequest", "detail", "JSON")
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """v6: AlertState, AlertSilence, AlertOutbox (alerts, issue 24)."""
+    for model in (models.AlertState, models.AlertSilence, models.AlertOutbox):
+        model.__table__.create(conn, checkfirst=True)  # type: ignore[union-attr]
+
+
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """ALTER TABLE ... ADD COLUMN unless it is there (a file whose version was lowered by hand,
     or an upgrade step that another process already ran)."""
@@ -111,7 +117,7 @@ def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
 
 # Each step upgrades the schema from version N to N+1 (key N).
 _UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
-                                                    4: _v4_to_v5}
+                                                    4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def ensure_schema(engine: Engine) -> None:

@@ -34,7 +34,19 @@ EVENT_KINDS: dict[str, tuple[str, str]] = {
     "gpu_xid": ("critical", "NVML reported an XID error"),
     "restart_budget_exhausted": ("critical", "a crashing server used up its auto-restart budget; it stays down"),
     "intent_expired": ("warning", "a request was not started within intent_expiry_s and was dropped"),
+    "alert_dropped": ("warning", "alert notifications were dropped: the outbox was full while a receiver was down"),
 }
+
+#: alert rule kind -> what it watches (runner/alerts/rules.py parses `[[alerts]]` by these)
+ALERT_RULE_KINDS: dict[str, str] = {
+    "burn_rate": "SLO error-budget burn over two windows (SRE workbook), from probe and canary requests",
+    "threshold": "a stored series (log.*, gpu.*, api.*, self.*) aggregated over a window against a value",
+    "event": "server events (crash, OOM, NCCL timeout, ...), retraction rate, health down, no samples",
+}
+
+#: pending -> firing -> resolved; a pending alert that clears before its `for` is dropped
+ALERT_STATES = ("pending", "firing", "resolved")
+OPEN_ALERT_STATES = ("pending", "firing")
 
 #: intent kind -> runner lane
 INTENT_KINDS: dict[str, str] = {

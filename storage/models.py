@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _json(default: Any = None) -> Any:
@@ -261,3 +261,65 @@ class Audit(SQLModel, table=True):
     action: str
     target: str = ""
     detail: dict[str, Any] | None = _json()
+
+
+class AlertState(SQLModel, table=True):
+    """One episode of one alert (rule x server): pending -> firing -> resolved (runner/alerts).
+
+    A pending episode that clears before its `for` is deleted; fired ones stay as the history.
+    `fingerprint` is "<rule>:<server_id>"; at most one open (pending or firing) row per fingerprint.
+    """
+
+    __tablename__ = "alert_state"
+    __table_args__ = (Index("ix_alert_state_fp_state", "fingerprint", "state"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    rule: str
+    server_id: int | None = None
+    fingerprint: str
+    state: str = "pending"  # storage/kinds.py ALERT_STATES
+    severity: str = "warning"
+    value: float | None = None  # the figure of the last evaluation (rule's unit)
+    summary: str = ""
+    labels: dict[str, Any] | None = _json()
+    annotations: dict[str, Any] | None = _json()
+    active_since: float = 0.0  # first evaluation that found the condition true
+    fired_at: float | None = None
+    resolved_at: float | None = None
+    last_eval_at: float = 0.0
+    notified_at: float | None = None  # last notification queued (None: none yet, e.g. silenced)
+
+
+class AlertSilence(SQLModel, table=True):
+    """An operator's silence: no notification for matching alerts (rule and/or server) until
+    `ends_at`, unless expired earlier (who, when)."""
+
+    __tablename__ = "alert_silence"
+
+    id: int | None = Field(default=None, primary_key=True)
+    rule: str | None = None  # None: every rule
+    server: str | None = None  # server name; None: every server
+    starts_at: float = 0.0
+    ends_at: float = 0.0
+    reason: str = ""
+    created_by: str = ""
+    expired_by: str | None = None
+    expired_at: float | None = None
+
+
+class AlertOutbox(SQLModel, table=True):
+    """A notification waiting for its receiver (runner/alerts/deliver.py): deleted once sent,
+    retried with back-off while the receiver is down; at most `alerting.outbox_max` rows."""
+
+    __tablename__ = "alert_outbox"
+    __table_args__ = (Index("ix_alert_outbox_receiver", "receiver", "next_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    created_at: float = 0.0
+    receiver: str  # "alertmanager" | "webhook"
+    fingerprint: str = ""
+    status: str = "firing"  # firing | resolved
+    payload: dict[str, Any] | None = _json()  # the alert, receiver-neutral (deliver.py renders it)
+    attempts: int = 0
+    next_at: float = 0.0
+    last_error: str | None = None

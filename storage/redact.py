@@ -6,7 +6,7 @@ info, services call it before a page, an export or the CLI sees a value.
 
 What counts as a secret *name* (`secret_name`, case-insensitive, `-` and `_` alike): anything
 holding `api_key` / `apikey`, `password` / `passwd`, `secret`, `authorization`, `credential(s)`,
-`cookie`; a name whose last word is `token` (`hf_token`, `GITHUB_TOKEN`, `--token`; not
+`cookie`, `webhook_url` (a chat webhook's path is its credential); a name whose last word is `token` (`hf_token`, `GITHUB_TOKEN`, `--token`; not
 `max_total_tokens`, `tokenizer_path`, `speculative_token_map`, nor a count or marker such as
 `bucket_time_to_first_token`, `eos_token`); a `<x>_key` where x is `api`,
 `private`, `secret`, `access`, `token`, `watermark`, `encryption`, `signing`.
@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 MASK = "***"
 
 _ANYWHERE = ("api_key", "apikey", "password", "passwd", "secret", "authorization", "credential",
-             "cookie")
+             "cookie", "webhook_url")
 _KEY_OWNERS = frozenset({"api", "private", "secret", "access", "token", "watermark", "encryption",
                          "signing"})
 # `<x>_token` is a count or a marker, not a credential, when x is one of these
@@ -211,6 +211,19 @@ def redact_url(url: str) -> str:
         if any(secret_name(k) for k, _ in pairs):
             query = urlencode([(k, MASK if secret_name(k) and v else v) for k, v in pairs], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_webhook_url(url: str) -> str:
+    """A webhook URL as it may be shown: scheme and host only (Slack-style webhooks carry their
+    credential in the path, `https://hooks.example/services/T0/B0/XXXX` -> `https://hooks.example/***`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return MASK
+    if not parts.scheme or not parts.hostname:
+        return MASK
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{parts.hostname}{port}/{MASK}"
 
 
 def redact_fields(fields: Mapping[str, Any], *, text: tuple[str, ...] = (),

@@ -4,7 +4,8 @@ Callers use `from storage import repo` and `repo.<function>`; the families are
 `samples` (hot-path insert, raw reads, chart buckets), `rollups` (minute and quarter tiers),
 `events`, `intents`, `runner_state` (collector state, the runner lease), `inventory` (servers,
 profiles, launches), `probes` (probe runs and requests), `retention` (what old rows leave, in batches), `windows` (a window read raw where samples are
-kept and from rollups where retention removed them) and `audit`.
+kept and from rollups where retention removed them), `audit` and `alerts` (alert episodes,
+silences, the notification outbox).
 
 Rules (reference/perf-baselines.md): time-series rows are written with SQLAlchemy Core
 `insert()` executemany in batches, never per-row ORM adds (12x slower); percentile reads select the
@@ -16,6 +17,7 @@ Everything here is portable SQL (SQLite and PostgreSQL).
 from __future__ import annotations
 
 from storage.repo._common import QUARTER_S
+from storage.repo.alerts import *  # noqa: F403
 from storage.repo.audit import *  # noqa: F403
 from storage.repo.events import *  # noqa: F403
 from storage.repo.intents import *  # noqa: F403

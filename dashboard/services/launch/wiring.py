@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
+from dashboard.services.alerts.wiring import build_alerting
 from dashboard.services.launch import launcher, profile_admin, profiles
 from dashboard.settings import Settings
 from runner.loop import Runner
@@ -67,7 +68,8 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
         repo.add_event(engine, kind="collector_error", message=err, severity="error")
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
                   intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
-                  retention=dict(settings.retention), logs_dir=settings.logs_dir)
+                  retention=dict(settings.retention), logs_dir=settings.logs_dir,
+                  alerting=build_alerting(settings, engine))
 
 
 class _with_close:  # noqa: N801 - reads as a function at the call site
