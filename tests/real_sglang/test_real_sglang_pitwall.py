@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -94,9 +95,15 @@ def _wait_values(rig: Rig, metric: str, timeout: float) -> np.ndarray:
     return found[0]
 
 
+def _log_files(rig: Rig) -> list[Path]:
+    """Every launch's log, oldest first: each launch starts a fresh file and the runner renames the
+    previous one to `<name>.log.<UTC stamp>` (runner/launch_logs.py)."""
+    return [*sorted(rig.log_path.parent.glob(rig.log_path.name + ".*")), rig.log_path]
+
+
 def _log_caught_up(rig: Rig, until: float) -> bool:
-    """Pitwall's log.* prefill/decode sums over [0, until) equal the real log file's."""
-    batches = log_batches(rig.log_path.read_text(errors="replace"))
+    """Pitwall's log.* prefill/decode sums over [0, until) equal the real log files'."""
+    batches = log_batches("".join(p.read_text(errors="replace") for p in _log_files(rig)))
     for kind, key, metric in (
         ("prefill", "#new-token", "log.prefill_new_token"),
         ("prefill", "#cached-token", "log.prefill_cached_token"),
@@ -308,9 +315,10 @@ def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None
     assert set(_launch_values(rig, "metrics.cache_hit_rate", b.id).tolist()) == {0.0}
     assert (_launch_values(rig, "metrics.cached_token_ratio", a.id) > 0).any()
     assert not (_launch_values(rig, "metrics.cached_token_ratio", b.id) > 0).any()
-    # One log file holds both launches (the supervisor appends): two ready lines, one
-    # server_ready event per start.
-    assert rig.log_path.read_text().count(rs.READY_LINE) == 2
+    # Each launch has its own log file (the previous one renamed aside): one ready line in each,
+    # one server_ready event per start.
+    files = _log_files(rig)
+    assert len(files) == 2 and [p.read_text().count(rs.READY_LINE) for p in files] == [1, 1]
     ready = repo.list_events(rig.engine, server_id=rig.sid, kinds=["server_ready"]).to_dict("records")
     assert sorted(e["launch_id"] for e in ready) == [a.id, b.id], ready
 

@@ -106,7 +106,7 @@ def latency_vs_load(
         .mark_line(point=True)
         .encode(
             x=alt.X("level:Q", title=x_title, axis=alt.Axis(
-                format="~g", tickMinStep=1 if x_title == "concurrency" else None)),
+                format="~g", tickMinStep=1 if x_title == "concurrency" else alt.Undefined)),
             y=alt.Y("ms:Q", title="per-image latency (ms)" if stat == "image" else f"{stat.upper()} (ms)"),
             color=alt.Color("pct:N", title=None, scale=alt.Scale(
                 domain=list(PCT_COLORS), range=list(PCT_COLORS.values()))),
