@@ -66,3 +66,17 @@ def runner_thread(runner, join_s: float = 60.0):  # type: ignore[no-untyped-def]
         runner.stop()
         thread.join(join_s)
         assert not thread.is_alive(), "the runner did not stop"
+
+
+def run_page(page: str, timeout_s: float = 60.0, **params: str):  # type: ignore[no-untyped-def]
+    """An AppTest of app.py switched to `page` with query params; fails on an exception."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=timeout_s)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from sqlalchemy.engine import Engine
 
 from runner import tune_rank
@@ -33,7 +34,6 @@ DIMENSION_FIGURES: dict[str, tuple[str, ...]] = {
     "stability": ("success_rate", "error_count", "oom_count", "retraction_count", "crash_count",
                   "queue_max", "queue_above_threshold_s"),
 }
-SLO_KEYS = ("ttft_p99_s", "itl_p99_s", "image_p99_s", "success_rate")
 GRID_MAX = 16
 
 
@@ -59,9 +59,10 @@ def make_scorer(engine: Engine, settings: Any) -> Callable[[int, str], dict[str,
                     block[key] = fig.value
             blocks[dim] = block
         slo_set = resolve(server, settings.slo, load_overrides(engine))
-        slo = {k: t.target for k, t in slo_set.targets.items() if k in SLO_KEYS}
-        return {"scorecard": blocks, "slo": slo, "image": card.subject.get("kind") == "image"
-                or card.value("images_per_min") is not None}
+        image = card.value("images_per_min") is not None
+        wanted = ("image_p99_s", "success_rate") if image else ("ttft_p99_s", "itl_p99_s", "success_rate")
+        slo = {k: t.target for k, t in slo_set.targets.items() if k in wanted}
+        return {"scorecard": blocks, "slo": slo, "image": image}
 
     return score
 
@@ -226,3 +227,78 @@ def elapsed_s(intent: Intent) -> float | None:
     if intent.started_at is None:
         return None
     return (intent.finished_at or time.time()) - intent.started_at
+
+
+# -- views (the Tune page) ------------------------------------------------------------------------
+def profile_names(engine: Engine) -> list[str]:
+    return sorted(p.name for p in repo.list_profiles(engine))
+
+
+def ranking_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """One row per candidate in rank order: status, goodput, p99 TTFT/ITL, throughput, cost, errors."""
+    rows = []
+    for c in tune_rank.public_json(result)["candidates"]:
+        sc = c.get("scorecard") or {}
+        lat, tp, cost, st = (sc.get(d) or {} for d in ("latency", "throughput", "cost", "stability"))
+        rows.append({"rank": c.get("rank"), "profile": c["profile"], "status": c["status"],
+                     "goodput req/s": c.get("goodput_rps"), "p99 TTFT ms": _ms(lat.get("ttft_p99_s")),
+                     "p99 ITL ms": _ms(lat.get("itl_p99_s")), "output tok/s": tp.get("output_tok_s"),
+                     "USD / 1M out": cost.get("usd_per_1m_output_tok"), "errors": st.get("error_count"),
+                     "reason": c.get("reason") or ""})
+    return pd.DataFrame(rows, columns=["rank", "profile", "status", "goodput req/s", "p99 TTFT ms", "p99 ITL ms",
+                                       "output tok/s", "USD / 1M out", "errors", "reason"])
+
+
+def _ms(v: Any) -> float | None:
+    return float(v) * 1000.0 if isinstance(v, (int, float)) else None
+
+
+def pareto_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """Scored candidates as points: cost (USD / 1M output tokens, or per image) vs p99 latency (ms)."""
+    image = bool(result.get("image"))
+    rows = []
+    for c in tune_rank.public_json(result)["candidates"]:
+        sc = c.get("scorecard") or {}
+        cost = (sc.get("cost") or {}).get("usd_per_image" if image else "usd_per_1m_output_tok")
+        p99 = (sc.get("latency") or {}).get("image_p99_s" if image else "ttft_p99_s")
+        if isinstance(cost, (int, float)) and isinstance(p99, (int, float)):
+            rows.append({"profile": c["profile"], "status": c["status"], "cost": float(cost),
+                         "p99_ms": float(p99) * 1000.0, "winner": c["profile"] == result.get("winner")})
+    return pd.DataFrame(rows, columns=["profile", "status", "cost", "p99_ms", "winner"])
+
+
+def slo_line_ms(result: dict[str, Any]) -> float | None:
+    slo = result.get("slo") or {}
+    v = slo.get("image_p99_s" if result.get("image") else "ttft_p99_s")
+    return float(v) * 1000.0 if isinstance(v, (int, float)) else None
+
+
+def winner_diff(engine: Engine, result: dict[str, Any]) -> pd.DataFrame | None:
+    """The winner's profile against the original one (setting, original, winner); None without both."""
+    from dashboard.services.launch.profile_admin import diff_frame
+    from dashboard.services.launch.profiles import diff
+
+    a_name, b_name = result.get("original_profile"), result.get("winner")
+    a = repo.get_profile(engine, name=a_name) if a_name else None
+    b = repo.get_profile(engine, name=b_name) if b_name else None
+    if a is None or b is None:
+        return None
+    return diff_frame(diff(a.model_dump(), b.model_dump()), f"current ({a.name})", f"winner ({b.name})")
+
+
+def apply_winner(engine: Engine, intent_id: int, *, actor: str) -> Intent:
+    """Relaunch the server under a finished tune's winner (a `relaunch` intent, audited)."""
+    from dashboard.services.launch import launcher
+
+    tune_intent = repo.get_intent(engine, intent_id=intent_id)
+    result = (tune_intent.result if tune_intent is not None else None) or {}
+    if not result.get("winner"):
+        raise TuneRequestError(f"Tune #{intent_id} has no winner to apply.")
+    try:
+        sub = launcher.request(engine, kind="relaunch", server_name=str(result.get("server")), actor=actor,
+                               profile=str(result["winner"]))
+    except launcher.LauncherError as exc:
+        raise TuneRequestError(str(exc)) from None
+    repo.add_audit(engine, actor=actor, action="tune_apply", target=str(result.get("server")),
+                   detail={"intent_id": intent_id, "profile": result["winner"], "relaunch_intent_id": sub.id})
+    return sub
