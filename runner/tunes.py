@@ -69,6 +69,7 @@ class Tunes:
         self.scorer = scorer
         self.relaunch_wait_s = relaunch_wait_s
         self._closing = threading.Event()
+        self._eta_s: dict[int, float] = {}  # intent id -> the last estimate, shown at every stage
 
     def close(self) -> None:
         """At runner shutdown: stop after the current step and record nothing half-done."""
@@ -260,7 +261,9 @@ class Tunes:
         prog: dict[str, Any] = {"stage": stage, "fraction": round(min(frac, 0.99), 3), "detail": detail,
                                 "candidate": min(i + 1, n), "of": n, "profile": profile}
         if eta_s is not None:
-            prog["eta_s"] = round(eta_s)
+            self._eta_s[intent_id] = time.monotonic() + eta_s
+        if intent_id in self._eta_s and i < n:
+            prog["eta_s"] = max(0, round(self._eta_s[intent_id] - time.monotonic()))
         repo.update_intent(self.engine, intent_id=intent_id, progress=prog)
 
     @staticmethod

@@ -111,8 +111,10 @@ if not finished:
 labels = {f"#{r.id} · {r.state} · {', '.join((r.payload or {}).get('profiles') or [])}": r for r in finished}
 chosen = labels[st.selectbox("Tune run", list(labels), key="tune_pick")]
 result = chosen.result or {}
-st.markdown(f"Winner: **{md_escape(str(result.get('winner') or 'none'))}** · running now: "
-            f"{md_escape(str(result.get('restored_profile') or '?'))} · workload fingerprint "
+open_run = chosen.state in ("pending", "running")
+winner_text = "in progress" if open_run else str(result.get("winner") or "none")
+st.markdown(f"Winner: **{md_escape(winner_text)}** · running now: "
+            f"{md_escape(str(result.get('restored_profile') or ('in progress' if open_run else '?')))} · workload fingerprint "
             f"`{md_escape(str(result.get('workload') or '?'))}`")
 st.dataframe(tune.ranking_frame(result), hide_index=True, width="stretch",
              column_config={"goodput req/s": st.column_config.NumberColumn(format="%.2f"),
@@ -131,7 +133,8 @@ else:
         y=alt.Y("p99_ms:Q", title="p99 latency (ms)", scale=alt.Scale(zero=False)))
     layers: list[alt.Chart] = [
         base.mark_point(size=120, filled=True).encode(
-            color=alt.Color("winner:N", title="winner"), tooltip=["profile", "status", "cost", "p99_ms"]),
+            color=alt.Color("winner:N", title="winner",
+                            scale=alt.Scale(domain=[True, False], range=["#2ca02c", "#1f77b4"])), tooltip=["profile", "status", "cost", "p99_ms"]),
         base.mark_text(dy=-12).encode(text="profile:N"),
     ]
     slo_ms = tune.slo_line_ms(result)
