@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.components import session
+from dashboard.components.doctor_panel import doctor_section
 from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import stage_chart, timeseries_spec
@@ -224,3 +225,5 @@ def image_charts() -> None:
 if detail.server.kind == "image":
     image_charts()
 charts()
+
+doctor_section(ctx, detail.server.name, window_s)
