@@ -21,7 +21,9 @@ def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> Non
     ev = doctor.gather(ctx.engine, server, since=since, until=until)
     st.subheader("Doctor")
     findings = doctor.diagnose(ev) if ev is not None else []
-    st.caption(f"Rules from SGLang's tuning guidance over {fmt_ts(since)} → {fmt_ts(until)}.")
+    since = ev.since if ev is not None else since
+    st.caption(f"Rules from SGLang's tuning guidance over {fmt_ts(since)} → {fmt_ts(until)} "
+               "(the running launch only).")
     if not findings:
         st.caption("No finding in this window: no rule's evidence is there.")
         return

@@ -182,17 +182,20 @@ def diagnose(ev: Evidence) -> list[Finding]:
 
 
 def gather(engine: Engine, server: str, *, since: float, until: float) -> Evidence | None:
-    """The evidence of one server's window (None for an unknown server)."""
+    """The evidence of one server's window, from the running launch's start when that is later
+    (None for an unknown server)."""
     srv = repo.get_server(engine, name=server)
     if srv is None or srv.id is None:
         return None
+    launch = repo.latest_launch(engine, server_id=srv.id)
+    if launch is not None and launch.ended_at is None and launch.started_at > since:
+        since = launch.started_at  # judge the running launch's settings on its own figures only
     ev = Evidence(since=since, until=until)
     for key in (*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS):
         ev.series[key] = repo.sample_values(engine, server_id=srv.id, metric=key, since=since, until=until)
     events = repo.list_events(engine, server_id=srv.id, since=since, until=until, limit=5000)
     if not events.empty:
         ev.events = {str(k): int(v) for k, v in events["kind"].value_counts().items()}
-    launch = repo.latest_launch(engine, server_id=srv.id)
     ev.server_args = dict((launch.server_args if launch is not None else None) or {})
     for name in repo.metric_names(engine, server_id=srv.id, prefix="gpu."):
         if name.endswith(".mem_total_bytes"):
@@ -201,8 +204,8 @@ def gather(engine: Engine, server: str, *, since: float, until: float) -> Eviden
                                       since=since, until=until)
             if total.size and used.size:
                 ev.gpu_free_bytes.append(float(np.median(total)) - float(np.median(used)))
-    for run in repo.list_probe_runs(engine, server_id=srv.id, limit=5):
-        if run.created_at >= since:
+    for run in repo.list_probe_runs(engine, limit=20):  # a CLI probe by URL has no server_id
+        if run.created_at >= since and (run.server_id == srv.id or run.url == srv.base_url):
             ev.prompt_set = ((run.spec or {}).get("workload") or {}).get("prompt_set")
             break
     return ev
@@ -214,7 +217,9 @@ def make_candidate(engine: Engine, profiles_dir: Any, server: str, finding: Find
     from dashboard.services.tune import TuneRequestError, write_grid_profiles
 
     srv = repo.get_server(engine, name=server)
-    base = srv.profile if srv is not None else None
+    launch = repo.latest_launch(engine, server_id=srv.id) if srv is not None and srv.id is not None else None
+    running = launch.profile_name if launch is not None and launch.ended_at is None else None
+    base = running or (srv.profile if srv is not None else None)  # the settings the evidence is about
     if not base:
         raise TuneRequestError(f"Server {server!r} has no profile to derive a candidate from.")
     return write_grid_profiles(engine, profiles_dir, base, [{k: str(v) for k, v in finding.flags.items()}])[0]
