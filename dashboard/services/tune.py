@@ -151,12 +151,25 @@ def parse_grid(text: str) -> list[dict[str, str]]:
     return combos
 
 
-def _toml_value(text: str) -> str:
+def _toml_value(value: Any) -> str:
+    """A TOML literal: booleans and numbers as such, anything else a quoted string."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _grid_value(text: str) -> Any:
+    """A grid value as typed: true/false, an int, a float, else the text."""
     if text.lower() in ("true", "false"):
-        return text.lower()
-    if re.fullmatch(r"-?\d+(\.\d+)?", text):
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: list[dict[str, str]]) -> list[str]:
@@ -176,12 +189,11 @@ def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: l
         flags = {**(data.get("flags") or {}), **{k: None for k in combo}}
         lines = [f'name = "{name}"',
                  f'description = "{base} with {", ".join(f"{k}={v}" for k, v in combo.items())} (pitwall tune grid)"']
-        lines += [f"{k} = {_toml_value(str(v))}" for k, v in data.items()
+        lines += [f"{k} = {_toml_value(v)}" for k, v in data.items()
                   if k not in ("name", "description", "flags", "env") and isinstance(v, (str, int, float, bool))]
         lines.append("\n[flags]")
         for k, v in flags.items():
-            value = combo.get(k, v)
-            lines.append(f"{k} = {_toml_value(str(value).lower() if isinstance(value, bool) else str(value))}")
+            lines.append(f"{k} = {_toml_value(_grid_value(combo[k]) if k in combo else v)}")
         if data.get("env"):
             lines.append("\n[env]")
             lines += [f"{k} = {_toml_value(str(v))}" for k, v in data["env"].items()]

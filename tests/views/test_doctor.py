@@ -99,3 +99,26 @@ def test_gather_reads_a_window_from_storage(engine, seeded) -> None:
     got = doctor.gather(engine, "s", since=now - 600, until=now + 1)
     names = {f.rule for f in doctor.diagnose(got)}
     assert names == ({"too_conservative", "gpu_headroom"} if seeded else set())
+
+
+def test_a_finding_becomes_a_candidate_profile_derived_from_the_running_one(engine, tmp_path) -> None:
+    import tomllib
+
+    from dashboard.services.launch.profiles import sync_profiles
+    from dashboard.services.tune import TuneRequestError, parse_grid
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "base.toml").write_text('name = "base"\nmodel_path = "m"\nentrypoint = "simulator.launch_server"\n'
+                                      '[flags]\nmax-running-requests = 64\ndisable-radix-cache = true\n'
+                                      '[env]\nSGLANG_SIM_SPEED = "50"\n')
+    assert sync_profiles(engine, folder)[1] == []
+    repo.upsert_server(engine, name="s", base_url="http://127.0.0.1:1", managed=True, profile="base")
+    finding = doctor.Finding("radix_hit", "t", "e", "s", {"schedule-policy": "lpm", "disable-radix-cache": False})
+    name = doctor.make_candidate(engine, folder, "s", finding)
+    data = tomllib.loads((folder / f"{name}.toml").read_text())
+    assert data["flags"] == {"max-running-requests": 64, "disable-radix-cache": False, "schedule-policy": "lpm"}
+    assert data["env"] == {"SGLANG_SIM_SPEED": "50"} and repo.get_profile(engine, name=name) is not None
+    assert len(parse_grid("max-running-requests=2,4;schedule-policy=fcfs,lpm")) == 4
+    with pytest.raises(TuneRequestError, match="flag=v1,v2"):
+        parse_grid("max-running-requests")
