@@ -9,6 +9,7 @@ Subcommands:
   probe         run a probe / load sweep against a server
   profiles      list, validate and diff launch profiles
   launch / stop / relaunch   manage a managed server through the runner
+  tune          find the best profile: relaunch per candidate, same workload, ranked
   export        export a scorecard (md, html, csv, json)
 """
 
@@ -211,6 +212,7 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "launch": ("start a managed server under a profile", _delegate("dashboard.services.launch.profiles_cli", "launch_cli")),
     "stop": ("stop a managed server", _delegate("dashboard.services.launch.profiles_cli", "stop_cli")),
     "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.launch.profiles_cli", "relaunch_cli")),
+    "tune": ("relaunch a server under candidate profiles, run one workload, rank them", _delegate("dashboard.services.tune_cli", "tune_cli")),
     "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export.cli", "export_cli")),
     "alerts": ("alerts: list firing ones, silence a rule or server, send a test", _delegate("dashboard.services.alerts.cli", "alerts_cli")),
     "gpu-wall": ("which wall each GPU hit: memory bandwidth, compute or neither (GPM)", _delegate("dashboard.services.gpu_wall_cli", "gpu_wall_cli")),

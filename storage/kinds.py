@@ -4,7 +4,8 @@ and reader names kinds from here, never by a literal of its own.
 Event kinds follow DESIGN.md's taxonomy; `restart_budget_exhausted` and `intent_expired` were
 added with the runner package (issue 15). Intent kinds name the runner lane that carries them
 out: `control` (server lifecycle, one action at a time), `probe` (sweeps) and `check` (profile
-validation with SGLang's own parser), so a long sweep never blocks a relaunch and a validation
+validation with SGLang's own parser) and `tune` (a search over profiles that itself requests
+relaunches and runs sweeps, issue 19), so a long sweep never blocks a relaunch and a validation
 never waits behind either.
 """
 
@@ -55,7 +56,12 @@ INTENT_KINDS: dict[str, str] = {
     "relaunch": "control",
     "probe": "probe",
     "validate": "check",
+    "tune": "tune",
 }
+
+#: kinds whose handler keeps its own state in the intent (result) and resumes: a runner that
+#: starts after one died puts these back to pending instead of failing them (issue 19)
+RESUMABLE_INTENT_KINDS: tuple[str, ...] = ("tune",)
 
 CONTROL_KINDS: tuple[str, ...] = tuple(k for k, lane in INTENT_KINDS.items() if lane == "control")
 LANES: tuple[str, ...] = tuple(dict.fromkeys(INTENT_KINDS.values()))

@@ -6,6 +6,7 @@ would be ambiguous between them. `pythonpath = ["tests"]` in pyproject makes thi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -41,3 +42,41 @@ def wait_for(cond, timeout: float = 60.0, what: str = "condition", poll_s: float
             return value
         time.sleep(poll_s)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def sim_profile(folder: Path, name: str, flags: str, env: dict[str, str]) -> None:
+    """Write profiles/<name>.toml for the bundled simulator: `flags` as TOML lines, `env` as [env]."""
+    env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
+    (folder / f"{name}.toml").write_text(
+        f'name = "{name}"\nmodel_path = "Qwen/Qwen2.5-7B-Instruct"\n'
+        f'entrypoint = "simulator.launch_server"\n[flags]\nenable-metrics = true\n{flags}\n[env]\n{env_lines}\n'
+    )
+
+
+@contextlib.contextmanager
+def runner_thread(runner, join_s: float = 60.0):  # type: ignore[no-untyped-def]
+    """Run a runner.loop.Runner in a daemon thread for the block; stop it and check it ended."""
+    import threading
+
+    thread = threading.Thread(target=runner.run, daemon=True)
+    thread.start()
+    try:
+        yield runner
+    finally:
+        runner.stop()
+        thread.join(join_s)
+        assert not thread.is_alive(), "the runner did not stop"
+
+
+def run_page(page: str, timeout_s: float = 60.0, **params: str):  # type: ignore[no-untyped-def]
+    """An AppTest of app.py switched to `page` with query params; fails on an exception."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=timeout_s)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at

@@ -172,6 +172,17 @@ def selected_server(ctx: AppContext | None = None) -> str | None:
     return _param("server", None)
 
 
+def server_or_stop(ctx: AppContext, empty: str) -> str:
+    """The server picked in the sidebar (the first one when none is); with no server at all,
+    draws `empty` as an info box and stops the page."""
+    names = server_names(ctx.url)
+    if not names:
+        st.info(empty)
+        st.stop()
+    name = selected_server(ctx)
+    return name if name in names else names[0]
+
+
 def selected_window_key() -> str:
     key = _param("window", DEFAULT_WINDOW) or DEFAULT_WINDOW
     return key if key in WINDOWS else DEFAULT_WINDOW

@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.components import session
+from dashboard.components.doctor_panel import doctor_section
 from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
 from dashboard.components.gpu_wall import draw_denoise_wall, draw_wall
 from dashboard.components.scorecard import md_escape
@@ -251,3 +252,5 @@ if detail.server.kind == "image":
     image_charts()
 gpu_wall()
 charts()
+
+doctor_section(ctx, detail.server.name, window_s)

@@ -14,7 +14,7 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
-from storage.kinds import FINAL_INTENT_STATES, check_intent_kind
+from storage.kinds import FINAL_INTENT_STATES, RESUMABLE_INTENT_KINDS, check_intent_kind
 from storage.models import (
     Intent,
 )
@@ -109,12 +109,25 @@ def list_intents(
 
 
 def fail_stale_intents(engine: Engine, *, reason: str) -> int:
-    """Intents left `running` by a runner that died are failed with `reason` (runner start)."""
+    """Intents left `running` by a runner that died are failed with `reason` (runner start).
+
+    Resumable kinds (storage/kinds.py RESUMABLE_INTENT_KINDS: a tune keeps its progress in
+    Intent.result) go back to `pending` instead, with `created_at` set to now so the expiry does
+    not drop them at once; the handler carries on from what the result records. Returns how
+    many were failed.
+    """
+    now = time.time()
     with engine.begin() as conn:
+        conn.execute(
+            update(INTENT)
+            .where(and_(INTENT.c.state == "running", INTENT.c.kind.in_(list(RESUMABLE_INTENT_KINDS))))
+            .values(state="pending", created_at=now,
+                    message="Resumed: the runner that was carrying this out stopped; it carries on where it was.")
+        )
         res = conn.execute(
             update(INTENT)
             .where(INTENT.c.state == "running")
-            .values(state="failed", message=reason, finished_at=time.time())
+            .values(state="failed", message=reason, finished_at=now)
         )
     return res.rowcount
 

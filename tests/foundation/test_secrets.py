@@ -37,7 +37,7 @@ from typing import Any
 
 import psutil
 import pytest
-from pwtest import REPO, free_port, wait_for
+from pwtest import REPO, free_port, run_page, wait_for
 from streamlit.testing.v1 import AppTest
 
 SECRET = "S3CRET"
@@ -48,7 +48,7 @@ PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 APP = str(REPO / "app.py")
 PAGES = ["dashboard/pages/overview.py", "dashboard/pages/server.py", "dashboard/pages/benchmarks.py",
          "dashboard/pages/events.py", "dashboard/pages/compare.py", "dashboard/pages/profiles.py",
-         "dashboard/pages/about.py"]
+         "dashboard/pages/about.py", "dashboard/pages/tune.py"]
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -275,14 +275,7 @@ def _page_text(at: AppTest) -> str:
 
 
 def _open(page: str, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_page(page, 120.0, **params)
 
 
 @pytest.mark.parametrize("page", PAGES)

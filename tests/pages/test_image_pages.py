@@ -7,7 +7,7 @@ import time
 
 import pytest
 from image_seed import seed_image
-from pwtest import REPO
+from pwtest import REPO, run_page
 from streamlit.testing.v1 import AppTest
 
 APP = str(REPO / "app.py")
@@ -24,14 +24,7 @@ def image_server(app_env):
 
 
 def _run(page: str, **params: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_page(page, **params)
 
 
 def test_overview_card_shows_image_figures(image_server):

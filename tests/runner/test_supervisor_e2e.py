@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from pwtest import wait_for
+from pwtest import sim_profile, wait_for
 
 from dashboard.services.launch import launcher
 from dashboard.services.launch.wiring import runner_parts
@@ -38,12 +38,6 @@ def free_port() -> int:
 
 
 
-def _profile(folder: Path, name: str, flags: str, env: dict[str, str]) -> None:
-    env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())
-    (folder / f"{name}.toml").write_text(
-        f'name = "{name}"\nmodel_path = "Qwen/Qwen2.5-7B-Instruct"\n'
-        f'entrypoint = "simulator.launch_server"\n[flags]\nenable-metrics = true\n{flags}\n[env]\n{env_lines}\n'
-    )
 
 
 
@@ -53,11 +47,11 @@ def rig(tmp_path: Path, engine) -> Iterator[dict]:
     """A managed server 'sim' (profile fast-a) and a runner thread with the supervisor only."""
     folder = tmp_path / "profiles"
     folder.mkdir()
-    _profile(folder, "fast-a", "max-running-requests = 8", FAST_ENV)
-    _profile(folder, "fast-b", "max-running-requests = 16\ndisable-radix-cache = true", FAST_ENV)
+    sim_profile(folder, "fast-a", "max-running-requests = 8", FAST_ENV)
+    sim_profile(folder, "fast-b", "max-running-requests = 16\ndisable-radix-cache = true", FAST_ENV)
     # startup of 5000 model seconds at speed 50: 100 s of wall time, past any ready timeout here
-    _profile(folder, "slow", "max-running-requests = 16", {**FAST_ENV, "SGLANG_SIM_STARTUP_S": "5000"})
-    _profile(folder, "crashy", "max-running-requests = 32", {**FAST_ENV, "SGLANG_SIM_FAULT": "crash-at-start"})
+    sim_profile(folder, "slow", "max-running-requests = 16", {**FAST_ENV, "SGLANG_SIM_STARTUP_S": "5000"})
+    sim_profile(folder, "crashy", "max-running-requests = 32", {**FAST_ENV, "SGLANG_SIM_FAULT": "crash-at-start"})
     port = free_port()
     settings = Settings(data_dir=tmp_path / "data", database_url="sqlite://", profiles_dir=folder)
     (tmp_path / "data").mkdir()

@@ -5,7 +5,8 @@ asks this module for a Runner with its parts injected:
 - the supervisor (runner/supervisor.py) gets the launcher's Planner (profile -> validated
   LaunchPlan) and the `[runner]` settings (auto_restart, restart budget);
 - the control lane runs launch / stop / relaunch, the probe lane sweeps (runner/sweeps.py), the
-  check lane profile validation (runner/validation.py with profile_admin.validate_named);
+  check lane profile validation (runner/validation.py with profile_admin.validate_named), the
+  tune lane tune runs (runner/tunes.py with the scorecard scorer of dashboard/services/tune.py);
 - the profiles folder is mirrored into storage first.
 """
 
@@ -19,10 +20,12 @@ from sqlalchemy.engine import Engine
 from collectors.registry import build_collectors
 from dashboard.services.alerts.wiring import build_alerting
 from dashboard.services.launch import launcher, profile_admin, profiles
+from dashboard.services.tune import make_scorer
 from dashboard.settings import Settings
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor
 from runner.sweeps import Sweeps
+from runner.tunes import Tunes
 from runner.validation import Validations
 from storage import repo
 from storage.kinds import CONTROL_KINDS
@@ -56,6 +59,8 @@ def runner_parts(
                 "issues": [{"severity": i.severity, "flag": i.flag, "message": i.message} for i in report.issues]}
 
     handlers["validate"] = Validations(engine, validate).handle
+    tunes = Tunes(engine, sweeps, make_scorer(engine, settings))
+    handlers["tune"] = _with_close(tunes.handle, tunes.close)
     return supervisor, handlers
 
 

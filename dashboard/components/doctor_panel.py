@@ -1,0 +1,42 @@
+"""The doctor's section of the Server page (dashboard/services/doctor.py): each finding with its
+evidence and time range, and "Make candidate profile" (behind the control gate) that writes the
+suggested change as a profile derived from the server's own, ready for the Tune page."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from dashboard.components import auth, session
+from dashboard.components.format import fmt_ts
+from dashboard.components.scorecard import md_escape
+from dashboard.services import doctor
+from dashboard.services.tune import TuneRequestError
+
+
+def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> None:
+    until = time.time()
+    since = until - window_s
+    ev = doctor.gather(ctx.engine, server, since=since, until=until)
+    st.subheader("Doctor")
+    findings = doctor.diagnose(ev) if ev is not None else []
+    since = ev.since if ev is not None else since
+    st.caption(f"Rules from SGLang's tuning guidance over {fmt_ts(since)} → {fmt_ts(until)} "
+               "(the running launch only).")
+    if not findings:
+        st.caption("No finding in this window: no rule's evidence is there.")
+        return
+    operator = auth.operator(ctx.settings)
+    for f in findings:
+        with st.container(border=True):
+            st.markdown(f"**{md_escape(f.title)}**  \n{md_escape(f.evidence)}  \n_{md_escape(f.suggestion)}_")
+            change = ", ".join(f"--{k}={v}" for k, v in f.flags.items())
+            st.code(change, language=None)
+            if operator is not None and st.button("Make candidate profile", key=f"doctor_{f.rule}"):
+                try:
+                    name = doctor.make_candidate(ctx.engine, ctx.settings.profiles_dir, server, f)
+                except TuneRequestError as exc:
+                    st.error(str(exc))
+                else:
+                    st.success(f"Profile {name} written; pick it on the Tune page as a candidate.")

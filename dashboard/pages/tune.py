@@ -1,0 +1,171 @@
+"""Tune: find the best profile for a server unattended (issue 19).
+
+Pick candidate profiles and a workload, start (the runner relaunches the server under each,
+runs the same probe workload, scores and ranks: runner/tunes.py), watch which candidate and
+stage it is on with an ETA, stop it; read a finished tune: the ranking, a Pareto chart of cost
+against p99 latency with the SLO line, the winner's config diff against the profile it started
+from, and "Apply winner" (a relaunch, behind the operator gate, confirmed, audited).
+
+Starting, stopping and applying are controls behind `auth.control_gate`; the page does no work
+itself: it records intents through dashboard/services/tune.py and reads them back.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard.components import auth, session
+from dashboard.components.scorecard import md_escape
+from dashboard.services import tune
+from dashboard.services.views import benchmarks as bm
+
+ctx = session.bootstrap()
+st.title("Tune")
+st.caption("Relaunch a managed server under each candidate profile, run one workload, rank the candidates "
+           "on goodput within the SLO, cost at that load, and stability. The server runs its original "
+           "profile again at the end.")
+
+name = session.server_or_stop(ctx, "No servers yet. Add one to `pitwall.toml` or run `pitwall up` for the demo.")
+
+
+def _forget_pending() -> None:
+    st.session_state.pop("tune_pending", None)
+
+
+@st.dialog("Start a tune?", on_dismiss=_forget_pending)
+def confirm(req: dict) -> None:
+    st.write(f"**{md_escape(req['server'])}** is relaunched {len(req['profiles'])} times "
+             f"({', '.join(map(md_escape, req['profiles']))}), then once more under its original profile"
+             f"{' (or the winner)' if req['apply'] else ''}. It serves no other traffic reliably meanwhile.")
+    a, b = st.columns(2)
+    if a.button("Start tune", type="primary", key="tune_confirm"):
+        _forget_pending()
+        actor = auth.operator(ctx.settings)
+        if actor is None:
+            st.error("Your operator sign-in is gone (expired or signed out); sign in again.")
+            return
+        try:
+            tune.start_tune(session.engine_for(ctx.url), requested_by=actor, **req)
+        except tune.TuneRequestError as exc:
+            st.error(str(exc))
+            return
+        st.rerun()
+    if b.button("Cancel", key="tune_cancel"):
+        _forget_pending()
+        st.rerun()
+
+
+operator = auth.control_gate(ctx.settings)
+if operator is not None:
+    with st.form("tune_form", border=True):
+        st.markdown(f"**New tune of {md_escape(name)}** (server picked in the sidebar)")
+        profiles = st.multiselect("Candidate profiles", tune.profile_names(ctx.engine), key="tune_profiles")
+        c1, c2, c3, c4 = st.columns(4)
+        workload = c1.selectbox("Workload", bm.PROMPT_SETS, key="tune_workload")
+        levels_text = c2.text_input("Concurrency levels", value="1,4", key="tune_levels")
+        requests = c3.number_input("Requests per level", min_value=1, max_value=10_000, value=40, key="tune_requests")
+        max_new = c4.number_input("Max new tokens", min_value=1, max_value=32_768, value=128, key="tune_max_new")
+        apply = st.checkbox("Leave the server on the winner (apply)", key="tune_apply")
+        submitted = st.form_submit_button("Start tune…", type="primary")
+    if submitted:
+        try:
+            levels = bm.parse_levels(levels_text)
+        except bm.SweepRequestError as exc:
+            st.error(str(exc))
+        else:
+            st.session_state["tune_pending"] = {
+                "server": name, "profiles": list(profiles), "apply": bool(apply),
+                "sweep": {"api": "generate", "mode": "concurrency", "levels": [float(v) for v in levels],
+                          "requests": int(requests),
+                          "workload": {"prompt_set": str(workload), "max_new_tokens": int(max_new)}}}
+    if st.session_state.get("tune_pending") is not None:
+        confirm(st.session_state["tune_pending"])
+
+
+@st.fragment(run_every=1.0)
+@session.safe("Tune progress")
+def progress() -> None:
+    active = [i for i in tune.list_tunes(session.engine_for(ctx.url), server=name, limit=5)
+              if i.state in ("pending", "running")]
+    if not active:
+        return
+    it = active[0]
+    prog = it.progress or {}
+    st.markdown(f"**Tune #{it.id}** · {md_escape(str(prog.get('detail') or it.state))}")
+    st.progress(float(prog.get("fraction") or 0.0), text=tune.eta_text(prog) or "estimating the time left…")
+    if operator is not None and st.button("Stop after this step", key=f"tune_stop_{it.id}"):
+        tune.stop_tune(session.engine_for(ctx.url), int(it.id or 0), actor=operator)
+        st.toast("The tune stops after the current step and restores the original profile.")
+
+
+progress()
+
+st.subheader("Tune runs")
+runs = tune.list_tunes(ctx.engine, server=name, limit=20)
+finished = [r for r in runs if r.result and r.result.get("candidates")]
+if not finished:
+    st.caption("No tune with results yet for this server.")
+    st.stop()
+labels = {f"#{r.id} · {r.state} · {', '.join((r.payload or {}).get('profiles') or [])}": r for r in finished}
+chosen = labels[st.selectbox("Tune run", list(labels), key="tune_pick")]
+result = chosen.result or {}
+open_run = chosen.state in ("pending", "running")
+winner_text = "in progress" if open_run else str(result.get("winner") or "none")
+st.markdown(f"Winner: **{md_escape(winner_text)}** · running now: "
+            f"{md_escape(str(result.get('restored_profile') or ('in progress' if open_run else '?')))} · workload fingerprint "
+            f"`{md_escape(str(result.get('workload') or '?'))}`")
+st.dataframe(tune.ranking_frame(result), hide_index=True, width="stretch",
+             column_config={"goodput req/s": st.column_config.NumberColumn(format="%.2f"),
+                            "p99 TTFT ms": st.column_config.NumberColumn(format="%.0f"),
+                            "p99 ITL ms": st.column_config.NumberColumn(format="%.1f"),
+                            "output tok/s": st.column_config.NumberColumn(format="%.0f"),
+                            "USD / 1M out": st.column_config.NumberColumn(format="%.3f")})
+
+points = tune.pareto_frame(result)
+if points.empty:
+    st.caption("No candidate has both a cost and a p99 latency (is a GPU price configured?).")
+else:
+    cost_label = "USD per image" if result.get("image") else "USD per 1M output tokens"
+    base = alt.Chart(points).encode(
+        x=alt.X("cost:Q", title=cost_label, scale=alt.Scale(zero=False)),
+        y=alt.Y("p99_ms:Q", title="p99 latency (ms)", scale=alt.Scale(zero=False)))
+    layers: list[alt.Chart] = [
+        base.mark_point(size=120, filled=True).encode(
+            color=alt.Color("winner:N", title="winner",
+                            scale=alt.Scale(domain=[True, False], range=["#2ca02c", "#1f77b4"])), tooltip=["profile", "status", "cost", "p99_ms"]),
+        base.mark_text(dy=-12).encode(text="profile:N"),
+    ]
+    slo_ms = tune.slo_line_ms(result)
+    if slo_ms is not None:
+        layers.append(alt.Chart(pd.DataFrame({"y": [slo_ms]})).mark_rule(strokeDash=[6, 4], color="#d62728")
+                      .encode(y="y:Q"))
+    st.altair_chart(alt.layer(*layers).properties(height=320, title="Cost vs p99 latency (SLO dashed)"),
+                    width="stretch")
+
+diff = tune.winner_diff(ctx.engine, result)
+if diff is not None:
+    st.markdown("**Winner against the profile the tune started from**")
+    if diff.empty:
+        st.caption("The winner is the profile the server started from.")
+    else:
+        st.dataframe(diff, hide_index=True, width="stretch")
+
+if operator is not None and result.get("winner") and chosen.state == "done":
+    if st.button(f"Apply winner ({result['winner']})…", key="tune_apply_btn"):
+        st.session_state["tune_apply_pending"] = chosen.id
+    if st.session_state.get("tune_apply_pending") == chosen.id:
+        st.warning(f"Relaunch {md_escape(name)} under **{md_escape(str(result['winner']))}**? It rolls back "
+                   "if the profile does not come up.")
+        a, b = st.columns(2)
+        if a.button("Relaunch now", type="primary", key="tune_apply_yes"):
+            st.session_state.pop("tune_apply_pending", None)
+            try:
+                sub = tune.apply_winner(ctx.engine, int(chosen.id or 0), actor=operator)
+                st.success(f"Relaunch requested (intent #{sub.id}); follow it on the Profiles page.")
+            except tune.TuneRequestError as exc:
+                st.error(str(exc))
+        if b.button("Cancel", key="tune_apply_no"):
+            st.session_state.pop("tune_apply_pending", None)
+            st.rerun()

@@ -1,0 +1,225 @@
+"""The doctor (issue 19): rules from SGLang's own tuning guidance, each with its evidence (the
+figures and the time range they come from) and a suggested change that can become a candidate
+profile for `pitwall tune` in one click (`make_candidate`).
+
+SGLang's guidance (docs/advanced_features/hyperparameter_tuning.md): a healthy `#queue-req` is
+non-zero; token usage below 0.9 while requests wait means the scheduler is too conservative
+(lower `--schedule-conservativeness`, e.g. 0.3, or raise `--max-running-requests`); frequent
+decode retractions at high token usage mean it is not conservative enough (raise it, e.g. 1.3);
+prefill OOMs call for a smaller `--chunked-prefill-size` or `--mem-fraction-static`; a running
+batch above the CUDA-graph batch size runs without graphs (raise `--cuda-graph-max-bs`).
+
+`gather` reads the evidence of one server's window through storage.repo (the only I/O);
+`diagnose` is pure, so every rule is tested on recorded figures, firing and not firing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy.engine import Engine
+
+from storage import repo
+
+GIB = 2**30
+QUEUE_KEYS = ("log.queue_req", "metrics.num_queue_reqs")
+USAGE_KEYS = ("log.token_usage", "metrics.token_usage")
+RUNNING_KEYS = ("log.running_req", "metrics.num_running_reqs")
+HIT_KEYS = ("log.cache_hit_rate", "metrics.cache_hit_rate")
+HEADROOM_MIN_BYTES = 5 * GIB
+RETRACT_PER_MIN = 1.0
+LOW_HIT_RATE = 0.3
+
+
+@dataclass
+class Evidence:
+    """What the rules read for one server over [since, until)."""
+
+    since: float
+    until: float
+    series: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> values in the window
+    events: dict[str, int] = field(default_factory=dict)  # event kind -> count in the window
+    server_args: dict[str, Any] = field(default_factory=dict)  # the running launch's /server_info
+    gpu_free_bytes: list[float] = field(default_factory=list)  # per GPU: total - used (median)
+    prompt_set: str | None = None  # workload of the newest probe run in the window
+
+    @property
+    def minutes(self) -> float:
+        return max((self.until - self.since) / 60.0, 1e-9)
+
+    def first(self, keys: tuple[str, ...]) -> np.ndarray:
+        for key in keys:
+            arr = self.series.get(key)
+            if arr is not None and arr.size:
+                return arr
+        return np.asarray([], dtype=float)
+
+
+@dataclass
+class Finding:
+    rule: str
+    title: str
+    evidence: str  # the figures, in words
+    suggestion: str
+    flags: dict[str, Any]  # the suggested change as profile flags (a candidate profile)
+
+
+def _arg(ev: Evidence, *keys: str) -> Any:
+    for key in keys:
+        if ev.server_args.get(key) is not None:
+            return ev.server_args[key]
+    return None
+
+
+def rule_too_conservative(ev: Evidence) -> Finding | None:
+    queue, usage = ev.first(QUEUE_KEYS), ev.first(USAGE_KEYS)
+    if queue.size < 5 or usage.size < 5:
+        return None
+    waiting = float(np.mean(queue > 0))
+    usage_p50 = float(np.percentile(usage, 50))
+    if waiting < 0.5 or usage_p50 >= 0.9:
+        return None
+    cons = _arg(ev, "schedule_conservativeness")
+    mrr = _arg(ev, "max_running_requests")
+    flags: dict[str, Any] = {"schedule-conservativeness": 0.3}
+    if isinstance(mrr, int) and mrr > 0:
+        flags["max-running-requests"] = mrr * 2
+    return Finding("too_conservative", "Requests wait while KV cache is free",
+                   f"queue non-empty in {waiting * 100:.0f} % of {queue.size} samples while token usage p50 is "
+                   f"{usage_p50:.2f} (< 0.9); schedule-conservativeness {cons if cons is not None else '?'}",
+                   "Lower --schedule-conservativeness (SGLang suggests 0.3) or raise --max-running-requests.", flags)
+
+
+def rule_retractions(ev: Evidence) -> Finding | None:
+    usage = ev.first(USAGE_KEYS)
+    n = ev.events.get("decode_retract", 0)
+    per_min = n / ev.minutes
+    if usage.size == 0 or float(np.percentile(usage, 90)) <= 0.9 or per_min <= RETRACT_PER_MIN:
+        return None
+    cons = _arg(ev, "schedule_conservativeness")
+    new = round(max(float(cons or 1.0) * 1.3, 1.3), 2)
+    return Finding("retractions", "Decode retractions at high token usage",
+                   f"{n} decode retractions in {ev.minutes:.0f} min ({per_min:.1f}/min) with token usage p90 "
+                   f"{float(np.percentile(usage, 90)):.2f} (> 0.9)",
+                   "Raise --schedule-conservativeness (e.g. 1.3) or lower --max-running-requests.",
+                   {"schedule-conservativeness": new})
+
+
+def rule_prefill_oom(ev: Evidence) -> Finding | None:
+    n = ev.events.get("prefill_oom", 0)
+    if n == 0:
+        return None
+    chunk = _arg(ev, "chunked_prefill_size")
+    mfs = _arg(ev, "mem_fraction_static")
+    flags: dict[str, Any] = {"chunked-prefill-size": max(int(chunk) // 2, 512) if isinstance(chunk, int) and chunk > 0 else 4096}
+    if isinstance(mfs, (int, float)):
+        flags["mem-fraction-static"] = round(float(mfs) - 0.05, 2)
+    return Finding("prefill_oom", "Prefill ran out of KV cache",
+                   f"{n} prefill OOM event{'s' if n != 1 else ''} in the window; chunked-prefill-size "
+                   f"{chunk if chunk is not None else '?'}, mem-fraction-static {mfs if mfs is not None else '?'}",
+                   "Lower --chunked-prefill-size, or --mem-fraction-static to leave activations more room.", flags)
+
+
+def rule_gpu_headroom(ev: Evidence) -> Finding | None:
+    if not ev.gpu_free_bytes:
+        return None
+    least = min(ev.gpu_free_bytes)
+    if least >= HEADROOM_MIN_BYTES:
+        return None
+    mfs = _arg(ev, "mem_fraction_static")
+    new = round(float(mfs) - 0.05, 2) if isinstance(mfs, (int, float)) else 0.8
+    return Finding("gpu_headroom", "Little GPU memory left after load",
+                   f"the fullest GPU has {least / GIB:.1f} GiB free (median over the window; under "
+                   f"{HEADROOM_MIN_BYTES / GIB:.0f} GiB risks OOM on activation peaks)",
+                   "Lower --mem-fraction-static.", {"mem-fraction-static": new})
+
+
+def rule_radix_hit(ev: Evidence) -> Finding | None:
+    if ev.prompt_set != "shared-prefix":
+        return None
+    hits = ev.first(HIT_KEYS)
+    if hits.size == 0:
+        return None
+    mean = float(np.mean(hits))
+    if mean >= LOW_HIT_RATE:
+        return None
+    off = bool(_arg(ev, "disable_radix_cache"))
+    policy = _arg(ev, "schedule_policy")
+    flags: dict[str, Any] = {"schedule-policy": "lpm"}
+    if off:
+        flags["disable-radix-cache"] = False
+    return Finding("radix_hit", "Low radix cache hit rate on a shared-prefix workload",
+                   f"cache hit rate {mean:.2f} (mean of {hits.size} samples) on a shared-prefix workload; "
+                   f"radix cache {'off' if off else 'on'}, schedule-policy {policy or '?'}",
+                   "Check the prompt layout (shared part first) and use --schedule-policy lpm"
+                   + (" with the radix cache on." if off else "."), flags)
+
+
+def rule_cuda_graph(ev: Evidence) -> Finding | None:
+    bs = _arg(ev, "cuda_graph_max_bs", "cuda_graph_max_bs_decode")
+    running = ev.first(RUNNING_KEYS)
+    if not isinstance(bs, int) or bs <= 0 or running.size == 0 or _arg(ev, "disable_cuda_graph"):
+        return None
+    p90 = float(np.percentile(running, 90))
+    if p90 <= bs:
+        return None
+    new = 2 ** math.ceil(math.log2(p90))
+    key = "cuda-graph-max-bs" if "cuda_graph_max_bs" in ev.server_args else "cuda-graph-max-bs-decode"
+    return Finding("cuda_graph", "Running batch above the CUDA-graph batch size",
+                   f"running requests p90 {p90:.0f} > cuda-graph max bs {bs}: those steps run without CUDA graphs",
+                   f"Raise --{key} (to {new}).", {key: new})
+
+
+RULES = (rule_too_conservative, rule_retractions, rule_prefill_oom, rule_gpu_headroom, rule_radix_hit,
+         rule_cuda_graph)
+
+
+def diagnose(ev: Evidence) -> list[Finding]:
+    return [f for f in (rule(ev) for rule in RULES) if f is not None]
+
+
+def gather(engine: Engine, server: str, *, since: float, until: float) -> Evidence | None:
+    """The evidence of one server's window, from the running launch's start when that is later
+    (None for an unknown server)."""
+    srv = repo.get_server(engine, name=server)
+    if srv is None or srv.id is None:
+        return None
+    launch = repo.latest_launch(engine, server_id=srv.id)
+    if launch is not None and launch.ended_at is None and launch.started_at > since:
+        since = launch.started_at  # judge the running launch's settings on its own figures only
+    ev = Evidence(since=since, until=until)
+    for key in (*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS):
+        ev.series[key] = repo.sample_values(engine, server_id=srv.id, metric=key, since=since, until=until)
+    events = repo.list_events(engine, server_id=srv.id, since=since, until=until, limit=5000)
+    if not events.empty:
+        ev.events = {str(k): int(v) for k, v in events["kind"].value_counts().items()}
+    ev.server_args = dict((launch.server_args if launch is not None else None) or {})
+    for name in repo.metric_names(engine, server_id=srv.id, prefix="gpu."):
+        if name.endswith(".mem_total_bytes"):
+            total = repo.sample_values(engine, server_id=srv.id, metric=name, since=since, until=until)
+            used = repo.sample_values(engine, server_id=srv.id, metric=name.replace("total", "used"),
+                                      since=since, until=until)
+            if total.size and used.size:
+                ev.gpu_free_bytes.append(float(np.median(total)) - float(np.median(used)))
+    for run in repo.list_probe_runs(engine, limit=20):  # a CLI probe by URL has no server_id
+        if run.created_at >= since and (run.server_id == srv.id or run.url == srv.base_url):
+            ev.prompt_set = ((run.spec or {}).get("workload") or {}).get("prompt_set")
+            break
+    return ev
+
+
+def make_candidate(engine: Engine, profiles_dir: Any, server: str, finding: Finding) -> str:
+    """Write the finding's change as a profile derived from the server's own (the tune grid's
+    writer) and return its name: the candidate for `pitwall tune` / the Tune page."""
+    from dashboard.services.tune import TuneRequestError, write_grid_profiles
+
+    srv = repo.get_server(engine, name=server)
+    launch = repo.latest_launch(engine, server_id=srv.id) if srv is not None and srv.id is not None else None
+    running = launch.profile_name if launch is not None and launch.ended_at is None else None
+    base = running or (srv.profile if srv is not None else None)  # the settings the evidence is about
+    if not base:
+        raise TuneRequestError(f"Server {server!r} has no profile to derive a candidate from.")
+    return write_grid_profiles(engine, profiles_dir, base, [{k: str(v) for k, v in finding.flags.items()}])[0]

@@ -1,0 +1,316 @@
+"""Tune runs for the CLI and the dashboard (issue 19): request one, follow it, score, show it.
+
+The search itself runs in the runner (runner/tunes.py, the `tune` lane); this module only
+records the request (an Intent plus an Audit row), reads tune intents back, and gives the runner
+its scorer: the scorecard of one probe run (dashboard/services/scorecard/build.py), cut down to
+the four dimensions the ranking and the `--json` contract use.
+
+Grid candidates (`--grid 'flag=v1,v2;flag2=v3'`) are profiles derived from the server's own
+profile, one per combination, written to the profiles folder as `<base>-tune-<flag>-<value>...`
+(data like any profile: the same validation applies when the runner relaunches under them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from runner import tune_rank
+from storage import repo
+from storage.models import Intent
+
+#: figures of each dimension copied into a candidate's scorecard block (when measured)
+DIMENSION_FIGURES: dict[str, tuple[str, ...]] = {
+    "latency": ("ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s", "e2e_p99_s", "image_p99_s"),
+    "throughput": ("rps", "output_tok_s", "images_per_min", "radix_hit_rate", "avg_running_batch"),
+    "cost": ("gpu_usd_per_hour", "usd_per_1m_output_tok", "usd_per_image", "usd_per_1m_output_tok_at_slo"),
+    "stability": ("success_rate", "error_count", "oom_count", "retraction_count", "crash_count",
+                  "queue_max", "queue_above_threshold_s"),
+}
+GRID_MAX = 16
+
+
+class TuneRequestError(ValueError):
+    """A tune request that cannot be carried out; the message says what to change."""
+
+
+def make_scorer(engine: Engine, settings: Any) -> Callable[[int, str], dict[str, Any]]:
+    """The runner's scorer: (probe run id, server name) -> {scorecard, slo, image}."""
+    from dashboard.services.scorecard.build import build_scorecard
+    from dashboard.services.scorecard.slo import load_overrides, resolve
+
+    def score(run_id: int, server: str) -> dict[str, Any]:
+        card = build_scorecard(engine, run_id=run_id, settings_slo=settings.slo,
+                               electricity_usd_per_kwh=settings.electricity_usd_per_kwh,
+                               retention=dict(settings.retention))
+        blocks: dict[str, Any] = {}
+        for dim, keys in DIMENSION_FIGURES.items():
+            block: dict[str, Any] = {"grade": card.dimensions[dim].grade if dim in card.dimensions else "none"}
+            for key in keys:
+                fig = card.figures.get(key)
+                if fig is not None and fig.value is not None:
+                    block[key] = fig.value
+            blocks[dim] = block
+        slo_set = resolve(server, settings.slo, load_overrides(engine))
+        image = card.value("images_per_min") is not None
+        wanted = ("image_p99_s", "success_rate") if image else ("ttft_p99_s", "itl_p99_s", "success_rate")
+        slo = {k: t.target for k, t in slo_set.targets.items() if k in wanted}
+        return {"scorecard": blocks, "slo": slo, "image": image}
+
+    return score
+
+
+def sweep_fragment(spec: dict[str, Any]) -> dict[str, Any]:
+    """A SweepSpec dict without what each candidate sets itself (url, server, launch, key)."""
+    out = dict(spec)
+    for key in ("url", "api_key", "server_id", "launch_id", "name", "baseline_run_id"):
+        out.pop(key, None)
+    return out
+
+
+def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[str, Any], apply: bool = False,
+               requested_by: str = "cli") -> Intent:
+    """Record a pending `tune` intent (and a `tune_start` audit row) for the runner."""
+    srv = repo.get_server(engine, name=server)
+    if srv is None or srv.id is None:
+        raise TuneRequestError(f"Server {server!r} is not configured; pick one of the configured servers.")
+    if not srv.managed:
+        raise TuneRequestError(f"Server {server!r} is not managed by Pitwall (managed = false): "
+                               "a tune relaunches it, so it must be managed.")
+    names = [p.strip() for p in profiles if p.strip()]
+    if not names:
+        raise TuneRequestError("Name at least one candidate profile (--profiles A,B or --grid).")
+    if len(set(names)) != len(names):
+        raise TuneRequestError(f"A profile is named twice in {names}; name each candidate once.")
+    unknown = [n for n in names if repo.get_profile(engine, name=n) is None]
+    if unknown:
+        known = ", ".join(sorted(p.name for p in repo.list_profiles(engine)))
+        raise TuneRequestError(f"Unknown profile(s) {unknown}; known: {known}.")
+    open_tunes = repo.list_intents(engine, server_id=srv.id, kinds=("tune",), states=("pending", "running"), limit=1)
+    if open_tunes:
+        raise TuneRequestError(f"Tune #{open_tunes[0].id} of {server} is still {open_tunes[0].state}; "
+                               "wait for it or stop it first.")
+    intent = repo.create_intent(engine, kind="tune", server_id=srv.id, requested_by=requested_by,
+                                payload={"server": server, "profiles": names, "sweep": sweep_fragment(sweep),
+                                         "apply": bool(apply)})
+    repo.add_audit(engine, actor=requested_by, action="tune_start", target=server,
+                   detail={"intent_id": intent.id, "profiles": names, "apply": bool(apply)})
+    return intent
+
+
+def stop_tune(engine: Engine, intent_id: int, *, actor: str) -> bool:
+    from runner.tunes import request_stop
+
+    ok = request_stop(engine, intent_id)
+    if ok:
+        repo.add_audit(engine, actor=actor, action="tune_stop", target=f"tune #{intent_id}")
+    return ok
+
+
+def list_tunes(engine: Engine, *, server: str | None = None, limit: int = 20) -> list[Intent]:
+    sid = None
+    if server is not None:
+        srv = repo.get_server(engine, name=server)
+        if srv is None:
+            return []
+        sid = srv.id
+    return repo.list_intents(engine, server_id=sid, kinds=("tune",), limit=limit)
+
+
+def tune_json(intent: Intent) -> dict[str, Any]:
+    """The `--json` contract of a tune (runner/tune_rank.py public_json)."""
+    return tune_rank.public_json(intent.result or {})
+
+
+# -- grid candidates ----------------------------------------------------------------------------
+_FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def parse_grid(text: str) -> list[dict[str, str]]:
+    """'flag=v1,v2;flag2=v3' -> one {flag: value} dict per combination (GRID_MAX at most)."""
+    axes: list[tuple[str, list[str]]] = []
+    for part in [p.strip() for p in text.split(";") if p.strip()]:
+        flag, sep, values = part.partition("=")
+        flag = flag.strip().lstrip("-")
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not _FLAG.match(flag) or not vals:
+            raise TuneRequestError(f"Grid part {part!r} is not flag=v1,v2 (e.g. 'max-running-requests=32,64').")
+        axes.append((flag, vals))
+    if not axes:
+        raise TuneRequestError("The grid is empty; write it as 'flag=v1,v2;flag2=v3,v4'.")
+    combos = [dict(zip([a[0] for a in axes], vals, strict=True)) for vals in itertools.product(*[a[1] for a in axes])]
+    if len(combos) > GRID_MAX:
+        raise TuneRequestError(f"The grid makes {len(combos)} candidates; keep it to {GRID_MAX} or fewer.")
+    return combos
+
+
+def _toml_value(value: Any) -> str:
+    """A TOML literal: booleans and numbers as such, anything else a quoted string."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _grid_value(text: str) -> Any:
+    """A grid value as typed: true/false, an int, a float, else the text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: list[dict[str, str]]) -> list[str]:
+    """Write one profile per grid combination, derived from `base`; returns their names."""
+    import tomllib
+
+    from dashboard.services.launch.profiles import sync_profiles
+
+    src = Path(profiles_dir) / f"{base}.toml"
+    if not src.is_file():
+        raise TuneRequestError(f"The base profile {base!r} has no file in {profiles_dir}; pick a file profile.")
+    data = tomllib.loads(src.read_text(encoding="utf-8"))
+    names = []
+    for combo in combos:
+        suffix = "-".join(f"{k}-{v}" for k, v in combo.items())
+        name = re.sub(r"[^a-z0-9-]+", "-", f"{base}-tune-{suffix}".lower()).strip("-")[:80]
+        flags = {**(data.get("flags") or {}), **{k: None for k in combo}}
+        lines = [f'name = "{name}"',
+                 f'description = "{base} with {", ".join(f"{k}={v}" for k, v in combo.items())} (pitwall tune grid)"']
+        lines += [f"{k} = {_toml_value(v)}" for k, v in data.items()
+                  if k not in ("name", "description", "flags", "env") and isinstance(v, (str, int, float, bool))]
+        lines.append("\n[flags]")
+        for k, v in flags.items():
+            lines.append(f"{k} = {_toml_value(_grid_value(combo[k]) if k in combo else v)}")
+        if data.get("env"):
+            lines.append("\n[env]")
+            lines += [f"{k} = {_toml_value(str(v))}" for k, v in data["env"].items()]
+        (Path(profiles_dir) / f"{name}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        names.append(name)
+    _, errors = sync_profiles(engine, profiles_dir)
+    if errors:
+        raise TuneRequestError(f"A grid profile could not be read: {errors[0]}")
+    return names
+
+
+# -- text ---------------------------------------------------------------------------------------
+def _fmt(v: Any, scale: float = 1.0, unit: str = "", digits: int = 0) -> str:
+    if not isinstance(v, (int, float)):
+        return "-"
+    return f"{v * scale:.{digits}f}{unit}"
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The ranking as a text table (what `pitwall tune` prints at the end)."""
+    rows = [("rank", "profile", "status", "goodput req/s", "p99 TTFT", "p99 ITL", "out tok/s", "USD/1M out",
+             "errors", "reason")]
+    for c in tune_rank.public_json(result)["candidates"]:
+        sc = c.get("scorecard") or {}
+        lat, tp, cost, st = (sc.get(d) or {} for d in ("latency", "throughput", "cost", "stability"))
+        rows.append((str(c.get("rank") or "-"), str(c["profile"]), str(c["status"]), _fmt(c.get("goodput_rps"), digits=2),
+                     _fmt(lat.get("ttft_p99_s"), 1000, " ms"), _fmt(lat.get("itl_p99_s"), 1000, " ms", 1),
+                     _fmt(tp.get("output_tok_s")), _fmt(cost.get("usd_per_1m_output_tok"), unit="", digits=2),
+                     _fmt(st.get("error_count")), str(c.get("reason") or "")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
+    out.append(f"winner: {result.get('winner') or 'none'} · running now: {result.get('restored_profile') or '?'}")
+    return "\n".join(out)
+
+
+def eta_text(progress: dict[str, Any] | None) -> str:
+    p = progress or {}
+    eta = p.get("eta_s")
+    return f"about {int(eta) // 60} min {int(eta) % 60} s left" if isinstance(eta, (int, float)) else ""
+
+
+def elapsed_s(intent: Intent) -> float | None:
+    if intent.started_at is None:
+        return None
+    return (intent.finished_at or time.time()) - intent.started_at
+
+
+# -- views (the Tune page) ------------------------------------------------------------------------
+def profile_names(engine: Engine) -> list[str]:
+    return sorted(p.name for p in repo.list_profiles(engine))
+
+
+def ranking_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """One row per candidate in rank order: status, goodput, p99 TTFT/ITL, throughput, cost, errors."""
+    rows = []
+    for c in tune_rank.public_json(result)["candidates"]:
+        sc = c.get("scorecard") or {}
+        lat, tp, cost, st = (sc.get(d) or {} for d in ("latency", "throughput", "cost", "stability"))
+        rows.append({"rank": c.get("rank"), "profile": c["profile"], "status": c["status"],
+                     "goodput req/s": c.get("goodput_rps"), "p99 TTFT ms": _ms(lat.get("ttft_p99_s")),
+                     "p99 ITL ms": _ms(lat.get("itl_p99_s")), "output tok/s": tp.get("output_tok_s"),
+                     "USD / 1M out": cost.get("usd_per_1m_output_tok"), "errors": st.get("error_count"),
+                     "reason": c.get("reason") or ""})
+    return pd.DataFrame(rows, columns=["rank", "profile", "status", "goodput req/s", "p99 TTFT ms", "p99 ITL ms",
+                                       "output tok/s", "USD / 1M out", "errors", "reason"])
+
+
+def _ms(v: Any) -> float | None:
+    return float(v) * 1000.0 if isinstance(v, (int, float)) else None
+
+
+def pareto_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """Scored candidates as points: cost (USD / 1M output tokens, or per image) vs p99 latency (ms)."""
+    image = bool(result.get("image"))
+    rows = []
+    for c in tune_rank.public_json(result)["candidates"]:
+        sc = c.get("scorecard") or {}
+        cost = (sc.get("cost") or {}).get("usd_per_image" if image else "usd_per_1m_output_tok")
+        p99 = (sc.get("latency") or {}).get("image_p99_s" if image else "ttft_p99_s")
+        if isinstance(cost, (int, float)) and isinstance(p99, (int, float)):
+            rows.append({"profile": c["profile"], "status": c["status"], "cost": float(cost),
+                         "p99_ms": float(p99) * 1000.0, "winner": c["profile"] == result.get("winner")})
+    return pd.DataFrame(rows, columns=["profile", "status", "cost", "p99_ms", "winner"])
+
+
+def slo_line_ms(result: dict[str, Any]) -> float | None:
+    slo = result.get("slo") or {}
+    v = slo.get("image_p99_s" if result.get("image") else "ttft_p99_s")
+    return float(v) * 1000.0 if isinstance(v, (int, float)) else None
+
+
+def winner_diff(engine: Engine, result: dict[str, Any]) -> pd.DataFrame | None:
+    """The winner's profile against the original one (setting, original, winner); None without both."""
+    from dashboard.services.launch.profile_admin import diff_frame
+    from dashboard.services.launch.profiles import diff
+
+    a_name, b_name = result.get("original_profile"), result.get("winner")
+    a = repo.get_profile(engine, name=a_name) if a_name else None
+    b = repo.get_profile(engine, name=b_name) if b_name else None
+    if a is None or b is None:
+        return None
+    return diff_frame(diff(a.model_dump(), b.model_dump()), f"current ({a.name})", f"winner ({b.name})")
+
+
+def apply_winner(engine: Engine, intent_id: int, *, actor: str) -> Intent:
+    """Relaunch the server under a finished tune's winner (a `relaunch` intent, audited)."""
+    from dashboard.services.launch import launcher
+
+    tune_intent = repo.get_intent(engine, intent_id=intent_id)
+    result = (tune_intent.result if tune_intent is not None else None) or {}
+    if not result.get("winner"):
+        raise TuneRequestError(f"Tune #{intent_id} has no winner to apply.")
+    try:
+        sub = launcher.request(engine, kind="relaunch", server_name=str(result.get("server")), actor=actor,
+                               profile=str(result["winner"]))
+    except launcher.LauncherError as exc:
+        raise TuneRequestError(str(exc)) from None
+    repo.add_audit(engine, actor=actor, action="tune_apply", target=str(result.get("server")),
+                   detail={"intent_id": intent_id, "profile": result["winner"], "relaunch_intent_id": sub.id})
+    return sub

@@ -1,0 +1,273 @@
+"""Tune runs in the runner (issue 19): relaunch a managed server under each candidate profile,
+run the same probe workload, score, rank, and put the original profile (or the winner) back.
+
+Flow:
+1. `pitwall tune` or the Tune panel (dashboard/services/tune.py `start_tune`) records an
+   Intent(kind="tune", payload={"server", "profiles", "sweep", "apply"}). `sweep` is a SweepSpec
+   dict without url / server / launch (the same for every candidate: one fingerprint).
+2. The runner's `tune` lane calls `Tunes.handle`. Per candidate, in order: a `relaunch` intent
+   (the control lane validates the profile, stops, starts, waits for ready and rolls back on
+   failure), then a stored ProbeRun run by the one sweep runner (runner/sweeps.py; the spec's
+   warm-up requests warm the server up), then the injected scorer (the scorecard of that run),
+   and the record goes into Intent.result at once.
+3. A candidate that does not come up, whose server exits during the workload, or whose sweep
+   fails is recorded `failed` with the cause, and the search goes on.
+4. At the end the candidates are ranked (runner/tune_rank.py) and the server is relaunched
+   under its original profile, or the winner with `apply`.
+
+The state is the intent's `result`, written after every step: a runner that dies mid-tune
+leaves the intent `running`; the next runner puts it back to pending (storage/kinds.py
+RESUMABLE_INTENT_KINDS) and this handler resumes with the candidate that was not recorded.
+Stop: `payload.stop = true` (written by `request_stop`) ends the search after the current step.
+
+The runner package never imports dashboard/: the scorer comes in from the wiring.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from runner import tune_rank
+from runner.sweeps import Sweeps
+from storage import repo
+from storage.kinds import FINAL_INTENT_STATES
+from storage.models import Intent, Server
+
+#: (probe run id, server name) -> {"scorecard": {dimension: {...}}, "slo": {key: target}, "image": bool}
+Scorer = Callable[[int, str], dict[str, Any]]
+
+RELAUNCH_WAIT_S = 1800.0
+POLL_S = 0.3
+RUNNER_STOPPED = "runner stopped"  # the supervisor's end reason of a launch it stopped at shutdown
+
+
+class _Interrupted(Exception):
+    """The runner is stopping: leave the tune `running` for the next runner to resume."""
+
+
+def request_stop(engine: Engine, intent_id: int) -> bool:
+    """Ask a tune to stop after its current step; False when it is not open."""
+    intent = repo.get_intent(engine, intent_id=intent_id)
+    if intent is None or intent.kind != "tune" or intent.state in FINAL_INTENT_STATES:
+        return False
+    repo.update_intent(engine, intent_id=intent_id, payload={**(intent.payload or {}), "stop": True})
+    return True
+
+
+class Tunes:
+    """The tune lane's handler; shares the runner's Sweeps (one owner of sweep processes)."""
+
+    def __init__(self, engine: Engine, sweeps: Sweeps, scorer: Scorer, *,
+                 relaunch_wait_s: float = RELAUNCH_WAIT_S) -> None:
+        self.engine = engine
+        self.sweeps = sweeps
+        self.scorer = scorer
+        self.relaunch_wait_s = relaunch_wait_s
+        self._closing = threading.Event()
+        self._eta_s: dict[int, float] = {}  # intent id -> the last estimate, shown at every stage
+
+    def close(self) -> None:
+        """At runner shutdown: stop after the current step and record nothing half-done."""
+        self._closing.set()
+
+    # -- the tune intent --------------------------------------------------------------------------
+    def handle(self, intent: Intent) -> None:
+        assert intent.id is not None
+        payload = intent.payload or {}
+        server = repo.get_server(self.engine, name=str(payload.get("server") or ""))
+        profiles = [str(p) for p in payload.get("profiles") or []]
+        if server is None or not server.managed or not profiles:
+            why = ("names no candidate profile" if server is not None and server.managed and not profiles
+                   else f"names server {payload.get('server')!r}, which is not a managed server")
+            repo.update_intent(self.engine, intent_id=intent.id, state="failed",
+                               message=f"Tune #{intent.id} {why}; start it again with a managed server and profiles.")
+            return
+        state = dict(intent.result or {})
+        if "original_profile" not in state:
+            state.update(server=server.name, original_profile=self._current_profile(server),
+                         candidates=[], workload=None, slo=None, winner=None, restored_profile=None)
+            self._save(intent.id, state)
+        try:
+            self._search(intent, server, profiles, state)
+            self._finish(intent, server, state, bool(payload.get("apply")))
+        except _Interrupted:
+            detail = "paused: the runner stopped; the next runner resumes with the candidate not yet recorded"
+            last = repo.get_intent(self.engine, intent_id=intent.id)
+            prog = dict((last.progress if last is not None else None) or {})
+            repo.update_intent(self.engine, intent_id=intent.id, progress={**prog, "stage": "paused", "detail": detail})
+
+    def _search(self, intent: Intent, server: Server, profiles: list[str], state: dict[str, Any]) -> None:
+        assert intent.id is not None
+        started = time.monotonic()
+        done_here = 0
+        for i, profile in enumerate(profiles):
+            if i < len(state["candidates"]):
+                continue  # recorded before a runner restart
+            if self._closing.is_set():
+                raise _Interrupted
+            if self._stop_requested(intent.id):
+                state["stopped"] = True
+                return
+            self._progress(intent.id, i, len(profiles), profile, "relaunching", 0.0,
+                           self._eta(started, done_here, len(profiles) - i))
+            rec = self._candidate(intent, server, profile, i, len(profiles), state)
+            if self._closing.is_set():
+                raise _Interrupted
+            state["candidates"].append(rec)
+            done_here += 1
+            self._save(intent.id, state)
+
+    # -- one candidate ------------------------------------------------------------------------------
+    def _candidate(self, intent: Intent, server: Server, profile: str, i: int, n: int,
+                   state: dict[str, Any]) -> dict[str, Any]:
+        assert intent.id is not None
+        rec: dict[str, Any] = {"profile": profile, "status": "failed", "reason": "", "rank": None,
+                               "goodput_rps": None, "scorecard": {}, "launch_id": None, "probe_run_ids": [],
+                               "levels": []}
+        ok, launch_id, why = self._relaunch(intent, server, profile)
+        rec["launch_id"] = launch_id
+        if not ok:
+            rec["reason"] = f"did not start: {why}"
+            return rec
+        run_id, status, error = self._sweep(intent, server, launch_id, (i, n, profile))
+        rec["probe_run_ids"] = [run_id]
+        run = repo.get_probe_run(self.engine, run_id=run_id)
+        if run is not None:
+            state["workload"] = state.get("workload") or run.fingerprint or None
+            rec["levels"] = list((run.report or {}).get("levels") or [])
+        launch = repo.get_launch(self.engine, launch_id=launch_id) if launch_id else None
+        if launch is not None and (launch.end_reason or "").startswith(RUNNER_STOPPED):
+            raise _Interrupted
+        if launch is not None and launch.ended_at is not None:
+            rec["reason"] = f"the server stopped during the workload ({launch.end_reason or launch.status})"
+            return rec
+        if status != "done":
+            rec["reason"] = f"the workload did not finish: {error or status}"
+            return rec
+        self._progress(intent.id, i, n, profile, "scoring", 0.95, None)
+        try:
+            scored = self.scorer(run_id, server.name)
+        except Exception as exc:  # a scorecard that cannot be built: recorded, the search goes on
+            rec["reason"] = f"could not be scored: {exc}"
+            return rec
+        state["slo"] = scored.get("slo") if state.get("slo") is None else state["slo"]
+        state["image"] = bool(scored.get("image"))
+        rec.update(status="scored", scorecard=scored.get("scorecard") or {})
+        return rec
+
+    def _relaunch(self, intent: Intent, server: Server, profile: str) -> tuple[bool, int | None, str]:
+        """Relaunch through the control lane and wait: (ready, launch id, why not)."""
+        assert server.id is not None
+        by = f"{intent.requested_by} (tune #{intent.id})"
+        # a relaunch this tune requested before a runner restart may still be queued: let it run
+        # out first, or ours would be refused as a second lifecycle action for the server
+        for left in repo.list_intents(self.engine, server_id=server.id, kinds=("launch", "relaunch"),
+                                      states=("pending", "running"), limit=10):
+            if left.requested_by == by and left.id is not None:
+                self._wait_intent(left.id)
+        sub = repo.create_intent(self.engine, kind="relaunch", server_id=server.id, payload={"profile": profile},
+                                 requested_by=by)
+        assert sub.id is not None
+        final = self._wait_intent(sub.id)
+        if self._closing.is_set() or (final is not None and "runner is stopping" in (final.message or "")):
+            raise _Interrupted
+        if final is None:
+            return False, None, f"the relaunch (intent #{sub.id}) did not finish within {self.relaunch_wait_s:.0f} s"
+        result = final.result or {}
+        if final.state != "done":
+            return False, result.get("launch_id"), final.message or final.state
+        return True, result.get("launch_id"), ""
+
+    def _wait_intent(self, intent_id: int) -> Intent | None:
+        deadline = time.monotonic() + self.relaunch_wait_s
+        while time.monotonic() < deadline:
+            if self._closing.is_set():
+                raise _Interrupted
+            got = repo.get_intent(self.engine, intent_id=intent_id)
+            if got is not None and got.state in FINAL_INTENT_STATES:
+                return got
+            time.sleep(POLL_S)
+        return None
+
+    def _sweep(self, intent: Intent, server: Server, launch_id: int | None,
+               where: tuple[int, int, str]) -> tuple[int, str, str]:
+        """Store and run the candidate's ProbeRun: (run id, final status, error)."""
+        assert intent.id is not None
+        spec = dict((intent.payload or {}).get("sweep") or {})
+        spec.update(url=server.base_url, server_id=server.id, launch_id=launch_id,
+                    name=f"tune #{intent.id}: {where[2]}")
+        run = repo.create_probe_run(self.engine, server_id=server.id, launch_id=launch_id, url=server.base_url,
+                                    api=str(spec.get("api") or "generate"), name=spec["name"], spec=spec,
+                                    status="pending")
+        assert run.id is not None
+        if server.api_key:
+            spec["api_key"] = server.api_key  # the sweep process's spec file only; never stored
+        intent_id = intent.id
+        i, n, profile = where
+
+        def progress(frac: float, status: str) -> None:
+            self._progress(intent_id, i, n, profile, f"workload ({status})", 0.1 + 0.8 * frac, None)
+
+        code, tail = self.sweeps.run(run_id=run.id, spec=spec, on_progress=progress)
+        final = repo.get_probe_run(self.engine, run_id=run.id)
+        status = final.status if final is not None else "failed"
+        return run.id, status, (final.error if final is not None and final.error else tail)
+
+    # -- the end ------------------------------------------------------------------------------------
+    def _finish(self, intent: Intent, server: Server, state: dict[str, Any], apply: bool) -> None:
+        assert intent.id is not None
+        winner = tune_rank.rank(state["candidates"], state.get("slo") or {}, image=bool(state.get("image")))
+        state["winner"] = winner
+        target = winner if apply and winner else state["original_profile"]
+        self._save(intent.id, state)
+        n = len(state["candidates"])
+        self._progress(intent.id, n, n, str(target), "restoring", 0.5, None)
+        ok, _, why = self._relaunch(intent, server, str(target)) if target else (False, None, "no profile")
+        state["restored_profile"] = target if ok else None
+        self._save(intent.id, state)
+        head = f"Tune of {server.name}: {n} candidate{'s' if n != 1 else ''}"
+        head += f", winner {winner}" if winner else ", no candidate met the SLO"
+        if state.get("stopped"):
+            head += " (stopped early)"
+        tail = (f"; running {target} again" if ok else f"; putting {target} back failed: {why}")
+        repo.update_intent(self.engine, intent_id=intent.id, state="done" if ok else "failed",
+                           message=head + tail + ".", result=state,
+                           progress={"stage": "done" if ok else "failed", "fraction": 1.0, "detail": head + tail})
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _current_profile(self, server: Server) -> str | None:
+        assert server.id is not None
+        launch = repo.latest_launch(self.engine, server_id=server.id)
+        if launch is not None and launch.ended_at is None and launch.profile_name:
+            return launch.profile_name
+        return server.profile
+
+    def _save(self, intent_id: int, state: dict[str, Any]) -> None:
+        repo.update_intent(self.engine, intent_id=intent_id, result=state)
+
+    def _stop_requested(self, intent_id: int) -> bool:
+        got = repo.get_intent(self.engine, intent_id=intent_id)
+        return bool(got is not None and (got.payload or {}).get("stop"))
+
+    def _progress(self, intent_id: int, i: int, n: int, profile: str, stage: str, within: float,
+                  eta_s: float | None) -> None:
+        frac = (i + within) / max(n, 1) if i < n else 0.98
+        detail = f"candidate {min(i + 1, n)}/{n} {profile}: {stage}"
+        prog: dict[str, Any] = {"stage": stage, "fraction": round(min(frac, 0.99), 3), "detail": detail,
+                                "candidate": min(i + 1, n), "of": n, "profile": profile}
+        if eta_s is not None:
+            self._eta_s[intent_id] = time.monotonic() + eta_s
+        if intent_id in self._eta_s and i < n:
+            prog["eta_s"] = max(0, round(self._eta_s[intent_id] - time.monotonic()))
+        repo.update_intent(self.engine, intent_id=intent_id, progress=prog)
+
+    @staticmethod
+    def _eta(started: float, done: int, left: int) -> float | None:
+        if done == 0:
+            return None
+        return (time.monotonic() - started) / done * left

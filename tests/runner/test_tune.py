@@ -1,0 +1,139 @@
+"""`tune` intents end to end (issue 19): a real Runner relaunches the bundled simulator (real
+processes, real HTTP on 127.0.0.1, a real SQLite file) under each candidate, runs one probe
+workload in a sweep process, scores and ranks; a candidate that cannot start is recorded with
+its cause, and a runner SIGKILLed mid-tune is followed by one that resumes.
+
+The simulator is configured only through profile [env] (SGLANG_SIM_*): fast profiles start in
+well under a second of wall time. Workloads are tiny (a handful of requests at one level).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pwtest import PY, free_port, runner_thread, sim_profile, subprocess_env, wait_for
+
+from dashboard.services import tune
+from dashboard.services.launch.profiles import sync_profiles
+from dashboard.services.launch.wiring import runner_parts
+from dashboard.settings import Settings
+from runner.loop import Runner
+from storage import repo
+
+pytestmark = pytest.mark.timeout(240)
+
+FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
+SWEEP = {"api": "generate", "mode": "concurrency", "levels": [2.0], "requests": 6, "warmup": 2,
+         "workload": {"prompt_set": "shared-prefix", "max_new_tokens": 8, "num_prompts": 8}}
+
+
+
+
+
+
+@pytest.fixture
+def setup(tmp_path: Path, engine) -> dict:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    sim_profile(folder, "fast-a", "max-running-requests = 8", FAST_ENV)
+    sim_profile(folder, "fast-b", "max-running-requests = 16\ndisable-radix-cache = true", FAST_ENV)
+    sim_profile(folder, "crashy", "max-running-requests = 32", {**FAST_ENV, "SGLANG_SIM_FAULT": "crash-at-start"})
+    (tmp_path / "data").mkdir()
+    assert sync_profiles(engine, folder)[1] == []
+    url = str(engine.url)
+    settings = Settings(data_dir=tmp_path / "data", database_url=url, profiles_dir=folder)
+    port = free_port()
+    server = repo.upsert_server(engine, name="sim", base_url=f"http://127.0.0.1:{port}", managed=True,
+                                python=sys.executable, profile="fast-a",
+                                log_path=str(tmp_path / "data" / "logs" / "sim.log"))
+    return {"engine": engine, "settings": settings, "server": server, "folder": folder, "url": url,
+            "data": tmp_path / "data"}
+
+
+@pytest.fixture
+def runner(setup) -> Iterator[Runner]:
+    supervisor, handlers = runner_parts(setup["settings"], setup["engine"], auto_start=False)
+    with runner_thread(Runner(setup["engine"], [], supervisor=supervisor, intent_handlers=handlers,
+                              tick_s=0.05)) as r:
+        yield r
+
+
+def _final(engine, intent_id: int):
+    i = repo.get_intent(engine, intent_id=intent_id)
+    return i if i is not None and i.state in ("done", "failed", "cancelled", "expired") else None
+
+
+def test_tune_records_a_candidate_that_cannot_start_and_finishes(setup, runner) -> None:
+    engine = setup["engine"]
+    intent = tune.start_tune(engine, server="sim", profiles=["fast-a", "crashy", "fast-b"], sweep=SWEEP,
+                             requested_by="tester")
+    final = wait_for(lambda: _final(engine, intent.id), timeout=200, what="the tune to finish")
+    assert final.state == "done", final.message
+    out = tune.tune_json(final)
+    assert set(out) == {"server", "workload", "slo", "candidates", "winner", "restored_profile"}
+    assert out["server"] == "sim" and out["restored_profile"] == "fast-a"
+    by = {c["profile"]: c for c in out["candidates"]}
+    assert set(by) == {"fast-a", "crashy", "fast-b"}
+    crashy = by["crashy"]
+    assert crashy["status"] == "failed" and crashy["rank"] == 3
+    assert "did not start" in crashy["reason"] and "exited" in crashy["reason"], crashy["reason"]
+    assert crashy["probe_run_ids"] == []
+    for name in ("fast-a", "fast-b"):
+        c = by[name]
+        assert c["status"] in ("ok", "slo_missed"), c
+        assert set(c) == set(tune_keys()) and set(c["scorecard"]) >= {"latency", "throughput", "cost", "stability"}
+        assert c["scorecard"]["latency"]["ttft_p99_s"] > 0 and c["scorecard"]["throughput"]["rps"] > 0
+        run = repo.get_probe_run(engine, run_id=c["probe_run_ids"][0])
+        assert run.status == "done" and run.launch_id == c["launch_id"] and run.fingerprint == out["workload"]
+        assert repo.get_launch(engine, launch_id=c["launch_id"]).profile_name == name
+    assert {c["rank"] for c in out["candidates"]} == {1, 2, 3}
+    # the server runs its original profile again, in a launch of its own after the last candidate
+    launch = repo.latest_launch(engine, server_id=setup["server"].id)
+    assert launch.profile_name == "fast-a" and launch.status == "ready" and launch.id > by["fast-b"]["launch_id"]
+    assert "Tune of sim: 3 candidates" in final.message
+
+
+def tune_keys() -> tuple[str, ...]:
+    from runner.tune_rank import CANDIDATE_KEYS
+
+    return CANDIDATE_KEYS
+
+
+def test_a_runner_killed_mid_tune_is_resumed_by_the_next(setup) -> None:
+    engine = setup["engine"]
+    argv = [PY, str(Path(__file__).with_name("tune_runner.py")), setup["url"], str(setup["folder"]),
+            str(setup["data"])]
+    first = subprocess.Popen(argv, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        intent = tune.start_tune(engine, server="sim", profiles=["fast-a", "fast-b"], sweep=SWEEP,
+                                 requested_by="tester")
+        wait_for(lambda: len((repo.get_intent(engine, intent_id=intent.id).result or {}).get("candidates") or []) >= 1,
+                 timeout=120, what="the first candidate to be recorded")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    killed = repo.get_intent(engine, intent_id=intent.id)
+    assert killed.state == "running"  # nobody settled it: the runner died
+    recorded = killed.result["candidates"][0]
+    assert recorded["profile"] == "fast-a" and len(killed.result["candidates"]) == 1
+    # the next runner puts it back to pending and carries on with fast-b
+    second = subprocess.Popen(argv, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        final = wait_for(lambda: _final(engine, intent.id), timeout=200, what="the resumed tune to finish")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(60)
+    assert final.state == "done", final.message
+    cands = final.result["candidates"]
+    assert [c["profile"] for c in cands] == ["fast-a", "fast-b"]
+    assert cands[0]["launch_id"] == recorded["launch_id"]  # fast-a was not run again
+    assert cands[0]["probe_run_ids"] == recorded["probe_run_ids"]
+    assert cands[1]["status"] in ("ok", "slo_missed") and cands[1]["probe_run_ids"], cands[1]["reason"]
+    assert final.result["restored_profile"] == "fast-a"
+    relaunches = [i for i in repo.list_intents(engine, kinds=("relaunch",), limit=50) if "tune #" in i.requested_by]
+    assert sorted((i.payload or {}).get("profile") for i in relaunches).count("fast-a") >= 2  # candidate + restore

@@ -1,0 +1,124 @@
+"""The doctor's rules (dashboard/services/doctor.py) on recorded figures: each fires on the
+evidence it names and stays quiet on a healthy window; `gather` reads a real SQLite file."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from dashboard.services import doctor
+from dashboard.services.doctor import Evidence
+from storage import repo
+
+HOUR = 3600.0
+
+
+def ev(**series: list[float]) -> Evidence:
+    e = Evidence(since=0.0, until=HOUR)
+    e.series = {k.replace("__", "."): np.asarray(v, dtype=float) for k, v in series.items()}
+    return e
+
+
+def test_too_conservative_fires_when_requests_wait_with_free_kv() -> None:
+    e = ev(log__queue_req=[5, 8, 0, 12, 9, 7], log__token_usage=[0.4, 0.5, 0.45, 0.5, 0.42, 0.48])
+    e.server_args = {"schedule_conservativeness": 1.0, "max_running_requests": 64}
+    f = doctor.rule_too_conservative(e)
+    assert f is not None and f.flags == {"schedule-conservativeness": 0.3, "max-running-requests": 128}
+    assert "83 % of 6 samples" in f.evidence and "p50 is 0.46" in f.evidence
+
+
+def test_too_conservative_quiet_when_the_queue_is_empty_or_kv_full() -> None:
+    assert doctor.rule_too_conservative(ev(log__queue_req=[0] * 6, log__token_usage=[0.4] * 6)) is None
+    assert doctor.rule_too_conservative(ev(log__queue_req=[9] * 6, log__token_usage=[0.95] * 6)) is None
+
+
+def test_retractions_fire_above_one_a_minute_at_high_usage() -> None:
+    e = ev(log__token_usage=[0.95, 0.97, 0.93])
+    e.events = {"decode_retract": 120}
+    e.server_args = {"schedule_conservativeness": 1.0}
+    f = doctor.rule_retractions(e)
+    assert f is not None and f.flags == {"schedule-conservativeness": 1.3} and "2.0/min" in f.evidence
+    e.events = {"decode_retract": 30}  # 0.5 a minute
+    assert doctor.rule_retractions(e) is None
+
+
+def test_prefill_oom_halves_the_chunk_and_lowers_the_fraction() -> None:
+    e = ev()
+    e.events = {"prefill_oom": 2}
+    e.server_args = {"chunked_prefill_size": 8192, "mem_fraction_static": 0.9}
+    f = doctor.rule_prefill_oom(e)
+    assert f is not None and f.flags == {"chunked-prefill-size": 4096, "mem-fraction-static": 0.85}
+    e.events = {"decode_retract": 2}
+    assert doctor.rule_prefill_oom(e) is None
+
+
+def test_gpu_headroom_under_five_gib() -> None:
+    e = ev()
+    e.server_args = {"mem_fraction_static": 0.9}
+    e.gpu_free_bytes = [20 * doctor.GIB, 3 * doctor.GIB]
+    f = doctor.rule_gpu_headroom(e)
+    assert f is not None and f.flags == {"mem-fraction-static": 0.85} and "3.0 GiB" in f.evidence
+    e.gpu_free_bytes = [12 * doctor.GIB]
+    assert doctor.rule_gpu_headroom(e) is None
+
+
+def test_radix_hit_rate_low_only_matters_on_a_shared_prefix_workload() -> None:
+    e = ev(log__cache_hit_rate=[0.0, 0.05, 0.02])
+    e.server_args = {"disable_radix_cache": True, "schedule_policy": "fcfs"}
+    e.prompt_set = "shared-prefix"
+    f = doctor.rule_radix_hit(e)
+    assert f is not None and f.flags == {"schedule-policy": "lpm", "disable-radix-cache": False}
+    e.prompt_set = "builtin"
+    assert doctor.rule_radix_hit(e) is None
+    e.prompt_set, e.series["log.cache_hit_rate"] = "shared-prefix", np.asarray([0.8, 0.9])
+    assert doctor.rule_radix_hit(e) is None
+
+
+def test_cuda_graph_batch_above_its_max() -> None:
+    e = ev(log__running_req=[100, 120, 130, 140, 150])
+    e.server_args = {"cuda_graph_max_bs": 64}
+    f = doctor.rule_cuda_graph(e)
+    assert f is not None and f.flags == {"cuda-graph-max-bs": 256}
+    e.series["log.running_req"] = np.asarray([10, 20, 30])
+    assert doctor.rule_cuda_graph(e) is None
+
+
+@pytest.mark.parametrize("seeded", [True, False])
+def test_gather_reads_a_window_from_storage(engine, seeded) -> None:
+    now = time.time()
+    srv = repo.upsert_server(engine, name="s", base_url="http://127.0.0.1:1", managed=True)
+    if seeded:
+        with engine.begin() as conn:
+            repo.insert_samples(conn, rows=[
+                {"ts": now - 60 + i, "server_id": srv.id, "metric": m, "value": v, "source": "log"}
+                for i in range(10) for m, v in (("log.queue_req", 6.0), ("log.token_usage", 0.4),
+                                                 ("gpu.0.mem_total_bytes", 80 * doctor.GIB),
+                                                 ("gpu.0.mem_used_bytes", 78 * doctor.GIB))])
+    got = doctor.gather(engine, "s", since=now - 600, until=now + 1)
+    names = {f.rule for f in doctor.diagnose(got)}
+    assert names == ({"too_conservative", "gpu_headroom"} if seeded else set())
+
+
+def test_a_finding_becomes_a_candidate_profile_derived_from_the_running_one(engine, tmp_path) -> None:
+    import tomllib
+
+    from dashboard.services.launch.profiles import sync_profiles
+    from dashboard.services.tune import TuneRequestError, parse_grid
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "base.toml").write_text('name = "base"\nmodel_path = "m"\nentrypoint = "simulator.launch_server"\n'
+                                      '[flags]\nmax-running-requests = 64\ndisable-radix-cache = true\n'
+                                      '[env]\nSGLANG_SIM_SPEED = "50"\n')
+    assert sync_profiles(engine, folder)[1] == []
+    repo.upsert_server(engine, name="s", base_url="http://127.0.0.1:1", managed=True, profile="base")
+    finding = doctor.Finding("radix_hit", "t", "e", "s", {"schedule-policy": "lpm", "disable-radix-cache": False})
+    name = doctor.make_candidate(engine, folder, "s", finding)
+    data = tomllib.loads((folder / f"{name}.toml").read_text())
+    assert data["flags"] == {"max-running-requests": 64, "disable-radix-cache": False, "schedule-policy": "lpm"}
+    assert data["env"] == {"SGLANG_SIM_SPEED": "50"} and repo.get_profile(engine, name=name) is not None
+    assert len(parse_grid("max-running-requests=2,4;schedule-policy=fcfs,lpm")) == 4
+    with pytest.raises(TuneRequestError, match="flag=v1,v2"):
+        parse_grid("max-running-requests")
