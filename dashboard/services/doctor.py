@@ -8,6 +8,8 @@ non-zero; token usage below 0.9 while requests wait means the scheduler is too c
 decode retractions at high token usage mean it is not conservative enough (raise it, e.g. 1.3);
 prefill OOMs call for a smaller `--chunked-prefill-size` or `--mem-fraction-static`; a running
 batch above the CUDA-graph batch size runs without graphs (raise `--cuda-graph-max-bs`).
+Pitwall's own GPU wall (dashboard/services/gpu_wall.py) adds one: a GPU near neither wall while
+requests run or wait is underfed (launch overhead, CPU-side scheduling, too small a batch).
 
 `gather` reads the evidence of one server's window through storage.repo (the only I/O);
 `diagnose` is pure, so every rule is tested on recorded figures, firing and not firing.
@@ -45,6 +47,7 @@ class Evidence:
     server_args: dict[str, Any] = field(default_factory=dict)  # the running launch's /server_info
     gpu_free_bytes: list[float] = field(default_factory=list)  # per GPU: total - used (median)
     prompt_set: str | None = None  # workload of the newest probe run in the window
+    gpu_walls: list[dict[str, Any]] = field(default_factory=list)  # gpu_wall.gpu_walls()["gpus"]
 
     @property
     def minutes(self) -> float:
@@ -173,8 +176,31 @@ def rule_cuda_graph(ev: Evidence) -> Finding | None:
                    f"Raise --{key} (to {new}).", {key: new})
 
 
+UNDERFED_SHARE = 0.5  # of a GPU's GPM samples in the window
+
+
+def rule_gpu_underfed(ev: Evidence) -> Finding | None:
+    """The GPU wall says "neither" (low DRAM bandwidth and tensor activity while requests run or
+    wait) for most of the window: the GPU is underfed, not at a hardware wall."""
+    fed = [g for g in ev.gpu_walls if g.get("shares", {}).get("neither", 0.0) >= UNDERFED_SHARE]
+    if not fed:
+        return None
+    g = fed[0]
+    tensor = g.get("tensor_ratio")
+    mrr = _arg(ev, "max_running_requests")
+    flags: dict[str, Any] = {"max-running-requests": mrr * 2} if isinstance(mrr, int) and mrr > 0 else {}
+    if _arg(ev, "disable_cuda_graph") is True:
+        flags["disable-cuda-graph"] = False
+    return Finding("gpu_underfed", "GPU underfed while requests wait",
+                   f"GPU {g['index']} ({g.get('name') or '?'}): near neither wall in {g['shares']['neither'] * 100:.0f} % "
+                   f"of {g['samples']} GPM samples (DRAM bandwidth {g['dram_ratio'] * 100:.0f} %, tensor "
+                   f"{'?' if tensor is None else f'{tensor * 100:.0f}'} %) while requests ran or waited",
+                   "Look for launch overhead or CPU-side scheduling (CUDA graphs on, a faster tokenizer or "
+                   "host), or give it bigger batches: raise --max-running-requests.", flags)
+
+
 RULES = (rule_too_conservative, rule_retractions, rule_prefill_oom, rule_gpu_headroom, rule_radix_hit,
-         rule_cuda_graph)
+         rule_cuda_graph, rule_gpu_underfed)
 
 
 def diagnose(ev: Evidence) -> list[Finding]:
@@ -204,6 +230,9 @@ def gather(engine: Engine, server: str, *, since: float, until: float) -> Eviden
                                       since=since, until=until)
             if total.size and used.size:
                 ev.gpu_free_bytes.append(float(np.median(total)) - float(np.median(used)))
+    from dashboard.services.gpu_wall import gpu_walls
+
+    ev.gpu_walls = gpu_walls(engine, server_id=srv.id, since=since, until=until)["gpus"]
     for run in repo.list_probe_runs(engine, limit=20):  # a CLI probe by URL has no server_id
         if run.created_at >= since and (run.server_id == srv.id or run.url == srv.base_url):
             ev.prompt_set = ((run.spec or {}).get("workload") or {}).get("prompt_set")

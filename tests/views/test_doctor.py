@@ -85,6 +85,24 @@ def test_cuda_graph_batch_above_its_max() -> None:
     assert doctor.rule_cuda_graph(e) is None
 
 
+def test_gpu_underfed_fires_on_the_gpu_walls_neither_verdict(engine) -> None:
+    """The H200's idle recording stored with requests running: the GPU wall says "neither", and
+    the doctor names it; the copy loop (bandwidth bound) raises nothing."""
+    from gpu_seed import store_recording
+
+    t0 = time.time() - 30
+    srv = repo.upsert_server(engine, name="h200", base_url="http://127.0.0.1:1", managed=True)
+    store_recording(engine, "nvml-h200-idle.json", queue=4, t0=t0, server_id=srv.id)
+    got = doctor.gather(engine, "h200", since=t0 - 1, until=t0 + 60)
+    got.server_args = {"max_running_requests": 16}
+    [f] = [f for f in doctor.diagnose(got) if f.rule == "gpu_underfed"]
+    assert "GPU 0 (NVIDIA H200)" in f.evidence and f.flags == {"max-running-requests": 32}
+    other = repo.upsert_server(engine, name="busy", base_url="http://127.0.0.1:2", managed=True)
+    store_recording(engine, "nvml-h200-copy.json", queue=4, t0=t0, server_id=other.id)
+    busy = doctor.gather(engine, "busy", since=t0 - 1, until=t0 + 60)
+    assert busy.gpu_walls[0]["verdict"] == "bandwidth" and doctor.rule_gpu_underfed(busy) is None
+
+
 @pytest.mark.parametrize("seeded", [True, False])
 def test_gather_reads_a_window_from_storage(engine, seeded) -> None:
     now = time.time()
