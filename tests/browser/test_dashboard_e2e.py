@@ -134,7 +134,10 @@ def pick(page, label: str, option: str) -> None:
     """Choose `option` in the Streamlit selectbox/multiselect labelled `label`."""
     box = page.locator("[data-testid='stSelectbox'], [data-testid='stMultiSelect']").filter(
         has=page.get_by_text(label, exact=True))
-    box.first.locator("input").first.click()
+    field = box.first.locator("input").first
+    field.click()
+    if page.get_by_role("option").count() == 0:  # focused but not open (react-aria's ComboBox
+        field.press("ArrowDown")                  # opens on a press only sometimes): open it
     page.get_by_role("option", name=option).first.click()
 
 
