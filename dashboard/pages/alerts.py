@@ -27,7 +27,14 @@ DURATIONS = {"30 minutes": 1800.0, "1 hour": 3600.0, "2 hours": 7200.0, "4 hours
 
 
 def _minutes(seconds: float | None) -> str:
-    return "—" if seconds is None else fmt_window(max(int(seconds), 1))
+    """A duration as `45 s`, `12 min`, `3.5 h` or `2.0 d`."""
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 86400 else f"{seconds / 86400:.1f} d"
 
 
 def _alert_table(rows: list[dict], *, history: bool) -> pd.DataFrame:
@@ -97,7 +104,7 @@ with session.guard("Silences"):
             st.markdown("**New silence**")
             c1, c2, c3 = st.columns(3)
             rule = c1.selectbox("Rule", [ANY, *rule_names], key="al_sil_rule")
-            server = c2.selectbox("Server", [ANY, *session.server_names(ctx.url)], key="al_sil_server")
+            server = c2.selectbox("On server", [ANY, *session.server_names(ctx.url)], key="al_sil_server")
             length = c3.selectbox("For", list(DURATIONS), index=2, key="al_sil_for")
             reason = st.text_input("Reason", key="al_sil_reason", placeholder="e.g. planned maintenance of prod-a")
             submitted = st.form_submit_button("Silence", type="primary")
@@ -110,6 +117,7 @@ with session.guard("Silences"):
                 st.error(str(exc))
             else:
                 st.toast(f"Silence {sid} created.")
+                session.firing_alerts.clear()  # the sidebar's count shows it at once
                 st.rerun()
         active = [s for s in sil if s["state"] == "active"]
         if active:
@@ -118,6 +126,7 @@ with session.guard("Silences"):
             pick = c1.selectbox("Active silence", list(labels), format_func=lambda i: labels[i], key="al_expire_pick")
             if c2.button("Expire now", key="al_expire") and pick is not None:
                 views.expire_silence(ctx.engine, silence_id=int(pick), actor=operator)
+                session.firing_alerts.clear()
                 st.rerun()
 
 with session.guard("Rules"):
@@ -125,12 +134,14 @@ with session.guard("Rules"):
     rules = views.rules(ctx.settings, ctx.engine)
     st.dataframe(pd.DataFrame({
         "rule": [r["rule"] for r in rules], "kind": [r["kind"] for r in rules], "what": [r["what"] for r in rules],
-        "for": [_minutes(r["for_s"]) if r["for_s"] else "0" for r in rules],
+        "for": [_minutes(r["for_s"]) if r["for_s"] else "—" for r in rules],
         "severity": [r["severity"] for r in rules],
         "last evaluation (UTC)": [fmt_ts(r["last_eval"]) if r["last_eval"] else "never" for r in rules],
         "cost ms": [r["eval_ms"] for r in rules],
         "active on": [", ".join(r["active_on"]) for r in rules],
-    }), hide_index=True, width="stretch", key="al_rules")
+    }), hide_index=True, width="stretch", key="al_rules", height=35 * (len(rules) + 1) + 3,
+        column_config={"cost ms": st.column_config.NumberColumn("cost ms", format="%.2f",
+                                                                help="last evaluation, all servers")})
     recv = views.receiver_status(ctx.settings, ctx.engine)
     if recv:
         st.dataframe(pd.DataFrame(recv), hide_index=True, width="stretch", key="al_receivers")

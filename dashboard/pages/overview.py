@@ -49,10 +49,12 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
             f"No health data in the last minute (last sample {fmt_age(card.last_seen)}). "
             "Is the runner running? See About / health."
         )
-    for alert in firing.get(card.name, []):
-        quiet = " (silenced)" if alert["silenced"] else ""
-        st.error(f"**{md_escape(alert['rule'])}**{quiet}: {md_escape(alert['summary'])}",
-                 icon=":material/notifications_active:")
+    for alert in firing.get(card.name, []):  # a silenced alert still shows, quieter
+        text = f"**{md_escape(alert['rule'])}**: {md_escape(alert['summary'])}"
+        if alert["silenced"]:
+            st.warning(f"{text} (silenced)", icon=":material/notifications_paused:")
+        else:
+            st.error(text, icon=":material/notifications_active:")
     grades = st.columns(4)
     for col, dim in zip(grades, DIMENSIONS, strict=True):
         g_label, g_color = grade_badge(card.grades.get(dim))
