@@ -4,27 +4,28 @@ runner's own evaluation; the operator silences it from the page, the silence sho
 marked silenced, and the sidebar and Overview card show it firing. Screenshotted (the test's
 tmp dir, and PITWALL_SCREENSHOT_DIR when set).
 
-Skipped with the reason when /usr/bin/chromium is missing (`make system-deps` installs it).
+Skipped with the reason when chromium is missing (the marks of test_dashboard_e2e).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
-import pytest
-from test_dashboard_e2e import browser, goto, no_traceback, page, pick, pitwall, shot  # noqa: F401
+from test_dashboard_e2e import (  # noqa: F401 - fixtures, and the browser marks (skip without chromium)
+    browser,
+    goto,
+    no_traceback,
+    page,
+    pick,
+    pitwall,
+    pytestmark,
+    shot,
+    wait_for_pattern,
+)
 
 from storage import repo
 from storage.db import make_engine
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(),
-                       reason="needs Debian's chromium at /usr/bin/chromium (make system-deps)"),
-]
 
 # read by the `pitwall` fixture: a rule that fires as soon as the demo's log has a sample
 PITWALL_TOML = """
@@ -44,23 +45,11 @@ servers = ["demo"]
 """
 
 
-def _wait_text(pg, pattern: str, timeout_s: float) -> str:
-    """The page's text once `pattern` (a regex) appears; live parts refresh in place."""
-    deadline = time.time() + timeout_s
-    text = ""
-    while time.time() < deadline:
-        text = pg.inner_text("body")
-        if re.search(pattern, text):
-            return text
-        pg.wait_for_timeout(2000)
-    raise AssertionError(f"{pattern!r} never appeared:\n{text[-3000:]}")
-
-
 def test_alert_fires_is_silenced_and_shows_everywhere(page, pitwall):  # noqa: F811
     goto(page, pitwall, "/alerts")
     page.get_by_text("Firing and pending").first.wait_for(timeout=90_000)
     # tables are drawn on a canvas, so the text checked is the headings, sidebar and cards
-    _wait_text(page, r"Firing and pending \([1-9]\d* firing", 180)
+    wait_for_pattern(page, r"Firing and pending \([1-9]\d* firing", 180)
     no_traceback(page)
 
     pick(page, "Rule", "demo-busy")
@@ -75,14 +64,14 @@ def test_alert_fires_is_silenced_and_shows_everywhere(page, pitwall):  # noqa: F
         assert "alert_silence" in [a.action for a in repo.list_audit(engine)]
     finally:
         engine.dispose()
-    sidebar = _wait_text(page, r"\(\d+ silenced\)", 30)  # the sidebar's count re-reads within seconds
+    sidebar = wait_for_pattern(page, r"\(\d+ silenced\)", 30)  # the sidebar's count re-reads within seconds
     assert re.search(r"\d+ firing", sidebar)
     page.wait_for_timeout(6000)  # the live table's next refresh marks the alert silenced
     shot(page, pitwall, "alerts-01-firing-and-silence")
     no_traceback(page)
 
     goto(page, pitwall, "/")
-    card = _wait_text(page, r"demo-busy: .*\(silenced\)", 60)
+    card = wait_for_pattern(page, r"demo-busy: .*\(silenced\)", 60)
     assert "demo" in card
     shot(page, pitwall, "alerts-02-overview-card")
     no_traceback(page)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -126,6 +127,18 @@ def shot(page, pitwall, name: str) -> Path:
 def goto(page, pitwall, path: str) -> None:
     page.goto(pitwall["url"] + path)
     page.get_by_test_id("stSidebarNav").wait_for()
+
+
+def wait_for_pattern(pg, pattern: str, timeout_s: float) -> str:
+    """The page's text once `pattern` (a regex) appears in it; live parts refresh in place."""
+    deadline = time.time() + timeout_s
+    text = ""
+    while time.time() < deadline:
+        text = pg.inner_text("body")
+        if re.search(pattern, text):
+            return text
+        pg.wait_for_timeout(2000)
+    raise AssertionError(f"{pattern!r} never appeared:\n{text[-3000:]}")
 
 
 def no_traceback(page) -> None:
