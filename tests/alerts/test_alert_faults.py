@@ -9,13 +9,11 @@ asserted: CI is a busy machine.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 
 import pytest
-from pwtest import PY, REPO, free_port, sim_profile, subprocess_env, wait_for
+from pwtest import PY, REPO, free_port, sim_profile, stop_group, subprocess_env, wait_for
 
 from storage import repo
 from storage.db import make_engine
@@ -70,10 +68,5 @@ def test_fault_fires_its_alert_and_resolves_when_the_server_is_back(tmp_path, fa
         assert resolved.resolved_at >= back
         engine.dispose()
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(proc)
         log.close()

@@ -6,14 +6,13 @@ shows up in its counter and a threshold rule that holds as a firing alert. With 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from pwtest import PY, REPO, free_port, subprocess_env, wait_for
+from pwtest import PY, REPO, free_port, stop_group, subprocess_env, wait_for
 
 from storage import repo
 from storage.db import make_engine
@@ -52,12 +51,7 @@ def demo_runner(tmp_path):
     try:
         yield {"url": f"http://127.0.0.1:{port}/metrics", "db": env["PITWALL_DATABASE_URL"], "proc": proc}
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(proc)
         log.close()
 
 
