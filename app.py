@@ -23,6 +23,7 @@ PAGES = [
     st.Page("dashboard/pages/server.py", title="Server", icon=":material/monitoring:"),
     st.Page("dashboard/pages/benchmarks.py", title="Benchmarks", icon=":material/speed:"),
     st.Page("dashboard/pages/events.py", title="Events", icon=":material/event_note:"),
+    st.Page("dashboard/pages/alerts.py", title="Alerts", icon=":material/notifications:"),
     st.Page("dashboard/pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("dashboard/pages/tune.py", title="Tune", icon=":material/model_training:"),
     st.Page("dashboard/pages/profiles.py", title="Profiles", icon=":material/tune:"),

@@ -128,6 +128,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("alerting.send_deadline_s", None, "float", 10.0, "Total deadline of one call to a receiver, seconds."),
     SettingSpec("alerting.outbox_max", None, "int", 10000,
                 "Notifications kept per receiver while it is down; beyond it the oldest are dropped (an `alert_dropped` event says how many)."),
+    SettingSpec("alerting.inhibit_grace_s", None, "float", 120.0,
+                "Seconds after a launch, stop or relaunch Pitwall carried out during which its crash, OOM and down alerts stay quiet."),
     SettingSpec("metrics.port", "PITWALL_METRICS_PORT", "int", 0,
                 "Port of the runner's own Prometheus `/metrics` (0 turns it off; 9108 is customary)."),
     SettingSpec("metrics.host", "PITWALL_METRICS_HOST", "str", "127.0.0.1", "Address the runner's `/metrics` binds to."),

@@ -21,6 +21,8 @@ How it works:
 - Alerts (runner/alerts, settings `alerting.*`, `[[alerts]]`): the loop ticks the Alerting
   component, which evaluates the rules and sends the outbox every `alerting.eval_interval_s` in
   its own thread.
+- Own metrics (runner/own_metrics.py, settings `metrics.port` / `metrics.host`): the runner serves
+  Pitwall's own Prometheus `/metrics` while it holds the lease (off when the port is 0).
 - The built-in `self` collector records the runner's CPU (self.cpu_pct, % of one core), scheduler
   loop lag (self.loop_lag_s) and rows written per second (self.rows_per_s), on server_id 0.
 """
@@ -145,6 +147,7 @@ class Runner:
         retention_batches: int = 20,
         logs_dir: Path | None = None,
         alerting: Any | None = None,
+        exporter: Any | None = None,
     ) -> None:
         self.engine = engine
         self.supervisor = supervisor
@@ -166,6 +169,7 @@ class Runner:
         self.retention_batches = retention_batches
         self.logs_dir = logs_dir  # launch logs kept by size (retention.launch_logs_mb) live here
         self.alerting = alerting  # runner/alerts Alerting: rule passes and delivery in its own thread
+        self.exporter = exporter  # runner/own_metrics MetricsServer: Pitwall's own /metrics, or None
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self._slots)), thread_name_prefix="poll")
         self._stop = threading.Event()
@@ -277,6 +281,8 @@ class Runner:
         last_flush = last_beat = last_rollup = last_expiry = time.monotonic()
         next_retention = started + RETENTION_FIRST_S
         expected = time.monotonic()
+        if self.exporter is not None:
+            self.exporter.start()  # after the lease: only the runner that holds it serves /metrics
         try:
             while not self._stop.is_set():
                 now_m = time.monotonic()
@@ -415,6 +421,8 @@ class Runner:
         self.intents.close()
         if self.alerting is not None:
             self.alerting.close()
+        if self.exporter is not None:
+            self.exporter.close()
         # 3. polls get a bounded wait: one stuck on a stalled server is abandoned (daemon-like)
         self._pool.shutdown(wait=False, cancel_futures=True)
         deadline = time.monotonic() + POLL_JOIN_S

@@ -80,3 +80,16 @@ def run_page(page: str, timeout_s: float = 60.0, **params: str):  # type: ignore
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def stop_group(proc, wait_s: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM a process started with start_new_session=True and its group; SIGKILL after wait_s."""
+    import signal
+    import subprocess
+
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)

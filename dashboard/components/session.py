@@ -29,6 +29,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from dashboard.components import auth
+from dashboard.services.alerts import views as alert_views
 from dashboard.services.views import health
 from dashboard.services.views import session as session_view
 from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
@@ -203,6 +204,25 @@ def runner_status(url: str) -> tuple[bool, str]:
     return session_view.runner_status_line(engine_for(url))
 
 
+@st.cache_data(ttl=5, show_spinner=False)
+def firing_alerts(url: str) -> list[dict[str, Any]]:
+    """Firing alerts (rule, server, severity, summary, silenced), for the sidebar and Overview."""
+    return [r for r in alert_views.alerts(engine_for(url), open_only=True) if r["state"] == "firing"]
+
+
+def _alert_count(ctx: AppContext) -> None:
+    """A line on how many alerts fire (silenced ones counted apart); nothing when none."""
+    try:
+        firing = firing_alerts(ctx.url)
+    except Exception as exc:  # an older schema: About / health says more
+        log.warning("could not read alerts: %s", exc)
+        return
+    loud = sum(1 for a in firing if not a["silenced"])
+    if firing:
+        quiet = f" ({len(firing) - loud} silenced)" if loud < len(firing) else ""
+        st.markdown(f":red-badge[:material/notifications_active: {len(firing)} firing]{quiet} — see Alerts")
+
+
 def _on_pick(name: str, widget_key: str) -> None:
     # Runs before the script: the operator's pick goes to the URL first, so the sync below
     # (URL -> widget, for shared links and Overview click-throughs) never undoes it.
@@ -246,4 +266,5 @@ def sidebar(ctx: AppContext) -> None:
             st.caption(f":green[●] {summary}")
         else:
             st.caption(f":red[●] {summary}")
+        _alert_count(ctx)
         auth.sidebar_status(ctx.settings)

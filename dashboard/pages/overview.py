@@ -1,4 +1,5 @@
-"""Overview: every server as a card — status, profile, four grades, key figures, GPUs, events.
+"""Overview: every server as a card — status, profile, firing alerts, four grades, key figures, GPUs,
+events.
 
 Live: the cards re-read storage every LIVE_REFRESH_S inside a fragment (the page does not rerun).
 """
@@ -28,7 +29,7 @@ def _cards(url: str) -> list[ServerCard]:
     return server_cards(session.engine_for(url), settings=session.settings())
 
 
-def _card(card: ServerCard) -> None:
+def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
     label, color = STATUS_BADGE.get(card.status, ("unknown", "gray"))
     head, link, score = st.columns([3, 1.3, 1.8], vertical_alignment="center")
     head.markdown(f"#### {md_escape(card.name)}  :{color}-badge[{label}]")
@@ -48,6 +49,12 @@ def _card(card: ServerCard) -> None:
             f"No health data in the last minute (last sample {fmt_age(card.last_seen)}). "
             "Is the runner running? See About / health."
         )
+    for alert in firing.get(card.name, []):  # a silenced alert still shows, quieter
+        text = f"**{md_escape(alert['rule'])}**: {md_escape(alert['summary'])}"
+        if alert["silenced"]:
+            st.warning(f"{text} (silenced)", icon=":material/notifications_paused:")
+        else:
+            st.error(text, icon=":material/notifications_active:")
     grades = st.columns(4)
     for col, dim in zip(grades, DIMENSIONS, strict=True):
         g_label, g_color = grade_badge(card.grades.get(dim))
@@ -130,10 +137,13 @@ def live_cards() -> None:
             "With no servers configured, `pitwall up` runs the demo (the bundled simulator)."
         )
         return
+    firing: dict[str, list[dict]] = {}
+    for alert in session.firing_alerts(ctx.url):
+        firing.setdefault(alert["server"], []).append(alert)
     cols = st.columns(min(len(cards), 2))
     for i, card in enumerate(cards):
         with cols[i % len(cols)].container(border=True, key=f"card_{card.name}"):
-            _card(card)
+            _card(card, firing)
 
 
 live_cards()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -49,14 +50,17 @@ def _wait_http(url: str, timeout_s: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def pitwall(tmp_path_factory):
+def pitwall(tmp_path_factory, request):
+    """`pitwall up` in demo mode; a module that imports this fixture may add TOML to its
+    pitwall.toml through a module-level `PITWALL_TOML` string (e.g. an alert rule)."""
     tmp = tmp_path_factory.mktemp("pitwall-e2e")
     port, demo_port = free_port(), free_port()
     # No [[servers]]: `pitwall up` runs the demo. Throughput and cost have no default SLO (they
     # depend on model, hardware and price), so the operator's config sets them, as in production;
     # the demo simulator's canary gives a few output tok/s at 3.80 USD/GPU-h.
     config = tmp / "pitwall.toml"
-    config.write_text("[slo]\noutput_tok_s = 1.0\nusd_per_1m_output_tok = 100000.0\n", encoding="utf-8")
+    config.write_text("[slo]\noutput_tok_s = 1.0\nusd_per_1m_output_tok = 100000.0\n"
+                      + getattr(request.module, "PITWALL_TOML", ""), encoding="utf-8")
     env = subprocess_env({
         "PITWALL_DATA_DIR": str(tmp / "data"),
         "PITWALL_DATABASE_URL": f"sqlite:///{tmp / 'data' / 'pitwall.db'}",
@@ -123,6 +127,18 @@ def shot(page, pitwall, name: str) -> Path:
 def goto(page, pitwall, path: str) -> None:
     page.goto(pitwall["url"] + path)
     page.get_by_test_id("stSidebarNav").wait_for()
+
+
+def wait_for_pattern(pg, pattern: str, timeout_s: float) -> str:
+    """The page's text once `pattern` (a regex) appears in it; live parts refresh in place."""
+    deadline = time.time() + timeout_s
+    text = ""
+    while time.time() < deadline:
+        text = pg.inner_text("body")
+        if re.search(pattern, text):
+            return text
+        pg.wait_for_timeout(2000)
+    raise AssertionError(f"{pattern!r} never appeared:\n{text[-3000:]}")
 
 
 def no_traceback(page) -> None:

@@ -10,11 +10,10 @@ Skipped with the reason when /usr/bin/chromium is missing (`make system-deps` in
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
-from test_dashboard_e2e import browser, goto, no_traceback, page, pitwall, shot  # noqa: F401
+from test_dashboard_e2e import browser, goto, no_traceback, page, pitwall, shot, wait_for_pattern  # noqa: F401
 from test_image_browser import _wait_run_done
 
 pytestmark = [
@@ -25,22 +24,10 @@ pytestmark = [
 ]
 
 
-def _wait_text(page, pattern: str, timeout_s: float) -> str:  # noqa: F811
-    """The page's text once `pattern` (a regex) appears in it; the panels refresh in place."""
-    deadline = time.time() + timeout_s
-    text = ""
-    while time.time() < deadline:
-        text = page.inner_text("body")
-        if re.search(pattern, text):
-            return text
-        page.wait_for_timeout(2000)
-    raise AssertionError(f"{pattern!r} never appeared:\n{text[-3000:]}")
-
-
 def test_llm_demo_server_page_shows_the_gpu_wall(page, pitwall):  # noqa: F811
     goto(page, pitwall, "/server?server=demo&window=15m")
     page.get_by_text("GPU wall: what bounds the GPU").first.wait_for(timeout=90_000)
-    text = _wait_text(page, r"bound by: ", 120)
+    text = wait_for_pattern(page, r"bound by: ", 120)
     page.get_by_text("GPU wall: what bounds the GPU").first.scroll_into_view_if_needed()
     page.wait_for_timeout(1500)
     shot(page, pitwall, "gpu-01-demo-server")
@@ -53,7 +40,7 @@ def test_image_demo_server_page_shows_the_denoising_wall_and_the_what_if(page, p
     _wait_run_done(pitwall, "demo-image: first sweep", 300)
     goto(page, pitwall, "/server?server=demo-image&window=15m")
     page.get_by_text("Denoising: which wall, and the step on another card").first.wait_for(timeout=90_000)
-    text = _wait_text(page, r"\(what-if\)", 120)
+    text = wait_for_pattern(page, r"\(what-if\)", 120)
     page.get_by_text("Denoising: which wall, and the step on another card").first.scroll_into_view_if_needed()
     page.wait_for_timeout(1500)
     shot(page, pitwall, "gpu-02-image-denoise")

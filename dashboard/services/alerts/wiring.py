@@ -43,6 +43,7 @@ def build_evaluator(settings: Settings, engine: Engine) -> AlertEvaluator:
         repeat_s=float(opts.get("repeat_interval_s", 4 * 3600.0)),
         am_resend_s=max(float(opts.get("eval_interval_s", 15.0)) * 4, 60.0),
         outbox_max=int(opts.get("outbox_max", 10_000)),
+        inhibit_grace_s=float(opts.get("inhibit_grace_s", 120.0)),
         dashboard_url=f"http://{settings.host}:{settings.port}",
     )
     rules = build_rules(settings.alerts, defaults=bool(opts.get("defaults", True)))

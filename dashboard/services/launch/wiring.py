@@ -20,6 +20,7 @@ from sqlalchemy.engine import Engine
 from collectors.registry import build_collectors
 from dashboard.services.alerts.wiring import build_alerting
 from dashboard.services.launch import launcher, profile_admin, profiles
+from dashboard.services.own_metrics import build_exporter
 from dashboard.services.tune import make_scorer
 from dashboard.settings import Settings
 from runner.loop import Runner
@@ -74,7 +75,7 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
                   intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
                   retention=dict(settings.retention), logs_dir=settings.logs_dir,
-                  alerting=build_alerting(settings, engine))
+                  alerting=build_alerting(settings, engine), exporter=build_exporter(settings, engine))
 
 
 class _with_close:  # noqa: N801 - reads as a function at the call site
