@@ -7,6 +7,7 @@
 | ``crash-after=N`` | after N finished requests the scheduler raises a CUDA illegal-memory-access error, same crash path |
 | ``hang-after=N`` | after N finished requests the scheduler stops stepping; HTTP still accepts, nothing completes, /health times out (503 after SGLANG_HEALTH_CHECK_TIMEOUT); the process stays alive |
 | ``crash-at-start`` | the scheduler raises the same CUDA error while loading weights: the server never becomes ready and dies (SIGKILL) |
+| ``slow-prefill=S`` (with ``slow-after=N``, ``slow-for=M``) | every prefill batch takes S model seconds longer while N <= finished requests < N+M (default: from the start, for ever): a degraded GPU or a noisy neighbour, seen by clients as a slow TTFT; the server stays healthy, and the slowness clears by itself after M requests |
 | ``nccl-timeout-after=N`` | after N finished requests the scheduler hangs for NCCL_HANG_MODEL_S, prints PyTorch's NCCL watchdog lines and the process dies |
 
 Slow startup is ``--sim-startup-s``; port already in use is a real bind failure.
@@ -17,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NCCL_HANG_MODEL_S = 10.0
-KINDS = ("oom-after", "oom-at-usage", "crash-after", "hang-after", "nccl-timeout-after")
+KINDS = ("oom-after", "oom-at-usage", "crash-after", "hang-after", "nccl-timeout-after",
+         "slow-prefill", "slow-after", "slow-for")
 FLAGS = ("crash-at-start",)
 
 
@@ -29,6 +31,17 @@ class Faults:
     hang_after: int | None = None
     nccl_timeout_after: int | None = None
     crash_at_start: bool = False
+    slow_prefill_s: float | None = None
+    slow_after: int = 0
+    slow_for: int | None = None
+
+    def slow_extra_s(self, finished: int) -> float:
+        """Model seconds added to a prefill batch when `finished` requests have completed."""
+        if not self.slow_prefill_s or finished < self.slow_after:
+            return 0.0
+        if self.slow_for is not None and finished >= self.slow_after + self.slow_for:
+            return 0.0
+        return self.slow_prefill_s
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -51,9 +64,12 @@ def parse_faults(specs: list[str]) -> Faults:
     def as_int(key: str) -> int | None:
         return int(values[key]) if key in values else None
 
+    if ("slow-after" in values or "slow-for" in values) and "slow-prefill" not in values:
+        raise ValueError("--sim-fault slow-after / slow-for need slow-prefill=SECONDS too")
     return Faults(as_int("oom-after"), values.get("oom-at-usage"), as_int("crash-after"),
                   as_int("hang-after"), as_int("nccl-timeout-after"),
-                  "crash-at-start" in flags)
+                  "crash-at-start" in flags, values.get("slow-prefill"),
+                  as_int("slow-after") or 0, as_int("slow-for"))
 
 
 def traceback_text(exc_type: str, message: str, frames: list[tuple[str, int, str, str]]) -> str:

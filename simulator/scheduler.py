@@ -192,6 +192,7 @@ class Scheduler:
             if batch is not None:
                 new, cached = sum(b[1] for b in batch), sum(b[3] for b in batch)
                 dt = self.cfg.cost.prefill_time(new, cached)
+                dt += self.cfg.faults.slow_extra_s(self.finished_count)  # --sim-fault slow-prefill
                 self._work, self._pcie = self.cfg.cost.prefill_work(new, cached), (4.0 * new, 0.0)
                 self.prefill_tokens_total += sum(b[1] for b in batch)
                 self.prefill_busy_s += dt

@@ -155,3 +155,13 @@ def test_crash_at_start_never_becomes_ready(start_sim: StartSim) -> None:
     log = sim.log()
     assert "Load weight begin" in log and "The server is fired up" not in log
     assert any(CRASH.match(m) for m in messages(log))
+
+
+def test_slow_prefill_window_by_finished_requests():
+    from simulator.faults import parse_faults
+
+    f = parse_faults(["slow-prefill=2.5", "slow-after=3", "slow-for=2"])
+    assert [f.slow_extra_s(n) for n in range(7)] == [0, 0, 0, 2.5, 2.5, 0, 0]
+    assert parse_faults(["slow-prefill=1"]).slow_extra_s(10_000) == 1.0  # no end: for ever
+    with pytest.raises(ValueError, match="need slow-prefill"):
+        parse_faults(["slow-for=4"])
