@@ -90,8 +90,11 @@ def progress() -> None:
     active = [i for i in tune.list_tunes(session.engine_for(ctx.url), server=name, limit=5)
               if i.state in ("pending", "running")]
     if not active:
+        if st.session_state.pop("tune_watching", None) is not None:
+            st.rerun(scope="app")  # the tune just ended: draw its result view below
         return
     it = active[0]
+    st.session_state["tune_watching"] = it.id
     prog = it.progress or {}
     st.markdown(f"**Tune #{it.id}** · {md_escape(str(prog.get('detail') or it.state))}")
     st.progress(float(prog.get("fraction") or 0.0), text=tune.eta_text(prog) or "estimating the time left…")
