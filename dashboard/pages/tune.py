@@ -149,7 +149,8 @@ if diff is not None:
     else:
         st.dataframe(diff, hide_index=True, width="stretch")
 
-if operator is not None and result.get("winner") and chosen.state == "done":
+if (operator is not None and result.get("winner") and chosen.state == "done"
+        and result.get("winner") != result.get("restored_profile")):  # nothing to apply when it already runs
     if st.button(f"Apply winner ({result['winner']})…", key="tune_apply_btn"):
         st.session_state["tune_apply_pending"] = chosen.id
     if st.session_state.get("tune_apply_pending") == chosen.id:
