@@ -141,13 +141,13 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "every stage"),
     # -- throughput ---------------------------------------------------------------------------
     MetricSpec("rps", "Requests/s", "throughput", "rps", "higher",
-               "probe: successful requests / level window (first start -> last end); "
-               "without probes: mean of `metrics.requests_per_s`"),
+               "probe: successful requests / the steady window, as Benchmarks (last warm-up end -> last "
+               "measured start, else first start -> last end); without probes: mean of `metrics.requests_per_s`"),
     MetricSpec("output_tok_s", "Output tokens/s", "throughput", "tok_s", "higher",
-               "probe: Σ tokens_out of successful requests / level window; without probes: mean "
+               "probe: Σ tokens_out of successful requests / the steady window; without probes: mean "
                "of `metrics.generation_tokens_per_s`, else `log.gen_throughput_tok_s`"),
     MetricSpec("input_tok_s", "Input tokens/s", "throughput", "tok_s", "higher",
-               "probe: Σ tokens_in of successful requests / level window; without probes: mean "
+               "probe: Σ tokens_in of successful requests / the steady window; without probes: mean "
                "of `metrics.prompt_tokens_per_s`, else `log.input_throughput_tok_s`"),
     MetricSpec("images_per_min", "Images/min", "throughput", "img_min", "higher",
                "image servers: images of successful requests / level window × 60"),
