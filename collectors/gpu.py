@@ -233,6 +233,7 @@ class GpuCollector:
             self._meta = meta_fn() if callable(meta_fn) else {}
         info = {
             "driver": self._meta.get("driver"),
+            "cuda_driver": self._meta.get("cuda_driver"),  # e.g. 12080 = CUDA 12.8 (preflight)
             "gpus": [{"index": r.index, "name": r.name, "uuid": r.uuid} for r in readings],
         }
         if info != self._info:

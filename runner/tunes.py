@@ -35,7 +35,7 @@ from sqlalchemy.engine import Engine
 from runner import tune_rank
 from runner.sweeps import Sweeps
 from storage import repo
-from storage.kinds import FINAL_INTENT_STATES
+from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES
 from storage.models import Intent, Server
 
 #: (probe run id, server name) -> {"scorecard": {dimension: {...}}, "slo": {key: target}, "image": bool}
@@ -164,11 +164,12 @@ class Tunes:
         """Relaunch through the control lane and wait: (ready, launch id, why not)."""
         assert server.id is not None
         by = f"{intent.requested_by} (tune #{intent.id})"
-        # a relaunch this tune requested before a runner restart may still be queued: let it run
-        # out first, or ours would be refused as a second lifecycle action for the server
-        for left in repo.list_intents(self.engine, server_id=server.id, kinds=("launch", "relaunch"),
+        # a lifecycle action still under way (the server's own first launch when the tune was
+        # requested right after `pitwall up`, or a relaunch this tune requested before a runner
+        # restart): let it run out first, or ours would be refused as a second action for the server
+        for left in repo.list_intents(self.engine, server_id=server.id, kinds=CONTROL_KINDS,
                                       states=("pending", "running"), limit=10):
-            if left.requested_by == by and left.id is not None:
+            if left.id is not None:
                 self._wait_intent(left.id)
         sub = repo.create_intent(self.engine, kind="relaunch", server_id=server.id, payload={"profile": profile},
                                  requested_by=by)

@@ -26,6 +26,7 @@ EVENT_KINDS: dict[str, tuple[str, str]] = {
     "health_check_failed": ("warning", "the server's own health check failed"),
     "health_down": ("error", "/health stopped answering 200"),
     "health_up": ("info", "/health answers 200 again"),
+    "health_flap": ("warning", "/health changed up/down often within a few minutes (Pitwall's own poll)"),
     "probe_error": ("warning", "a canary or probe request failed"),
     "relaunch_started": ("info", "a relaunch began"),
     "relaunch_done": ("info", "a relaunch reached ready"),

@@ -11,7 +11,7 @@ Timings (seconds):
 |---|---|
 | ttft_s | request start -> first chunk with non-empty text on any channel (content or reasoning) |
 | itl_s | every gap between token-carrying chunks after the first, split evenly over the tokens the chunk carries (a chunk of k tokens after gap g adds k values g/k) |
-| tpot_s | (last token time - first token time) / (tokens_out - 1), tokens_out from meta_info / usage |
+| tpot_s | (last token time - first token time) / (tokens_out - tokens of the first chunk), tokens_out from meta_info / usage (one chunk per token: tokens_out - 1) |
 | e2e_s | request start -> response body fully read (images: the per-request image latency) |
 
 Error kinds: `timeout` (per-request timeout hit), `connect_refused` (no connection), `http_<code>`
@@ -196,6 +196,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
     parser = StreamParser(api)
     t_first: float | None = None
     t_prev = 0.0
+    first_n = 1  # tokens the first visible chunk carried: they all arrived at TTFT
     itl = rec.itl_s
     parts: list[bytes] = []  # the unterminated line so far, as received (joined once: linear)
     part_bytes = total = 0
@@ -223,6 +224,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
                 if parser.visible:
                     t_first = t_prev = now
                     rec.ttft_s = now - rec.t_start
+                    first_n = max(n, 1)
                 continue
             if n:
                 gap = (now - t_prev) / n
@@ -233,16 +235,17 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
         parser.feed(tail)
     if not parser.done:
         raise aiohttp.ClientPayloadError("stream ended without [DONE]")
-    _finish(rec, parser, t_first, t_prev, keep_text)
+    _finish(rec, parser, t_first, t_prev, keep_text, first_n=first_n)
 
 
 def _finish(rec: RequestRecord, parser: StreamParser, t_first: float | None, t_last: float,
-            keep_text: bool = False) -> None:
+            keep_text: bool = False, *, first_n: int = 1) -> None:
     rec.tokens_in = parser.tokens_in
     rec.tokens_cached = parser.tokens_cached
     rec.tokens_out = parser.tokens_out if parser.tokens_out is not None else parser.counted
-    if t_first is not None and rec.tokens_out and rec.tokens_out > 1:
-        rec.tpot_s = (t_last - t_first) / (rec.tokens_out - 1)
+    if t_first is not None and rec.tokens_out and rec.tokens_out > first_n:
+        # the tokens after the first chunk, the same tokens ITL splits its gaps over
+        rec.tpot_s = (t_last - t_first) / (rec.tokens_out - first_n)
     rec.output_hash = parser.output_hash()
     rec.finish_reason = parser.finish_reason
     if keep_text:

@@ -144,25 +144,37 @@ def level_report(result: LevelResult, api: str = "generate", *, image_steps: int
     return out
 
 
-def _steady(result: LevelResult, measured: list[RequestRecord], ok: list[RequestRecord],
-            window: float) -> tuple[list[RequestRecord], float]:
-    """(successful requests counted, seconds) for throughput: the steady window.
+def steady_window(starts: list[float], ends: list[float], ok: list[bool], warm_ends: list[float],
+                  closed_loop: bool) -> tuple[list[bool], float]:
+    """(which measured requests count, seconds) for throughput: the steady window. The one
+    definition of throughput: the probe report (Benchmarks) and the scorecard both use it.
 
     From the moment only measured requests run (closed loop: the last warm-up end; open loop: the
     first measured start) to the last measured start (after it the pacer runs dry and workers
-    idle), counting requests that *finished* inside it. Ramp-up and drain would otherwise count
-    as idle capacity. Falls back to the whole window when the steady one holds < 2 completions."""
+    idle), counting successful requests that *finished* inside it. Ramp-up and drain would
+    otherwise count as idle capacity. Falls back to every successful request over the whole
+    window (first start -> last end) when the steady one holds < 2 completions."""
+    if not starts:
+        return [], 0.0
+    t_a = min(starts)
+    if closed_loop and warm_ends:
+        t_a = max(t_a, max(warm_ends))
+    t_b = max(starts)
+    inside = [good and t_a <= end <= t_b for good, end in zip(ok, ends, strict=True)]
+    if t_b - t_a > 0 and sum(inside) >= 2:
+        return inside, t_b - t_a
+    return list(ok), max(ends) - min(starts)
+
+
+def _steady(result: LevelResult, measured: list[RequestRecord], ok: list[RequestRecord],
+            window: float) -> tuple[list[RequestRecord], float]:
+    """steady_window over the level's records: (successful requests counted, seconds)."""
     if not measured:
         return ok, window
-    warm = [r for r in result.records if r.warmup]
-    t_a = min(r.t_start for r in measured)
-    if result.plan.mode == "concurrency" and warm:
-        t_a = max(t_a, max(r.t_end for r in warm))
-    t_b = max(r.t_start for r in measured)
-    inside = [r for r in ok if t_a <= r.t_end <= t_b]
-    if t_b - t_a > 0 and len(inside) >= 2:
-        return inside, t_b - t_a
-    return ok, window
+    mask, span = steady_window([r.t_start for r in measured], [r.t_end for r in measured],
+                               [r.ok for r in measured], [r.t_end for r in result.records if r.warmup],
+                               result.plan.mode == "concurrency")
+    return [r for r, counted in zip(measured, mask, strict=True) if counted], span
 
 
 def _window(records: list[RequestRecord]) -> float:

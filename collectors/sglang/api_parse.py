@@ -175,8 +175,8 @@ def health_step(
     `state` holds `up` (last known, None before the first poll), `transitions` (timestamps of
     changes within the flap window) and `flap_warned_at`. A change emits `health_up` /
     `health_down`; a first observation emits `health_down` only (up is the quiet default).
-    `flap_threshold` changes within `flap_window_s` emit one warning, repeated at most once per
-    window.
+    `flap_threshold` changes within `flap_window_s` emit one `health_flap` warning, repeated at
+    most once per window (not `health_check_failed`: that is SGLang's own health check failing).
     """
     new = dict(state)
     events: list[HealthEvent] = []
@@ -203,7 +203,7 @@ def health_step(
     ):
         events.append(
             HealthEvent(
-                "health_check_failed",
+                "health_flap",
                 f"{server_name} health is flapping: {len(transitions)} up/down changes in the last "
                 f"{flap_window_s:.0f} s; check its log for crashes, OOM or timeouts.",
                 "warning",

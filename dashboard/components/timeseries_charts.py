@@ -32,7 +32,7 @@ SPARSE_POINTS = 200  # below this many points a `points` series also gets dots
 EVENT_KINDS_MARKED = (
     "oom", "prefill_oom", "decode_retract", "crash", "server_exit", "nccl_timeout",
     "relaunch_started", "relaunch_done", "relaunch_failed", "rollback", "health_down",
-    "health_up", "server_ready", "warmup_failed",
+    "health_up", "health_flap", "server_ready", "warmup_failed",
 )
 
 

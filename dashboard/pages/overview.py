@@ -18,7 +18,12 @@ from dashboard.components.format import (
 )
 from dashboard.components.scorecard import md_escape
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
-from dashboard.services.views.overview import FIGURE_WINDOW_S, ServerCard, server_cards
+from dashboard.services.views.overview import (
+    FIGURE_WINDOW_S,
+    ServerCard,
+    server_cards,
+    source_label,
+)
 
 ctx = session.bootstrap()
 st.title("Overview")
@@ -90,11 +95,13 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
 def _llm_figures(card: ServerCard) -> None:
     a, b, c, d = st.columns(4)
     window = f"last {FIGURE_WINDOW_S // 60} min"
-    a.metric("p99 TTFT", fmt_value(card.key.get("ttft_p99_s"), "s"), help=f"canary, {window}")
-    b.metric("Output tok/s", fmt_value(card.key.get("output_tok_s"), "count"), help=f"server log, {window}")
+    a.metric("p99 TTFT", fmt_value(card.key.get("ttft_p99_s"), "s"), help=f"{source_label(card, 'ttft_p99_s')}, {window}")
+    b.metric("Output tok/s", fmt_value(card.key.get("output_tok_s"), "count"),
+             help=f"{source_label(card, 'output_tok_s')}, {window}")
     c.metric("USD / 1M tok", fmt_value(card.key.get("usd_per_mtok"), "usd"),
              help="GPU-hour price × GPUs ÷ output throughput; set gpu_hourly_usd to see it")
-    d.metric("Success", fmt_value(card.key.get("success_rate"), "ratio"), help=f"canary, {window}")
+    d.metric("Success", fmt_value(card.key.get("success_rate"), "ratio"),
+             help=f"{source_label(card, 'success_rate')}, {window}")
     e, f, g = st.columns(3)
     e.metric("Running", fmt_value(card.figures.get("log.running_req"), "count"))
     f.metric("Queue", fmt_value(card.figures.get("log.queue_req"), "count"))

@@ -180,8 +180,8 @@ def confirm_stop(server: str) -> None:
 if spec is not None and show_controls:
     cols = st.columns(4)
     if cols[0].button("Validate", disabled=not can_act,
-                      help="flags (SGLang's parser, or the bundled 0.5.23 table), env, and guardrails; "
-                           "runs in the runner" if can_act else NEEDS_SIGN_IN):
+                      help="flags (SGLang's parser, or the bundled 0.5.23 table), env, guardrails, and the "
+                           "preflight on a server (driver, GPU architecture, memory plan); runs in the runner" if can_act else NEEDS_SIGN_IN):
         actor = _actor_now()
         if actor is not None:
             profile_admin.request_validation(ctx.engine, profile=spec.name, server_name=server_name, actor=actor)

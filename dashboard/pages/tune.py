@@ -12,13 +12,13 @@ itself: it records intents through dashboard/services/tune.py and reads them bac
 
 from __future__ import annotations
 
-import altair as alt
-import pandas as pd
 import streamlit as st
 
 from dashboard.components import auth, session
 from dashboard.components.scorecard import md_escape
 from dashboard.services import tune
+from dashboard.services.export import tune_doc
+from dashboard.services.export.charts import tune_pareto
 from dashboard.services.views import benchmarks as bm
 
 ctx = session.bootstrap()
@@ -90,8 +90,11 @@ def progress() -> None:
     active = [i for i in tune.list_tunes(session.engine_for(ctx.url), server=name, limit=5)
               if i.state in ("pending", "running")]
     if not active:
+        if st.session_state.pop("tune_watching", None) is not None:
+            st.rerun(scope="app")  # the tune just ended: draw its result view below
         return
     it = active[0]
+    st.session_state["tune_watching"] = it.id
     prog = it.progress or {}
     st.markdown(f"**Tune #{it.id}** · {md_escape(str(prog.get('detail') or it.state))}")
     st.progress(float(prog.get("fraction") or 0.0), text=tune.eta_text(prog) or "estimating the time left…")
@@ -128,21 +131,15 @@ if points.empty:
     st.caption("No candidate has both a cost and a p99 latency (is a GPU price configured?).")
 else:
     cost_label = "USD per image" if result.get("image") else "USD per 1M output tokens"
-    base = alt.Chart(points).encode(
-        x=alt.X("cost:Q", title=cost_label, scale=alt.Scale(zero=False)),
-        y=alt.Y("p99_ms:Q", title="p99 latency (ms)", scale=alt.Scale(zero=False)))
-    layers: list[alt.Chart] = [
-        base.mark_point(size=120, filled=True).encode(
-            color=alt.Color("winner:N", title="winner",
-                            scale=alt.Scale(domain=[True, False], range=["#2ca02c", "#1f77b4"])), tooltip=["profile", "status", "cost", "p99_ms"]),
-        base.mark_text(dy=-12).encode(text="profile:N"),
-    ]
-    slo_ms = tune.slo_line_ms(result)
-    if slo_ms is not None:
-        layers.append(alt.Chart(pd.DataFrame({"y": [slo_ms]})).mark_rule(strokeDash=[6, 4], color="#d62728")
-                      .encode(y="y:Q"))
-    st.altair_chart(alt.layer(*layers).properties(height=320, title="Cost vs p99 latency (SLO dashed)"),
-                    width="stretch")
+    st.altair_chart(tune_pareto(points, slo_ms=tune.slo_line_ms(result), cost_label=cost_label), width="stretch")
+
+export_cols = st.columns(len(tune_doc.TUNE_FORMATS) + 2)
+for col, fmt in zip(export_cols, tune_doc.TUNE_FORMATS, strict=False):
+    col.download_button(
+        f"Review document ({fmt})",
+        data=tune_doc.maker(ctx.engine, int(chosen.id or 0), fmt, actor=auth.who(ctx.settings) or "ui"),
+        file_name=tune_doc.tune_filename(int(chosen.id or 0), name, fmt), mime=tune_doc.TUNE_MEDIA_TYPES[fmt],
+        key=f"tune_dl_{fmt}", on_click="ignore", width="stretch")
 
 diff = tune.winner_diff(ctx.engine, result)
 if diff is not None:
@@ -152,7 +149,8 @@ if diff is not None:
     else:
         st.dataframe(diff, hide_index=True, width="stretch")
 
-if operator is not None and result.get("winner") and chosen.state == "done":
+if (operator is not None and result.get("winner") and chosen.state == "done"
+        and result.get("winner") != result.get("restored_profile")):  # nothing to apply when it already runs
     if st.button(f"Apply winner ({result['winner']})…", key="tune_apply_btn"):
         st.session_state["tune_apply_pending"] = chosen.id
     if st.session_state.get("tune_apply_pending") == chosen.id:

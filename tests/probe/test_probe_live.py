@@ -84,6 +84,8 @@ def test_multi_token_chunks_are_normalised_per_token(stub: str) -> None:
     # 4 chunks of 2 tokens: the first chunk gives TTFT, each of the 3 later gaps adds 2 equal values
     assert r.ok and len(r.itl_s) == 6 and r.tokens_out == 8
     assert r.itl_s[0] == r.itl_s[1] and r.itl_s[2] == r.itl_s[3] and r.itl_s[4] == r.itl_s[5]
+    # TPOT over the same 6 tokens: the first chunk's 2 tokens both arrived at TTFT (not 8 - 1)
+    assert r.tpot_s == pytest.approx(sum(r.itl_s) / 6)
 
 
 def test_reasoning_channel_sets_ttft(stub: str) -> None:

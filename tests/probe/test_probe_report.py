@@ -119,3 +119,24 @@ def test_throughput_uses_steady_window() -> None:
     assert lv["throughput"]["output_tok_s"] == pytest.approx(9 / 1.8)
     # achieved concurrency uses the whole measured window: 5 x 1.0 s busy / (1.0 -> 4.0 = 3.0 s)
     assert lv["achieved"]["concurrency"] == pytest.approx(5 / 3)
+
+
+def test_benchmarks_and_scorecard_share_one_throughput_definition() -> None:
+    """The probe report (Benchmarks) and the scorecard's level figures count the same requests
+    over the same steady window: warm-up ends at 2.0, the last measured start is 6.5, so requests
+    finishing in [2, 6.5] count over 4.5 s (ramp and drain excluded), in both."""
+    import pandas as pd
+
+    from dashboard.services.scorecard.compute import level_figures
+
+    recs = [_rec(0, True, 0.1, 2.0, 0.0, [0.1], warm=True)] + [
+        _rec(i, True, 0.1, 1.5, 0.5 + i, [0.1] * i) for i in range(1, 7)]  # starts 1.5 .. 6.5
+    res = LevelResult(LevelPlan("concurrency", 2, requests=6, warmup=1), records=recs,
+                      loop_lag_s=[0.001] * 100, cpu_pct=20.0, wall_s=8.0)
+    report = level_report(res)["throughput"]
+    rows = pd.DataFrame([{"start_ts": r.t_start, "e2e_s": r.e2e_s, "ok": r.ok, "tokens_in": 1, "tokens_out": r.tokens_out,
+                          "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "itl_s": r.itl_s} for r in recs if not r.warmup])
+    card = level_figures(rows, kind="llm", images_per_request=1, gpu_usd_per_hour=None, warm_ends=[2.0])
+    # ends 3.0, 4.0, 5.0, 6.0 fall in [2.0, 6.5]: 4 requests over 6.5 - 2.0 = 4.5 s
+    assert report["rps"] == pytest.approx(4 / 4.5) and card["rps"] == pytest.approx(report["rps"])
+    assert card["output_tok_s"] == pytest.approx(report["output_tok_s"])

@@ -137,3 +137,21 @@ def test_a_runner_killed_mid_tune_is_resumed_by_the_next(setup) -> None:
     assert final.result["restored_profile"] == "fast-a"
     relaunches = [i for i in repo.list_intents(engine, kinds=("relaunch",), limit=50) if "tune #" in i.requested_by]
     assert sorted((i.payload or {}).get("profile") for i in relaunches).count("fast-a") >= 2  # candidate + restore
+
+
+def test_a_tune_requested_while_the_server_is_still_launching_waits_for_it(setup, runner) -> None:
+    """`pitwall up` then a tune at once: the server's own first launch is still starting when the
+    tune's first relaunch is due. The tune waits for it rather than having its relaunch refused
+    as a second lifecycle action (the candidate was recorded `failed` with "Refused: launch #N")."""
+    engine = setup["engine"]
+    sim_profile(setup["folder"], "slow", "max-running-requests = 8", {**FAST_ENV, "SGLANG_SIM_STARTUP_S": "3"})
+    assert sync_profiles(engine, setup["folder"])[1] == []
+    first = repo.create_intent(engine, kind="launch", server_id=setup["server"].id, payload={"profile": "slow"},
+                               requested_by="pitwall up")
+    intent = tune.start_tune(engine, server="sim", profiles=["fast-b"], sweep=SWEEP, requested_by="tester")
+    final = wait_for(lambda: _final(engine, intent.id), timeout=200, what="the tune to finish")
+    assert final.state == "done", final.message
+    assert repo.get_intent(engine, intent_id=first.id).state == "done"
+    (cand,) = tune.tune_json(final)["candidates"]
+    assert cand["status"] in ("ok", "slo_missed"), cand["reason"]
+    assert repo.get_launch(engine, launch_id=cand["launch_id"]).profile_name == "fast-b"

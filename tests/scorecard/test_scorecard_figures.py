@@ -242,3 +242,27 @@ def test_radix_hit_rate_fallbacks():
     # nothing at all: missing, never 0
     fig = compute_scorecard(ScorecardInputs(**base), slo_set).figures["radix_hit_rate"]
     assert fig.value is None and fig.status == "missing"
+
+
+def test_log_only_energy_per_token_excludes_idle_time(engine):
+    """No /metrics: SGLang's decode lines (log.gen_throughput_tok_s) every 2 s for 20 s, then 100 s
+    idle, then 20 s more; the GPU draws 400 W busy and 100 W idle. Tokens are the lines' rate x the
+    time they cover (idle credited nothing) and energy is counted over the same time: 1 J/token,
+    where the window's mean rate x the whole window gave idle time tokens and its energy."""
+    srv = repo.upsert_server(engine, name="logonly", base_url="http://127.0.0.1:4")
+    t0 = T0 - 140
+    busy = [t0 + 2 * k for k in range(11)] + [t0 + 120 + 2 * k for k in range(11)]
+    rows = [{"ts": t, "server_id": srv.id, "metric": "log.gen_throughput_tok_s", "value": 400.0, "source": "log"}
+            for t in busy]
+    energy, last = 0.0, t0
+    for t in [t0 + k for k in range(141)]:
+        watts = 400.0 if (t <= t0 + 20 or t > t0 + 118) else 100.0  # a line reports the 2 s before it
+        energy += watts * (t - last)
+        last = t
+        rows.append({"ts": t, "server_id": srv.id, "metric": "gpu.0.energy_j", "value": energy, "source": "gpu"})
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=rows)
+    card = build_scorecard(engine, server="logonly", since_s=141, now=T0 + 0.5)
+    assert v(card, "energy_j_per_output_tok") == pytest.approx(1.0, rel=0.02)
+    assert v(card, "avg_power_w") == pytest.approx(400.0, rel=0.02)
+    assert "idle time excluded" in card.figures["energy_j_per_output_tok"].note

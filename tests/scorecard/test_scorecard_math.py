@@ -130,3 +130,14 @@ def test_gpu_count_sources():
     assert sm.gpu_count(None, [], {"tp_size": 4, "dp_size": 2})[0] == 8
     n, note = sm.gpu_count(None, [], {})
     assert n == 1 and note.startswith("assumed")
+
+
+def test_busy_spans_tokens_and_energy_inside_them():
+    ts = [0.0, 2.0, 4.0, 60.0, 62.0]  # a 56 s gap was idle: the line at 60 covers one typical 2 s
+    assert sm.busy_spans(ts) == [(0.0, 2.0), (2.0, 4.0), (58.0, 60.0), (60.0, 62.0)]
+    assert sm.rate_over_spans(ts, [100.0] * 5) == pytest.approx(100.0 * 8)
+    assert sm.rate_over_spans([1.0], [5.0]) is None
+    # a counter rising 10 J/s; half of the [0, 20] interval is inside the spans
+    assert sm.counter_increase_within([0.0, 20.0], [0.0, 200.0], [(0.0, 5.0), (15.0, 20.0)]) == pytest.approx(100.0)
+    # a counter reset counts the new value from 0, as counter_increase does
+    assert sm.counter_increase_within([0.0, 10.0], [500.0, 30.0], [(0.0, 10.0)]) == pytest.approx(30.0)

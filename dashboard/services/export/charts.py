@@ -12,6 +12,7 @@ milliseconds.
 | latency_vs_load | level, <stat>_p50_s / _p95_s / _p99_s | latency percentiles against concurrency or rate |
 | throughput_vs_load | level, rps and/or output_tok_s / images_per_min | throughput against concurrency or rate |
 | compare_bars | label, metric, value | one bar per scorecard per metric |
+| tune_pareto | profile, status, cost, p99_ms, winner | a tune's candidates: cost against p99 latency, SLO dashed |
 
 card_charts(card) / all_charts(cards) pick the charts of one scorecard or a comparison, by name.
 """
@@ -163,6 +164,24 @@ def compare_bars(df: pd.DataFrame, *, title: str = "Comparison") -> alt.Chart:
 
 # ---------------------------------------------------------------------------------------------
 # the charts of a scorecard (the HTML and PNG exports; the Compare page draws latency_vs_load)
+
+
+def tune_pareto(points: pd.DataFrame, *, slo_ms: float | None, cost_label: str) -> alt.TopLevelMixin:
+    """A tune's candidates as points (winner green), cost against p99 latency, the SLO as a dashed rule."""
+    base = alt.Chart(points).encode(
+        x=alt.X("cost:Q", title=cost_label, scale=alt.Scale(zero=False)),
+        y=alt.Y("p99_ms:Q", title="p99 latency (ms)", scale=alt.Scale(zero=False)))
+    layers: list[alt.Chart] = [
+        base.mark_point(size=120, filled=True).encode(
+            color=alt.Color("winner:N", title="winner",
+                            scale=alt.Scale(domain=[True, False], range=[SERIES_COLORS[4], SERIES_COLORS[0]])),
+            tooltip=["profile", "status", "cost", "p99_ms"]),
+        base.mark_text(dy=-12).encode(text="profile:N"),
+    ]
+    if slo_ms is not None:
+        layers.append(alt.Chart(pd.DataFrame({"y": [slo_ms]})).mark_rule(strokeDash=[6, 4], color="#d62728")
+                      .encode(y="y:Q"))
+    return alt.layer(*layers).properties(height=320, title="Cost vs p99 latency (SLO dashed)")
 
 
 def levels_frame(card: Scorecard) -> pd.DataFrame:

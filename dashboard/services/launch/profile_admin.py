@@ -21,8 +21,9 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from collectors.sglang import flags as sglang_flags
 from dashboard.services import shown
-from dashboard.services.launch import guardrails, launcher, profiles
+from dashboard.services.launch import guardrails, launcher, preflight, profiles
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
 from dashboard.settings import Settings
@@ -144,6 +145,9 @@ def validate_named(engine: Engine, settings: Settings, name: str, server_name: s
         own = guardrails.process_tree(launch.pid) if launch is not None else []
     report = launcher.validate(spec, server, replacing=replacing, own_pids=own,
                                sandbox=launcher.sandbox_for(settings))
+    if server is not None and server.id is not None and not sglang_flags.is_diffusion(spec.flags):
+        facts = preflight.host_facts(engine, server, replacing=replacing)
+        report.issues.extend(preflight.preflight(spec.model_path, spec.flags, facts))
     repo.add_audit(engine, actor=actor, action="profile_validate", target=name,
                    detail={"ok": report.ok, "issues": report.lines(), "checked_by": report.checked_by})
     return report

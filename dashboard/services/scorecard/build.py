@@ -230,10 +230,19 @@ def gather_inputs(
     seen = sorted({int(m.group(1)) for k in gpu_metrics if (m := _GPU_KEY.match(k))})
     energy: float | None = None
     power: float | None = None
+    # Without /metrics the token rate is SGLang's decode lines, logged only while it decodes: the
+    # window's tokens and energy are counted over the time those lines cover, idle time neither
+    # credited with tokens nor charged with its energy (one truth for J/token, issue 19).
+    log_spans: list[tuple[float, float]] | None = None
+    log_tokens: float | None = None
+    if run is None and means.get("metrics.generation_tokens_per_s") is None:
+        g_ts, g_rate = reads.points("log.gen_throughput_tok_s")
+        log_tokens = sm.rate_over_spans(g_ts, g_rate)
+        log_spans = sm.busy_spans(g_ts) if log_tokens is not None else None
     for i in seen:
-        _, e = reads.points(f"gpu.{i}.energy_j", "energy_j_per_output_tok", "energy_j_per_image",
-                            "electricity_usd_per_1m_output_tok")
-        d = sm.counter_increase(e)
+        e_ts, e = reads.points(f"gpu.{i}.energy_j", "energy_j_per_output_tok", "energy_j_per_image",
+                               "electricity_usd_per_1m_output_tok")
+        d = sm.counter_increase(e) if log_spans is None else sm.counter_increase_within(e_ts, e, log_spans)
         if d is not None:
             energy = (energy or 0.0) + d
         pw = mean(f"gpu.{i}.power_w")
@@ -305,7 +314,9 @@ def gather_inputs(
         health_values=health,
         energy_j=energy,
         power_w_sum_of_means=power,
-        window_output_tokens=None if out_rate is None else out_rate * (until - since),
+        busy_s=None if log_spans is None else float(sum(b - a for a, b in log_spans)),
+        window_output_tokens=log_tokens if log_spans is not None else (
+            None if out_rate is None else out_rate * (until - since)),
         event_counts=repo.count_events(engine, server_id=sid, since=since, until=until),
         events=[
             {"ts": float(r.ts), "kind": r.kind, "severity": r.severity,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collectors.probe.report import steady_window
 from dashboard.services.format import fmt_value
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
@@ -59,8 +60,11 @@ def _itl_values(rows: pd.DataFrame) -> list[float]:
 
 
 def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
-                  gpu_usd_per_hour: float | None) -> dict[str, Any]:
-    """Figures of one load level from its measured rows (warm-up already removed)."""
+                  gpu_usd_per_hour: float | None, warm_ends: list[float] | None = None,
+                  closed_loop: bool = True) -> dict[str, Any]:
+    """Figures of one load level from its measured rows (warm-up already removed; `warm_ends`:
+    when the level's warm-up requests ended). Throughput is the probe report's (Benchmarks):
+    steady_window's requests over its seconds."""
     ok = rows[rows["ok"].astype(bool)]
     out: dict[str, Any] = {"requests": int(len(rows)), "ok": int(len(ok))}
     lat: dict[str, list[float]] = {
@@ -77,13 +81,16 @@ def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
     starts = rows["start_ts"].astype(float).to_numpy()
     ends = starts + pd.to_numeric(rows["e2e_s"], errors="coerce").fillna(0.0).to_numpy()
     window = sm.request_window_s(starts, ends)
-    images = float(len(ok) * images_per_request) if kind == "image" else None
+    mask, span = steady_window(starts.tolist(), ends.tolist(), rows["ok"].astype(bool).tolist(),
+                               list(warm_ends or []), closed_loop)
+    counted = rows[np.asarray(mask, dtype=bool)] if len(mask) else ok
+    images = float(len(counted) * images_per_request) if kind == "image" else None
     out.update(sm.probe_throughput(
-        n_ok=len(ok),
-        tokens_in=col_sum(ok, "tokens_in") if kind != "image" else None,
-        tokens_out=col_sum(ok, "tokens_out") if kind != "image" else None,
+        n_ok=len(counted),
+        tokens_in=col_sum(counted, "tokens_in") if kind != "image" else None,
+        tokens_out=col_sum(counted, "tokens_out") if kind != "image" else None,
         images=images,
-        window_s=window,
+        window_s=span if span > 0 else None,
     ))
     out["window_s"] = window
     out.update(sm.cost_figures(gpu_usd_per_hour=gpu_usd_per_hour, rps=out["rps"],
@@ -97,11 +104,15 @@ def probe_levels(inp: ScorecardInputs) -> list[dict[str, Any]]:
     df = inp.probe_requests
     if df is None or df.empty:
         return []
+    warm = df[df["warmup"].astype(bool)]
     measured = df[~df["warmup"].astype(bool)]
     out = []
     for level, rows in measured.groupby("level", sort=True):
+        w = warm[warm["level"] == level]
+        w_ends = (w["start_ts"].astype(float) + pd.to_numeric(w["e2e_s"], errors="coerce").fillna(0.0)).tolist()
         figs = level_figures(rows, kind=inp.kind, images_per_request=inp.images_per_request,
-                             gpu_usd_per_hour=hourly(inp))
+                             gpu_usd_per_hour=hourly(inp), warm_ends=w_ends,
+                             closed_loop=inp.probe_mode == "concurrency")
         out.append({"level": float(level), "mode": inp.probe_mode, **figs})
     return out
 

@@ -76,11 +76,12 @@ def cost_figures(inp: ScorecardInputs, figs: dict[str, Figure], levels: list[dic
         images = float(len(ok) * inp.images_per_request) if image else None
     else:
         tokens, images = inp.window_output_tokens, None
-    span = window_s(inp)
+    span = inp.busy_s if inp.busy_s is not None else window_s(inp)
     energy = sm.energy_figures(energy_j=inp.energy_j, window_s=span, output_tokens=tokens,
                                images=images, electricity_usd_per_kwh=inp.electricity_usd_per_kwh)
     if energy["avg_power_w"] is not None:
-        put(figs, "avg_power_w", energy["avg_power_w"], "gpu", "NVML energy counter deltas")
+        put(figs, "avg_power_w", energy["avg_power_w"], "gpu", "NVML energy counter deltas" + (
+            "" if inp.busy_s is None else " while decoding"))
     else:
         put(figs, "avg_power_w", inp.power_w_sum_of_means, "gpu", "mean of gpu.<i>.power_w")
     for key in ("energy_j_per_output_tok", "energy_j_per_image"):
@@ -89,7 +90,8 @@ def cost_figures(inp: ScorecardInputs, figs: dict[str, Figure], levels: list[dic
                  status=NOT_APPLICABLE)
         else:
             put(figs, key, energy[key], "gpu",
-                 "NVML energy counter deltas" if inp.energy_j is not None else "no energy counter")
+                 "no energy counter" if inp.energy_j is None else "NVML energy counter deltas" + (
+                     "" if inp.busy_s is None else " while SGLang logged decode lines (idle time excluded)"))
     key = "electricity_usd_per_1m_output_tok"
     if image:
         put(figs, key, None, "gpu", "image server", status=NOT_APPLICABLE)

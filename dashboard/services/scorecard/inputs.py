@@ -46,6 +46,7 @@ class ScorecardInputs:
     energy_j: float | None = None  # Σ over GPUs of counter deltas over the window
     power_w_sum_of_means: float | None = None  # fallback when there is no energy counter
     window_output_tokens: float | None = None  # server-side tokens in the window (no probes)
+    busy_s: float | None = None  # seconds energy_j and window_output_tokens cover when not the whole window
     event_counts: dict[str, int] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
     series: list[dict[str, Any]] = field(default_factory=list)

@@ -140,6 +140,50 @@ def counter_increase(values: np.ndarray | Sequence[float]) -> float | None:
     return float(sum(d for prev, cur in pairwise(arr) if (d := counter_delta(prev, cur)) is not None))
 
 
+def _line_spans(ts: Sequence[float], max_gap_s: float) -> list[tuple[float, float]]:
+    """(start, end) each line after the first covers: the time since the previous line, or the
+    typical line interval (the median of the short gaps) after a gap longer than `max_gap_s`."""
+    gaps = [cur - prev for prev, cur in pairwise(ts)]
+    short = [g for g in gaps if 0 < g <= max_gap_s]
+    typical = float(np.median(short)) if short else 0.0
+    return [(cur - (g if g <= max_gap_s else typical), cur) for g, cur in zip(gaps, ts[1:], strict=True) if g > 0]
+
+
+def busy_spans(ts: np.ndarray | Sequence[float], max_gap_s: float = 10.0) -> list[tuple[float, float]]:
+    """The time a series logged only while the server works (SGLang's decode lines) covers;
+    a gap longer than `max_gap_s` was idle and counts only as one typical line interval."""
+    return _line_spans(sorted(np.asarray(ts, dtype=float).tolist()), max_gap_s)
+
+
+def rate_over_spans(ts: np.ndarray | Sequence[float], rates: np.ndarray | Sequence[float],
+                    max_gap_s: float = 10.0) -> float | None:
+    """Σ rate x the span each line covers (busy_spans): tokens made while busy, with idle time
+    credited nothing. None with fewer than two lines."""
+    pts = sorted(zip(np.asarray(ts, dtype=float).tolist(), np.asarray(rates, dtype=float).tolist(), strict=True))
+    if len(pts) < 2:
+        return None
+    spans = _line_spans([t for t, _ in pts], max_gap_s)
+    by_end = {end: end - start for start, end in spans}
+    return float(sum(rate * by_end.get(t, 0.0) for t, rate in pts[1:]))
+
+
+def counter_increase_within(ts: np.ndarray | Sequence[float], values: np.ndarray | Sequence[float],
+                            spans: Sequence[tuple[float, float]]) -> float | None:
+    """counter_increase over only the parts of the window inside `spans`: each sample pair's
+    delta times the share of its interval the spans cover (energy while tokens were made)."""
+    pts = sorted(zip(np.asarray(ts, dtype=float).tolist(), np.asarray(values, dtype=float).tolist(), strict=True))
+    if len(pts) < 2:
+        return None
+    total = 0.0
+    for (t0, v0), (t1, v1) in pairwise(pts):
+        d = counter_delta(v0, v1)
+        if d is None or t1 <= t0:
+            continue
+        covered = sum(max(0.0, min(t1, b) - max(t0, a)) for a, b in spans)
+        total += d * min(covered, t1 - t0) / (t1 - t0)
+    return total
+
+
 def energy_figures(
     *,
     energy_j: float | None,

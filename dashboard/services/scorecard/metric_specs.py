@@ -141,13 +141,13 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "every stage"),
     # -- throughput ---------------------------------------------------------------------------
     MetricSpec("rps", "Requests/s", "throughput", "rps", "higher",
-               "probe: successful requests / level window (first start -> last end); "
-               "without probes: mean of `metrics.requests_per_s`"),
+               "probe: successful requests / the steady window, as Benchmarks (last warm-up end -> last "
+               "measured start, else first start -> last end); without probes: mean of `metrics.requests_per_s`"),
     MetricSpec("output_tok_s", "Output tokens/s", "throughput", "tok_s", "higher",
-               "probe: Σ tokens_out of successful requests / level window; without probes: mean "
+               "probe: Σ tokens_out of successful requests / the steady window; without probes: mean "
                "of `metrics.generation_tokens_per_s`, else `log.gen_throughput_tok_s`"),
     MetricSpec("input_tok_s", "Input tokens/s", "throughput", "tok_s", "higher",
-               "probe: Σ tokens_in of successful requests / level window; without probes: mean "
+               "probe: Σ tokens_in of successful requests / the steady window; without probes: mean "
                "of `metrics.prompt_tokens_per_s`, else `log.input_throughput_tok_s`"),
     MetricSpec("images_per_min", "Images/min", "throughput", "img_min", "higher",
                "image servers: images of successful requests / level window × 60"),
@@ -207,10 +207,11 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "cheapest usd_per_1m_output_tok over the probe's load levels whose TTFT p99 meets "
                "the ttft_p99_s SLO target (names the level)"),
     MetricSpec("avg_power_w", "Avg GPU power", "cost", "w", "lower",
-               "Σ over GPUs of Δ`gpu.<i>.energy_j` / window seconds (counter deltas), else Σ mean "
-               "`gpu.<i>.power_w`"),
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` / window seconds (counter deltas; without /metrics "
+               "only the time SGLang logged decode lines), else Σ mean `gpu.<i>.power_w`"),
     MetricSpec("energy_j_per_output_tok", "Energy per output token", "cost", "j", "lower",
-               "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / output tokens produced in it"),
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / output tokens produced in it; "
+               "without /metrics both over only the time SGLang logged decode lines (idle excluded)"),
     MetricSpec("energy_j_per_image", "Energy per image", "cost", "j", "lower",
                "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / images produced in it"),
     MetricSpec("electricity_usd_per_1m_output_tok", "Electricity per 1M output tokens", "cost",

@@ -89,12 +89,25 @@ class ServerCard:
     sglang_version: str | None
     figures: dict[str, float] = field(default_factory=dict)
     key: dict[str, float | None] = field(default_factory=dict)
+    key_sources: dict[str, str] = field(default_factory=dict)  # key figure -> SOURCE_LABELS key
     grades: dict[str, str] = field(default_factory=dict)  # dimension -> pass | warn | fail | none
     grade_reasons: dict[str, str] = field(default_factory=dict)
     gpus: list[GpuFigure] = field(default_factory=list)
     gpu_telemetry: bool = False
     events: pd.DataFrame | None = None
     last_seen: float | None = None
+
+
+#: where key_figures() reads each figure when the scorecard has none
+KEY_SOURCES = {"ttft_p99_s": "canary", "success_rate": "canary", "output_tok_s": "server", "usd_per_mtok": "server"}
+#: a figure's source as the Overview names it
+SOURCE_LABELS = {"probe": "sweep", "canary": "canary", "server": "server log / metrics", "gpu": "GPU telemetry",
+                 "events": "events", "config": "config"}
+
+
+def source_label(card: ServerCard, key: str) -> str:
+    src = card.key_sources.get(key, "")
+    return SOURCE_LABELS.get(src, src or "no source")
 
 
 def _status(latest: dict[str, tuple[float, float]], launch: Any, now: float) -> str:
@@ -149,9 +162,10 @@ def gpu_figures(engine: Engine, server: Server) -> list[GpuFigure]:
 
 def grades(
     engine: Engine, server: Server, now: float, settings: Any = None
-) -> tuple[dict[str, str], dict[str, str], dict[str, float | None]]:
-    """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}) of the server's
-    scorecard over the last FIGURE_WINDOW_S (dashboard/services/scorecard/build.py).
+) -> tuple[dict[str, str], dict[str, str], dict[str, float | None], dict[str, str]]:
+    """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}, {figure key:
+    source}) of the server's scorecard over the last FIGURE_WINDOW_S
+    (dashboard/services/scorecard/build.py); a source is the figure's own (probe, canary, server…).
 
     When the scorecard service is missing or cannot score the server every dimension reads
     "none"; its failures never break the Overview.
@@ -159,10 +173,11 @@ def grades(
     out = {d: "none" for d in DIMENSIONS}
     why: dict[str, str] = {}
     figs: dict[str, float | None] = {}
+    sources: dict[str, str] = {}
     try:
         from dashboard.services.scorecard.build import build_scorecard
     except ImportError:
-        return out, why, figs
+        return out, why, figs, sources
     try:
         card = build_scorecard(
             engine,
@@ -175,7 +190,7 @@ def grades(
     except Exception as exc:  # a scorecard bug or a bad [slo] table must not blank the Overview
         log.warning("scorecard for %s failed: %s", server.name, exc)
         why = {d: f"no scorecard: {exc}" for d in DIMENSIONS}
-        return out, why, figs
+        return out, why, figs, sources
     for d in DIMENSIONS:
         dim = card.dimensions.get(d)
         if dim is not None:
@@ -186,7 +201,10 @@ def grades(
                 "images_per_min", "image_p50_s", "image_p99_s", "image_step_s", "peak_mem_bytes",
                 "mem_headroom_bytes", "energy_j_per_image"):
         figs[key] = card.value(key)
-    return out, why, figs
+        fig = card.figures.get(key)
+        if fig is not None and fig.source:
+            sources[key] = fig.source
+    return out, why, figs, sources
 
 
 def server_cards(engine: Engine, now: float | None = None, settings: Any = None) -> list[ServerCard]:
@@ -197,13 +215,16 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None)
         latest = repo.latest_samples(engine, server_id=s.id, metrics=KEY_FIGURES, max_age_s=STALE_S * 5)
         launch = repo.latest_launch(engine, server_id=s.id)
         gpus = gpu_figures(engine, s)
-        g, why, sc = grades(engine, s, now, settings)
+        g, why, sc, sc_sources = grades(engine, s, now, settings)
         key = key_figures(engine, s, now)
-        # The scorecard's figures (probes when a sweep ran in the window, else canary) win.
+        key_sources = dict(KEY_SOURCES)
+        # The scorecard's figures (probes when a sweep ran in the window, else canary) win, and
+        # their labels say which: "sweep" only for sweep figures, "canary" only for canary ones.
         for ours, theirs in (("ttft_p99_s", "ttft_p99_s"), ("output_tok_s", "output_tok_s"),
                              ("usd_per_mtok", "usd_per_1m_output_tok"), ("success_rate", "success_rate")):
             if sc.get(theirs) is not None:
                 key[ours] = sc[theirs]
+                key_sources[ours] = sc_sources.get(theirs, key_sources.get(ours, ""))
         for k in ("usd_per_image", "images_per_min", "image_p50_s", "image_p99_s", "image_step_s",
                   "peak_mem_bytes", "mem_headroom_bytes", "energy_j_per_image"):
             key[k] = sc.get(k)
@@ -219,6 +240,7 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None)
                 sglang_version=launch.sglang_version if launch else None,
                 figures={k: v for k, (_, v) in latest.items()},
                 key=key,
+                key_sources=key_sources,
                 grades=g,
                 grade_reasons=why,
                 gpus=gpus,

@@ -83,7 +83,7 @@ def test_health_state_machine_transitions_and_one_flap_warning():
         kinds.append([e.kind for e in events])
     assert kinds == [
         [], ["health_down"], ["health_up"], ["health_down"],
-        ["health_up", "health_check_failed"], ["health_down"],
+        ["health_up", "health_flap"], ["health_down"],
     ]  # fmt: skip
     # after the window passes without changes the flap count drains
     events, state = health_step(state, False, 1000.0, server_name="a")
@@ -157,7 +157,7 @@ def test_collector_flaps_and_recovers():
     info = {"version": "0.5.23", "random_seed": 1}
     results, _, _, _ = _run(Script([200, 503, 200, 503, 200], info), polls=5)
     kinds = [[e.kind for e in r.events] for r in results]
-    assert kinds == [[], ["health_down"], ["health_up"], ["health_down", "health_check_failed"], ["health_up"]]
+    assert kinds == [[], ["health_down"], ["health_up"], ["health_down", "health_flap"], ["health_up"]]
     ok = [next(s.value for s in r.samples if s.metric == "api.health_ok") for r in results]
     assert ok == [1.0, 0.0, 1.0, 0.0, 1.0]
     assert not any(s.metric.startswith("api.num") for s in results[1].samples)  # no loads while down
