@@ -87,7 +87,7 @@ class PitwallCollector(Collector):
                 ok.add_metric([name, source], sum(oks) / len(oks))
                 for q in (0.5, 0.99) if firsts else ():
                     ttft.add_metric([name, source, str(q)], _quantile(firsts, q))
-            g, _, _ = grades(self.engine, s, now, self.settings)
+            g, *_ = grades(self.engine, s, now, self.settings)
             for dim, value in g.items():
                 if value in GRADE_VALUE:
                     grade.add_metric([name, dim], GRADE_VALUE[value])
