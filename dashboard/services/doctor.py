@@ -48,6 +48,7 @@ class Evidence:
     gpu_free_bytes: list[float] = field(default_factory=list)  # per GPU: total - used (median)
     prompt_set: str | None = None  # workload of the newest probe run in the window
     gpu_walls: list[dict[str, Any]] = field(default_factory=list)  # gpu_wall.gpu_walls()["gpus"]
+    stage_walls: dict[str, Any] = field(default_factory=dict)  # image servers: gpu_wall_stage.stage_walls()
 
     @property
     def minutes(self) -> float:
@@ -199,8 +200,30 @@ def rule_gpu_underfed(ev: Evidence) -> Finding | None:
                    "host), or give it bigger batches: raise --max-running-requests.", flags)
 
 
+def rule_image_step_underfed(ev: Evidence) -> Finding | None:
+    """Image servers: the denoising steps run near neither wall — the card's memory bandwidth and
+    its tensor cores both mostly idle while the stage runs — so seconds per step are far above
+    what the card allows (launch overhead, CPU-side work, no compilation, batch of one)."""
+    sw = ev.stage_walls
+    if not sw.get("available"):
+        return None
+    idle = sw["shares"].get("neither", 0.0) + sw["shares"].get("idle", 0.0)
+    if idle < UNDERFED_SHARE:
+        return None
+    step = sw.get("step_s")
+    flags: dict[str, Any] = {}
+    if _arg(ev, "enable_torch_compile") is not True:
+        flags["enable-torch-compile"] = True
+    return Finding("image_step_underfed", "Denoising steps far slower than the card allows",
+                   f"{idle * 100:.0f} % of {sw['covered_s']:.0f} s of DenoisingStage ran near neither wall "
+                   f"(bandwidth-bound {sw['bandwidth_share'] * 100:.0f} %, compute-bound {sw['compute_share'] * 100:.0f} %)"
+                   + (f"; {step:.3f} s per step on {sw.get('spec') or 'this card'}" if step else ""),
+                   "Compile the model (--enable-torch-compile), batch requests (--batching-max-size above 1), "
+                   "or look for CPU-side work between steps.", flags)
+
+
 RULES = (rule_too_conservative, rule_retractions, rule_prefill_oom, rule_gpu_headroom, rule_radix_hit,
-         rule_cuda_graph, rule_gpu_underfed)
+         rule_cuda_graph, rule_gpu_underfed, rule_image_step_underfed)
 
 
 def diagnose(ev: Evidence) -> list[Finding]:
@@ -233,6 +256,10 @@ def gather(engine: Engine, server: str, *, since: float, until: float) -> Eviden
     from dashboard.services.gpu_wall import gpu_walls
 
     ev.gpu_walls = gpu_walls(engine, server_id=srv.id, since=since, until=until)["gpus"]
+    if srv.kind == "image":
+        from dashboard.services.gpu_wall_stage import stage_walls
+
+        ev.stage_walls = stage_walls(engine, server_id=srv.id, since=since, until=until)
     for run in repo.list_probe_runs(engine, limit=20):  # a CLI probe by URL has no server_id
         if run.created_at >= since and (run.server_id == srv.id or run.url == srv.base_url):
             ev.prompt_set = ((run.spec or {}).get("workload") or {}).get("prompt_set")

@@ -51,7 +51,8 @@ def _collect(tmp_path, fault: str, *, alerting: str = "", extra: str = ""):
     ("oom-after=3", "oom", ("oom", "prefill_oom")),
 ])
 def test_fault_fires_its_alert_and_resolves_when_the_server_is_back(tmp_path, fault, rule, kinds):
-    proc, log, url = _collect(tmp_path, fault)
+    hook = Webhook().start()
+    proc, log, url = _collect(tmp_path, fault, alerting=f'webhook_url = "{hook.url}"\n')
     try:
         engine = make_engine(url)
         fired = wait_for(lambda: [a for a in repo.list_alerts(engine) if a.rule == rule and a.fired_at],
@@ -68,10 +69,15 @@ def test_fault_fires_its_alert_and_resolves_when_the_server_is_back(tmp_path, fa
         print(f"\n{fault}: fired {fired.fired_at - first:.2f} s after the {kinds[0]} event; "
               f"resolved {resolved.resolved_at - back:.2f} s after server_ready")
         assert resolved.resolved_at >= back
+        # the webhook got this alert once firing and once resolved (a crash loop would re-fire:
+        # the first episode is what this test judges)
+        _wait(lambda: [a["status"] for a in hook.alerts() if a["labels"]["alertname"] == rule][:2]
+              == ["firing", "resolved"], f"the webhook: {rule} firing then resolved")
         engine.dispose()
     finally:
         stop_group(proc)
         log.close()
+        hook.stop()
 
 
 @pytest.mark.skipif(AM_BINARY is None, reason="needs prometheus-alertmanager (Debian package; "

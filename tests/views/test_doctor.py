@@ -140,3 +140,23 @@ def test_a_finding_becomes_a_candidate_profile_derived_from_the_running_one(engi
     assert len(parse_grid("max-running-requests=2,4;schedule-policy=fcfs,lpm")) == 4
     with pytest.raises(TuneRequestError, match="flag=v1,v2"):
         parse_grid("max-running-requests")
+
+
+def test_image_steps_near_neither_wall_are_far_slower_than_the_card_allows(engine) -> None:
+    """DenoisingStage timings laid over the H200's idle recording (requests running): the stage ran
+    near neither wall, and the doctor says so; over the matmul loop it is compute bound: quiet."""
+    from gpu_seed import store_recording
+
+    t0 = time.time() - 30
+    for name, fixture in (("img-idle", "nvml-h200-idle.json"), ("img-busy", "nvml-h200-matmul-gpm.json")):
+        srv = repo.upsert_server(engine, name=name, base_url=f"http://{name}:1", managed=True, kind="image")
+        store_recording(engine, fixture, queue=1, t0=t0, server_id=srv.id)
+        with engine.begin() as conn:
+            repo.insert_samples(conn, rows=[
+                {"ts": t0 + 11, "server_id": srv.id, "source": "log", "metric": m, "value": v}
+                for m, v in (("log.diffusion.stage_s.DenoisingStage", 8.0), ("log.diffusion.step_s", 0.4))])
+    idle = doctor.gather(engine, "img-idle", since=t0 - 1, until=t0 + 60)
+    [f] = [f for f in doctor.diagnose(idle) if f.rule == "image_step_underfed"]
+    assert "DenoisingStage ran near neither wall" in f.evidence and f.flags == {"enable-torch-compile": True}
+    busy = doctor.gather(engine, "img-busy", since=t0 - 1, until=t0 + 60)
+    assert busy.stage_walls["compute_share"] > 0.8 and doctor.rule_image_step_underfed(busy) is None
