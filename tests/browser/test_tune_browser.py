@@ -10,8 +10,17 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_dashboard_e2e import browser, goto, no_traceback, page, pick, pitwall, pytestmark, shot  # noqa: F401
-from test_gpu_wall_browser import _wait_text
+from test_dashboard_e2e import (  # noqa: F401
+    browser,
+    goto,
+    no_traceback,
+    page,
+    pick,
+    pitwall,
+    pytestmark,
+    shot,
+)
+from test_dashboard_e2e import wait_for_pattern as _wait_text
 
 
 @pytest.mark.timeout(900)  # two relaunches, two workloads and a restore, beside the demo's first sweep
