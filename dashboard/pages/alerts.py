@@ -2,8 +2,9 @@
 durations; silences (create and expire behind the operator gate, audited); the rules with their
 last evaluation; and the receivers with what waits in their outbox.
 
-The runner evaluates and delivers (runner/alerts/); this page only reads and records silences
-through dashboard/services/alerts/views.py. Summaries and labels are shown in st.dataframe,
+The runner evaluates and delivers (runner/alerts/); this page only reads, records silences
+through dashboard/services/alerts/views.py and rule edits through rule_edits.py (the runner reads
+those at its next pass). Summaries and labels are shown in st.dataframe,
 which renders text literally.
 """
 
@@ -14,7 +15,8 @@ import streamlit as st
 
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_ts, fmt_window
-from dashboard.services.alerts import views
+from dashboard.services.alerts import rule_edits, views
+from runner.alerts.rules import SEVERITIES, AlertRuleError
 
 ctx = session.bootstrap()
 st.title("Alerts")
@@ -86,6 +88,7 @@ with session.guard("Alert history"):
         st.caption("No alert in this window (widen it in the sidebar).")
 
 st.subheader("Silences")
+operator: str | None = None
 with session.guard("Silences"):
     sil = views.silences(ctx.engine)
     if sil:
@@ -129,11 +132,67 @@ with session.guard("Silences"):
                 session.firing_alerts.clear()
                 st.rerun()
 
+
+
+def _done(message: str) -> None:
+    st.toast(message)
+    st.rerun()
+
+
+def rule_editor(rules: list[dict], actor: str) -> None:
+    """Change one rule's threshold / for / severity / on, revert or delete a page edit, or add a
+    rule as TOML; each checked by the [[alerts]] parser (its message on a bad value, nothing
+    stored) and audited. The runner picks the change up at its next evaluation pass."""
+    by_name = {r["rule"]: r for r in rules}
+    name = st.selectbox("Rule to change", list(by_name), key="al_rule_pick")
+    if name is None:
+        return
+    rule = by_name[name]
+    with st.form("al_rule_form", border=True):
+        st.markdown(f"**{name}** ({rule['kind']}, from {rule['origin']})")
+        c1, c2, c3, c4 = st.columns(4, vertical_alignment="bottom")
+        value = c1.number_input("Threshold (base units)", value=float(rule["value"]), format="%g",
+                                key=f"al_rule_value_{name}", disabled=rule["kind"] != "threshold")
+        for_s = c2.number_input("For (s)", value=float(rule["for_s"]), format="%g", key=f"al_rule_for_{name}")
+        severity = c3.selectbox("Severity", SEVERITIES, index=SEVERITIES.index(rule["severity"]),
+                                key=f"al_rule_sev_{name}")
+        enabled = c4.checkbox("On", value=bool(rule["enabled"]), key=f"al_rule_on_{name}")
+        saved = st.form_submit_button("Save rule", type="primary")
+    if saved:
+        change = {"for_s": for_s, "severity": severity, "enabled": enabled}
+        if rule["kind"] == "threshold":
+            change["value"] = value
+        try:
+            rule_edits.edit_rule(ctx.settings, ctx.engine, name=name, change=change, actor=actor)
+        except AlertRuleError as exc:
+            st.error(str(exc))
+        else:
+            _done(f"Rule {name} saved; the runner uses it from its next evaluation.")
+    if rule["origin"] in ("page edit", "added on page"):
+        label = "Delete this rule" if rule["origin"] == "added on page" else "Revert to pitwall.toml"
+        if st.button(label, key="al_rule_remove"):
+            _done(f"Rule {name} {rule_edits.remove_edit(ctx.settings, ctx.engine, name=name, actor=actor)}.")
+    with st.form("al_rule_add_form", border=True):
+        text = st.text_area("New rule (TOML, as an [[alerts]] table of pitwall.toml)", key="al_rule_new",
+                            placeholder='name = "queue-deep"\nkind = "threshold"\nmetric = "queue_max"\n'
+                                        'op = ">"\nvalue = 64\nfor_s = 120')
+        added = st.form_submit_button("Add rule")
+    if added:
+        try:
+            new = rule_edits.add_rule(ctx.settings, ctx.engine, text=text, actor=actor)
+        except AlertRuleError as exc:
+            st.error(str(exc))
+        else:
+            _done(f"Rule {new.name} added; the runner uses it from its next evaluation.")
+
+
 with session.guard("Rules"):
     st.subheader("Rules")
     rules = views.rules(ctx.settings, ctx.engine)
     st.dataframe(pd.DataFrame({
-        "rule": [r["rule"] for r in rules], "kind": [r["kind"] for r in rules], "what": [r["what"] for r in rules],
+        "rule": [r["rule"] for r in rules], "on": [bool(r["enabled"]) for r in rules],
+        "from": [r["origin"] for r in rules],
+        "kind": [r["kind"] for r in rules], "what": [r["what"] for r in rules],
         "for": [_minutes(r["for_s"]) if r["for_s"] else "—" for r in rules],
         "severity": [r["severity"] for r in rules],
         "last evaluation (UTC)": [fmt_ts(r["last_eval"]) if r["last_eval"] else "never" for r in rules],
@@ -142,6 +201,9 @@ with session.guard("Rules"):
     }), hide_index=True, width="stretch", key="al_rules", height=35 * (len(rules) + 1) + 3,
         column_config={"cost ms": st.column_config.NumberColumn("cost ms", format="%.2f",
                                                                 help="last evaluation, all servers")})
+    if operator is not None:
+        with st.expander("Edit rules (pitwall.toml stays the default; page edits override it)"):
+            rule_editor(rules, operator)
     recv = views.receiver_status(ctx.settings, ctx.engine)
     if recv:
         st.dataframe(pd.DataFrame(recv), hide_index=True, width="stretch", key="al_receivers")

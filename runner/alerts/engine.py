@@ -52,13 +52,25 @@ class AlertEvaluator:
     """One `evaluate(now)` pass over every rule and server; pure parts in evaluate/lifecycle."""
 
     def __init__(self, engine: Engine, rules: Sequence[Rule], *, config: AlertConfig,
-                 slo_targets: Callable[[str], dict[str, float]]) -> None:
+                 slo_targets: Callable[[str], dict[str, float]],
+                 rule_source: Callable[[], list[Rule]] | None = None) -> None:
         self.engine, self.rules, self.config, self.slo_targets = engine, list(rules), config, slo_targets
+        self.rule_source = rule_source  # read at every pass (the Alerts page's edits, no restart)
         self._am_sent: dict[str, float] = {}
+
+    def _reload_rules(self) -> None:
+        """Take the current rules from `rule_source`; a failed read keeps the last good ones."""
+        if self.rule_source is None:
+            return
+        try:
+            self.rules = list(self.rule_source())
+        except Exception as exc:  # a database hiccup or a stale edit: evaluate what was in force
+            log.warning("alert rules could not be reloaded (keeping the last ones): %s", exc)
 
     # -- one pass -------------------------------------------------------------------------------
     def evaluate(self, now: float | None = None) -> dict[str, dict]:
         now = time.time() if now is None else now
+        self._reload_rules()
         servers = [s for s in repo.list_servers(self.engine) if s.id is not None]
         open_alerts = repo.open_alerts(self.engine)
         silences = repo.list_silences(self.engine, active_at=now)

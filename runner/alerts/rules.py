@@ -28,13 +28,22 @@ enabled = false                 # switches a default (same name) off
 ```
 
 A rule whose `name` equals a default replaces it. Units are base units (seconds, ratios).
+
+Page edits (the Alerts page, by a signed-in operator) lie over these tables: `merge_edits` gives
+the `[[alerts]]` list with them applied, which `build_rules` validates like the file's own. They are
+stored as CollectorState `alerts:rules` (EDITS_KEY), {"changed": {name: {field: value}}, "added":
+{name: table}}, and read by the runner at every evaluation pass.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from sqlalchemy.engine import Engine
+
+from storage import repo
 from storage.kinds import ALERT_RULE_KINDS
 
 SEVERITIES = ("info", "warning", "error", "critical")
@@ -207,9 +216,9 @@ def parse_rule(raw: Any, where: str) -> Rule:
     return _check(Rule(**{**base, **values}), f"{where} ({values['name']})")
 
 
-def build_rules(raw: list[Any] | None, *, defaults: bool = True) -> list[Rule]:
+def build_rules(raw: list[Any] | None, *, defaults: bool = True, disabled: bool = False) -> list[Rule]:
     """The effective rules: the defaults (when on), each replaced or switched off by a user rule
-    of the same name, then the user's other rules; disabled rules are left out."""
+    of the same name, then the user's other rules; disabled rules are left out unless `disabled`."""
     user = [parse_rule(item, f"alerts[{i}]") for i, item in enumerate(raw or [])]
     names = [r.name for r in user]
     dup = next((n for n in names if names.count(n) > 1), None)
@@ -218,4 +227,41 @@ def build_rules(raw: list[Any] | None, *, defaults: bool = True) -> list[Rule]:
     by_name = {r.name: r for r in user}
     out = [by_name.pop(r.name, r) for r in (DEFAULT_RULES if defaults else ())]
     out += by_name.values()
-    return [r for r in out if r.enabled]
+    return [r for r in out if r.enabled or disabled]
+
+
+EDITS_KEY = "alerts:rules"
+#: the fields the Alerts page may change on a rule of pitwall.toml or a default
+EDITABLE = ("value", "for_s", "severity", "enabled")
+
+
+def merge_edits(raw: list[Any] | None, edits: dict[str, Any] | None, *, defaults: bool = True) -> list[Any]:
+    """pitwall.toml's `[[alerts]]` with the page's edits laid over: a changed field replaces the
+    table's (or, for a default not in the file, is given with its name so the default fills the
+    rest); added rules follow. Edits of rules no longer in the file or the defaults are skipped,
+    as are added rules whose name the file now uses: the file wins over a stale edit."""
+    tables = [dict(t) if isinstance(t, dict) else t for t in raw or []]
+    by_name = {t.get("name"): t for t in tables if isinstance(t, dict)}
+    known = set(by_name) | ({r.name for r in DEFAULT_RULES} if defaults else set())
+    edits = edits or {}
+    for name, change in (edits.get("changed") or {}).items():
+        if name in by_name:
+            by_name[name].update(change)
+        elif name in known:
+            tables.append({"name": name, **change})
+    tables += [dict(t) for name, t in (edits.get("added") or {}).items() if name not in known]
+    return tables
+
+
+def load_edits(engine: Engine) -> dict[str, Any]:
+    """The page's stored edits, {"changed": {}, "added": {}} when there are none."""
+    value = repo.load_state(engine, key=EDITS_KEY) or {}
+    return {"changed": dict(value.get("changed") or {}), "added": dict(value.get("added") or {})}
+
+
+def rule_source(engine: Engine, raw: list[Any] | None, *, defaults: bool = True) -> Callable[[], list[Rule]]:
+    """The effective rules as the runner reads them at every pass: the file's with the stored edits."""
+    def current() -> list[Rule]:
+        return build_rules(merge_edits(raw, load_edits(engine), defaults=defaults), defaults=defaults)
+
+    return current

@@ -9,10 +9,10 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from dashboard.services.alerts import rule_edits
 from dashboard.services.alerts.wiring import receivers
 from dashboard.settings import Settings
 from runner.alerts.engine import STATE_KEY
-from runner.alerts.rules import build_rules
 from storage import repo
 from storage.kinds import OPEN_ALERT_STATES
 from storage.redact import redact_obj, redact_webhook_url
@@ -84,15 +84,17 @@ def expire_silence(engine: Engine, *, silence_id: int, actor: str) -> bool:
 
 
 def rules(settings: Settings, engine: Engine) -> list[dict[str, Any]]:
-    """Each effective rule with its last evaluation (when, cost in ms, how many servers active)."""
+    """Each rule (switched-off ones too) with where it comes from (rule_edits.ORIGINS), whether it
+    is on, and its last evaluation (when, cost in ms, how many servers active)."""
     last = repo.load_state(engine, key=STATE_KEY) or {}
     out = []
-    for r in build_rules(settings.alerts, defaults=bool(settings.alerting.get("defaults", True))):
+    for r, origin in rule_edits.effective(settings, engine):
         ev = last.get(r.name) or {}
         servers = ev.get("servers") or {}
         what = {"burn_rate": f"{r.slo} {r.speed}", "threshold": f"{r.metric} {r.op} {r.value:g}",
                 "event": r.event}[r.kind]
         out.append({"rule": r.name, "kind": r.kind, "what": what, "for_s": r.for_s, "severity": r.severity,
+                    "enabled": r.enabled, "origin": origin, "value": r.value,
                     "last_eval": ev.get("at"), "eval_ms": ev.get("ms"),
                     "active_on": sorted(n for n, v in servers.items() if v.get("active"))})
     return out

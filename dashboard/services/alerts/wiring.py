@@ -1,6 +1,6 @@
-"""Builds runner/alerts' Alerting from settings: the rules of `[[alerts]]`, the receivers of
-`alerting.*`, and each server's SLO targets (dashboard/services/scorecard/slo.py, which the
-runner cannot import) injected as a callable."""
+"""Builds runner/alerts' Alerting from settings: the rules of `[[alerts]]` (with the Alerts page's
+stored edits, re-read at every pass), the receivers of `alerting.*`, and each server's SLO targets
+(dashboard/services/scorecard/slo.py, which the runner cannot import) injected as a callable."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dashboard.settings import Settings
 from runner.alerts import Alerting
 from runner.alerts.deliver import Receiver, Sender
 from runner.alerts.engine import AlertConfig, AlertEvaluator
-from runner.alerts.rules import build_rules
+from runner.alerts.rules import build_rules, rule_source
 
 
 def receivers(settings: Settings) -> list[Receiver]:
@@ -46,8 +46,11 @@ def build_evaluator(settings: Settings, engine: Engine) -> AlertEvaluator:
         inhibit_grace_s=float(opts.get("inhibit_grace_s", 120.0)),
         dashboard_url=f"http://{settings.host}:{settings.port}",
     )
-    rules = build_rules(settings.alerts, defaults=bool(opts.get("defaults", True)))
-    return AlertEvaluator(engine, rules, config=config, slo_targets=slo_targets(settings, engine))
+    defaults = bool(opts.get("defaults", True))
+    source = rule_source(engine, settings.alerts, defaults=defaults)
+    # the file's rules now (a bad [[alerts]] stops the start with its message); edits join each pass
+    return AlertEvaluator(engine, build_rules(settings.alerts, defaults=defaults), config=config, slo_targets=slo_targets(settings, engine),
+                          rule_source=source)
 
 
 def build_alerting(settings: Settings, engine: Engine) -> Alerting:
