@@ -124,17 +124,19 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     _private_dirs(settings)
     sync_servers(engine, settings)
     runner = build_runner(settings, engine)
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        runner.stop()
+
+    # before the lease: a SIGTERM that lands between acquiring it and running must still end in
+    # run()'s shutdown, which releases the lease (the default action would leave it held)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     try:
         runner.acquire()  # before seeding: two runners started at once must not both seed
     except LeaseHeld as exc:
         raise CliError(str(exc)) from None
     seed_demo(engine, settings)
-
-    def _on_signal(signum: int, _frame: object) -> None:
-        runner.stop()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
     try:
         runner.run(duration_s=args.duration)
     except LeaseHeld as exc:
