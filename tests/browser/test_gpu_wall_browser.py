@@ -27,7 +27,9 @@ pytestmark = [
 def test_llm_demo_server_page_shows_the_gpu_wall(page, pitwall):  # noqa: F811
     goto(page, pitwall, "/server?server=demo&window=15m")
     page.get_by_text("GPU wall: what bounds the GPU").first.wait_for(timeout=90_000)
-    text = wait_for_pattern(page, r"bound by: ", 120)
+    wait_for_pattern(page, r"bound by: ", 120)
+    # the panel draws in pieces: wait for its achieved-bandwidth figure too before reading it
+    text = wait_for_pattern(page, r"Achieved band[\s\S]*[GT]B/s", 60)
     page.get_by_text("GPU wall: what bounds the GPU").first.scroll_into_view_if_needed()
     page.wait_for_timeout(1500)
     shot(page, pitwall, "gpu-01-demo-server")
