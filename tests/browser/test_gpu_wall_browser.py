@@ -42,7 +42,8 @@ def test_image_demo_server_page_shows_the_denoising_wall_and_the_what_if(page, p
     _wait_run_done(pitwall, "demo-image: first sweep", 300)
     goto(page, pitwall, "/server?server=demo-image&window=15m")
     page.get_by_text("Denoising: which wall, and the step on another card").first.wait_for(timeout=90_000)
-    text = wait_for_pattern(page, r"\(what-if\)", 120)
+    wait_for_pattern(page, r"\(what-if\)", 120)
+    text = wait_for_pattern(page, r"bound by: ", 60)  # the GPU wall panel below draws after it
     page.get_by_text("Denoising: which wall, and the step on another card").first.scroll_into_view_if_needed()
     page.wait_for_timeout(1500)
     shot(page, pitwall, "gpu-02-image-denoise")
