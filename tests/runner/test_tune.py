@@ -9,6 +9,7 @@ well under a second of wall time. Workloads are tiny (a handful of requests at o
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -104,6 +105,16 @@ def tune_keys() -> tuple[str, ...]:
     return CANDIDATE_KEYS
 
 
+def _kill_launched(engine, server_id: int) -> None:
+    """Leave no simulator behind: a server the SIGKILLed runner started may outlive both runners."""
+    for la in repo.list_launches(engine, server_id=server_id):
+        if la.pid:
+            try:
+                os.killpg(la.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def test_a_runner_killed_mid_tune_is_resumed_by_the_next(setup) -> None:
     engine = setup["engine"]
     argv = [PY, str(Path(__file__).with_name("tune_runner.py")), setup["url"], str(setup["folder"]),
@@ -128,6 +139,7 @@ def test_a_runner_killed_mid_tune_is_resumed_by_the_next(setup) -> None:
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(60)
+        _kill_launched(engine, setup["server"].id)
     assert final.state == "done", final.message
     cands = final.result["candidates"]
     assert [c["profile"] for c in cands] == ["fast-a", "fast-b"]
