@@ -76,6 +76,10 @@ class ServerTarget:
     #: failed), None for watched servers. Request-sending collectors skip a managed server that
     #: is not "ready", so a start or a stop is not reported as errors.
     launch_status: str | None = None
+    host: str | None = None  # the runner host that owns it (fleet)
+    #: read `sglang:*` from this Prometheus instead of scraping /metrics (None: scrape directly)
+    prometheus_url: str | None = None
+    prometheus_selector: str | None = None  # label matchers naming this server there
 
     @property
     def serving(self) -> bool:

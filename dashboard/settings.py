@@ -10,6 +10,7 @@ the expected form; the CLI turns it into one line and exit code 2.
 from __future__ import annotations
 
 import os
+import socket
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Auto-restarts allowed per server within `runner.restart_window_s`; past it the server stays down."),
     SettingSpec("runner.restart_window_s", None, "float", 3600.0,
                 "Window of the restart budget, seconds."),
+    SettingSpec("runner.host", "PITWALL_RUNNER_HOST", "str", None,
+                "Name of this runner's host in a fleet (default: the machine's host name). The "
+                "runner supervises, collects from and carries out the requests of the servers of "
+                "this host only; a `[[servers]]` table's `host` says which runner owns it."),
     SettingSpec("runner.intent_expiry_s", None, "float", 900.0,
                 "A request (relaunch, stop, sweep, validation) not started within this many seconds expires."),
     SettingSpec("retention.samples_days", None, "float", 7.0,
@@ -130,6 +135,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Notifications kept per receiver while it is down; beyond it the oldest are dropped (an `alert_dropped` event says how many)."),
     SettingSpec("alerting.inhibit_grace_s", None, "float", 120.0,
                 "Seconds after a launch, stop or relaunch Pitwall carried out during which its crash, OOM and down alerts stay quiet."),
+    SettingSpec("prometheus.url", "PITWALL_PROMETHEUS_URL", "str", None,
+                "A Prometheus that already scrapes the servers (e.g. http://prom:9090): their "
+                "`sglang:*` series are read through its HTTP API instead of scraping them again "
+                "(a server's own `prometheus_url` overrides it; `prometheus_url = \"\"` scrapes it directly)."),
+    SettingSpec("prometheus.selector", None, "str", 'instance="{instance}"',
+                "Label matchers naming one server in that Prometheus; `{instance}` (host:port of "
+                "its base_url) and `{name}` are filled in. A server's `prometheus_selector` overrides it."),
     SettingSpec("metrics.port", "PITWALL_METRICS_PORT", "int", 0,
                 "Port of the runner's own Prometheus `/metrics` (0 turns it off; 9108 is customary)."),
     SettingSpec("metrics.host", "PITWALL_METRICS_HOST", "str", "127.0.0.1", "Address the runner's `/metrics` binds to."),
@@ -137,7 +149,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "`[[alerts]]` rule tables: name, kind (burn_rate, threshold, event) and their keys (README \"Alerts\")."),
     SettingSpec("servers", None, "servers", [],
                 "`[[servers]]` tables: name, base_url, kind, managed, log_path, gpu_indices, "
-                "gpu_hourly_usd, python, profile, api_key."),
+                "gpu_hourly_usd, python, profile, api_key, host, prometheus_url, prometheus_selector."),
 )
 
 SERVER_KEYS = {
@@ -151,6 +163,9 @@ SERVER_KEYS = {
     "python": str,
     "profile": str,
     "api_key": str,
+    "host": str,
+    "prometheus_url": str,
+    "prometheus_selector": str,
 }
 
 
@@ -166,6 +181,9 @@ class ServerConfig:
     python: str | None = None
     profile: str | None = None
     api_key: str | None = None
+    host: str | None = None  # the runner host that owns it (None: the runner reading this file)
+    prometheus_url: str | None = None  # None: prometheus.url; "": scrape /metrics directly
+    prometheus_selector: str | None = None  # None: prometheus.selector
 
 
 @dataclass(frozen=True)
@@ -192,6 +210,7 @@ class Settings:
     servers: list[ServerConfig] = field(default_factory=list)
     alerting: dict[str, Any] = field(default_factory=dict)  # alerting.* (receivers, intervals)
     metrics: dict[str, Any] = field(default_factory=dict)  # port, host of the runner's /metrics
+    prometheus: dict[str, Any] = field(default_factory=dict)  # url, selector (Prometheus as a source)
     alerts: list[dict[str, Any]] = field(default_factory=list)  # raw [[alerts]]; runner/alerts/rules.py validates
     slo: dict[str, Any] = field(default_factory=dict)  # raw [slo] table; scorecard service validates
     config_path: Path | None = None
@@ -301,6 +320,10 @@ def _servers(raw: Any) -> list[ServerConfig]:
                 f"Setting {where}.base_url is {item['base_url']!r}; expected a URL such as "
                 "http://127.0.0.1:30000."
             )
+        purl = item.get("prometheus_url")
+        if purl and not str(purl).startswith(("http://", "https://")):
+            raise SettingsError(f"Setting {where}.prometheus_url is {purl!r}; expected a URL such as "
+                                "http://127.0.0.1:9090, or \"\" to scrape this server directly.")
         if item.get("kind", "llm") not in ("llm", "image"):
             raise SettingsError(f"Setting {where}.kind is {item['kind']!r}; expected llm or image.")
         gpus = item.get("gpu_indices")
@@ -424,6 +447,11 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         per_server["demo"] = {**DEMO_SLO, **(per_server.get("demo") or {})}
         slo["servers"] = per_server
     gpu = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("gpu.")}
+    runner["host"] = runner.get("host") or socket.gethostname()
+    prometheus = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("prometheus.")}
+    if prometheus["url"] and not str(prometheus["url"]).startswith(("http://", "https://")):
+        raise SettingsError(f"Setting prometheus.url is {prometheus['url']!r}; expected a URL such as "
+                            "http://127.0.0.1:9090.")
     if demo_active and not gpu["dcgm_url"]:
         gpu["dcgm_url"] = demo_dcgm_urls(values["demo_port"])
     return Settings(
@@ -449,6 +477,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         servers=servers,
         alerting=alerting,
         metrics={k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("metrics.")},
+        prometheus=prometheus,
         alerts=alerts,
         slo=slo,
         config_path=config_path,

@@ -220,6 +220,8 @@ class Runner:
                     id=s.id, name=s.name, base_url=s.base_url, kind=s.kind, managed=s.managed,
                     log_path=s.log_path, gpu_indices=s.gpu_indices, api_key=s.api_key,
                     launch_id=launch_id, pids=list(pids), launch_status=status if s.managed else None,
+                    host=s.host, prometheus_url=s.prometheus_url or None,
+                    prometheus_selector=s.prometheus_selector,
                 )
             )
         return out

@@ -108,6 +108,16 @@ def _v5_to_v6(conn: Connection) -> None:
         model.__table__.create(conn, checkfirst=True)  # type: ignore[union-attr]
 
 
+def _v6_to_v7(conn: Connection) -> None:
+    """v7: a fleet (issue 21): Server.host / prometheus_url / prometheus_selector, Intent.host."""
+    _add_column(conn, "server", "host", "VARCHAR")
+    _add_column(conn, "server", "prometheus_url", "VARCHAR")
+    _add_column(conn, "server", "prometheus_selector", "VARCHAR")
+    _add_column(conn, "intent", "host", "VARCHAR")
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_server_host ON server (host)"))
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_intent_host ON intent (host)"))
+
+
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """ALTER TABLE ... ADD COLUMN unless it is there (a file whose version was lowered by hand,
     or an upgrade step that another process already ran)."""
@@ -117,7 +127,7 @@ def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
 
 # Each step upgrades the schema from version N to N+1 (key N).
 _UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
-                                                    4: _v4_to_v5, 5: _v5_to_v6}
+                                                    4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
 
 
 def ensure_schema(engine: Engine) -> None:

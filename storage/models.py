@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _json(default: Any = None) -> Any:
@@ -72,6 +72,13 @@ class Server(SQLModel, table=True):
     #: a launch or relaunch is requested (who, when); None when it may run
     stopped_by: str | None = None
     stopped_at: float | None = None
+    #: the runner host that owns this server (runner.host of the runner whose configuration lists
+    #: it): only that runner supervises it, collects from it and carries out its intents
+    host: str | None = Field(default=None, index=True)
+    #: read this server's `sglang:*` series from this Prometheus (HTTP API) instead of scraping
+    #: its /metrics; `prometheus_selector` is the label matcher naming it there
+    prometheus_url: str | None = None
+    prometheus_selector: str | None = None
 
 
 class Profile(SQLModel, table=True):
@@ -121,6 +128,8 @@ class Intent(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     kind: str  # storage/kinds.py INTENT_KINDS
     server_id: int | None = Field(default=None, index=True)
+    #: the runner host that must carry it out (its server's host when it names one); None: any
+    host: str | None = Field(default=None, index=True)
     payload: dict[str, Any] | None = _json()
     state: str = Field(default="pending", index=True)
     requested_by: str = "cli"

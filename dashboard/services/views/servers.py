@@ -14,6 +14,7 @@ like any dcgm-exporter (dashboard/settings.py demo_dcgm_urls, when gpu.dcgm_url 
 from __future__ import annotations
 
 import sys
+from urllib.parse import urlsplit
 from typing import Any
 
 from sqlalchemy.engine import Engine
@@ -89,6 +90,8 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
             "python": cfg.python or (sys.executable if cfg.managed else None),
             "profile": cfg.profile,
             "api_key": cfg.api_key,
+            "host": cfg.host or settings.runner.get("host"),
+            **_prometheus_source(cfg, settings),
         }
         if cfg.managed and not cfg.log_path:
             fields["log_path"] = str(settings.logs_dir / f"{cfg.name}.log")
@@ -97,6 +100,19 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
     # watched or started; their history stays browsable on Compare and Events
     repo.retire_servers_except(engine, names=[c.name for c in configured])
     return out
+
+
+def _prometheus_source(cfg: ServerConfig, settings: Settings) -> dict[str, str | None]:
+    """Where a server's `sglang:*` series are read: its own prometheus_url, else prometheus.url
+    (an empty prometheus_url opts out: scrape /metrics directly); the selector's {instance}
+    (host:port of base_url) and {name} filled in."""
+    url = cfg.prometheus_url if cfg.prometheus_url is not None else settings.prometheus.get("url")
+    if not url:
+        return {"prometheus_url": None, "prometheus_selector": None}
+    template = cfg.prometheus_selector or settings.prometheus.get("selector") or 'instance="{instance}"'
+    instance = urlsplit(cfg.base_url).netloc
+    selector = template.replace("{instance}", instance).replace("{name}", cfg.name)
+    return {"prometheus_url": url.rstrip("/"), "prometheus_selector": selector}
 
 
 def seed_demo(engine: Engine, settings: Settings) -> int | None:
