@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages Pitwall's tests need: chromium (headless browser tests through Playwright) and
-# prometheus-alertmanager (the alert delivery tests run a real Alertmanager on loopback).
+# prometheus-alertmanager (the alert delivery tests run a real Alertmanager on loopback) and
+# prometheus (the fleet tests read a server through a real Prometheus server on loopback).
 # Installs them when missing and running as root; otherwise says what to install. The browser
 # tests skip, with the reason, when chromium (or the Alertmanager binary) is absent.
 set -euo pipefail
@@ -8,6 +9,7 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v pdftoppm >/dev/null 2>&1 || missing+=(poppler-utils)
 command -v prometheus-alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   echo "Installing Debian packages: ${missing[*]}"
