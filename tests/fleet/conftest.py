@@ -1,0 +1,3 @@
+"""Fixtures of the fleet tests: the real PostgreSQL cluster (tests/pg.py)."""
+
+from pg import pg_url  # noqa: F401  (a fixture)
