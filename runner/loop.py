@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import psutil
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
@@ -54,29 +53,21 @@ from collectors.base import (
     Collector,
     CollectorContext,
     EventRow,
-    PollResult,
-    SampleRow,
     ServerTarget,
 )
 from runner import fleet, launch_logs
 from runner.intents import IntentHandler, IntentLanes
 from runner.lease import LEASE_TTL_S, RENEW_EVERY_S, Lease, LeaseHeld
+from runner.self_metrics import SELF_SERVER_ID, SelfCollector, self_source
 from runner.writer import Batch, BatchWriter
 from storage import repo
 from storage.db import incremental_vacuum
 
-__all__ = ["LEASE_TTL_S", "SELF_SERVER_ID", "LeaseHeld", "Runner", "Supervisor"]
+__all__ = ["LEASE_TTL_S", "SELF_SERVER_ID", "LeaseHeld", "Runner", "Supervisor", "self_source"]
 
 log = logging.getLogger("pitwall.runner")
 
-SELF_SERVER_ID = 0  # samples about the runner itself
-SELF_SOURCE_PREFIX = "self:"  # their source: "self:<runner.host>"
 FLEET_WATCH_S = 5.0  # the db holder checks the other runners' heartbeats this often
-
-
-def self_source(host: str) -> str:
-    """Source of the self samples of the runner of `host`."""
-    return f"{SELF_SOURCE_PREFIX}{host}"
 ROLLUP_LAG_S = 5.0  # a minute is rolled up this long after it ends (late polls land first)
 CATCHUP_SLICE_S = 3600.0  # rollup catch-up reads at most this much raw time at once
 CATCHUP_SLICES_PER_PASS = 4
@@ -99,40 +90,6 @@ class Supervisor(Protocol):
     def shutdown(self) -> None: ...
 
     def set_fence(self, fence: Callable[[], bool]) -> None: ...
-
-
-class SelfCollector:
-    """Runner health: CPU of this process, scheduler loop lag, rows written per second."""
-
-    name = "self"
-    interval_s = 5.0
-
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-        self._source = self_source(runner.host)
-        self._proc = psutil.Process()
-        self._proc.cpu_percent(None)
-        self._last_rows = 0
-        self._last_t = time.monotonic()
-
-    def poll(self, ctx: CollectorContext) -> PollResult:
-        now = ctx.now()
-        t = time.monotonic()
-        rows = self._runner.rows_written
-        rate = (rows - self._last_rows) / max(t - self._last_t, 1e-6)
-        self._last_rows, self._last_t = rows, t
-        lag = self._runner.take_max_lag()
-        out = PollResult()
-        for metric, value in (
-            ("self.cpu_pct", self._proc.cpu_percent(None)),
-            ("self.loop_lag_s", lag),
-            ("self.rows_per_s", rate),
-        ):
-            out.samples.append(SampleRow(now, SELF_SERVER_ID, metric, float(value), self._source))
-        return out
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import and_, delete, exists, insert, select, update
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from storage.models import (
@@ -65,27 +66,33 @@ def acquire_lease(
     """
     now = time.time() if now is None else now
     key = LEASE.c.scope == scope
-    with engine.begin() as conn:
-        row = conn.execute(select(LEASE).where(key)).mappings().first()
-        if row is not None and row["holder"] != holder and now - row["heartbeat_at"] < ttl_s:
-            return False, Lease.model_validate(dict(row))
-        generation = (int(row["generation"] or 0) if row is not None else 0) + 1
-        values = dict(holder=holder, pid=pid, host=host, started_at=now, heartbeat_at=now,
-                      generation=generation)
-        if row is None:
-            conn.execute(insert(LEASE).values(scope=scope, **values))
-        else:
-            # guarded by the heartbeat we read: of two runners taking over a stale lease at
-            # once (PostgreSQL reads do not block), only one updates the row
-            res = conn.execute(
-                update(LEASE)
-                .where(and_(key, LEASE.c.heartbeat_at == row["heartbeat_at"],
-                            LEASE.c.generation == row["generation"]))
-                .values(**values)
-            )
-            if res.rowcount != 1:
-                return False, Lease.model_validate(dict(conn.execute(select(LEASE).where(key)).mappings().one()))
-    return True, Lease.model_validate({"scope": scope, **values})
+    try:
+        with engine.begin() as conn:
+            row = conn.execute(select(LEASE).where(key)).mappings().first()
+            if row is not None and row["holder"] != holder and now - row["heartbeat_at"] < ttl_s:
+                return False, Lease.model_validate(dict(row))
+            generation = (int(row["generation"] or 0) if row is not None else 0) + 1
+            values = dict(holder=holder, pid=pid, host=host, started_at=now, heartbeat_at=now,
+                          generation=generation)
+            if row is None:
+                conn.execute(insert(LEASE).values(scope=scope, **values))
+                return True, Lease.model_validate({"scope": scope, **values})
+            return _take_over(conn, key, row, values)
+    except IntegrityError:  # another runner inserted the first row of this scope at the same time
+        return False, get_lease(engine, scope=scope)
+
+
+def _take_over(conn: Connection, key: Any, row: Any, values: dict[str, Any]) -> tuple[bool, Lease | None]:
+    """Update a stale (or our own) lease row to `values`, unless another runner did first."""
+    # guarded by the heartbeat we read: of two runners taking over a stale lease at once
+    # (PostgreSQL reads do not block), only one updates the row
+    res = conn.execute(
+        update(LEASE)
+        .where(and_(key, LEASE.c.heartbeat_at == row["heartbeat_at"], LEASE.c.generation == row["generation"]))
+        .values(**values)
+    )
+    current = conn.execute(select(LEASE).where(key)).mappings().one()
+    return res.rowcount == 1, Lease.model_validate(dict(current))
 
 
 def lease_is(engine: Engine, *, scope: str, generation: int) -> bool:

@@ -45,6 +45,25 @@ def test_a_second_runner_for_the_same_host_is_refused_naming_holder_and_host(eng
     Lease(engine, "m:333", host="host-b").acquire()  # another host is fine
 
 
+def test_runners_racing_for_a_new_scope_on_postgresql_get_one_holder(fleet_db):
+    """Both see no `db` row and insert at once: one wins, the other is told who holds it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storage.db import make_engine
+
+    engine = make_engine(fleet_db)
+    try:
+        for scope in ("db", "host:h"):
+            with ThreadPoolExecutor(4) as pool:
+                results = list(pool.map(lambda i, sc=scope: repo.acquire_lease(engine, scope=sc, holder=f"m:{i}", pid=i,
+                                                                     host="m", ttl_s=15), range(4)))
+            winners = [lease.holder for ok, lease in results if ok and lease is not None]
+            assert len(winners) == 1
+            assert all(lease is not None and lease.holder == winners[0] for _, lease in results)
+    finally:
+        engine.dispose()
+
+
 def test_a_stale_db_lease_is_taken_over_after_the_ttl_only(engine):
     ok, _ = repo.acquire_lease(engine, scope="db", holder="x:1", pid=1, host="elsewhere", ttl_s=15, now=100.0)
     assert ok
