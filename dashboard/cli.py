@@ -112,7 +112,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard.services.launch.wiring import build_runner
-    from dashboard.services.views.servers import seed_demo, sync_servers
+    from dashboard.services.views.servers import ServerOwnershipError, seed_demo, sync_servers
     from runner.lease import LeaseHeld
 
     logging.basicConfig(
@@ -122,7 +122,10 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     engine = _engine(settings)
     _private_dirs(settings)
-    sync_servers(engine, settings)
+    try:
+        sync_servers(engine, settings)
+    except ServerOwnershipError as exc:
+        raise CliError(str(exc)) from None
     runner = build_runner(settings, engine)
 
     def _on_signal(signum: int, _frame: object) -> None:
@@ -172,10 +175,13 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard.services.views import health
 
     engine = _engine(settings)
-    report = health.runner_health(engine, settings.database_url)
+    ttl_s = float(settings.runner.get("lease_ttl_s", 15.0))
+    report = health.runner_health(engine, settings.database_url, host=settings.runner.get("host"))
     print(f"database   {health.shown_url(settings.database_url)}  "
           f"({health.fmt_bytes(report.db_bytes, missing='size n/a')})")
     print(f"runner     {report.summary}")
+    for info in health.list_runners(engine, ttl_s=ttl_s):  # a fleet: every runner host
+        print(f"host       {info.line}")
     for server in report.servers:
         print(f"server     {server}")
     return EXIT_OK

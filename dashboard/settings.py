@@ -94,6 +94,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Name of this runner's host in a fleet (default: the machine's host name). The "
                 "runner supervises, collects from and carries out the requests of the servers of "
                 "this host only; a `[[servers]]` table's `host` says which runner owns it."),
+    SettingSpec("runner.lease_ttl_s", None, "float", 15.0,
+                "Seconds without a heartbeat (renewed every 2 s) after which a runner's host lease, or "
+                "the `db` housekeeping lease, counts as dead and may be taken over; at least 5."),
     SettingSpec("runner.intent_expiry_s", None, "float", 900.0,
                 "A request (relaunch, stop, sweep, validation) not started within this many seconds expires."),
     SettingSpec("retention.samples_days", None, "float", 7.0,
@@ -437,6 +440,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         raise SettingsError(f"Setting session_ttl_s is {values['session_ttl_s']}; expected seconds > 0, e.g. 28800.")
     if runner["restart_budget"] < 0 or runner["intent_expiry_s"] <= 0:
         raise SettingsError("Settings runner.restart_budget must be >= 0 and runner.intent_expiry_s > 0.")
+    if runner["lease_ttl_s"] < 5:
+        raise SettingsError(f"Setting runner.lease_ttl_s is {runner['lease_ttl_s']}; expected at least 5 "
+                            "seconds (the lease is renewed every 2 s; 15 is the default).")
     servers = _servers(data.get("servers", []))
     alerting = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("alerting.")}
     alerts = _alerts(data.get("alerts", []), alerting)

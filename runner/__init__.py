@@ -2,7 +2,10 @@
 
     procs.py        the process-group helper every start and stop goes through
     loop.py         Runner: the scheduler loop, collectors' polls, shutdown order
-    lease.py        single instance per database, with a generation that fences every action
+    lease.py        one runner per host (host lease) and one housekeeper per database (db lease),
+                    with generations that fence every action
+    fleet.py        runner_lost / runner_back: the housekeeper watches the other hosts' runners
+    self_metrics.py the runner's own health samples (source self:<runner.host>)
     writer.py       the batched writer (samples, events and collector state in one transaction)
     intents.py      intent lanes (control / probe / check), claims, expiry
     supervisor.py   watches managed servers: exits, auto-restart budget, adoption, auto-start

@@ -3,8 +3,10 @@
 An intent is desired state written by the UI or CLI (storage/kinds.py names every kind and its
 lane). Each lane runs one intent at a time in its own thread, so a sweep (probe lane) never
 blocks a relaunch (control lane) and a validation (check lane) never waits behind either.
-Claims are atomic in SQL and fenced by the lease generation: two tabs or two CLIs never launch
-twice, and a runner that lost its lease claims nothing.
+Claims are atomic in SQL and fenced by the host lease's generation: two tabs or two CLIs never
+launch twice, and a runner that lost its lease claims nothing. In a fleet a runner claims only its
+host's intents (Intent.host), plus the host-less ones while it holds the `db` lease; an intent for
+another host waits for that host's runner, or expires.
 
 A handler settles its intent (done / failed with one sentence, progress on the way); one that
 raises fails the intent with the exception's text, never the runner. Pending intents older than
@@ -42,8 +44,9 @@ class IntentLanes:
         self._lanes: dict[str, Future[Any] | None] = dict.fromkeys(LANES)
         self._pool = ThreadPoolExecutor(max_workers=len(LANES), thread_name_prefix="intent")
 
-    def dispatch(self, generation: int | None) -> None:
-        """Claim the next intent of every idle lane that has a handler, and start it."""
+    def dispatch(self, generation: int | None, *, host: str | None = None, db_generation: int | None = None) -> None:
+        """Claim the next intent of every idle lane that has a handler, and start it (with
+        `host`, only that host's intents, and host-less ones with `db_generation`)."""
         for lane in LANES:
             fut = self._lanes[lane]
             if fut is not None and not fut.done():
@@ -51,7 +54,8 @@ class IntentLanes:
             kinds = [k for k, ln in INTENT_KINDS.items() if ln == lane and k in self.handlers]
             if not kinds:
                 continue
-            intent = repo.claim_next_intent(self.engine, kinds=kinds, generation=generation)
+            intent = repo.claim_next_intent(self.engine, kinds=kinds, generation=generation, host=host,
+                                            db_generation=db_generation)
             if intent is not None:
                 self._lanes[lane] = self._pool.submit(self._run, intent, self.handlers[intent.kind])
 

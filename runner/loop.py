@@ -9,8 +9,14 @@ How it works:
   backoff (its interval x 2^failures, capped at `max_backoff_s`); the others carry on.
 - Intents are claimed per lane (runner/intents.py): control (launch / stop / relaunch), probe
   (sweeps), check (profile validation), so a long sweep never blocks a relaunch. Claims are
-  fenced by the lease generation (runner/lease.py); pending intents older than
-  `intent_expiry_s` are expired.
+  fenced by the host lease's generation (runner/lease.py); pending intents older than
+  `intent_expiry_s` are expired (by the `db` holder).
+- A fleet (several runners, one database, runner/lease.py): this runner sees only the servers of
+  its `host` (runner.host): it collects from them, supervises them and claims their intents.
+  Database-wide duties run only while it holds the `db` lease, retaken or renewed every beat:
+  rollups (catch-up from the stored watermark when it takes `db` over), retention, alert
+  evaluation and delivery, intent expiry, host-less intents and runner_lost / runner_back events
+  (runner/fleet.py). Launch-log retention (local files) runs on every runner.
 - Shutdown (SIGTERM / Ctrl-C / stop()): the supervisor stops every managed server FIRST, then
   sweeps are stopped, then the poll threads are given a bounded wait (a poll stuck on a stalled
   server never holds a server process alive), then the last flush and the lease release.
@@ -24,7 +30,9 @@ How it works:
 - Own metrics (runner/own_metrics.py, settings `metrics.port` / `metrics.host`): the runner serves
   Pitwall's own Prometheus `/metrics` while it holds the lease (off when the port is 0).
 - The built-in `self` collector records the runner's CPU (self.cpu_pct, % of one core), scheduler
-  loop lag (self.loop_lag_s) and rows written per second (self.rows_per_s), on server_id 0.
+  loop lag (self.loop_lag_s) and rows written per second (self.rows_per_s), on server_id 0 with
+  source `self:<runner.host>` (SELF_SOURCE), so the runners of a fleet keep their own figures
+  without a Server row that pages would list.
 """
 
 from __future__ import annotations
@@ -38,7 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import psutil
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
@@ -46,22 +53,21 @@ from collectors.base import (
     Collector,
     CollectorContext,
     EventRow,
-    PollResult,
-    SampleRow,
     ServerTarget,
 )
-from runner import launch_logs
+from runner import fleet, launch_logs
 from runner.intents import IntentHandler, IntentLanes
 from runner.lease import LEASE_TTL_S, RENEW_EVERY_S, Lease, LeaseHeld
+from runner.self_metrics import SELF_SERVER_ID, SelfCollector, self_source
 from runner.writer import Batch, BatchWriter
 from storage import repo
 from storage.db import incremental_vacuum
 
-__all__ = ["LEASE_TTL_S", "SELF_SERVER_ID", "LeaseHeld", "Runner", "Supervisor"]
+__all__ = ["LEASE_TTL_S", "SELF_SERVER_ID", "LeaseHeld", "Runner", "Supervisor", "self_source"]
 
 log = logging.getLogger("pitwall.runner")
 
-SELF_SERVER_ID = 0  # samples about the runner itself
+FLEET_WATCH_S = 5.0  # the db holder checks the other runners' heartbeats this often
 ROLLUP_LAG_S = 5.0  # a minute is rolled up this long after it ends (late polls land first)
 CATCHUP_SLICE_S = 3600.0  # rollup catch-up reads at most this much raw time at once
 CATCHUP_SLICES_PER_PASS = 4
@@ -84,39 +90,6 @@ class Supervisor(Protocol):
     def shutdown(self) -> None: ...
 
     def set_fence(self, fence: Callable[[], bool]) -> None: ...
-
-
-class SelfCollector:
-    """Runner health: CPU of this process, scheduler loop lag, rows written per second."""
-
-    name = "self"
-    interval_s = 5.0
-
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-        self._proc = psutil.Process()
-        self._proc.cpu_percent(None)
-        self._last_rows = 0
-        self._last_t = time.monotonic()
-
-    def poll(self, ctx: CollectorContext) -> PollResult:
-        now = ctx.now()
-        t = time.monotonic()
-        rows = self._runner.rows_written
-        rate = (rows - self._last_rows) / max(t - self._last_t, 1e-6)
-        self._last_rows, self._last_t = rows, t
-        lag = self._runner.take_max_lag()
-        out = PollResult()
-        for metric, value in (
-            ("self.cpu_pct", self._proc.cpu_percent(None)),
-            ("self.loop_lag_s", lag),
-            ("self.rows_per_s", rate),
-        ):
-            out.samples.append(SampleRow(now, SELF_SERVER_ID, metric, float(value), "self"))
-        return out
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
@@ -148,6 +121,8 @@ class Runner:
         logs_dir: Path | None = None,
         alerting: Any | None = None,
         exporter: Any | None = None,
+        host: str | None = None,
+        lease_ttl_s: float = LEASE_TTL_S,
     ) -> None:
         self.engine = engine
         self.supervisor = supervisor
@@ -155,13 +130,15 @@ class Runner:
         self.flush_s = flush_s
         self.flush_rows = flush_rows
         self.max_backoff_s = max_backoff_s
-        self.lease = Lease(engine, holder)
+        self.lease = Lease(engine, holder, lease_ttl_s, host=host)
+        self.host = self.lease.host  # runner.host: the servers, intents and NVML this runner owns
         self.writer = BatchWriter(engine)
         self.intents = IntentLanes(engine, intent_handlers or {}, expiry_s=intent_expiry_s)
         self.lost_lease = False  # another runner took over: its servers are not ours to stop
         self._max_lag = 0.0
         self._lag_lock = threading.Lock()
         self._rolled_until: float | None = None  # end of the last successful compute_rollups
+        self._housekeeping_since: float | None = None  # monotonic time this runner took `db`
         self._series: set[tuple[int, str]] = set()  # (server_id, metric) rolled up since start
         self.retention = retention  # {samples_days, ...}; None: the runner deletes nothing
         self.retention_every_s = retention_every_s
@@ -195,10 +172,27 @@ class Runner:
     # -- lease --------------------------------------------------------------------------------
     def acquire(self) -> None:
         self.lease.acquire()
-        n = repo.fail_stale_intents(self.engine, reason="The runner that was carrying this out stopped; request it again.")
+        self._fail_stale(self.lease.scope)
+        self._housekeeping_since = None
+        self._check_db()
+
+    def _fail_stale(self, scope: str) -> None:
+        n = repo.fail_stale_intents(self.engine, reason="The runner that was carrying this out stopped; request it again.",
+                                    scope=scope)
         if n:
-            log.warning("failed %d intents left running by a previous runner", n)
-        self.intents.expire()
+            log.warning("failed %d intents left running by a previous runner (%s)", n, scope)
+
+    def _check_db(self) -> None:
+        """After a beat: on taking `db` over, fail the host-less intents the previous holder left
+        running, expire old ones and catch rollups up from the stored watermark."""
+        if not self.lease.holds_db:
+            self._housekeeping_since = None
+            return
+        if self._housekeeping_since is None:
+            self._housekeeping_since = time.monotonic()
+            self._rolled_until = None
+            self._fail_stale(repo.DB_SCOPE)
+            self.intents.expire()
 
     def take_max_lag(self) -> float:
         with self._lag_lock:
@@ -208,7 +202,7 @@ class Runner:
     def _targets(self) -> list[ServerTarget]:
         info = self.supervisor.targets_info() if self.supervisor else {}
         out = []
-        for s in repo.list_servers(self.engine):
+        for s in repo.list_servers(self.engine, host=self.host):
             assert s.id is not None
             launch_id, pids = info.get(s.id, (None, []))
             latest = repo.latest_launch(self.engine, server_id=s.id)
@@ -281,6 +275,7 @@ class Runner:
             self.acquire()
         started = time.monotonic()
         last_flush = last_beat = last_rollup = last_expiry = time.monotonic()
+        last_watch = 0.0
         next_retention = started + RETENTION_FIRST_S
         expected = time.monotonic()
         if self.exporter is not None:
@@ -304,23 +299,29 @@ class Runner:
                     except Exception:
                         log.exception("supervisor tick failed")
                 try:
-                    self.intents.dispatch(self.lease.generation)
+                    self.intents.dispatch(self.lease.generation, host=self.host,
+                                          db_generation=self.lease.db_generation)
                 except OperationalError as exc:
                     log.warning("could not read intents (will retry): %s", exc)
-                if now_m - last_expiry >= 5.0:
-                    self.intents.expire()
-                    last_expiry = now_m
                 if now_m - last_flush >= self.flush_s or self.writer.queued_rows >= self.flush_rows:
                     self.flush()
                     last_flush = now_m
-                if now_m - last_rollup >= (2.0 if self.catching_up else 60.0):
+                housekeeping = self.lease.holds_db
+                if housekeeping and now_m - last_expiry >= 5.0:
+                    self.intents.expire()
+                    last_expiry = now_m
+                if housekeeping and now_m - last_watch >= FLEET_WATCH_S:
+                    self._watch_fleet()
+                    last_watch = now_m
+                if housekeeping and now_m - last_rollup >= (2.0 if self.catching_up else 60.0):
                     self._roll_up()
                     last_rollup = now_m
                 if self.retention and now_m >= next_retention:
-                    self.retain(time.time())
-                    self.retain_logs(time.time())
+                    if housekeeping:
+                        self.retain(time.time())
+                    self.retain_logs(time.time())  # this host's own files: every runner
                     next_retention = time.monotonic() + self.retention_every_s
-                if self.alerting is not None:
+                if housekeeping and self.alerting is not None:
                     self.alerting.tick()
                 if duration_s is not None and now_m - started >= duration_s:
                     break
@@ -332,6 +333,7 @@ class Runner:
     def _renew(self) -> bool:
         try:
             if self.lease.renew():
+                self._check_db()
                 return True
         except OperationalError as exc:  # locked: try again at the next beat
             log.warning("could not renew the runner lease: %s", exc)
@@ -339,6 +341,13 @@ class Runner:
         log.error("lost the runner lease to another runner; stopping and leaving its servers to it")
         self.lost_lease = True
         return False
+
+    def _watch_fleet(self) -> None:
+        """runner_lost / runner_back for the other hosts' runners (runner/fleet.py)."""
+        try:
+            fleet.watch_hosts(self.engine, ttl_s=self.lease.ttl_s)
+        except Exception as exc:
+            log.warning("could not check the fleet's runners (will retry): %s", exc)
 
     def _roll_up(self) -> None:
         """Minute and quarter-hour Rollups of what was stored, oldest first.

@@ -16,7 +16,9 @@ stopping is runner/lifecycle.py, through runner/procs.py.
   Managed servers with a profile and no live process get a `launch` intent (auto-start), unless
   an operator's Stop is remembered on the Server row.
 - Fencing: before it starts, stops or restarts anything, the supervisor checks that the runner
-  still holds its lease generation (`set_fence`); a runner that lost it does nothing.
+  still holds its host lease generation (`set_fence`); a runner that lost it does nothing.
+- A fleet: with `host` (runner.host) only that host's servers are adopted and auto-started;
+  intents reach it only for them (claims are host-scoped, storage/repo/intents.py).
 - shutdown(): stops the servers this supervisor runs, in parallel.
 
 Concurrency rule (documented in the Profiles page and `pitwall relaunch --help`): one lifecycle
@@ -82,8 +84,10 @@ class ProcessSupervisor(Lifecycle):
         ready_timeout_s: float = 600.0,
         poll_s: float = 0.05,
         logs_dir: Path | None = None,
+        host: str | None = None,
     ) -> None:
         self.engine = engine
+        self.host = host  # runner.host: only this host's servers are adopted and auto-started (None: all)
         self.logs_dir = logs_dir  # Pitwall's own logs folder: each launch's log there is rotated
         self.planner = planner
         self.auto_start = auto_start
@@ -273,7 +277,7 @@ class ProcessSupervisor(Lifecycle):
 
     def _first_tick(self) -> None:
         """Adopt or close what a previous runner left; auto-start managed servers."""
-        for server in repo.list_servers(self.engine):
+        for server in repo.list_servers(self.engine, host=self.host):
             if not server.managed or server.id is None:
                 continue
             latest = repo.latest_launch(self.engine, server_id=server.id)

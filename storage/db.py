@@ -92,7 +92,8 @@ def _v2_to_v3(conn: Connection) -> None:
 
 def _v3_to_v4(conn: Connection) -> None:
     """v4: RunnerLease.generation (fencing), Server.stopped_by / stopped_at (an operator's Stop)."""
-    _add_column(conn, "runnerlease", "generation", "INTEGER NOT NULL DEFAULT 0")
+    if inspect(conn).has_table("runnerlease"):  # gone since v7 (Lease); a v3 file still has it
+        _add_column(conn, "runnerlease", "generation", "INTEGER NOT NULL DEFAULT 0")
     _add_column(conn, "server", "stopped_by", "VARCHAR")
     _add_column(conn, "server", "stopped_at", "FLOAT")
 
@@ -109,13 +110,17 @@ def _v5_to_v6(conn: Connection) -> None:
 
 
 def _v6_to_v7(conn: Connection) -> None:
-    """v7: a fleet (issue 21): Server.host / prometheus_url / prometheus_selector, Intent.host."""
+    """v7: a fleet (issue 21): Server.host / prometheus_url / prometheus_selector, Intent.host;
+    Lease (one row per scope) replaces RunnerLease."""
     _add_column(conn, "server", "host", "VARCHAR")
     _add_column(conn, "server", "prometheus_url", "VARCHAR")
     _add_column(conn, "server", "prometheus_selector", "VARCHAR")
     _add_column(conn, "intent", "host", "VARCHAR")
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_server_host ON server (host)"))
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_intent_host ON intent (host)"))
+    # fleet runners: the single-row runnerlease becomes Lease (one row per scope, created by
+    # create_all after the steps); lease rows are ephemeral, so the old one is dropped
+    conn.execute(text("DROP TABLE IF EXISTS runnerlease"))
 
 
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:

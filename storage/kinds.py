@@ -2,7 +2,7 @@
 and reader names kinds from here, never by a literal of its own.
 
 Event kinds follow DESIGN.md's taxonomy; `restart_budget_exhausted` and `intent_expired` were
-added with the runner package (issue 15). Intent kinds name the runner lane that carries them
+added with the runner package (issue 15), `runner_lost` / `runner_back` with the fleet (issue 21). Intent kinds name the runner lane that carries them
 out: `control` (server lifecycle, one action at a time), `probe` (sweeps) and `check` (profile
 validation with SGLang's own parser) and `tune` (a search over profiles that itself requests
 relaunches and runs sweeps, issue 19), so a long sweep never blocks a relaunch and a validation
@@ -37,6 +37,8 @@ EVENT_KINDS: dict[str, tuple[str, str]] = {
     "restart_budget_exhausted": ("critical", "a crashing server used up its auto-restart budget; it stays down"),
     "intent_expired": ("warning", "a request was not started within intent_expiry_s and was dropped"),
     "alert_dropped": ("warning", "alert notifications were dropped: the outbox was full while a receiver was down"),
+    "runner_lost": ("error", "a fleet runner's host lease went stale: that host's servers are not watched"),
+    "runner_back": ("info", "a fleet runner that was lost heartbeats again"),
 }
 
 #: alert rule kind -> what it watches (runner/alerts/rules.py parses `[[alerts]]` by these)

@@ -28,13 +28,18 @@ class Meta(SQLModel, table=True):
     value: str
 
 
-class RunnerLease(SQLModel, table=True):
-    """The single-instance lease of `pitwall collect`: one row, refreshed every few seconds."""
+class Lease(SQLModel, table=True):
+    """A runner lease per scope (issue 21), refreshed every few seconds.
 
-    id: int = Field(default=1, primary_key=True)
-    holder: str  # "host:pid"
+    `scope` is `host:<runner.host>` (the runner of that host: its servers, their intents and its
+    NVML) or `db` (database-wide housekeeping: rollups, retention, alerts, intent expiry), so
+    several runners share one database, one per host, and exactly one of them keeps house.
+    """
+
+    scope: str = Field(primary_key=True)  # "host:<runner.host>" | "db"
+    holder: str  # "<machine>:<pid>"
     pid: int
-    host: str
+    host: str  # the machine the holder runs on (its pid is checked there)
     started_at: float
     heartbeat_at: float
     #: bumped by every acquire; the runner fences its claims and process actions with it, so a

@@ -103,7 +103,7 @@ def ensure_runner(ctx: AppContext) -> None:
     if actor is None:
         return  # asked again on the next run, after a sign-in
     try:
-        if health.runner_alive(ctx.engine):
+        if health.runner_alive(ctx.engine, host=ctx.settings.runner.get("host")):  # this host's runner
             return
         health.start_runner_for(ctx.engine, str(REPO_ROOT), actor=actor)
     except Exception as exc:  # never block the page on this; About / health says more

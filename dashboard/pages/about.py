@@ -19,7 +19,7 @@ st.title("About / health")
 @st.fragment(run_every=session.LIVE_REFRESH_S)
 @session.safe("Runner health")
 def live() -> None:
-    report = runner_health(ctx.engine, ctx.settings.database_url)
+    report = runner_health(ctx.engine, ctx.settings.database_url, host=ctx.settings.runner.get("host"))
     if report.alive:
         st.success(f"Runner {report.summary}.")
     else:
@@ -35,6 +35,9 @@ def live() -> None:
              help="rows written per second (self.rows_per_s)")
     if report.started_at:
         st.caption(f"Runner started {fmt_ts(report.started_at)} ({fmt_age(report.started_at)}).")
+    if len(report.runners) > 1:  # a fleet: one runner per host, one of them keeps house
+        st.subheader("Runners")
+        st.text("\n".join(r.line for r in report.runners))
     errors = ts.list_events(ctx.engine, kinds=["collector_error"], limit=10)
     st.subheader("Collector errors")
     if errors.empty:

@@ -10,13 +10,14 @@ storage at each scrape. Series (all prefixed `pitwall_`; `server` is the configu
 - `events_total{server,kind}`: events stored per kind (within retention).
 - `alerts_firing{server,rule,severity}`: 1 per firing alert; `alerts_firing_count`.
 - `collector_lag_seconds{server}`: age of the server's newest sample.
-- runner health: `runner_heartbeat_age_seconds`, `runner_cpu_percent`, `runner_loop_lag_seconds`,
+- runner health (of the runner serving it, runner.host): `runner_heartbeat_age_seconds`, `runner_cpu_percent`, `runner_loop_lag_seconds`,
   `runner_rows_per_second`, `alerts_last_eval_age_seconds`.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +27,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.engine import Engine
 
 from runner.alerts.engine import STATE_KEY
-from runner.loop import SELF_SERVER_ID
+from runner.loop import SELF_SERVER_ID, self_source
 from runner.own_metrics import MetricsServer
 from storage import repo
 from storage.kinds import OPEN_ALERT_STATES
@@ -123,12 +124,14 @@ class PitwallCollector(Collector):
         yield GaugeMetricFamily("pitwall_alerts_firing_count", "Alerts firing now.", value=float(n))
 
     def _runner(self, now: float) -> Iterator[Metric]:
-        lease = repo.get_lease(self.engine)
+        host = str((getattr(self.settings, "runner", None) or {}).get("host") or socket.gethostname())
+        lease = repo.get_lease(self.engine, scope=repo.host_scope(host))  # this runner's host lease
         beat = getattr(lease, "heartbeat_at", None) if lease is not None else None
         if beat is not None:
             yield GaugeMetricFamily("pitwall_runner_heartbeat_age_seconds", "Seconds since the runner's last heartbeat.",
                                     value=max(0.0, now - float(beat)))
-        latest = repo.latest_samples(self.engine, server_id=SELF_SERVER_ID, metrics=list(RUNNER_SERIES))
+        latest = repo.latest_samples(self.engine, server_id=SELF_SERVER_ID, metrics=list(RUNNER_SERIES),
+                                     source=self_source(host))
         for metric, (series, text) in RUNNER_SERIES.items():
             if metric in latest:
                 yield GaugeMetricFamily(f"pitwall_{series}", text, value=latest[metric][1])

@@ -8,10 +8,10 @@ from storage.models import (
     CollectorState,
     Event,
     Intent,
+    Lease,
     ProbeRequest,
     Rollup,
     RollupQuarter,
-    RunnerLease,
     Sample,
 )
 
@@ -23,7 +23,7 @@ QUARTER_S = 900  # seconds a RollupQuarter row covers
 PROBE_REQUEST = ProbeRequest.__table__  # type: ignore[attr-defined]
 COLLECTOR_STATE = CollectorState.__table__  # type: ignore[attr-defined]
 INTENT = Intent.__table__  # type: ignore[attr-defined]
-LEASE = RunnerLease.__table__  # type: ignore[attr-defined]
+LEASE = Lease.__table__  # type: ignore[attr-defined]
 
 
 def _placeholders(conn: Connection, n: int) -> str:

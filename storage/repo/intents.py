@@ -10,19 +10,20 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from storage.kinds import FINAL_INTENT_STATES, RESUMABLE_INTENT_KINDS, check_intent_kind
 from storage.models import (
     Intent,
+    Server,
 )
 from storage.redact import redact_fields
 from storage.repo._common import (
     INTENT,
 )
-from storage.repo.runner_state import lease_fence
+from storage.repo.runner_state import DB_SCOPE, HOST_SCOPE_PREFIX, host_scope, lease_fence
 
 # ---------------------------------------------------------------------------------------------
 # intents (desired state written by UI/CLI, carried out by the runner)
@@ -36,11 +37,15 @@ def create_intent(
     payload: dict[str, Any] | None = None,
     requested_by: str = "cli",
 ) -> Intent:
+    """A pending intent; `host` is its server's host (the only runner that may carry it out),
+    None for one that names no server (or a server without a host), which the `db` runner claims."""
     check_intent_kind(kind)
     with Session(engine, expire_on_commit=False) as s:
+        server = s.get(Server, server_id) if server_id is not None else None
         intent = Intent(
             kind=kind,
             server_id=server_id,
+            host=server.host if server is not None else None,
             payload=payload or {},
             requested_by=requested_by,
             created_at=time.time(),
@@ -52,24 +57,37 @@ def create_intent(
 
 
 def claim_next_intent(
-    engine: Engine, *, kinds: Iterable[str] | None = None, generation: int | None = None
+    engine: Engine,
+    *,
+    kinds: Iterable[str] | None = None,
+    generation: int | None = None,
+    host: str | None = None,
+    db_generation: int | None = None,
 ) -> Intent | None:
     """Move the oldest pending intent to running and return it (None when there is none).
 
     The UPDATE is guarded by `state = 'pending'`, so two runners (or a stale one) can never
-    claim the same intent; with `generation` it is also fenced by the runner lease, so a
-    runner that lost its lease while stalled claims nothing.
+    claim the same intent. With `host` (a fleet runner) only intents of that host are claimed,
+    fenced by its host lease when `generation` is given, so a runner that lost its lease while
+    stalled claims nothing; host-less intents (no server, or a server without a host) only with
+    `db_generation`, fenced by the `db` lease: the housekeeping runner carries them out. Without
+    `host` (a single process: tests, tools) any pending intent is claimed.
     """
     with engine.begin() as conn:
         q = select(INTENT.c.id).where(INTENT.c.state == "pending").order_by(INTENT.c.id).limit(1)
         if kinds is not None:
             q = q.where(INTENT.c.kind.in_(list(kinds)))
+        if host is not None:
+            mine = INTENT.c.host == host
+            q = q.where(or_(mine, INTENT.c.host.is_(None)) if db_generation is not None else mine)
         row = conn.execute(q).first()
         if row is None:
             return None
         cond = and_(INTENT.c.id == row[0], INTENT.c.state == "pending")
-        if generation is not None:
-            cond = and_(cond, lease_fence(generation))
+        if host is not None and generation is not None:
+            cond = and_(cond, lease_fence(host_scope(host), generation))
+        if host is not None and db_generation is not None:
+            cond = and_(cond, or_(INTENT.c.host == host, lease_fence(DB_SCOPE, db_generation)))
         res = conn.execute(update(INTENT).where(cond).values(state="running", started_at=time.time()))
         if res.rowcount != 1:
             return None
@@ -108,8 +126,12 @@ def list_intents(
         return list(s.execute(q).scalars())
 
 
-def fail_stale_intents(engine: Engine, *, reason: str) -> int:
+def fail_stale_intents(engine: Engine, *, reason: str, scope: str | None = None) -> int:
     """Intents left `running` by a runner that died are failed with `reason` (runner start).
+
+    `scope` is the lease just taken: `host:<h>` fails only host h's intents (another host's
+    running intents belong to its runner), `db` only the host-less ones (the `db` runner claims
+    those); None fails every running intent (a single runner).
 
     Resumable kinds (storage/kinds.py RESUMABLE_INTENT_KINDS: a tune keeps its progress in
     Intent.result) go back to `pending` instead, with `created_at` set to now so the expiry does
@@ -117,16 +139,21 @@ def fail_stale_intents(engine: Engine, *, reason: str) -> int:
     many were failed.
     """
     now = time.time()
+    running = INTENT.c.state == "running"
+    if scope == DB_SCOPE:
+        running = and_(running, INTENT.c.host.is_(None))
+    elif scope is not None:
+        running = and_(running, INTENT.c.host == scope.removeprefix(HOST_SCOPE_PREFIX))
     with engine.begin() as conn:
         conn.execute(
             update(INTENT)
-            .where(and_(INTENT.c.state == "running", INTENT.c.kind.in_(list(RESUMABLE_INTENT_KINDS))))
+            .where(and_(running, INTENT.c.kind.in_(list(RESUMABLE_INTENT_KINDS))))
             .values(state="pending", created_at=now,
                     message="Resumed: the runner that was carrying this out stopped; it carries on where it was.")
         )
         res = conn.execute(
             update(INTENT)
-            .where(INTENT.c.state == "running")
+            .where(running)
             .values(state="failed", message=reason, finished_at=now)
         )
     return res.rowcount

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
@@ -45,19 +45,26 @@ def upsert_server(engine: Engine, *, name: str, **fields: Any) -> Server:
         return srv
 
 
-def list_servers(engine: Engine, *, include_retired: bool = False) -> list[Server]:
-    """Configured servers (and, with include_retired, those that left the configuration)."""
+def list_servers(engine: Engine, *, include_retired: bool = False, host: str | None = None) -> list[Server]:
+    """Configured servers (and, with include_retired, those that left the configuration).
+
+    With `host`, only the servers that runner host owns: Server.host == host, or no host at all
+    (a row written before schema v7 or by hand; `pitwall collect` fills every configured one).
+    """
     with Session(engine, expire_on_commit=False) as s:
         q = select(Server).order_by(Server.name)
         if not include_retired:
             q = q.where(col(Server.retired_at).is_(None))
+        if host is not None:
+            q = q.where(or_(col(Server.host) == host, col(Server.host).is_(None)))
         return list(s.execute(q).scalars())
 
 
-def retire_servers_except(engine: Engine, *, names: Iterable[str]) -> list[str]:
-    """Mark every active server not in `names` as retired; returns the names retired."""
+def retire_servers_except(engine: Engine, *, names: Iterable[str], host: str | None = None) -> list[str]:
+    """Mark every active server not in `names` as retired (with `host`: only that host's, see
+    list_servers, never another runner's); returns the names retired."""
     keep = set(names)
-    retired = [s.name for s in list_servers(engine) if s.name not in keep]
+    retired = [s.name for s in list_servers(engine, host=host) if s.name not in keep]
     if retired:
         with engine.begin() as conn:
             conn.execute(

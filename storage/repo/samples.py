@@ -80,9 +80,11 @@ def sample_sum(
 
 
 def latest_samples(
-    engine: Engine, *, server_id: int, metrics: Iterable[str], max_age_s: float | None = None
+    engine: Engine, *, server_id: int, metrics: Iterable[str], max_age_s: float | None = None,
+    source: str | None = None,
 ) -> dict[str, tuple[float, float]]:
-    """{metric: (ts, value)} of the newest sample of each metric (one indexed lookup each)."""
+    """{metric: (ts, value)} of the newest sample of each metric (one indexed lookup each);
+    with `source`, only samples of that source (a fleet runner's own: `self:<runner.host>`)."""
     out: dict[str, tuple[float, float]] = {}
     now = time.time()
     with engine.connect() as conn:
@@ -95,6 +97,8 @@ def latest_samples(
             )
             if max_age_s is not None:
                 q = q.where(SAMPLE.c.ts >= now - max_age_s)
+            if source is not None:
+                q = q.where(SAMPLE.c.source == source)
             row = conn.execute(q).first()
             if row is not None:
                 out[metric] = (float(row[0]), float(row[1]))

@@ -14,6 +14,13 @@ from storage import repo
 from storage.db import make_engine
 
 
+def _lease(engine):
+    """This machine's runner's host lease (runner.host defaults to the host name)."""
+    import socket
+
+    return repo.get_lease(engine, scope=repo.host_scope(socket.gethostname()))
+
+
 def test_app_starts_a_runner_when_none_is_alive(data_env, monkeypatch):
     monkeypatch.delenv("PITWALL_MANAGED_RUNNER", raising=False)
     monkeypatch.setenv("PYTHONPATH", str(REPO))
@@ -27,13 +34,13 @@ def test_app_starts_a_runner_when_none_is_alive(data_env, monkeypatch):
         while not runner_alive(engine) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert runner_alive(engine)
-        lease = repo.get_lease(engine)
+        lease = _lease(engine)
         assert lease is not None and lease.pid != os.getpid()
     finally:
-        lease = repo.get_lease(engine)
+        lease = _lease(engine)
         if lease is not None:
             os.kill(lease.pid, signal.SIGTERM)
             deadline = time.monotonic() + 20
-            while repo.get_lease(engine) is not None and time.monotonic() < deadline:
+            while _lease(engine) is not None and time.monotonic() < deadline:
                 time.sleep(0.2)
-    assert repo.get_lease(engine) is None  # the runner released its lease on SIGTERM
+    assert _lease(engine) is None  # the runner released its lease on SIGTERM

@@ -52,7 +52,8 @@ def test_second_collector_says_who_holds_the_database(data_env):
     import socket
 
     # a live process on this host holds the lease (this test process)
-    repo.acquire_lease(engine, holder=f"{socket.gethostname()}:{os.getpid()}", pid=os.getpid(), host=socket.gethostname(), ttl_s=15)
+    repo.acquire_lease(engine, scope=repo.host_scope(socket.gethostname()), holder=f"{socket.gethostname()}:{os.getpid()}",
+                       pid=os.getpid(), host=socket.gethostname(), ttl_s=15)
     res = _pitwall("collect", "--duration", "1", env=data_env)
     assert res.returncode == 1
     assert "Another runner" in res.stderr and str(os.getpid()) in res.stderr

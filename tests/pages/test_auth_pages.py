@@ -277,7 +277,7 @@ def test_the_runner_is_started_only_for_an_operator(site, monkeypatch):
     started: list[str] = []
     monkeypatch.delenv("PITWALL_MANAGED_RUNNER", raising=False)
     monkeypatch.setenv("PITWALL_PASSWORD", "s3cret")
-    monkeypatch.setattr(health, "runner_alive", lambda engine: False)
+    monkeypatch.setattr(health, "runner_alive", lambda engine, **kw: False)
     monkeypatch.setattr(health, "start_runner_detached", lambda root: started.append(root))
     from storage import repo
 

@@ -223,7 +223,8 @@ def test_a_runner_that_lost_its_lease_while_stalled_claims_and_starts_nothing(tm
     supervisor, handlers = runner_parts(_settings(tmp_path), engine)
     a = Runner(engine, [], supervisor=supervisor, intent_handlers=handlers, tick_s=0.02, holder="host:A")
     a.acquire()
-    ok, _ = repo.acquire_lease(engine, holder="host:B", pid=os.getpid(), host="elsewhere", ttl_s=0)  # B, after the stall
+    ok, _ = repo.acquire_lease(engine, scope=a.lease.scope, holder="host:B", pid=os.getpid(), host="elsewhere",
+                               ttl_s=0)  # B, after the stall
     assert ok
     intent = launcher.request(engine, kind="launch", server_name="sim", actor="op")
     a.run(duration_s=5.0)  # A wakes up

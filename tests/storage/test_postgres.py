@@ -33,7 +33,7 @@ def test_storage_round_trip_on_postgres(pg_url):
     assert df["avg"].tolist() == pytest.approx([449.5, 1349.5, 2249.5, 2849.5])
     it = repo.create_intent(engine, kind="relaunch", server_id=srv.id, payload={"profile": "x"})
     assert repo.claim_next_intent(engine).id == it.id
-    ok, _ = repo.acquire_lease(engine, holder="h:1", pid=1, host="h", ttl_s=15)
+    ok, _ = repo.acquire_lease(engine, scope=repo.DB_SCOPE, holder="h:1", pid=1, host="h", ttl_s=15)
     assert ok
     with engine.begin() as conn:
         repo.save_state(conn, key="k", value={"offset": 5})

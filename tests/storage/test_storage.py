@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+import sqlalchemy
 from sqlalchemy import text
 
 from storage import repo
@@ -154,13 +155,14 @@ def test_claim_intent_is_exclusive(engine):
 
 
 def test_lease_is_single_holder_until_stale(engine):
-    ok, _ = repo.acquire_lease(engine, holder="h:1", pid=1, host="h", ttl_s=15, now=100.0)
+    scope = repo.host_scope("h")
+    ok, _ = repo.acquire_lease(engine, scope=scope, holder="h:1", pid=1, host="h", ttl_s=15, now=100.0)
     assert ok
-    ok2, holder = repo.acquire_lease(engine, holder="h:2", pid=2, host="h", ttl_s=15, now=105.0)
+    ok2, holder = repo.acquire_lease(engine, scope=scope, holder="h:2", pid=2, host="h", ttl_s=15, now=105.0)
     assert not ok2 and holder is not None and holder.holder == "h:1"
-    ok3, _ = repo.acquire_lease(engine, holder="h:2", pid=2, host="h", ttl_s=15, now=116.0)
+    ok3, _ = repo.acquire_lease(engine, scope=scope, holder="h:2", pid=2, host="h", ttl_s=15, now=116.0)
     assert ok3
-    assert not repo.renew_lease(engine, holder="h:1")
+    assert not repo.renew_lease(engine, scope=scope, holder="h:1")
 
 
 def test_state_round_trip(engine):
@@ -269,22 +271,28 @@ def test_two_processes_upgrading_one_file_at_once_both_open_it(tmp_path):
 
 
 def test_v3_database_gets_lease_generation_and_stop_memory(tmp_path):
-    """v3 -> v4 adds RunnerLease.generation and Server.stopped_by/stopped_at, keeping rows."""
+    """v3 -> v4 adds RunnerLease.generation and Server.stopped_by/stopped_at, keeping rows (v7
+    then replaces RunnerLease by the per-scope Lease)."""
     path = tmp_path / "v3.db"
     url = f"sqlite:///{path}"
     engine = make_engine(url)
     repo.upsert_server(engine, name="old", base_url="http://127.0.0.1:1")
     engine.dispose()
     con = sqlite3.connect(path)
-    for table, column in (("runnerlease", "generation"), ("server", "stopped_by"), ("server", "stopped_at")):
+    for table, column in (("server", "stopped_by"), ("server", "stopped_at")):
         con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+    # the v3 single-row lease, as v3 made it (v7 drops it for the per-scope Lease)
+    con.execute("CREATE TABLE runnerlease (id INTEGER PRIMARY KEY, holder VARCHAR NOT NULL, pid INTEGER NOT NULL, "
+                "host VARCHAR NOT NULL, started_at FLOAT NOT NULL, heartbeat_at FLOAT NOT NULL)")
+    con.execute("INSERT INTO runnerlease VALUES (1, 'old:1', 1, 'old', 0, 0)")
     con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
     con.commit()
     con.close()
     engine = make_engine(url)
+    assert "runnerlease" not in sqlalchemy.inspect(engine).get_table_names()
     [srv] = repo.list_servers(engine)
     assert srv.name == "old" and srv.stopped_by is None
-    ok, lease = repo.acquire_lease(engine, holder="a", pid=1, host="h", ttl_s=15)
+    ok, lease = repo.acquire_lease(engine, scope=repo.DB_SCOPE, holder="a", pid=1, host="h", ttl_s=15)
     assert ok and lease is not None and lease.generation == 1
 
 

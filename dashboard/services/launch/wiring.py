@@ -23,6 +23,7 @@ from dashboard.services.launch import launcher, profile_admin, profiles
 from dashboard.services.own_metrics import build_exporter
 from dashboard.services.tune import make_scorer
 from dashboard.settings import Settings
+from runner.lease import LEASE_TTL_S
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor
 from runner.sweeps import Sweeps
@@ -48,7 +49,7 @@ def runner_parts(
         auto_restart=bool(opts.get("auto_restart", False)) if auto_restart is None else auto_restart,
         restart_budget=int(opts.get("restart_budget", 3)),
         restart_window_s=float(opts.get("restart_window_s", 3600.0)),
-        logs_dir=settings.logs_dir,
+        logs_dir=settings.logs_dir, host=opts.get("host"),
     )
     handlers: dict[str, Any] = {kind: supervisor.handle_intent for kind in CONTROL_KINDS}
     sweeps = Sweeps(engine, settings.database_url)
@@ -75,7 +76,9 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
                   intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
                   retention=dict(settings.retention), logs_dir=settings.logs_dir,
-                  alerting=build_alerting(settings, engine), exporter=build_exporter(settings, engine))
+                  alerting=build_alerting(settings, engine), exporter=build_exporter(settings, engine),
+                  host=settings.runner.get("host"),
+                  lease_ttl_s=float(settings.runner.get("lease_ttl_s", LEASE_TTL_S)))
 
 
 class _with_close:  # noqa: N801 - reads as a function at the call site

@@ -1,8 +1,9 @@
 """Collection health: is the runner alive, how big is the database, what does each table hold.
 
 Used by the About / health page and `pitwall status`; `retention_table` is the page's view of
-the retention policy (storage/repo/retention.py: rows, bytes, oldest row, what goes next). The runner is "alive" when its lease
-heartbeat is younger than LEASE_TTL_S (it renews every 2 s). URLs come out redacted
+the retention policy (storage/repo/retention.py: rows, bytes, oldest row, what goes next). A runner is "alive" when its host
+lease's heartbeat is younger than LEASE_TTL_S (it renews every 2 s); a fleet has one runner per
+host (`list_runners`), one of which holds the `db` lease and keeps house. URLs come out redacted
 (`shown_url`: a PostgreSQL password or a server URL's userinfo is never printed).
 """
 
@@ -20,15 +21,36 @@ from dashboard.services.format import fmt_bytes as fmt_bytes  # `pitwall status`
 from dashboard.services.format import fmt_ts
 from runner import launch_logs
 from runner.lease import LEASE_TTL_S
-from runner.loop import SELF_SERVER_ID
+from runner.loop import SELF_SERVER_ID, self_source
 from storage import repo
 from storage.db import database_size_bytes
 from storage.redact import redact_url
+
+SELF_METRICS = ("self.cpu_pct", "self.loop_lag_s", "self.rows_per_s")
 
 
 def shown_url(url: str) -> str:
     """A database or server URL as Pitwall prints it: the password masked (storage/redact.py)."""
     return redact_url(url)
+
+
+@dataclass
+class RunnerInfo:
+    """One runner of the fleet, as its host lease says (and its own self.* samples)."""
+
+    host: str
+    holder: str
+    heartbeat_age_s: float
+    started_at: float
+    alive: bool
+    housekeeping: bool  # holds the `db` lease (rollups, retention, alerts, intent expiry)
+    self_metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def line(self) -> str:
+        state = "running" if self.alive else "STOPPED (no heartbeat)"
+        house = ", keeps house (db lease)" if self.housekeeping else ""
+        return f"{self.host}: {state} as {self.holder}, heartbeat {self.heartbeat_age_s:.1f} s ago{house}"
 
 
 @dataclass
@@ -41,6 +63,7 @@ class RunnerHealth:
     counts: dict[str, int] = field(default_factory=dict)
     servers: list[str] = field(default_factory=list)
     self_metrics: dict[str, float] = field(default_factory=dict)
+    runners: list[RunnerInfo] = field(default_factory=list)  # every host lease, by host
 
     @property
     def summary(self) -> str:
@@ -54,10 +77,33 @@ class RunnerHealth:
         return f"running as {self.holder}, heartbeat {self.heartbeat_age_s:.1f} s ago"
 
 
-def runner_alive(engine: Engine, now: float | None = None) -> bool:
-    lease = repo.get_lease(engine)
+def runner_alive(engine: Engine, host: str | None = None, now: float | None = None,
+                 ttl_s: float = LEASE_TTL_S) -> bool:
+    """The runner of `host` heartbeats (its host lease is fresh); without `host`, any runner of
+    the fleet does."""
     now = time.time() if now is None else now
-    return lease is not None and now - lease.heartbeat_at < LEASE_TTL_S
+    leases = ([repo.get_lease(engine, scope=repo.host_scope(host))] if host is not None
+              else [x for x in repo.list_leases(engine) if x.scope != repo.DB_SCOPE])
+    return any(x is not None and now - x.heartbeat_at < ttl_s for x in leases)
+
+
+def list_runners(engine: Engine, now: float | None = None, ttl_s: float = LEASE_TTL_S) -> list[RunnerInfo]:
+    """Every runner with a host lease (stale ones too: a dead runner's row stays until another
+    takes its host over), with the one that keeps house marked and its latest self.* figures."""
+    now = time.time() if now is None else now
+    leases = repo.list_leases(engine)
+    db = next((x for x in leases if x.scope == repo.DB_SCOPE and now - x.heartbeat_at < ttl_s), None)
+    out = []
+    for lease in leases:
+        if lease.scope == repo.DB_SCOPE:
+            continue
+        host = lease.scope.removeprefix(repo.HOST_SCOPE_PREFIX)
+        latest = repo.latest_samples(engine, server_id=SELF_SERVER_ID, metrics=SELF_METRICS, source=self_source(host))
+        out.append(RunnerInfo(host=host, holder=lease.holder, heartbeat_age_s=now - lease.heartbeat_at,
+                              started_at=lease.started_at, alive=now - lease.heartbeat_at < ttl_s,
+                              housekeeping=db is not None and db.holder == lease.holder,
+                              self_metrics={k: v for k, (_, v) in latest.items()}))
+    return out
 
 
 def start_runner_detached(repo_root: str) -> None:
@@ -77,27 +123,28 @@ def start_runner_for(engine: Engine, repo_root: str, *, actor: str) -> None:
     repo.add_audit(engine, actor=actor, action="runner_start", target="runner", detail={"repo_root": repo_root})
 
 
-def runner_health(engine: Engine, database_url: str) -> RunnerHealth:
-    now = time.time()
-    lease = repo.get_lease(engine)
-    latest = repo.latest_samples(
-        engine, server_id=SELF_SERVER_ID, metrics=("self.cpu_pct", "self.loop_lag_s", "self.rows_per_s")
-    )
+def runner_health(engine: Engine, database_url: str, host: str | None = None) -> RunnerHealth:
+    """Collection health; the top-level runner fields describe the runner of `host` (this
+    machine's runner.host) or, without one or when it has no lease, the first runner listed;
+    `runners` lists the whole fleet."""
+    runners = list_runners(engine)
+    mine = next((r for r in runners if r.host == host), None) or next(iter(runners), None)
     servers = []
     for s in repo.list_servers(engine):
         kind = "managed" if s.managed else "watched"
-        servers.append(f"{s.name}  {shown_url(s.base_url)}  ({kind}, {s.kind})")
+        owner = f", host {s.host}" if s.host else ""
+        servers.append(f"{s.name}  {shown_url(s.base_url)}  ({kind}, {s.kind}{owner})")
     return RunnerHealth(
-        alive=lease is not None and now - lease.heartbeat_at < LEASE_TTL_S,
-        holder=lease.holder if lease else None,
-        heartbeat_age_s=(now - lease.heartbeat_at) if lease else None,
-        started_at=lease.started_at if lease else None,
+        alive=mine is not None and mine.alive,
+        holder=mine.holder if mine else None,
+        heartbeat_age_s=mine.heartbeat_age_s if mine else None,
+        started_at=mine.started_at if mine else None,
         db_bytes=database_size_bytes(database_url),
         counts=repo.table_counts(engine),
         servers=servers,
-        self_metrics={k: v for k, (_, v) in latest.items()},
+        self_metrics=mine.self_metrics if mine else {},
+        runners=runners,
     )
-
 
 
 def retention_table(engine: Engine, policy: dict[str, Any], now: float | None = None,

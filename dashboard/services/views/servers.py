@@ -9,17 +9,26 @@ demo-image.toml; relaunch it under demo-image-fast for an acceleration A/B with 
 The demo's GPUs: the LLM demo simulates GPU 0, the image demo GPU 1; each serves a dcgm-exporter
 look-alike at its port + 100 (profiles' SGLANG_SIM_DCGM_PORT = "+100"), which Pitwall reads
 like any dcgm-exporter (dashboard/settings.py demo_dcgm_urls, when gpu.dcgm_url is unset).
+
+A fleet (several runners, one database): every server row carries the runner host that owns it
+(its `[[servers]]` `host`, else this runner's runner.host). Server names are fleet-wide unique:
+a configured server whose name another host owns is refused (ServerOwnershipError) while that
+host's runner is alive, and also when it is dead unless the table says `host` explicitly (then
+this configuration takes the server over: the operator moved it). A runner retires only its own
+host's servers that left its configuration, never another host's.
 """
 
 from __future__ import annotations
 
 import sys
-from urllib.parse import urlsplit
+import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
 from dashboard.settings import ServerConfig, Settings
+from runner.lease import LEASE_TTL_S
 from storage import repo
 from storage.models import Server
 
@@ -75,10 +84,20 @@ def configured_servers(settings: Settings) -> list[ServerConfig]:
     return servers
 
 
+class ServerOwnershipError(ValueError):
+    """A configured server's name is owned by another runner host; the message says what to do."""
+
+
 def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
-    """Upsert every configured server; managed servers log to <data_dir>/logs/<name>.log."""
+    """Upsert every configured server; managed servers log to <data_dir>/logs/<name>.log.
+
+    Raises ServerOwnershipError (before writing anything) for a name another host owns."""
     out = []
     configured = configured_servers(settings)
+    me = settings.runner.get("host")
+    ttl_s = float(settings.runner.get("lease_ttl_s", LEASE_TTL_S))
+    for cfg in configured:
+        _check_owner(engine, cfg, cfg.host or me, ttl_s)
     for cfg in configured:
         fields: dict[str, Any] = {
             "base_url": cfg.base_url.rstrip("/"),
@@ -90,7 +109,7 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
             "python": cfg.python or (sys.executable if cfg.managed else None),
             "profile": cfg.profile,
             "api_key": cfg.api_key,
-            "host": cfg.host or settings.runner.get("host"),
+            "host": cfg.host or me,
             **_prometheus_source(cfg, settings),
         }
         if cfg.managed and not cfg.log_path:
@@ -98,8 +117,27 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
         out.append(repo.upsert_server(engine, name=cfg.name, **fields))
     # servers that left pitwall.toml (the demo, once real servers are configured) stop being
     # watched or started; their history stays browsable on Compare and Events
-    repo.retire_servers_except(engine, names=[c.name for c in configured])
+    repo.retire_servers_except(engine, names=[c.name for c in configured], host=me)
     return out
+
+
+def _check_owner(engine: Engine, cfg: ServerConfig, host: str | None, ttl_s: float) -> None:
+    """Refuse a configured server whose (active) row another runner host owns; see the module
+    docstring for when a dead host's server is taken over."""
+    row = repo.get_server(engine, name=cfg.name)
+    if row is None or row.retired_at is not None or not row.host or row.host == host:
+        return
+    lease = repo.get_lease(engine, scope=repo.host_scope(row.host))
+    alive = lease is not None and time.time() - lease.heartbeat_at < ttl_s
+    if not alive and cfg.host:
+        return  # the configuration names the host explicitly: the operator moved the server
+    state = "is alive" if alive else "is not running"
+    raise ServerOwnershipError(
+        f"Server {cfg.name!r} belongs to runner host {row.host!r}, whose runner {state}; server names "
+        f"are unique across the fleet. Rename it in this pitwall.toml, remove it from {row.host}'s "
+        f"configuration, or (when {row.host}'s runner is stopped) set host = {host!r} in its "
+        "[[servers]] table to move it to this host."
+    )
 
 
 def _prometheus_source(cfg: ServerConfig, settings: Settings) -> dict[str, str | None]:

@@ -4,7 +4,8 @@ caches these with st.cache_resource / st.cache_data).
 
 `open_engine(url)` is storage.db.make_engine: it creates or upgrades the schema and raises
 SchemaError (re-exported here) for a database this Pitwall cannot use. The runner counts as
-alive while its lease heartbeat is fresh (health.runner_alive); cross-check with `pitwall status`.
+alive while its host lease's heartbeat is fresh (health.runner_alive, health.list_runners: a fleet
+has one per host); cross-check with `pitwall status`.
 """
 
 from __future__ import annotations
@@ -29,11 +30,16 @@ def server_names(engine: Engine) -> list[str]:
 
 
 def runner_status_line(engine: Engine) -> tuple[bool, str]:
-    """(alive, one-line summary) of the runner, for the sidebar."""
-    lease = repo.get_lease(engine)
-    alive = health.runner_alive(engine)
-    if lease is None:
+    """(alive, one-line summary) of the fleet's runners, for the sidebar: alive while at least
+    one heartbeats; a stopped one among live ones is named."""
+    runners = health.list_runners(engine)
+    live = [r for r in runners if r.alive]
+    if not runners:
         return False, "Runner not running — start Pitwall with `pitwall up`."
-    if not alive:
+    if not live:
         return False, "Runner stopped — no heartbeat; restart it with `pitwall up`."
-    return True, "Runner collecting."
+    if len(runners) == 1:
+        return True, "Runner collecting."
+    dead = [r.host for r in runners if not r.alive]
+    line = f"{len(live)} runners collecting"
+    return True, line + (f"; stopped: {', '.join(dead)}." if dead else ".")

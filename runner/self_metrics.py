@@ -1,0 +1,59 @@
+"""The runner's own health as samples: the built-in `self` collector (runner/loop.py adds it).
+
+CPU of the runner process (self.cpu_pct, % of one core), the scheduler loop's worst lag
+(self.loop_lag_s) and rows written per second (self.rows_per_s), every 5 s, on server_id 0
+(SELF_SERVER_ID, no Server row) with source `self:<runner.host>`: the runners of a fleet write
+into one database, and each reader (`pitwall status`, About, Pitwall's own /metrics) picks one
+runner's figures by that source.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psutil
+
+from collectors.base import CollectorContext, PollResult, SampleRow
+
+SELF_SERVER_ID = 0  # samples about the runner itself
+SELF_SOURCE_PREFIX = "self:"  # their source: "self:<runner.host>"
+
+
+def self_source(host: str) -> str:
+    """Source of the self samples of the runner of `host`."""
+    return f"{SELF_SOURCE_PREFIX}{host}"
+
+
+class SelfCollector:
+    """Runner health: CPU of this process, scheduler loop lag, rows written per second."""
+
+    name = "self"
+    interval_s = 5.0
+
+    def __init__(self, runner: Any) -> None:
+        self._runner = runner
+        self._source = self_source(runner.host)
+        self._proc = psutil.Process()
+        self._proc.cpu_percent(None)
+        self._last_rows = 0
+        self._last_t = time.monotonic()
+
+    def poll(self, ctx: CollectorContext) -> PollResult:
+        now = ctx.now()
+        t = time.monotonic()
+        rows = self._runner.rows_written
+        rate = (rows - self._last_rows) / max(t - self._last_t, 1e-6)
+        self._last_rows, self._last_t = rows, t
+        lag = self._runner.take_max_lag()
+        out = PollResult()
+        for metric, value in (
+            ("self.cpu_pct", self._proc.cpu_percent(None)),
+            ("self.loop_lag_s", lag),
+            ("self.rows_per_s", rate),
+        ):
+            out.samples.append(SampleRow(now, SELF_SERVER_ID, metric, float(value), self._source))
+        return out
+
+    def close(self) -> None:
+        pass
