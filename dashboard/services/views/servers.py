@@ -14,8 +14,8 @@ like any dcgm-exporter (dashboard/settings.py demo_dcgm_urls, when gpu.dcgm_url 
 from __future__ import annotations
 
 import sys
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
