@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -150,13 +151,23 @@ class PromClient:
             return None
         labels = {k: v for k, v in ups[0].labels.items() if k != "__name__"}
         health = "up" if ups[0].points and ups[0].points[-1][1] == 1 else "down"
-        interval = DEFAULT_SCRAPE_INTERVAL_S
+        interval = None
         body = self.api("targets", {"state": "active"})
         for t in (body.get("data") or {}).get("activeTargets") or []:
             if all(t.get("labels", {}).get(k) == v for k, v in labels.items()):
-                interval = parse_duration(str(t.get("scrapeInterval", ""))) or interval
+                interval = parse_duration(str(t.get("scrapeInterval", "")))
                 break
-        return ScrapeTarget(interval, labels, health)
+        # a Prometheus that just started lists no targets for a few seconds: measure the spacing
+        # of the target's last `up` samples instead
+        return ScrapeTarget(interval or self._spacing(selector) or DEFAULT_SCRAPE_INTERVAL_S,
+                            labels, health)
+
+    def _spacing(self, selector: str) -> float | None:
+        """The median time between the target's last `up` samples (10 min at most), s."""
+        found = self.raw(f'__name__="up",{selector}', time.time(), 600.0)
+        ts = sorted(t for s in found[:1] for t, _ in s.points)[-11:]
+        steps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False))
+        return steps[len(steps) // 2] if steps else None
 
     def close(self) -> None:
         if self._own:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -95,6 +96,13 @@ class PromRig:
             stop_process(self.prom, 20)
         self.prom = None
 
+    def kill_prometheus(self) -> None:
+        """SIGKILL: no staleness markers written, so query_range carries values over the gap."""
+        if self.prom is not None:
+            self.prom.kill()
+            self.prom.wait(timeout=20)
+        self.prom = None
+
     def query(self, q: str) -> list[dict[str, object]]:
         resp = httpx.get(self.url + "/api/v1/query", params={"query": q}, timeout=10)
         return list(resp.json()["data"]["result"])
@@ -104,6 +112,12 @@ class PromRig:
         q = f'count_over_time(sglang:num_running_reqs{{instance="{self.instance(i)}"}}[1m])'
         wait_for(lambda: any(float(r["value"][1]) >= n for r in self.query(q)),  # type: ignore[index]
                  90, f"{n} scrapes of the simulator in Prometheus", poll_s=0.2)
+
+    def wait_scraped_after(self, t: float, i: int = 0) -> None:
+        """Until Prometheus has a successful scrape of simulator i stamped after t (s)."""
+        q = f'timestamp(up{{instance="{self.instance(i)}"}} == 1)'
+        wait_for(lambda: any(float(r["value"][1]) > t for r in self.query(q)),  # type: ignore[index]
+                 90, "a fresh scrape of the simulator", poll_s=0.2)
 
     def load(self, i: int = 0, n: int = 4) -> None:
         """n short /generate requests (counters, histograms and rates get something to show)."""
@@ -117,3 +131,17 @@ class PromRig:
         for i in list(self.sims):
             self.stop_sim(i)
         self.stop_prometheus()
+
+
+@pytest.fixture(name="rig")
+def rig_fixture(tmp_path: Path) -> Iterator[PromRig]:
+    """One simulator scraped every second by a fresh Prometheus, 2 scrapes in; all stopped after.
+    Use with `from prom_rig import rig_fixture` in a test module (skip it with `needs_prometheus`)."""
+    r = PromRig(tmp_path)
+    try:
+        r.start_sim()
+        r.start_prometheus()
+        r.wait_scraped(n=2)
+        yield r
+    finally:
+        r.close()

@@ -13,12 +13,10 @@ binary) scraping a real simulator every second on loopback (tests/prom_rig.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from prom_rig import SCRAPE_S, PromRig, needs_prometheus
+from prom_rig import SCRAPE_S, PromRig, needs_prometheus, rig_fixture  # noqa: F401 (fixture `rig`)
 from pwtest import free_port, runner_thread, wait_for
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
@@ -73,18 +71,6 @@ def test_direct_scrape_skips_servers_read_through_prometheus() -> None:
 
 
 # -- against a real Prometheus ------------------------------------------------------------------
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[PromRig]:
-    r = PromRig(tmp_path)
-    try:
-        r.start_sim()
-        r.start_prometheus()
-        r.wait_scraped(n=2)
-        yield r
-    finally:
-        r.close()
-
-
 def _ctx(servers: list[ServerTarget], store: dict[str, Any]) -> CollectorContext:
     return CollectorContext(servers, store.get, store.__setitem__)
 
