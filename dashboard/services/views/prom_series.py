@@ -26,15 +26,19 @@ Streamlit-free; the Server page calls it through a cached wrapper.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import pandas as pd
 
+from collectors.base import CollectorError
 from collectors.prometheus_api import PromClient, Series, gap_mask, matchers
 from collectors.sglang.metrics import compute
 from collectors.sglang.metrics_alias import source_names
 from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
+from dashboard.services.views.timeseries import MAX_POINTS as TS_MAX_POINTS
+from dashboard.services.views.timeseries import Panel
 
 MAX_POINTS = 1000  # steps per window at most (a chart is ~560 px wide; PromQL's cap is 11,000)
 GAP_FACTOR = 1.5  # a step whose sample is older than this many scrape intervals is a gap
@@ -122,3 +126,50 @@ def read_window(url: str, selector: str, metrics: list[str], start: float, end: 
     last = max((v for v in sample_at.values() if not math.isnan(v)), default=None)
     frame = pd.DataFrame(rows, columns=["ts", "metric", "value"])
     return PromWindow(url, step, interval, last, sum(gaps), frame)
+
+
+def _label_rows(win: PromWindow, labels: dict[str, str]) -> pd.DataFrame:
+    part = win.frame[win.frame["metric"].isin(list(labels))]
+    return pd.DataFrame({"ts": part["ts"].to_numpy(dtype=float),
+                         "label": part["metric"].map(labels).to_numpy(),
+                         "value": part["value"].to_numpy(dtype=float),
+                         "min": part["value"].to_numpy(dtype=float),
+                         "max": part["value"].to_numpy(dtype=float)})
+
+
+def _prom_pairs(panel: Panel, stored: pd.DataFrame | None) -> dict[str, str]:
+    """The panel's metrics.* series to read through Prometheus: its primary ones, plus its
+    fallback ones when no other primary series (log.*, canary.*) has stored data in the window
+    (the rule of timeseries.read_series)."""
+    others = [label for key, label in panel.series if not key.startswith("metrics.")]
+    on_primary = stored is not None and not stored.empty and bool(stored["label"].isin(others).any())
+    pairs = panel.series if on_primary else panel.series + panel.fallback
+    return {k: label for k, label in pairs if k.startswith("metrics.")}
+
+
+def panel_series(stored: dict[str, pd.DataFrame], panels: list[Panel], url: str, selector: str,
+                 since: float, until: float, *, now: float | None = None,
+                 deadline_s: float = 5.0) -> tuple[dict[str, pd.DataFrame], str]:
+    """The Server page's panels for a Prometheus-sourced server: `stored` (timeseries.read_series)
+    with its metrics.* series replaced by the window read through Prometheus, and the caption
+    ("read through Prometheus <host> · step N s · last sample N s ago"). When Prometheus cannot
+    be read the stored panels stay and the caption says why."""
+    wanted = {p.key: _prom_pairs(p, stored.get(p.key)) for p in panels}
+    keys = sorted({k for pairs in wanted.values() for k in pairs})
+    if not keys:
+        return stored, ""
+    try:
+        win = read_window(url, selector, keys, since, until, max_points=TS_MAX_POINTS,
+                          deadline_s=deadline_s)
+    except (CollectorError, ValueError) as exc:
+        host = urlsplit(url).netloc or url
+        return stored, f"Prometheus {host} could not be read, showing stored samples: {exc}"
+    out = dict(stored)
+    for key, pairs in wanted.items():
+        if not pairs:
+            continue
+        base = stored.get(key)
+        keep = base[~base["label"].isin(list(pairs.values()))] if base is not None else None
+        rows = _label_rows(win, pairs)
+        out[key] = rows if keep is None or keep.empty else pd.concat([keep, rows], ignore_index=True)
+    return out, win.caption(time.time() if now is None else now)
