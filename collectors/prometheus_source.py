@@ -115,7 +115,7 @@ class PrometheusSourceCollector:
                 result.extend(self._poll_server(ctx, server))
             except CollectorError as exc:
                 failures.append(str(exc))
-                self._known.pop((str(server.prometheus_url), server.prometheus_selector or ""), None)
+                self._known.pop(self._known_key(server), None)  # re-read the target next time
                 if self._last_error.get(server.id) != str(exc):
                     self._last_error[server.id] = str(exc)
                     result.events.append(EventRow(ctx.now(), server.id, "collector_error", str(exc),
@@ -134,8 +134,12 @@ class PrometheusSourceCollector:
             self._clients[url] = PromClient(url, **kw)
         return self._clients[url]
 
+    @staticmethod
+    def _known_key(server: ServerTarget) -> tuple[str, str]:
+        return (str(server.prometheus_url).rstrip("/"), server.prometheus_selector or "")
+
     def _target(self, client: PromClient, server: ServerTarget, selector: str) -> ScrapeTarget:
-        key = (client.url, server.prometheus_selector or "")
+        key = self._known_key(server)
         known = self._known.get(key)
         if known is None or time.monotonic() - known.read_at > TARGET_TTL_S:
             target = client.target(selector)

@@ -103,6 +103,8 @@ def read_window(url: str, selector: str, metrics: list[str], start: float, end: 
         interval = scrape_interval_s or (target.interval_s if target else 15.0)
         strip = set(target.labels) if target else {"job", "instance"}
         step = step_for(end - start, interval, max_points)
+        # steps are counted back from `end`, so the newest point is at the window's end
+        start = round(end - math.floor((end - start) / step) * step, 3)
         series = client.range(f"{{{names},{sel}}}", start, end, step)
         stamps = client.range(f"max(timestamp(up{{{sel}}}) and up{{{sel}}} == 1)", start, end, step)
     finally:
