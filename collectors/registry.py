@@ -47,12 +47,20 @@ def _canary(groups: dict[str, dict[str, Any]]) -> Collector:
     return CanaryCollector(interval_s=float(probe.get("canary_interval_s", 30.0)))
 
 
+def _prometheus_source(_: dict[str, dict[str, Any]]) -> Collector:
+    """Reads servers with a `prometheus_url` through that Prometheus; idle when none has one."""
+    from collectors.prometheus_source import PrometheusSourceCollector
+
+    return PrometheusSourceCollector()
+
+
 COLLECTORS: tuple[tuple[str, Callable[[dict[str, dict[str, Any]]], Collector]], ...] = (
     ("sglang_log", _engine("sglang", "log")),
     ("sglang_metrics", _engine("sglang", "metrics")),
     ("sglang_api", _engine("sglang", "api")),
     ("gpu", _gpu),
     ("canary", _canary),
+    ("prometheus_source", _prometheus_source),
 )
 
 

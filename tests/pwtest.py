@@ -44,6 +44,21 @@ def wait_for(cond, timeout: float = 60.0, what: str = "condition", poll_s: float
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def stop_process(proc, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM a Popen we started, SIGKILL it if it is still there after timeout_s seconds."""
+    import signal
+    import subprocess
+
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout_s)
+
+
 def sim_profile(folder: Path, name: str, flags: str, env: dict[str, str]) -> None:
     """Write profiles/<name>.toml for the bundled simulator: `flags` as TOML lines, `env` as [env]."""
     env_lines = "\n".join(f'{k} = "{v}"' for k, v in env.items())

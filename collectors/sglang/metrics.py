@@ -83,6 +83,7 @@ __all__ = [
     "extract",
     "parse_metrics",
     "parse_metrics_cli",
+    "snapshot_rows",
 ]
 
 SOURCE = "metrics"
@@ -287,8 +288,26 @@ def _window_hist(key: str, hists: dict[LabelKey, _Hist], old: dict[str, Any]) ->
     return out
 
 
+def snapshot_rows(
+    server: ServerTarget, parsed: ParsedMetrics, prev: dict[str, Any] | None, ts: float
+) -> tuple[list[SampleRow], dict[str, Any]]:
+    """The sample rows of one scrape of `server` taken at `ts`, and the new window state. Pure.
+
+    The one conversion from a scrape to rows: the direct /metrics scrape and the Prometheus
+    source (collectors/prometheus_source.py, which rebuilds each scrape from Prometheus's stored
+    samples) both go through it, so a server reads the same either way.
+    """
+    values, state = compute(parsed, prev, ts)
+    state["absent"] = absent_keys(parsed)
+    rows = [
+        SampleRow(ts, server.id, k, v, SOURCE, server.launch_id) for k, v in sorted(values.items())
+    ]
+    return rows, state
+
+
 class SGLangMetricsCollector:
-    """Scrapes `{base_url}/metrics` of every server each `interval_s` seconds."""
+    """Scrapes `{base_url}/metrics` of every server each `interval_s` seconds, except servers
+    with a `prometheus_url`: those are read through Prometheus (collectors/prometheus_source.py)."""
 
     name = "sglang_metrics"
 
@@ -332,7 +351,8 @@ class SGLangMetricsCollector:
     def poll(self, ctx: CollectorContext) -> PollResult:
         result = PollResult()
         failures: list[str] = []
-        servers = [s for s in ctx.servers if s.serving]
+        # a server with a prometheus_url is read through that Prometheus (prometheus_source)
+        servers = [s for s in ctx.servers if s.serving and not s.prometheus_url]
         for server in servers:
             try:
                 text = self.scrape(server)
@@ -363,14 +383,9 @@ class SGLangMetricsCollector:
         """Parse one payload for one server, update its window state, return its rows."""
         parsed = parse_metrics(text)
         key = f"{self.name}:{server.id}:window"
-        values, state = compute(parsed, ctx.load_state(key), ts)
-        state["absent"] = absent_keys(parsed)
-        ctx.save_state(key, state)
         out = PollResult()
-        out.samples = [
-            SampleRow(ts, server.id, k, v, SOURCE, server.launch_id)
-            for k, v in sorted(values.items())
-        ]
+        out.samples, state = snapshot_rows(server, parsed, ctx.load_state(key), ts)
+        ctx.save_state(key, state)
         if parsed.errors:
             msg = (
                 f"{len(parsed.errors)} malformed line(s) in {server.name!r} /metrics were skipped "

@@ -229,3 +229,18 @@ def rank_detail(values: dict[tuple[tuple[str, str], ...], float], agg: str) -> d
         if a is not None:
             out[suffix] = a
     return out
+
+
+def source_names(keys: Iterable[str]) -> list[str]:
+    """The SGLang base names (no prefix, no _total/_bucket/_sum/_count) that feed the given
+    `metrics.*` keys, per-rank and per-stage detail keys included; for reading only the series
+    a chart needs (Prometheus as a source). Pure; unknown keys feed nothing."""
+    wanted = set(keys)
+    if "metrics.cached_token_ratio" in wanted:
+        wanted |= {"metrics.prompt_tokens_per_s", "metrics.cached_tokens_per_s"}
+    names: set[str] = set()
+    for alias in ALIASES:
+        stem = f"metrics.{alias.key}"
+        if any(k == stem or k.startswith((stem + "_", stem + ".")) for k in wanted):
+            names.update(alias.names)
+    return sorted(names)

@@ -2,7 +2,9 @@
 
 Series are SQL-bucketed (≤ 600 points each; minute and quarter-hour Rollups for long windows) by
 dashboard/services/views/timeseries.py and cached for a few seconds; chart specs stay the same across
-refreshes, so a rerun swaps data in the drawn charts (components/timeseries_charts.py).
+refreshes, so a rerun swaps data in the drawn charts (components/timeseries_charts.py). A server read
+through Prometheus gets its metrics.* series from that Prometheus for the window
+(services/views/prom_series.py), with a caption naming it, the step and the newest sample's age.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_windo
 from dashboard.components.gpu_wall import draw_denoise_wall, draw_wall
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import stage_chart, timeseries_spec
-from dashboard.services.views import gpu_wall_panel, image_panels
+from dashboard.services.views import gpu_wall_panel, image_panels, prom_series
 from dashboard.services.views import timeseries as ts
 from dashboard.services.views.overview import ServerDetail, server_detail
 
@@ -39,11 +41,17 @@ def _detail(url: str, name: str) -> ServerDetail | None:
 
 @st.cache_data(ttl=10, show_spinner=False)
 def _panels(
-    url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[int, ...], since: float, until: float
-) -> dict[str, pd.DataFrame]:
+    url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[int, ...], since: float, until: float,
+    prom: tuple[str, str] | None = None,
+) -> tuple[dict[str, pd.DataFrame], str]:
+    """(panel frames, Prometheus caption or ""); `prom` = (prometheus_url, selector) of a server
+    read through Prometheus: its metrics.* series come from there (prom_series.panel_series)."""
     # One read for every shown panel; hidden panels (the GPU metrics not picked) are never read.
     panels = [p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) if p.key in keys]
-    return ts.read_series(session.engine_for(url), server_id=server_id, panels=panels, since=since, until=until)
+    frames = ts.read_series(session.engine_for(url), server_id=server_id, panels=panels, since=since, until=until)
+    if prom is None:
+        return frames, ""
+    return prom_series.panel_series(frames, panels, prom[0], prom[1], since, until)
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -180,7 +188,11 @@ def charts() -> None:
                     wanted.append((key, unit, title, (), ()))
     cols = st.columns(2)
     keys = tuple(w[0] for w in wanted)
-    frames = _panels(ctx.url, sid, keys, tuple(gpus), since, until)
+    srv = detail.server
+    prom = (srv.prometheus_url, srv.prometheus_selector or "") if srv.prometheus_url else None
+    frames, prom_caption = _panels(ctx.url, sid, keys, tuple(gpus), since, until, prom)
+    if prom_caption:
+        st.caption(prom_caption)
     for i, (key, unit, title, dashed, points) in enumerate(wanted):
         df = frames[key]
         if key == "latency" and not probe.empty:

@@ -1,0 +1,229 @@
+"""Prometheus as a source: a server already scraped by a Prometheus is read through its HTTP API
+instead of being scraped again (the direct /metrics collector skips every server with a
+`prometheus_url`).
+
+Each poll reads, per server, every stored sample of its `sglang:*` series since the last poll
+(`{__name__=~"sglang[:_].*", <selector>}[window]`, a range-vector instant query). Why raw samples
+and not `query_range`: Prometheus stamps every sample of one scrape with that scrape's time, so
+grouping the raw samples by timestamp rebuilds each scrape exactly as the server served it, and
+each is fed through the direct collector's own conversion (`snapshot_rows` in
+collectors/sglang/metrics.py: gauges, counter rates, windowed histogram quantiles). The rows are
+the ones the direct scrape would have stored, stamped with Prometheus's scrape times. A scrape
+Prometheus missed (server down, network) has no samples, so nothing is stored for it: gaps stay
+gaps, never the last value carried forward (what `query_range` does for up to 5 minutes).
+
+The labels Prometheus added (the target's job, instance and relabelled labels, read from `up`)
+are stripped first, so rank labels (`dp_rank`, `tp_rank`, ...) are judged as on the server.
+
+State: `prometheus_source:<server_id>` -> {"pos": end of the last window read (s), "last": newest
+sample time seen (s), "since": where reading began (s), "window": the conversion's window state}, saved through ctx like the log
+tailer's offset, so a poll that fails moves nothing forward and a restart resumes where it left.
+Windows end `settle` seconds before now (one scrape interval: Prometheus writes a scrape only
+after reading it, within its scrape_timeout <= scrape_interval), and read at most `max_window_s`
+(catch-up after downtime goes in bounded steps; at most `max_backlog_s` back).
+
+| key | unit | meaning | cross-check |
+|---|---|---|---|
+| metrics.* | as the direct scrape | exactly the direct collector's keys (collectors/sglang/metrics.py) | `curl $PROM/api/v1/query?query=sglang:num_running_reqs{instance="h:p"}` |
+| prometheus.staleness_s | s | age of the newest `sglang:*` sample Prometheus holds for the server, at poll time | `time() - timestamp(sglang:num_running_reqs{...})` |
+
+The scrape interval (for `settle` and the staleness figure's meaning) is the target's
+`scrapeInterval` from /api/v1/targets, 15 s when Prometheus does not say.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.base import (
+    CollectorContext,
+    CollectorError,
+    EventRow,
+    PollResult,
+    SampleRow,
+    ServerTarget,
+)
+from collectors.prometheus_api import (
+    SGLANG_NAMES,
+    PromClient,
+    ScrapeTarget,
+    Series,
+    TooLarge,
+    matchers,
+)
+from collectors.sglang.metrics import snapshot_rows
+from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
+
+SOURCE = "prometheus"
+STALENESS_KEY = "prometheus.staleness_s"
+TARGET_TTL_S = 300.0  # re-read a server's scrape target (interval, labels) this often, seconds
+
+
+@dataclass(slots=True)
+class _Known:
+    target: ScrapeTarget
+    read_at: float  # time.monotonic() of the read
+
+
+def snapshots(series: list[Series], strip: set[str], after: float) -> dict[float, ParsedMetrics]:
+    """Raw API series -> one ParsedMetrics per scrape timestamp later than `after`. Pure.
+
+    `strip`: label names Prometheus added (the target's labels); `__name__` becomes the name.
+    """
+    out: dict[float, ParsedMetrics] = {}
+    for s in series:
+        labels = {k: v for k, v in s.labels.items() if k != "__name__" and k not in strip}
+        for ts, value in s.points:
+            if ts > after:
+                snap = out.setdefault(ts, ParsedMetrics())
+                snap.samples.append(ParsedSample(s.name, labels, value, s.name, "unknown"))
+    return out
+
+
+class PrometheusSourceCollector:
+    """Reads the servers that have a `prometheus_url` through that Prometheus, each `interval_s`."""
+
+    name = "prometheus_source"
+
+    def __init__(self, interval_s: float = 5.0, *, deadline_s: float = 20.0,
+                 max_window_s: float = 600.0, first_window_s: float = 300.0,
+                 max_backlog_s: float = 86400.0, max_bytes: int | None = None) -> None:
+        """`max_window_s`: seconds of samples read per poll at most (catch-up); `first_window_s`:
+        history read on a server's first poll; `max_backlog_s`: never further back than this;
+        `deadline_s`: one API call in total; `max_bytes`: one API answer (default BODY_CAP)."""
+        self.interval_s = interval_s
+        self.deadline_s = deadline_s
+        self.max_window_s = max_window_s
+        self.first_window_s = first_window_s
+        self.max_backlog_s = max_backlog_s
+        self.max_bytes = max_bytes
+        self._clients: dict[str, PromClient] = {}
+        self._known: dict[tuple[str, str], _Known] = {}
+        self._last_error: dict[int, str] = {}
+
+    def state_key(self, server_id: int) -> str:
+        return f"{self.name}:{server_id}"
+
+    def poll(self, ctx: CollectorContext) -> PollResult:
+        result = PollResult()
+        failures: list[str] = []
+        servers = [s for s in ctx.servers if s.prometheus_url and s.serving]
+        for server in servers:
+            try:
+                result.extend(self._poll_server(ctx, server))
+            except CollectorError as exc:
+                failures.append(str(exc))
+                self._known.pop(self._known_key(server), None)  # re-read the target next time
+                if self._last_error.get(server.id) != str(exc):
+                    self._last_error[server.id] = str(exc)
+                    result.events.append(EventRow(ctx.now(), server.id, "collector_error", str(exc),
+                                                  "warning", launch_id=server.launch_id))
+                continue
+            self._last_error.pop(server.id, None)
+        if failures and len(failures) == len(servers) and not result.samples:
+            raise CollectorError("; ".join(failures))
+        return result
+
+    def _client(self, url: str) -> PromClient:
+        if url not in self._clients:
+            kw: dict[str, Any] = {"deadline_s": self.deadline_s}
+            if self.max_bytes is not None:
+                kw["max_bytes"] = self.max_bytes
+            self._clients[url] = PromClient(url, **kw)
+        return self._clients[url]
+
+    @staticmethod
+    def _known_key(server: ServerTarget) -> tuple[str, str]:
+        return (str(server.prometheus_url).rstrip("/"), server.prometheus_selector or "")
+
+    def _target(self, client: PromClient, server: ServerTarget, selector: str) -> ScrapeTarget:
+        key = self._known_key(server)
+        known = self._known.get(key)
+        if known is None or time.monotonic() - known.read_at > TARGET_TTL_S:
+            target = client.target(selector)
+            if target is None:
+                raise CollectorError(
+                    f"Server {server.name!r}: selector {{{selector}}} matches no target in "
+                    f"Prometheus {client.url} (no `up` series); set prometheus_selector to the "
+                    "labels its /targets page shows for this server (e.g. instance=\"host:port\")."
+                )
+            known = self._known[key] = _Known(target, time.monotonic())
+        return known.target
+
+    def _poll_server(self, ctx: CollectorContext, server: ServerTarget) -> PollResult:
+        selector = matchers(server.prometheus_selector or "")
+        if not selector:
+            raise CollectorError(f"Server {server.name!r} has a prometheus_url but an empty "
+                                 "prometheus_selector; set label matchers such as instance=\"host:port\".")
+        client = self._client(str(server.prometheus_url))
+        target = self._target(client, server, selector)
+        key = self.state_key(server.id)
+        saved = ctx.load_state(key) or {}
+        now = ctx.now()
+        end = now - target.interval_s
+        pos = saved.get("pos")
+        start = float(pos) if isinstance(pos, int | float) else end - self.first_window_s
+        start = max(start, end - self.max_backlog_s)
+        end = min(end, start + self.max_window_s)
+        since = float(saved.get("since", start))  # where reading began: judges "no series"
+        last = saved.get("last") if isinstance(saved.get("last"), int | float) else None
+        window = saved.get("window")
+        out = PollResult()
+        if end > start:
+            series = self._read(client, server, selector, start, end, target.interval_s)
+            snaps = snapshots(series, set(target.labels), start)
+            for ts in sorted(snaps):
+                rows, window = snapshot_rows(server, snaps[ts], window, ts)
+                out.samples.extend(rows)
+            if snaps:
+                last = max(snaps)
+            elif last is None and end - since >= 3 * target.interval_s:
+                self._no_series(client, server, selector, target)
+        if end > start or pos is None:
+            ctx.save_state(key, {"pos": max(start, end), "last": last, "window": window,
+                                 "since": since})
+        if last is not None:
+            out.samples.append(SampleRow(now, server.id, STALENESS_KEY, max(0.0, now - last),
+                                         SOURCE, server.launch_id))
+        return out
+
+    def _read(self, client: PromClient, server: ServerTarget, selector: str, start: float,
+              end: float, interval_s: float) -> list[Series]:
+        """The raw samples of (start, end]; an answer over the cap is read again in halves down
+        to a few scrape intervals, then reported."""
+        span = end - start
+        while True:
+            try:
+                found: list[Series] = []
+                t = start
+                while t < end:
+                    stop = min(end, t + span)
+                    found.extend(client.raw(f"{SGLANG_NAMES},{selector}", stop, stop - t))
+                    t = stop
+                return found
+            except TooLarge as exc:
+                if span <= 4 * interval_s:
+                    raise CollectorError(f"Server {server.name!r}: {exc}") from exc
+                span /= 2
+
+    def _no_series(self, client: PromClient, server: ServerTarget, selector: str,
+                   target: ScrapeTarget) -> None:
+        """Nothing read and nothing ever read: say why (target down, or no sglang series)."""
+        fresh = client.target(selector) or target
+        if fresh.health == "up":
+            raise CollectorError(
+                f"Server {server.name!r}: Prometheus {client.url} scrapes it ({{{selector}}}) but "
+                "holds no sglang:* series for it; start SGLang with --enable-metrics, or check "
+                "that the selector names the SGLang server and not another exporter."
+            )
+        raise CollectorError(
+            f"Server {server.name!r}: Prometheus {client.url} reports its target down (up=0) "
+            "and holds no sglang:* samples for it; check the server and Prometheus's /targets page."
+        )
+
+    def close(self) -> None:
+        for c in self._clients.values():
+            c.close()
+        self._clients.clear()
