@@ -44,12 +44,12 @@ def _req(run_id: int, seq: int, start: float, ttft: float | None, *, ok: bool = 
             "http_status": 200 if ok else None, "output_hash": None}
 
 
-def seed_fleet(engine: Any, n: int = 50, now: float | None = None) -> float:
-    """Seed n servers (module docstring); returns the `now` the data is relative to."""
+def seed_fleet(engine: Any, n: int = 50, now: float | None = None, start: int = 0) -> float:
+    """Seed servers start..n-1 (module docstring); returns the `now` the data is relative to."""
     now = time.time() if now is None else now
     samples: list[dict[str, Any]] = []
     requests: list[dict[str, Any]] = []
-    for i in range(n):
+    for i in range(start, n):
         srv = repo.upsert_server(engine, name=server_name(i), base_url=f"http://127.0.0.1:{20000 + i}",
                                  managed=True, gpu_indices=[0, 1], gpu_hourly_usd=PRICE,
                                  host=f"h{i % 5 + 1}")
