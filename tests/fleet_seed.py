@@ -79,3 +79,20 @@ def seed_fleet(engine: Any, n: int = 50, now: float | None = None, start: int = 
         repo.insert_samples(conn, rows=samples)
         repo.insert_probe_requests(conn, rows=requests)
     return now
+
+
+def count_queries(engine: Any, fn: Any) -> tuple[int, Any]:
+    """(SQL statements `fn()` sent through `engine`, its result), via SQLAlchemy's event hook."""
+    from sqlalchemy import event
+
+    n = [0]
+
+    def hook(*_a: Any) -> None:
+        n[0] += 1
+
+    event.listen(engine, "before_cursor_execute", hook)
+    try:
+        out = fn()
+    finally:
+        event.remove(engine, "before_cursor_execute", hook)
+    return n[0], out

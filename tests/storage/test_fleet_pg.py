@@ -9,34 +9,19 @@ import pytest
 from pwtest import REPO
 
 sys.path.insert(0, str(REPO / "tests"))
-from fleet_seed import seed_fleet  # noqa: E402
+from fleet_seed import count_queries, seed_fleet  # noqa: E402
 
 
-def _count(engine, fn):
-    from sqlalchemy import event
-
-    n = [0]
-
-    def hook(*_a):
-        n[0] += 1
-
-    event.listen(engine, "before_cursor_execute", hook)
-    try:
-        return n[0], fn()
-    finally:
-        event.remove(engine, "before_cursor_execute", hook)
-
-
-def test_fleet_rows_on_postgres_match_sqlite_with_a_fixed_query_count(pg_url, tmp_path):
+def test_fleet_rows_on_postgres_match_sqlite_with_a_fixed_querycount_queries(pg_url, tmp_path):
     from dashboard.services.views.fleet import fleet_rows
     from dashboard.services.views.fleet_scorecards import fleet_scorecards
     from storage.db import make_engine
 
     pg = make_engine(pg_url)
     now = seed_fleet(pg, 10)
-    q10, rows10 = _count(pg, lambda: fleet_rows(pg, now=now))
+    q10, rows10 = count_queries(pg, lambda: fleet_rows(pg, now=now))
     seed_fleet(pg, 50, now=now, start=10)
-    q50, rows = _count(pg, lambda: fleet_rows(pg, now=now))
+    q50, rows = count_queries(pg, lambda: fleet_rows(pg, now=now))
     assert len(rows10) == 10 and len(rows) == 50
     assert q10 == q50, (q10, q50)
 

@@ -9,8 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from fleet_seed import MODELS, PRICE, fingerprint, seed_fleet, server_name, ttfts
-from sqlalchemy import event
+from fleet_seed import MODELS, PRICE, count_queries, fingerprint, seed_fleet, server_name, ttfts
 
 from dashboard.services.export.fleet import fleet_meta, render_fleet
 from dashboard.services.views.fleet import (
@@ -32,20 +31,6 @@ def fleet(tmp_path_factory):
     now = seed_fleet(eng, 50)
     yield eng, now, fleet_rows(eng, now=now)
     eng.dispose()
-
-
-def count_queries(engine, fn):
-    n = [0]
-
-    def hook(*_a):
-        n[0] += 1
-
-    event.listen(engine, "before_cursor_execute", hook)
-    try:
-        out = fn()
-    finally:
-        event.remove(engine, "before_cursor_execute", hook)
-    return n[0], out
 
 
 def test_one_row_per_server_with_host_model_profile_status(fleet):
