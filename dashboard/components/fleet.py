@@ -26,8 +26,20 @@ from dashboard.services.views.fleet_scorecards import GROUP_BYS
 #: cards when the filters leave at most this many servers (view "auto"), the table above it
 CARDS_MAX = 6
 VIEWS = ("auto", "table", "cards")
-GRADE_TEXT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "none": "—"}
-STATUS_TEXT = {"up": "🟢 up", "down": "🔴 down", "launching": "🟠 launching", "unknown": "⚪ no data"}
+#: cell text and colour of grades and statuses (plain words: Debian's Chromium has no emoji font)
+GRADE_TEXT = {"pass": "pass", "warn": "warn", "fail": "FAIL", "none": "—"}
+STATUS_TEXT = {"up": "up", "down": "DOWN", "launching": "launching", "unknown": "no data"}
+CELL_COLORS = {"pass": "#d3f4dc", "up": "#d3f4dc", "warn": "#fdebc8", "launching": "#fdebc8",
+               "FAIL": "#fbd5d5", "DOWN": "#fbd5d5"}
+#: table columns in order, with their width in pixels (fixed, so nothing is cut and a header sits
+#: where the browser test clicks it)
+TABLE_COLUMNS = {"server": 84, "open": 52, "status": 76, "host": 60, "model": 120, "profile": 64,
+                 "grade": 64, "output_tok_s": 84, "rps": 64, "ttft_p95_s": 98, "queue": 62,
+                 "kv_usage": 58, "cache_hit_rate": 92, "usd_per_mtok": 92, "success_rate": 84,
+                 "alerts": 58, **{f"grade_{d}": 88 for d in DIMENSIONS}}
+ROW_NUMBERS = ("alerts", "output_tok_s", "rps", "ttft_p95_s", "queue", "kv_usage", "cache_hit_rate",
+               "usd_per_mtok", "success_rate", "images_per_min", "usd_per_image")
+IMAGE_COLUMNS = {"images_per_min": 92, "usd_per_image": 92}
 MEDIA = {"csv": "text/csv", "json": "application/json", "md": "text/markdown"}
 
 
@@ -66,18 +78,18 @@ def _table_frame(rows: Sequence[FleetRow]) -> pd.DataFrame:
         for k in ("success_rate", "kv_usage", "cache_hit_rate"):
             d[k] = None if d[k] is None else d[k] * 100.0
         data.append(d)
-    return pd.DataFrame(data)
+    frame = pd.DataFrame(data)
+    for k in ROW_NUMBERS:  # None -> NaN: a number column, sorted as numbers
+        if k in frame.columns:
+            frame[k] = pd.to_numeric(frame[k], errors="coerce")
+    return frame
 
 
 def table(rows: Sequence[FleetRow], *, key: str = "fleet-table") -> None:
     """The fleet table: one row per server; click a header to sort (numbers sort as numbers)."""
     frame = _table_frame(rows)
     image = any(r.kind == "image" for r in rows)
-    cols = ["open", "server", "status", "host", "model", "profile", "grade",
-            *(f"grade_{d}" for d in DIMENSIONS), "alerts", "output_tok_s", "rps", "ttft_p95_s",
-            "queue", "kv_usage", "cache_hit_rate", "usd_per_mtok", "success_rate"]
-    if image:
-        cols += ["images_per_min", "usd_per_image"]
+    widths = {**TABLE_COLUMNS, **(IMAGE_COLUMNS if image else {})}
     num = st.column_config.NumberColumn
     config: dict[str, Any] = {
         "open": st.column_config.LinkColumn("", display_text="open", width="small",
@@ -101,26 +113,31 @@ def table(rows: Sequence[FleetRow], *, key: str = "fleet-table") -> None:
         "images_per_min": num("Images/min", format="%.1f"),
         "usd_per_image": num("USD/image", format="$%.4f"),
     }
-    st.dataframe(frame[cols] if len(frame) else frame, column_config=config, hide_index=True,
+    for col, w in widths.items():
+        config[col]["width"] = w
+    shown = frame[list(widths)] if len(frame) else frame
+    styled = shown.style.map(lambda v: f"background-color: {CELL_COLORS[v]}" if v in CELL_COLORS else "",
+                             subset=["status", "grade", *(f"grade_{d}" for d in DIMENSIONS)])
+    st.dataframe(styled, column_config=config, hide_index=True,
                  width="stretch", height=min(35 * (len(frame) + 1) + 3, 36 * 21), key=key)
     st.caption(f"{len(rows)} servers · figures over the last {FLEET_WINDOW_S // 60} min, each "
                "server's scorecard; grades against its SLO targets. Click a header to sort.")
 
 
-SCORECARD_CONFIG: dict[str, Any] = {
+SCORECARD_CONFIG: dict[str, Any] = {  # column order: the fleet's money and health first
     "group": st.column_config.TextColumn("Group", pinned=True),
     "fingerprint": st.column_config.TextColumn("Workload", help="probe workload fingerprint"),
     "servers": st.column_config.NumberColumn("Servers", format="%d"),
     "output_tok_s": st.column_config.NumberColumn("Σ out tok/s", format="%.0f"),
     "rps": st.column_config.NumberColumn("Σ req/s", format="%.2f"),
-    **{f"{n}_p{p}_s": st.column_config.NumberColumn(f"{n.upper()} p{p} (s)", format="%.3f")
-       for n in ("ttft", "e2e") for p in (50, 95, 99)},
-    "requests": st.column_config.NumberColumn("Pooled req", format="%d"),
     "usd_per_mtok": st.column_config.NumberColumn("USD/1M tok", format="$%.2f"),
+    "slo_met": st.column_config.NumberColumn("SLO met", format="percent"),
     "errors": st.column_config.NumberColumn("Errors", format="%d"),
     "ooms": st.column_config.NumberColumn("OOMs", format="%d"),
     "restarts": st.column_config.NumberColumn("Restarts", format="%d"),
-    "slo_met": st.column_config.NumberColumn("SLO met", format="percent"),
+    **{f"{n}_p{p}_s": st.column_config.NumberColumn(f"{n.upper()} p{p} (s)", format="%.3f")
+       for n in ("ttft", "e2e") for p in (50, 95, 99)},
+    "requests": st.column_config.NumberColumn("Pooled req", format="%d"),
     "note": st.column_config.TextColumn("Note"),
 }
 SCORECARD_CAPTION = (
@@ -136,6 +153,11 @@ SCORECARD_CAPTION = (
 
 def scorecards(cards: Sequence[dict[str, Any]], *, key: str = "fleet-sc") -> None:
     frame = pd.DataFrame(list(cards))
+    for c in frame.columns:
+        if c not in ("group_by", "group", "fingerprint", "note"):
+            frame[c] = pd.to_numeric(frame[c], errors="coerce")  # None -> empty cell, sorts as a number
+    if "fingerprint" in frame.columns:
+        frame["fingerprint"] = frame["fingerprint"].fillna("—")
     cols = [c for c in SCORECARD_CONFIG if c in frame.columns]
     st.dataframe(frame[cols] if len(frame) else frame, column_config=SCORECARD_CONFIG,
                  hide_index=True, width="stretch", key=key)
