@@ -3,7 +3,9 @@
 Server i (0-based) is `srv-NN`, host h{i % 5 + 1}, model MODELS[i % 3], profile p{i % 4 + 1}
 (via its launch), 2 GPUs at 2.00 USD/GPU-h. Every server has, in the last 10 minutes, one sample
 a minute of log.gen_throughput_tok_s = 100 × (i + 1), log.queue_req = i % 4,
-log.token_usage = 0.5, canary.ttft_s / canary.ok, and a fresh api.health_ok: 1 (up) except
+log.token_usage = 0.5, log.running_req = 4, log.prefill_cached_token = 60 and
+log.prefill_new_token = 20 (radix hit rate 60 / 80 = 0.75), metrics.ttft_p99_s = 0.05,
+metrics.ttft_clamped = 0, canary.ttft_s / canary.ok, and a fresh api.health_ok: 1 (up) except
 every 10th server (i % 10 == 9: 0, down).
 
 Probe runs (done, in the window) on even servers: measured successful requests with
@@ -61,7 +63,10 @@ def seed_fleet(engine: Any, n: int = 50, now: float | None = None, start: int = 
             status="ready", started_at=now - 3600, ready_at=now - 3500)
         for t in range(int(now - 600), int(now), 60):
             for metric, value in (("log.gen_throughput_tok_s", 100.0 * (i + 1)), ("log.queue_req", float(i % 4)),
-                                  ("log.token_usage", 0.5), ("canary.ttft_s", 0.02), ("canary.ok", 1.0)):
+                                  ("log.token_usage", 0.5), ("canary.ttft_s", 0.02), ("canary.ok", 1.0),
+                                  ("log.running_req", 4.0), ("log.prefill_cached_token", 60.0),
+                                  ("log.prefill_new_token", 20.0), ("metrics.ttft_p99_s", 0.05),
+                                  ("metrics.ttft_clamped", 0.0)):
                 samples.append({"ts": float(t), "server_id": sid, "launch_id": launch.id,
                                 "source": metric.split(".")[0], "metric": metric, "value": value})
         samples.append({"ts": now - 2, "server_id": sid, "launch_id": launch.id, "source": "api",

@@ -51,10 +51,13 @@ def test_row_figures_are_the_servers_scorecard(fleet):
         card = build_scorecard(eng, server=server_name(i), since_s=FLEET_WINDOW_S, now=now)
         row = rows[i]
         for ours, theirs in (("output_tok_s", "output_tok_s"), ("ttft_p95_s", "ttft_p95_s"),
-                             ("usd_per_mtok", "usd_per_1m_output_tok"), ("success_rate", "success_rate")):
+                             ("usd_per_mtok", "usd_per_1m_output_tok"), ("success_rate", "success_rate"),
+                             ("cache_hit_rate", "radix_hit_rate"), ("rps", "rps")):
             assert row.figures[ours] == pytest.approx(card.value(theirs)), (i, ours)
+        assert row.stability == pytest.approx({k: card.value(k) for k in row.stability})
         for dim, g in card.dimensions.items():
             assert row.grades[dim] == g.grade, (i, dim)
+    assert rows[3].figures["cache_hit_rate"] == pytest.approx(0.75)  # 60 / (60 + 20), SQL sums
     # canary-only server 3: 400 tok/s, 2 GPUs x 2 USD/h -> 4 / (400 x 3600) x 1e6 = 2.777 USD/1M
     assert rows[3].figures["output_tok_s"] == pytest.approx(400.0)
     assert rows[3].figures["usd_per_mtok"] == pytest.approx(2 * PRICE / (400 * 3600) * 1e6)
@@ -138,7 +141,8 @@ def test_exports_parse_back_with_the_same_numbers(fleet):
     back = list(csv.DictReader(io.StringIO(render_fleet("csv", "table", table, meta).decode())))
     assert len(back) == 50 and back[3]["server"] == "srv-03" and back[3]["resolution"] == "raw"
     assert float(back[3]["usd_per_mtok"]) == pytest.approx(rows[3].figures["usd_per_mtok"])
-    assert back[3]["cache_hit_rate"] == ""  # missing stays missing, never 0
+    assert back[3]["images_per_min"] == ""  # missing stays missing, never 0
+    assert float(back[3]["cache_hit_rate"]) == pytest.approx(0.75)
     doc = json.loads(render_fleet("json", "table", table, meta))
     assert doc["kind"] == "pitwall.fleet.table" and doc["window_s"] == 900
     assert doc["filters"] == {"host": ["h1"]} and doc["generated_at"] > 0

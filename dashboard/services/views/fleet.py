@@ -2,8 +2,9 @@
 firing alerts and SLO grades — read with a fixed number of queries whatever the fleet's size.
 
 `fleet_rows(engine, now=..., settings=...)` is what the Overview calls (and bench/fleet.py
-times). It reads every server's samples of the last FLEET_WINDOW_S in one query
-(storage/repo/fleet.py), the newest launches, the window's probe runs and their requests, event
+times). It reads every server's samples of the last FLEET_WINDOW_S in three queries
+(storage/repo/fleet.py: raw points where a figure needs them, SQL aggregates where a mean, sum
+or max is enough, newest values), the newest launches, the window's probe runs and their requests, event
 counts, the GPUs seen and the SLO overrides in one query each, then grades each server with the
 scorecard's own pure code (scorecard/compute.py) on those inputs. So a fleet row's figures and
 grades are the server's scorecard over the same window, except what needs per-GPU series:
@@ -47,12 +48,15 @@ from storage.models import Launch, ProbeRun, Server
 FLEET_WINDOW_S = FIGURE_WINDOW_S
 QUEUE_KEYS = ("log.queue_req", "metrics.num_queue_reqs", DIFFUSION_KEYS["queue"])
 SERVER_HIST_KEYS = tuple(f"metrics.{n}_p{p}_s" for n in ("ttft", "itl", "e2e") for p in (50, 95, 99))
-FLEET_METRICS = (
-    *MEAN_KEYS, *QUEUE_KEYS, *SERVER_HIST_KEYS,
-    "canary.ttft_s", "canary.e2e_s", "canary.ok", "api.health_ok", "log.token_usage",
-    "log.prefill_cached_token", "log.prefill_new_token",
-    "metrics.ttft_clamped", "metrics.itl_clamped", "metrics.e2e_clamped",
-)
+#: series read sample by sample (percentiles, step functions, rate spans, newest value)
+FLEET_METRICS = (*QUEUE_KEYS, "canary.ttft_s", "canary.e2e_s", "canary.ok", "api.health_ok",
+                 "log.gen_throughput_tok_s")
+#: series the fleet view only averages, sums or maxes: aggregated in SQL (far fewer rows)
+AGG_METRICS = (*(k for k in MEAN_KEYS if k not in FLEET_METRICS), *SERVER_HIST_KEYS,
+               "log.prefill_cached_token", "log.prefill_new_token",
+               "metrics.ttft_clamped", "metrics.itl_clamped", "metrics.e2e_clamped")
+#: series of which the fleet view shows the newest value only
+LATEST_METRICS = ("log.token_usage",)
 DIFFUSION_PREFIXES = ("log.diffusion.", "metrics.diffusion_")
 #: the figures a fleet row carries from the server's scorecard (row key -> scorecard key)
 ROW_FIGURES = {"output_tok_s": "output_tok_s", "rps": "rps", "ttft_p95_s": "ttft_p95_s",
@@ -99,8 +103,27 @@ class FleetRow:
 class _ServerSamples:
     """One server's slice of the fleet sample frame, read like scorecard/window_reads.py."""
 
-    def __init__(self, frame: pd.DataFrame) -> None:
-        self._by_metric = {m: g for m, g in frame.groupby("metric", sort=False)} if len(frame) else {}
+    def __init__(self, frame: pd.DataFrame, aggs: dict[str, tuple[int, float, float]] | None = None,
+                 latest: dict[str, tuple[float, float]] | None = None) -> None:
+        self._by_metric = ({str(m): g for m, g in frame.groupby("metric", sort=False, observed=True)}
+                           if len(frame) else {})
+        self._aggs = aggs or {}
+        self._latest = latest or {}
+
+    def mean(self, metric: str) -> float | None:
+        """Window mean: from the SQL aggregate, else from the raw values."""
+        if metric in self._aggs:
+            n, total, _ = self._aggs[metric]
+            return total / n if n else None
+        return sm.mean_or_none(self.values(metric))
+
+    def total(self, metric: str) -> float | None:
+        n, total, _ = self._aggs.get(metric, (0, 0.0, 0.0))
+        return total if n else None
+
+    def maximum(self, metric: str) -> float | None:
+        n, _, top = self._aggs.get(metric, (0, 0.0, 0.0))
+        return top if n else None
 
     def names(self) -> list[str]:
         return list(self._by_metric)
@@ -116,6 +139,9 @@ class _ServerSamples:
         return g["ts"].to_numpy(dtype=float), g["value"].to_numpy(dtype=float)
 
     def latest(self, metric: str, since: float) -> tuple[float, float] | None:
+        if metric in self._latest:
+            newest = self._latest[metric]
+            return newest if newest[0] >= since else None
         ts, vals = self.points(metric)
         if not ts.size or ts[-1] < since:
             return None
@@ -145,15 +171,15 @@ def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.D
             until: float, electricity: float | None) -> ScorecardInputs:
     """The scorecard inputs of one server from the fleet reads (build.gather_inputs' figures,
     without the per-GPU series, events list and chart series the fleet view does not show)."""
-    means = {k: sm.mean_or_none(s.values(k)) for k in MEAN_KEYS}
+    means = {k: s.mean(k) for k in MEAN_KEYS}
     hist: dict[str, np.ndarray] = {}
     for key in SERVER_HIST_KEYS:  # the figure is the window's mean of the server's estimate
-        est = sm.mean_or_none(s.values(key))
+        est = s.mean(key)
         hist[key.removeprefix("metrics.").removesuffix("_s")] = np.empty(0) if est is None else np.array([est])
     clamped: dict[str, bool | None] = {}
     for n in ("ttft", "itl", "e2e"):
-        c = s.values(f"metrics.{n}_clamped")
-        clamped[n] = bool(c.max() >= 0.5) if c.size else None
+        high = s.maximum(f"metrics.{n}_clamped")
+        clamped[n] = None if high is None else bool(high >= 0.5)
     queue_key = next((k for k in QUEUE_KEYS if s.values(k).size), QUEUE_KEYS[0])
     q_ts, q_vals = s.points(queue_key)
     log_tokens = busy = None
@@ -163,7 +189,6 @@ def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.D
         busy = None if log_tokens is None else float(sum(b - a for a, b in sm.busy_spans(g_ts)))
     out_rate = means.get("metrics.generation_tokens_per_s") or means.get("log.gen_throughput_tok_s")
     n_gpu, note = sm.gpu_count(srv.gpu_indices, gpus_seen, launch.server_args if launch else None)
-    cached, new = s.values("log.prefill_cached_token"), s.values("log.prefill_new_token")
     detail = (run.fingerprint_detail or {}) if run is not None else {}
     ok = s.values("canary.ok")
     return ScorecardInputs(
@@ -178,8 +203,8 @@ def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.D
         canary_ttft_s=s.values("canary.ttft_s"), canary_e2e_s=s.values("canary.e2e_s"),
         canary_ok=ok, canary_ok_sum=(float(ok.sum()), int(ok.size)) if ok.size else None,
         server_hist=hist, server_clamped=clamped, means=means,
-        prefill_cached_tokens=float(cached.sum()) if cached.size else None,
-        prefill_new_tokens=float(new.sum()) if new.size else None,
+        prefill_cached_tokens=s.total("log.prefill_cached_token"),
+        prefill_new_tokens=s.total("log.prefill_new_token"),
         queue_ts=q_ts, queue_values=q_vals, queue_max=float(q_vals.max()) if q_vals.size else None,
         health_values=s.values("api.health_ok"), busy_s=busy,
         window_output_tokens=log_tokens if busy is not None else (
@@ -220,7 +245,7 @@ def _row(srv: Server, card: Scorecard, *, launch: Launch | None, samples: _Serve
 def fleet_rows(engine: Engine, now: float | None = None, settings: Any = None) -> list[FleetRow]:
     """Every server's fleet row over the last FLEET_WINDOW_S, in name order (module docstring).
 
-    Queries: a fixed dozen whatever the number of servers. A server whose scorecard cannot be
+    Queries: a fixed fourteen whatever the number of servers. A server whose scorecard cannot be
     computed (a bad [slo] table) still gets its row, every grade "none"."""
     now = time.time() if now is None else now
     since = now - FLEET_WINDOW_S
@@ -228,6 +253,14 @@ def fleet_rows(engine: Engine, now: float | None = None, settings: Any = None) -
     frame = repo.fleet_samples(engine, metrics=FLEET_METRICS, prefixes=DIFFUSION_PREFIXES,
                                since=since, until=now + 1)
     by_server = {int(sid): g for sid, g in frame.groupby("server_id", sort=False)} if len(frame) else {}
+    aggs: dict[int, dict[str, tuple[int, float, float]]] = {}
+    for (sid, metric), agg in repo.fleet_aggregates(engine, metrics=AGG_METRICS, since=since,
+                                                    until=now + 1).items():
+        aggs.setdefault(sid, {})[metric] = agg
+    latest: dict[int, dict[str, tuple[float, float]]] = {}
+    for (sid, metric), newest in repo.fleet_latest(engine, metrics=LATEST_METRICS,
+                                                   since=now - STALE_S * 5).items():
+        latest.setdefault(sid, {})[metric] = newest
     launches = repo.fleet_latest_launches(engine)
     runs = repo.fleet_done_runs(engine, since=since, until=now)
     reqs = repo.fleet_probe_requests(engine, run_ids=[r.id for r in runs.values() if r.id])
@@ -245,7 +278,8 @@ def fleet_rows(engine: Engine, now: float | None = None, settings: Any = None) -
     out = []
     for srv in sorted(servers, key=lambda x: x.name):
         assert srv.id is not None
-        samples = _ServerSamples(by_server.get(srv.id, frame.iloc[0:0]))
+        samples = _ServerSamples(by_server.get(srv.id, frame.iloc[0:0]), aggs.get(srv.id),
+                                 latest.get(srv.id))
         launch, run = launches.get(srv.id), runs.get(srv.id)
         run_reqs = reqs_by_run.get(run.id) if run is not None and run.id else None
         inp = _inputs(srv, launch, run, run_reqs, samples, events.get(srv.id, {}),
