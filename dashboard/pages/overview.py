@@ -1,14 +1,21 @@
-"""Overview: every server as a card — status, profile, firing alerts, four grades, key figures, GPUs,
-events.
+"""Overview: the fleet table (one sortable row per server: status, host, model, profile, key
+figures, alerts, SLO grades) with filters, or a card per server when the filters leave a few
+(status, profile, firing alerts, four grades, key figures, GPUs, events); then the fleet-wide
+scorecards per model or per profile, and exports of both.
 
-Live: the cards re-read storage every LIVE_REFRESH_S inside a fragment (the page does not rerun).
+Live: everything re-reads storage every LIVE_REFRESH_S inside a fragment (the page does not
+rerun). The fleet rows come from one batched read (services/views/fleet.py: a fixed number of
+queries at any fleet size); cards, a few dozen queries each, are built only for the servers shown.
 """
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
-from dashboard.components import session
+from dashboard.components import auth, session
+from dashboard.components import fleet as fleet_view
 from dashboard.components.format import (
     STATUS_BADGE,
     fmt_age,
@@ -17,7 +24,16 @@ from dashboard.components.format import (
     grade_badge,
 )
 from dashboard.components.scorecard import md_escape
+from dashboard.services.export.fleet import fleet_meta
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
+from dashboard.services.views.fleet import (
+    FLEET_WINDOW_S,
+    FleetFilter,
+    FleetRow,
+    filter_rows,
+    fleet_rows,
+)
+from dashboard.services.views.fleet_scorecards import GROUP_BYS, fleet_scorecards
 from dashboard.services.views.overview import (
     FIGURE_WINDOW_S,
     ServerCard,
@@ -30,8 +46,13 @@ st.title("Overview")
 
 
 @st.cache_data(ttl=4, show_spinner=False)
-def _cards(url: str) -> list[ServerCard]:
-    return server_cards(session.engine_for(url), settings=session.settings())
+def _cards(url: str, names: tuple[str, ...]) -> list[ServerCard]:
+    return server_cards(session.engine_for(url), settings=session.settings(), names=names)
+
+
+@st.cache_data(ttl=4, show_spinner=False)
+def _rows(url: str) -> list[FleetRow]:
+    return fleet_rows(session.engine_for(url), settings=session.settings())
 
 
 def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
@@ -129,14 +150,34 @@ def _image_figures(card: ServerCard) -> None:
              help="NVML energy counter deltas ÷ images (needs GPU telemetry)")
 
 
+def _filters_text(flt: FleetFilter) -> dict[str, object]:
+    return {"host": list(flt.hosts), "model": list(flt.models), "profile": list(flt.profiles),
+            "status": list(flt.statuses), "search": flt.search}
+
+
+def _fleet_scorecards(rows: list[FleetRow], flt: FleetFilter, now: float) -> None:
+    st.subheader("Fleet scorecards")
+    by = st.segmented_control("Group by", GROUP_BYS, default="model", key="fleet-group") or "model"
+    cards = fleet_scorecards(rows, by=str(by))
+    fleet_view.scorecards(cards)
+    actor = auth.who(session.settings()) or "ui"
+    meta = fleet_meta(window_s=FLEET_WINDOW_S, until=now, filters={**_filters_text(flt), "group_by": by})
+    st.markdown("**Export the fleet table**")
+    fleet_view.downloads(ctx.engine, "table", lambda: [r.as_dict() for r in rows], meta,
+                         actor=actor, key="fleet-dl-table")
+    st.markdown("**Export the fleet scorecards**")
+    fleet_view.downloads(ctx.engine, "scorecards", lambda: cards, meta, actor=actor,
+                         key="fleet-dl-sc")
+
+
 @st.fragment(run_every=session.LIVE_REFRESH_S)
 @session.safe("Overview")
-def live_cards() -> None:
+def live_overview() -> None:
     alive, summary = session.runner_status(ctx.url)
     if not alive:
         st.warning(summary + " Figures below stop updating until it runs.")
-    cards = _cards(ctx.url)
-    if not cards:
+    all_rows = _rows(ctx.url)
+    if not all_rows:
         st.info(
             "No servers yet. Add one to `pitwall.toml` and restart Pitwall:\n\n"
             "```toml\n[[servers]]\nname = \"prod-a\"\nbase_url = \"http://127.0.0.1:30000\"\n"
@@ -144,6 +185,20 @@ def live_cards() -> None:
             "With no servers configured, `pitwall up` runs the demo (the bundled simulator)."
         )
         return
+    flt = fleet_view.filters(all_rows)
+    rows = filter_rows(all_rows, flt)
+    view = fleet_view.pick_view(len(rows))
+    if not rows:
+        st.info("No server matches these filters; clear one to see more.")
+    elif view == "table":
+        fleet_view.table(rows)
+    else:
+        _card_grid(tuple(r.name for r in rows))
+    _fleet_scorecards(rows, flt, time.time())
+
+
+def _card_grid(names: tuple[str, ...]) -> None:
+    cards = _cards(ctx.url, names)
     firing: dict[str, list[dict]] = {}
     for alert in session.firing_alerts(ctx.url):
         firing.setdefault(alert["server"], []).append(alert)
@@ -153,4 +208,4 @@ def live_cards() -> None:
             _card(card, firing)
 
 
-live_cards()
+live_overview()

@@ -2,7 +2,7 @@
 
 Callers use `from storage import repo` and `repo.<function>`; the families are
 `samples` (hot-path insert, raw reads, chart buckets), `rollups` (minute and quarter tiers),
-`events`, `intents`, `runner_state` (collector state, the runner lease), `inventory` (servers,
+`events`, `fleet` (every server at once, one query per kind of row), `intents`, `runner_state` (collector state, the runner lease), `inventory` (servers,
 profiles, launches), `probes` (probe runs and requests), `retention` (what old rows leave, in batches), `windows` (a window read raw where samples are
 kept and from rollups where retention removed them), `audit` and `alerts` (alert episodes,
 silences, the notification outbox).
@@ -20,6 +20,7 @@ from storage.repo._common import QUARTER_S
 from storage.repo.alerts import *  # noqa: F403
 from storage.repo.audit import *  # noqa: F403
 from storage.repo.events import *  # noqa: F403
+from storage.repo.fleet import *  # noqa: F403
 from storage.repo.intents import *  # noqa: F403
 from storage.repo.inventory import *  # noqa: F403
 from storage.repo.probes import *  # noqa: F403

@@ -11,6 +11,7 @@ Skipped with the reason when /usr/bin/chromium is missing (`make system-deps` in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -69,16 +71,26 @@ def pitwall(tmp_path_factory, request):
         "PITWALL_DEMO_PORT": str(demo_port),
         "PITWALL_CANARY_INTERVAL_S": "1",
     })
-    log = open(tmp / "pitwall-up.log", "w")  # noqa: SIM115 - closed in the finally below
-    proc = subprocess.Popen([PY, "-m", "dashboard", "up", "--port", str(port)], cwd=tmp, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with serving([PY, "-m", "dashboard", "up", "--port", str(port)], cwd=tmp, env=env,
+                 log_path=tmp / "pitwall-up.log", port=port):
+        yield {"url": f"http://127.0.0.1:{port}", "tmp": tmp, "env": env}
+
+
+@contextlib.contextmanager
+def serving(argv: list[str], *, cwd: Path, env: dict[str, str], log_path: Path, port: int,
+            stop_s: float = 40) -> Iterator[None]:
+    """Run `argv` (its own process group, output to `log_path`) until Streamlit on `port`
+    answers its health check; on exit SIGTERM the group, SIGKILL after `stop_s`."""
+    log = open(log_path, "w")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 90)
-        yield {"url": f"http://127.0.0.1:{port}", "tmp": tmp, "env": env}
+        yield
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(40)
+            proc.wait(stop_s)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)

@@ -2,6 +2,7 @@
 
     pitwall export --server NAME [--launch ID | --run ID | --since 1h] --format md --output PATH
     pitwall export --server a --run 12 --vs-run 14 --format html --output review.html
+    pitwall export --fleet table|scorecards --format csv|json|md   (fleet_cli.py)
 
 Without --output the file goes to <data_dir>/exports/; `--output -` writes text formats to
 stdout. Every export is recorded in the Audit table. Errors are one line; exit status 0 ok,
@@ -70,16 +71,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def export_cli(argv: list[str]) -> int:
-    from dashboard.settings import SettingsError, load_settings
-
+def parse_args(parser: argparse.ArgumentParser, argv: list[str], hint: str) -> argparse.Namespace | int:
+    """The parsed arguments, or an exit code: 2 after one line on bad usage, 0 after --help."""
     try:
-        args = build_parser().parse_args(argv)
+        return parser.parse_args(argv)
     except _Usage as exc:
-        print(f"pitwall export: {exc} (see pitwall export --help)", file=sys.stderr)
+        print(f"pitwall export: {exc} (see {hint})", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+
+
+def export_cli(argv: list[str]) -> int:
+    from dashboard.settings import SettingsError, load_settings
+
+    if any(a == "--fleet" or a.startswith("--fleet=") for a in argv):  # the Overview's fleet views
+        from dashboard.services.export.fleet_cli import fleet_cli
+
+        return fleet_cli(argv)
+
+    args = parse_args(build_parser(), argv, "pitwall export --help")
+    if isinstance(args, int):
+        return args
     try:
         since_s = parse_duration(args.since) if args.since else None
     except ValueError as exc:

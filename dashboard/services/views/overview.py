@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,11 +208,17 @@ def grades(
     return out, why, figs, sources
 
 
-def server_cards(engine: Engine, now: float | None = None, settings: Any = None) -> list[ServerCard]:
+def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
+                 names: Sequence[str] | None = None) -> list[ServerCard]:
+    """One card per server (only `names` when given): a few dozen queries per server, so the
+    Overview shows cards for a few servers and the fleet table (views/fleet.py) for many."""
     now = time.time() if now is None else now
     cards = []
+    wanted = None if names is None else set(names)
     for s in repo.list_servers(engine):
         assert s.id is not None
+        if wanted is not None and s.name not in wanted:
+            continue
         latest = repo.latest_samples(engine, server_id=s.id, metrics=KEY_FIGURES, max_age_s=STALE_S * 5)
         launch = repo.latest_launch(engine, server_id=s.id)
         gpus = gpu_figures(engine, s)

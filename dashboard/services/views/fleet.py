@@ -1,0 +1,349 @@
+"""The Overview's fleet table: one row per server — status, host, model, profile, key figures,
+firing alerts and SLO grades — read with a fixed number of queries whatever the fleet's size.
+
+`fleet_rows(engine, now=..., settings=...)` is what the Overview calls (and bench/fleet.py
+times). It reads every server's samples of the last FLEET_WINDOW_S in three queries
+(storage/repo/fleet.py: raw points where a figure needs them, SQL aggregates where a mean, sum
+or max is enough, newest values), the newest launches, the window's probe runs and their requests, event
+counts, the GPUs seen and the SLO overrides in one query each, then grades each server with the
+scorecard's own pure code (scorecard/compute.py) on those inputs. So a fleet row's figures and
+grades are the server's scorecard over the same window, except what needs per-GPU series:
+energy and electricity figures and the GPU-wall verdicts are left out of the fleet view (the
+Server page and Compare have them).
+
+Row keys (base units, None = missing): `status` (up/down/launching/unknown, as the cards),
+`host` (Server.host: the runner host that owns it), `model` (the launch's server_args
+model_path, else the profile's), `profile`, `output_tok_s`, `rps`, `ttft_p95_s` and
+`ttft_p99_s` (probe run in the window, else canary), `queue` (newest queue length), `kv_usage`
+(newest log.token_usage, 0-1), `cache_hit_rate` (radix_hit_rate), `usd_per_mtok` (USD per 1M
+output tokens), `success_rate`, `alerts` (firing, silenced included), `grade_<dimension>` and
+`grade` (the worst dimension grade; "none" when nothing is graded). Cross-check one row with
+`pitwall export --server NAME --since 15m --format md`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+from sqlalchemy.engine import Engine
+
+from dashboard.services.alerts.views import alerts as alert_rows
+from dashboard.services.scorecard import math as sm
+from dashboard.services.scorecard import slo as slo_mod
+from dashboard.services.scorecard.build import MEAN_KEYS
+from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
+from dashboard.services.scorecard.image import DIFFUSION_KEYS, diffusion_inputs
+from dashboard.services.scorecard.metric_specs import DIMENSIONS
+from dashboard.services.scorecard.model import Scorecard
+from dashboard.services.views.overview import FIGURE_WINDOW_S, STALE_S
+from storage import repo
+from storage.models import Launch, ProbeRun, Server
+
+FLEET_WINDOW_S = FIGURE_WINDOW_S
+QUEUE_KEYS = ("log.queue_req", "metrics.num_queue_reqs", DIFFUSION_KEYS["queue"])
+SERVER_HIST_KEYS = tuple(f"metrics.{n}_p{p}_s" for n in ("ttft", "itl", "e2e") for p in (50, 95, 99))
+#: series read sample by sample (percentiles, step functions, rate spans, newest value)
+FLEET_METRICS = (*QUEUE_KEYS, "canary.ttft_s", "canary.e2e_s", "canary.ok", "api.health_ok",
+                 "log.gen_throughput_tok_s")
+#: series the fleet view only averages, sums or maxes: aggregated in SQL (far fewer rows)
+AGG_METRICS = (*(k for k in MEAN_KEYS if k not in FLEET_METRICS), *SERVER_HIST_KEYS,
+               "log.prefill_cached_token", "log.prefill_new_token",
+               "metrics.ttft_clamped", "metrics.itl_clamped", "metrics.e2e_clamped")
+#: series of which the fleet view shows the newest value only
+LATEST_METRICS = ("log.token_usage",)
+DIFFUSION_PREFIXES = ("log.diffusion.", "metrics.diffusion_")
+#: the figures a fleet row carries from the server's scorecard (row key -> scorecard key)
+ROW_FIGURES = {"output_tok_s": "output_tok_s", "rps": "rps", "ttft_p95_s": "ttft_p95_s",
+               "ttft_p99_s": "ttft_p99_s", "cache_hit_rate": "radix_hit_rate",
+               "usd_per_mtok": "usd_per_1m_output_tok", "success_rate": "success_rate",
+               "images_per_min": "images_per_min", "usd_per_image": "usd_per_image"}
+STATUSES = ("up", "down", "launching", "unknown")
+
+
+@dataclass
+class FleetRow:
+    """One server of the fleet table (module docstring: the keys and their units)."""
+
+    id: int
+    name: str
+    kind: str
+    host: str | None
+    model: str | None
+    profile: str | None
+    status: str
+    figures: dict[str, float | None] = field(default_factory=dict)
+    alerts: int = 0
+    grades: dict[str, str] = field(default_factory=dict)
+    grade: str = "none"
+    usd_per_hour: float | None = None  # price × GPUs (None: no gpu_hourly_usd)
+    stability: dict[str, float | None] = field(default_factory=dict)  # error/oom/restart counts
+    fingerprint: str | None = None  # the probe run's workload fingerprint (None: canary only)
+    #: measured, successful probe requests of the window's run (fleet scorecards pool them)
+    requests: pd.DataFrame | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as the table and exports show it (no request rows)."""
+        out: dict[str, Any] = {"server": self.name, "status": self.status, "host": self.host,
+                               "model": self.model, "profile": self.profile, "kind": self.kind}
+        out.update({k: self.figures.get(k) for k in ROW_FIGURES})
+        out["queue"] = self.figures.get("queue")
+        out["kv_usage"] = self.figures.get("kv_usage")
+        out["alerts"] = self.alerts
+        out.update({f"grade_{d}": self.grades.get(d, "none") for d in DIMENSIONS})
+        out["grade"] = self.grade
+        return out
+
+
+class _ServerSamples:
+    """One server's slice of the fleet sample frame, read like scorecard/window_reads.py."""
+
+    def __init__(self, frame: pd.DataFrame, aggs: dict[str, tuple[int, float, float]] | None = None,
+                 latest: dict[str, tuple[float, float]] | None = None) -> None:
+        self._by_metric = ({str(m): g for m, g in frame.groupby("metric", sort=False, observed=True)}
+                           if len(frame) else {})
+        self._aggs = aggs or {}
+        self._latest = latest or {}
+
+    def mean(self, metric: str) -> float | None:
+        """Window mean: from the SQL aggregate, else from the raw values."""
+        if metric in self._aggs:
+            n, total, _ = self._aggs[metric]
+            return total / n if n else None
+        return sm.mean_or_none(self.values(metric))
+
+    def total(self, metric: str) -> float | None:
+        n, total, _ = self._aggs.get(metric, (0, 0.0, 0.0))
+        return total if n else None
+
+    def maximum(self, metric: str) -> float | None:
+        n, _, top = self._aggs.get(metric, (0, 0.0, 0.0))
+        return top if n else None
+
+    def names(self) -> list[str]:
+        return list(self._by_metric)
+
+    def values(self, metric: str) -> np.ndarray:
+        g = self._by_metric.get(metric)
+        return np.empty(0) if g is None else g["value"].to_numpy(dtype=float)
+
+    def points(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        g = self._by_metric.get(metric)
+        if g is None:
+            return np.empty(0), np.empty(0)
+        return g["ts"].to_numpy(dtype=float), g["value"].to_numpy(dtype=float)
+
+    def latest(self, metric: str, since: float) -> tuple[float, float] | None:
+        if metric in self._latest:
+            newest = self._latest[metric]
+            return newest if newest[0] >= since else None
+        ts, vals = self.points(metric)
+        if not ts.size or ts[-1] < since:
+            return None
+        return float(ts[-1]), float(vals[-1])
+
+
+def _status(samples: _ServerSamples, launch: Launch | None, now: float) -> str:
+    """As overview._status: launching, else up/down from a health check newer than STALE_S."""
+    if launch is not None and launch.status == "starting" and launch.ended_at is None:
+        return "launching"
+    health = samples.latest("api.health_ok", now - STALE_S)
+    if health is None:
+        return "unknown"
+    return "up" if health[1] >= 1 else "down"
+
+
+def _model(launch: Launch | None, profiles: dict[str, str]) -> str | None:
+    args = (launch.server_args if launch else None) or {}
+    path = args.get("model_path") or args.get("model")
+    if path:
+        return str(path)
+    return profiles.get((launch.profile_name if launch else None) or "") or None
+
+
+def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.DataFrame | None,
+            s: _ServerSamples, events: dict[str, int], gpus_seen: Sequence[int], since: float,
+            until: float, electricity: float | None) -> ScorecardInputs:
+    """The scorecard inputs of one server from the fleet reads (build.gather_inputs' figures,
+    without the per-GPU series, events list and chart series the fleet view does not show)."""
+    means = {k: s.mean(k) for k in MEAN_KEYS}
+    hist: dict[str, np.ndarray] = {}
+    for key in SERVER_HIST_KEYS:  # the figure is the window's mean of the server's estimate
+        est = s.mean(key)
+        hist[key.removeprefix("metrics.").removesuffix("_s")] = np.empty(0) if est is None else np.array([est])
+    clamped: dict[str, bool | None] = {}
+    for n in ("ttft", "itl", "e2e"):
+        high = s.maximum(f"metrics.{n}_clamped")
+        clamped[n] = None if high is None else bool(high >= 0.5)
+    queue_key = next((k for k in QUEUE_KEYS if s.values(k).size), QUEUE_KEYS[0])
+    q_ts, q_vals = s.points(queue_key)
+    log_tokens = busy = None
+    if run is None and means.get("metrics.generation_tokens_per_s") is None:
+        g_ts, g_rate = s.points("log.gen_throughput_tok_s")
+        log_tokens = sm.rate_over_spans(g_ts, g_rate)
+        busy = None if log_tokens is None else float(sum(b - a for a, b in sm.busy_spans(g_ts)))
+    out_rate = means.get("metrics.generation_tokens_per_s") or means.get("log.gen_throughput_tok_s")
+    n_gpu, note = sm.gpu_count(srv.gpu_indices, gpus_seen, launch.server_args if launch else None)
+    detail = (run.fingerprint_detail or {}) if run is not None else {}
+    ok = s.values("canary.ok")
+    return ScorecardInputs(
+        subject={"server": srv.name, "server_kind": srv.kind, "run_id": run.id if run else None,
+                 "since": since, "until": until, "resolution": "raw"},
+        provenance={"fingerprint": run.fingerprint if run else None, "self_check": {
+            "trusted": run.trusted} if run is not None else None},
+        kind=srv.kind, gpu_hourly_usd=srv.gpu_hourly_usd, gpu_count=n_gpu, gpu_count_note=note,
+        electricity_usd_per_kwh=electricity, probe_requests=reqs,
+        probe_mode=str(detail.get("mode") or "concurrency"),
+        images_per_request=int((detail.get("image") or {}).get("n") or 1),
+        canary_ttft_s=s.values("canary.ttft_s"), canary_e2e_s=s.values("canary.e2e_s"),
+        canary_ok=ok, canary_ok_sum=(float(ok.sum()), int(ok.size)) if ok.size else None,
+        server_hist=hist, server_clamped=clamped, means=means,
+        prefill_cached_tokens=s.total("log.prefill_cached_token"),
+        prefill_new_tokens=s.total("log.prefill_new_token"),
+        queue_ts=q_ts, queue_values=q_vals, queue_max=float(q_vals.max()) if q_vals.size else None,
+        health_values=s.values("api.health_ok"), busy_s=busy,
+        window_output_tokens=log_tokens if busy is not None else (
+            None if out_rate is None else out_rate * (until - since)),
+        event_counts=events,
+        image_steps=(detail.get("image") or {}).get("steps"),
+        diffusion=diffusion_inputs(s.values, [n for n in s.names() if n.startswith(DIFFUSION_PREFIXES)])
+        if srv.kind == "image" else {},
+    )
+
+
+def _row(srv: Server, card: Scorecard, *, launch: Launch | None, samples: _ServerSamples,
+         profiles: dict[str, str], alerts: int, reqs: pd.DataFrame | None, run: ProbeRun | None,
+         now: float) -> FleetRow:
+    assert srv.id is not None
+    figures: dict[str, float | None] = {k: card.value(v) for k, v in ROW_FIGURES.items()}
+    queue = next((q for k in QUEUE_KEYS if (q := samples.latest(k, now - STALE_S * 5))), None)
+    kv = samples.latest("log.token_usage", now - STALE_S * 5)
+    figures["queue"] = None if queue is None else queue[1]
+    figures["kv_usage"] = None if kv is None else kv[1]
+    grades = {d: (card.dimensions[d].grade or "none") if d in card.dimensions else "none"
+              for d in DIMENSIONS}
+    measured = None
+    if reqs is not None and not reqs.empty:
+        measured = reqs[(~reqs["warmup"].astype(bool)) & reqs["ok"].astype(bool)]
+    return FleetRow(
+        id=srv.id, name=srv.name, kind=srv.kind, host=srv.host, model=_model(launch, profiles),
+        profile=(launch.profile_name if launch else None) or srv.profile,
+        status=_status(samples, launch, now), figures=figures, alerts=alerts, grades=grades,
+        grade=slo_mod.worst(list(grades.values())),
+        usd_per_hour=card.value("gpu_usd_per_hour"),
+        stability={k: card.value(k) for k in ("error_count", "oom_count", "crash_count",
+                                               "restart_count")},
+        fingerprint=run.fingerprint if run is not None else None, requests=measured,
+    )
+
+
+def fleet_rows(engine: Engine, now: float | None = None, settings: Any = None) -> list[FleetRow]:
+    """Every server's fleet row over the last FLEET_WINDOW_S, in name order (module docstring).
+
+    Queries: a fixed fourteen whatever the number of servers. A server whose scorecard cannot be
+    computed (a bad [slo] table) still gets its row, every grade "none"."""
+    now = time.time() if now is None else now
+    since = now - FLEET_WINDOW_S
+    servers = repo.list_servers(engine)
+    frame = repo.fleet_samples(engine, metrics=FLEET_METRICS, prefixes=DIFFUSION_PREFIXES,
+                               since=since, until=now + 1)
+    by_server = {int(sid): g for sid, g in frame.groupby("server_id", sort=False)} if len(frame) else {}
+    aggs: dict[int, dict[str, tuple[int, float, float]]] = {}
+    for (sid, metric), agg in repo.fleet_aggregates(engine, metrics=AGG_METRICS, since=since,
+                                                    until=now + 1).items():
+        aggs.setdefault(sid, {})[metric] = agg
+    latest: dict[int, dict[str, tuple[float, float]]] = {}
+    for (sid, metric), newest in repo.fleet_latest(engine, metrics=LATEST_METRICS,
+                                                   since=now - STALE_S * 5).items():
+        latest.setdefault(sid, {})[metric] = newest
+    launches = repo.fleet_latest_launches(engine)
+    runs = repo.fleet_done_runs(engine, since=since, until=now)
+    reqs = repo.fleet_probe_requests(engine, run_ids=[r.id for r in runs.values() if r.id])
+    reqs_by_run = {int(rid): g for rid, g in reqs.groupby("run_id", sort=False)} if len(reqs) else {}
+    events = repo.fleet_event_counts(engine, since=since, until=now + 1)
+    gpus = repo.fleet_gpu_indices(engine, since=since)
+    profiles = {p.name: p.model_path for p in repo.list_profiles(engine)}
+    overrides = slo_mod.load_overrides(engine)
+    firing: dict[str, int] = {}
+    for a in alert_rows(engine, open_only=True):
+        if a["state"] == "firing":
+            firing[a["server"]] = firing.get(a["server"], 0) + 1
+    settings_slo = getattr(settings, "slo", None)
+    electricity = getattr(settings, "electricity_usd_per_kwh", None)
+    out = []
+    for srv in sorted(servers, key=lambda x: x.name):
+        assert srv.id is not None
+        samples = _ServerSamples(by_server.get(srv.id, frame.iloc[0:0]), aggs.get(srv.id),
+                                 latest.get(srv.id))
+        launch, run = launches.get(srv.id), runs.get(srv.id)
+        run_reqs = reqs_by_run.get(run.id) if run is not None and run.id else None
+        inp = _inputs(srv, launch, run, run_reqs, samples, events.get(srv.id, {}),
+                      gpus.get(srv.id, []), since, now, electricity)
+        card = _score(inp, srv.name, settings_slo, overrides)
+        out.append(_row(srv, card, launch=launch, samples=samples, profiles=profiles,
+                        alerts=firing.get(srv.name, 0), reqs=run_reqs, run=run, now=now))
+    return out
+
+
+def _score(inp: ScorecardInputs, name: str, settings_slo: Any, overrides: dict[str, Any]) -> Scorecard:
+    try:
+        return compute_scorecard(inp, slo_mod.resolve(name, settings_slo, overrides))
+    except (ValueError, slo_mod.SloError) as exc:  # a bad [slo] table must not blank the fleet
+        return Scorecard(subject=dict(inp.subject), provenance={}, figures={}, dimensions={},
+                         notes=[f"no scorecard: {exc}"])
+
+
+# ---------------------------------------------------------------------------------------------
+# filters and the table frame
+
+
+@dataclass
+class FleetFilter:
+    """The Overview's filters; empty means "all"."""
+
+    hosts: Sequence[str] = ()
+    models: Sequence[str] = ()
+    profiles: Sequence[str] = ()
+    statuses: Sequence[str] = ()
+    search: str = ""
+
+    def keep(self, row: FleetRow) -> bool:
+        tests: list[tuple[Sequence[str], str | None]] = [
+            (self.hosts, row.host), (self.models, row.model), (self.profiles, row.profile),
+            (self.statuses, row.status)]
+        if any(wanted and (have or NONE_LABEL) not in wanted for wanted, have in tests):
+            return False
+        return self.search.strip().lower() in row.name.lower()
+
+
+NONE_LABEL = "(none)"
+
+
+def filter_rows(rows: Sequence[FleetRow], flt: FleetFilter) -> list[FleetRow]:
+    return [r for r in rows if flt.keep(r)]
+
+
+def filter_options(rows: Sequence[FleetRow]) -> dict[str, list[str]]:
+    """The values each filter offers (a missing host/model/profile is NONE_LABEL)."""
+    def opts(get: Callable[[FleetRow], str | None]) -> list[str]:
+        return sorted({get(r) or NONE_LABEL for r in rows})
+    return {"hosts": opts(lambda r: r.host), "models": opts(lambda r: r.model),
+            "profiles": opts(lambda r: r.profile), "statuses": opts(lambda r: r.status)}
+
+
+def fleet_frame(rows: Sequence[FleetRow]) -> pd.DataFrame:
+    """The fleet table: one row per server, numbers as numbers (None -> NaN, so they sort)."""
+    frame = pd.DataFrame([r.as_dict() for r in rows])
+    if frame.empty:
+        return pd.DataFrame(columns=list(FleetRow(0, "", "", None, None, None, "").as_dict()))
+    return frame
+
+
+def server_link(name: str) -> str:
+    """The Server page of one server (a relative URL the table's link column opens)."""
+    return "server?" + urlencode({"server": name})
