@@ -214,7 +214,7 @@ async def _load(ports: list[int], stop: asyncio.Event, every_s: float) -> int:
                 pass
             try:
                 await asyncio.wait_for(stop.wait(), every_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async with aiohttp.ClientSession() as session:
