@@ -172,7 +172,8 @@ def write_profiles(folder: Path) -> None:
         (folder / f"{name}.toml").write_text(
             f'name = "{name}"\ndescription = "bench/fleet.py"\nmodel_path = "{model}"\n'
             'entrypoint = "simulator.launch_server"\n'
-            '[flags]\nenable-metrics = true\nenable-cache-report = true\nsim-speed = 20\n'
+            '[flags]\nenable-metrics = true\nenable-cache-report = true\n'
+            '[env]\nSGLANG_SIM_GPU = "h200"\nSGLANG_SIM_SPEED = "1"\n'
         )
 
 
@@ -281,12 +282,13 @@ def cpu_s(pid: int) -> float:
 
 ROWS_JS = """
 (want) => {
-  // the fleet table has drawn when the page says how many servers it shows and the data grid
-  // (a canvas) has painted pixels
-  const txt = document.body.innerText || '';
-  const grid = document.querySelector('[data-testid="stDataFrame"] canvas');
-  if (!grid || !grid.width) return false;
-  return txt.includes(want + ' servers') || txt.includes(want + ' of ' + want);
+  // the fleet table has drawn: the page says how many servers it shows, and the data grid's
+  // accessible table counts them (aria-rowcount includes the header row) beside its canvas
+  if (!(document.body.innerText || '').includes(want + ' servers \u00b7 figures over')) return false;
+  const grid = document.querySelector('[data-testid="stDataFrame"]');
+  const table = grid && grid.querySelector("table[role='grid']");
+  const canvas = grid && grid.querySelector('canvas');
+  return !!(table && canvas && canvas.width && Number(table.getAttribute('aria-rowcount')) === want + 1);
 }
 """
 
@@ -333,29 +335,74 @@ def overview_paint(env: dict[str, str], *, servers: int, runs: int, shot: Path |
 # Prometheus: a 7-day view
 
 
-def backfill(root: Path, *, scrape_s: float, days: float, families: list[str], labels: str) -> tuple[Path, int]:
-    """OpenMetrics text of `days` days of one server's `families` at one sample per scrape,
-    turned into TSDB blocks by promtool; ends 3 hours ago (the head block's range stays free)."""
-    import math
+FIXTURE = ROOT / "tests" / "fixtures" / "sim-0.5.23-metrics.prom"  # one real scrape of the simulator
 
+
+def _families(metric_keys: list[str]) -> list[tuple[str, dict[str, str], list[float]]]:
+    """(family, labels, bucket bounds) of the histogram families feeding `metric_keys`, as the
+    simulator exposes them (its label sets and bounds, read from a real scrape)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from collectors.sglang.metrics_alias import source_names
+
+    stems = set(source_names(metric_keys))
+    out: list[tuple[str, dict[str, str], list[float]]] = []
+    for fam in text_string_to_metric_families(FIXTURE.read_text()):
+        if fam.type != "histogram" or fam.name.split(":", 1)[-1] not in stems:
+            continue
+        by_labels: dict[tuple[tuple[str, str], ...], list[float]] = {}
+        for smp in fam.samples:
+            if smp.name.endswith("_bucket"):
+                labels = {k: v for k, v in smp.labels.items() if k != "le"}
+                by_labels.setdefault(tuple(sorted(labels.items())), []).append(float(smp.labels["le"]))
+        out.extend((fam.name, dict(k), sorted(v)) for k, v in by_labels.items())
+    return out
+
+
+def backfill(root: Path, *, scrape_s: float, days: float, metric_keys: list[str], instance: str) -> tuple[Path, int]:
+    """OpenMetrics text of `days` days of one server, one scrape every `scrape_s`: the histogram
+    families behind `metric_keys` (the simulator's label sets and bucket bounds; a few requests a
+    scrape, TTFTs drawn around 0.3 s with a slow hour every day) and `up`, with one 2-hour outage
+    (no samples: a gap) on the middle day; turned into TSDB blocks by promtool. It ends 3 hours
+    ago, so the head block's range stays free."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
     end = int(time.time() - 3 * 3600)
     start = end - int(days * 86400)
+    stamps = np.arange(start, end, int(scrape_s))
+    outage = (stamps >= start + days * 43200) & (stamps < start + days * 43200 + 7200)
+    stamps = stamps[~outage]
+    target = f'instance="{instance}",job="sglang"'
     src = root / "backfill.om"
+    root.mkdir(parents=True, exist_ok=True)
     n = 0
     with src.open("w") as f:
-        for fam in families:
-            f.write(f"# TYPE {fam} gauge\n")
-            t = start
-            while t < end:
-                v = 10.0 + 5.0 * math.sin(t / 3600.0) + (t % 97) / 97.0
-                f.write(f"{fam}{{{labels}}} {v:.4f} {t}\n")
-                t += int(scrape_s)
-                n += 1
+        f.write("# TYPE up gauge\n")
+        f.writelines(f"up{{{target}}} 1 {t}\n" for t in stamps)
+        n += len(stamps)
+        for fam, labels, bounds in _families(metric_keys):
+            lab = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "," + target
+            f.write(f"# TYPE {fam} histogram\n")
+            counts = np.zeros(len(bounds))
+            total, ssum = 0, 0.0
+            for t in stamps:
+                k = int(rng.poisson(3))
+                slow = 3.0 if (t // 3600) % 24 == 14 else 1.0
+                ttft = rng.lognormal(np.log(0.3 * slow), 0.5, size=k)
+                counts += np.array([(ttft <= b).sum() for b in bounds])
+                total += k
+                ssum += float(ttft.sum())
+                for b, c in zip(bounds, counts, strict=True):
+                    le = "+Inf" if b == float("inf") else repr(b)
+                    f.write(f'{fam}_bucket{{{lab},le="{le}"}} {int(c)} {t}\n')
+                f.write(f"{fam}_count{{{lab}}} {total} {t}\n{fam}_sum{{{lab}}} {ssum:.6f} {t}\n")
+                n += len(bounds) + 2
         f.write("# EOF\n")
     tsdb = root / "tsdb"
     tsdb.mkdir(parents=True, exist_ok=True)
     res = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(src), str(tsdb)],
-                         capture_output=True, text=True, timeout=1800)
+                         capture_output=True, text=True, timeout=3600)
     if res.returncode != 0:
         raise SystemExit(f"promtool failed: {res.stderr.strip()[:400]}")
     src.unlink()
@@ -363,27 +410,30 @@ def backfill(root: Path, *, scrape_s: float, days: float, families: list[str], l
 
 
 def prom_week(root: Path, *, scrape_s: float, days: float) -> dict[str, Any]:
-    from dashboard.services.views import prom_series
+    """The Server page's Prometheus read (its metrics.* panel keys) over `days` days of one
+    server, timed through prom_series.read_window: median of 5 reads after a warm-up."""
+    from dashboard.services.views import prom_series, timeseries
 
-    families = list(prom_series.VIEW_FAMILIES)
-    labels = 'instance="127.0.0.1:1",job="sglang",model_name="bench"'
+    keys = sorted({k for p in timeseries.PANELS for k, _ in p.series if k.startswith("metrics.")})
+    instance = "127.0.0.1:1"
     t0 = time.perf_counter()
-    tsdb, n = backfill(root, scrape_s=scrape_s, days=days, families=families, labels=labels)
+    tsdb, n = backfill(root, scrape_s=scrape_s, days=days, metric_keys=keys, instance=instance)
     built = time.perf_counter() - t0
     proc, url = start_prometheus(root, [], scrape_s, tsdb=tsdb)
     try:
         end = time.time() - 3 * 3600
         start = end - days * 86400
-        reads = []
+        reads, win = [], None
         for i in range(6):
             t = time.perf_counter()
-            data = prom_series.read_window(url, 'instance="127.0.0.1:1"', start=start, end=end,
-                                           scrape_interval_s=scrape_s)
+            win = prom_series.read_window(url, f'instance="{instance}"', keys, start, end,
+                                          scrape_interval_s=scrape_s)
             if i:
                 reads.append((time.perf_counter() - t) * 1000.0)
-        points = sum(len(v) for v in data.series.values()) if hasattr(data, "series") else None
-        return {"samples_backfilled": n, "backfill_s": built, "read_ms": reads, "families": len(families),
-                "points": points, "step_s": getattr(data, "step_s", None)}
+        assert win is not None
+        points = int(win.frame["value"].notna().sum())
+        return {"samples_backfilled": n, "backfill_s": built, "read_ms": reads, "keys": keys,
+                "points": points, "gap_steps": win.gap_steps, "step_s": win.step_s}
     finally:
         stop_group(proc, 20)
 
@@ -468,6 +518,7 @@ def main() -> int:
         if "paint" not in skip:
             env = runner_env(os.environ, host=HOSTS[0], data=root / HOSTS[0], cfg=root / f"{HOSTS[0]}.toml",
                              db_url=pg.url, profiles=profiles)
+            env["PITWALL_MANAGED_RUNNER"] = "1"  # the runners run already; the app starts none
             shot = (args.keep / "fleet-overview.png") if args.keep else None
             if shot is not None:
                 shot.parent.mkdir(parents=True, exist_ok=True)
@@ -480,7 +531,7 @@ def main() -> int:
             stop_group(p)
         pg.stop()
     if "prom7d" not in skip:
-        results["prometheus_7d"] = prom_week(root / "prom7d", scrape_s=15.0, days=args.days)
+        results["prometheus_7d"] = {"days": args.days, **prom_week(root / "prom7d", scrape_s=15.0, days=args.days)}
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         for host in HOSTS:
@@ -507,7 +558,8 @@ def report(r: dict[str, Any]) -> None:
               f"(runs {', '.join(f'{x:.2f}' for x in paint)})")
     week = r.get("prometheus_7d")
     if week:
-        print(f"Prometheus 7-day view ({week['families']} series, step {week['step_s']} s, {week['points']} points): "
+        print(f"Prometheus {week['days']:g}-day view ({', '.join(week['keys'])}; step {week['step_s']:.0f} s, "
+              f"{week['points']} points, {week['gap_steps']} gap steps): "
               f"median {statistics.median(week['read_ms']):.0f} ms "
               f"(runs {', '.join(f'{x:.0f}' for x in week['read_ms'])}); "
               f"{week['samples_backfilled']} samples backfilled in {week['backfill_s']:.0f} s")

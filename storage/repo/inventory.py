@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import delete, or_, select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col
 
 from storage.models import (
@@ -29,20 +30,34 @@ _LAUNCH_OBJ = ("server_args",)
 # servers and profiles
 
 
+def _upsert_by_name(engine: Engine, model: type[Any], name: str, fields: dict[str, Any]) -> Any:
+    """Insert or update the row of `model` named `name`. Two runners of a fleet sync the same
+    profiles (and may sync one server) at once: the one whose INSERT loses the race on the unique
+    name reads the winner's row and updates it instead."""
+    for attempt in (1, 2):
+        with Session(engine, expire_on_commit=False) as s:
+            row = s.execute(select(model).where(col(model.name) == name)).scalars().first()
+            if row is None:
+                row = model(name=name, **fields)
+            else:
+                for k, v in fields.items():
+                    setattr(row, k, v)
+            row.updated_at = time.time()
+            s.add(row)
+            try:
+                s.commit()
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+                continue
+            s.refresh(row)
+            return row
+    raise AssertionError("unreachable")
+
+
 def upsert_server(engine: Engine, *, name: str, **fields: Any) -> Server:
-    with Session(engine, expire_on_commit=False) as s:
-        srv = s.execute(select(Server).where(col(Server.name) == name)).scalars().first()
-        if srv is None:
-            srv = Server(name=name, **fields)
-        else:
-            for k, v in fields.items():
-                setattr(srv, k, v)
-        srv.updated_at = time.time()
-        srv.retired_at = fields.get("retired_at")  # configured again: active
-        s.add(srv)
-        s.commit()
-        s.refresh(srv)
-        return srv
+    # configured again: active (retired_at None unless the caller retires it)
+    return _upsert_by_name(engine, Server, name, {**fields, "retired_at": fields.get("retired_at")})
 
 
 def list_servers(engine: Engine, *, include_retired: bool = False, host: str | None = None) -> list[Server]:
@@ -93,18 +108,7 @@ def get_server(engine: Engine, *, name: str | None = None, id: int | None = None
 
 
 def upsert_profile(engine: Engine, *, name: str, **fields: Any) -> Profile:
-    with Session(engine, expire_on_commit=False) as s:
-        prof = s.execute(select(Profile).where(col(Profile.name) == name)).scalars().first()
-        if prof is None:
-            prof = Profile(name=name, **fields)
-        else:
-            for k, v in fields.items():
-                setattr(prof, k, v)
-        prof.updated_at = time.time()
-        s.add(prof)
-        s.commit()
-        s.refresh(prof)
-        return prof
+    return _upsert_by_name(engine, Profile, name, fields)
 
 
 def list_profiles(engine: Engine) -> list[Profile]:

@@ -7,6 +7,7 @@ test_two_runners.py; these pin the rules each piece enforces.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,41 @@ def test_the_db_holder_records_runner_lost_once_and_runner_back(engine):
     repo.renew_lease(engine, scope="host:host-b", holder="m:2", now=1040.0)
     assert fleet.watch_hosts(engine, ttl_s=15, now=1041.0) == ["runner_back:host-b"]
     assert len(repo.list_events(engine, kinds=["runner_back"])) == 1
+
+
+def test_a_second_host_with_no_servers_is_told_to_turn_the_demo_off(engine, tmp_path):
+    demo_a = replace(_settings(tmp_path, "host-a", []), demo="on")
+    sync_servers(engine, demo_a)
+    Lease(engine, "m:1", host="host-a").acquire()
+    demo_b = replace(_settings(tmp_path, "host-b", []), demo="on")
+    with pytest.raises(ServerOwnershipError, match='already runs the demo.*demo = "off"'):
+        sync_servers(engine, demo_b)
+    assert {s.host for s in repo.list_servers(engine)} == {"host-a"}  # nothing moved
+
+
+def test_two_runners_mirroring_the_same_profile_at_once_both_succeed(engine):
+    """Two runners starting together sync the same profiles: the INSERT that loses the race on
+    the unique name (made to lose here: the other runner's row lands between read and write)
+    updates the winner's row instead of crashing the runner."""
+    from sqlalchemy import event, insert
+    from sqlmodel import Session
+
+    from storage.models import Profile
+
+    raced = []
+
+    def other_runner_inserts_first(session, _ctx, _instances):  # type: ignore[no-untyped-def]
+        if not raced:
+            raced.append(True)
+            with engine.begin() as conn:
+                conn.execute(insert(Profile.__table__).values(name="p", model_path="other", content_hash="h1",
+                                                              entrypoint="sglang.launch_server", updated_at=0.0))
+
+    event.listen(Session, "before_flush", other_runner_inserts_first)
+    try:
+        prof = repo.upsert_profile(engine, name="p", model_path="mine", content_hash="h2")
+    finally:
+        event.remove(Session, "before_flush", other_runner_inserts_first)
+    assert raced
+    assert prof.model_path == "mine"
+    assert [(p.name, p.model_path) for p in repo.list_profiles(engine)] == [("p", "mine")]

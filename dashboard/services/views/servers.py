@@ -132,6 +132,13 @@ def _check_owner(engine: Engine, cfg: ServerConfig, host: str | None, ttl_s: flo
     if not alive and cfg.host:
         return  # the configuration names the host explicitly: the operator moved the server
     state = "is alive" if alive else "is not running"
+    if cfg.name in (DEMO_SERVER, DEMO_IMAGE_SERVER) and cfg.profile in (DEMO_PROFILE, DEMO_IMAGE_PROFILE):
+        raise ServerOwnershipError(
+            f"This runner would start the demo ({cfg.name!r}) because its configuration lists no "
+            f"server, but runner host {row.host!r} already runs the demo in this database. On a "
+            "fleet host that only shows the dashboard, or that has no servers yet, set demo = "
+            '"off" in pitwall.toml (or PITWALL_DEMO=off).'
+        )
     raise ServerOwnershipError(
         f"Server {cfg.name!r} belongs to runner host {row.host!r}, whose runner {state}; server names "
         f"are unique across the fleet. Rename it in this pitwall.toml, remove it from {row.host}'s "
