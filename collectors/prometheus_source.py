@@ -167,7 +167,10 @@ class PrometheusSourceCollector:
         start = float(pos) if isinstance(pos, int | float) else end - self.first_window_s
         start = max(start, end - self.max_backlog_s)
         end = min(end, start + self.max_window_s)
-        since = float(saved.get("since", start))  # where reading began: judges "no series"
+        # when Pitwall began reading this server (not the history it read back to): "no series"
+        # is judged 3 scrape intervals after it, so a server that just became ready, which
+        # Prometheus has not scraped yet, is not reported
+        since = float(saved.get("since", now))
         last = saved.get("last") if isinstance(saved.get("last"), int | float) else None
         window = saved.get("window")
         out = PollResult()

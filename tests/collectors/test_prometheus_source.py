@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import httpx
 import pytest
 from prom_rig import SCRAPE_S, PromRig, needs_prometheus, rig_fixture  # noqa: F401 (fixture `rig`)
 from pwtest import free_port, runner_thread, wait_for
@@ -252,3 +253,32 @@ def test_an_answer_over_the_cap_is_read_in_halves_then_reported(rig: PromRig) ->
         assert "prometheus_source:7" not in store
     finally:
         col.close()
+
+
+@needs_prometheus
+def test_no_sglang_series_is_reported_only_once_reading_has_gone_on_for_three_scrapes(tmp_path) -> None:
+    """A target Prometheus scrapes that has no sglang:* series (here Prometheus's own /metrics,
+    its second static target) is reported, naming what to do, but not at the first poll: a
+    server that just became ready may not have been scraped yet."""
+    import time
+
+    rig = PromRig(tmp_path, n_sims=2)
+    rig.sim_ports[1] = rig.prom_port  # target 1: Prometheus itself, up, with no sglang series
+    store: dict[str, Any] = {}
+    col = PrometheusSourceCollector()
+    try:
+        rig.start_prometheus()
+        not_sglang = ServerTarget(8, "not-sglang", rig.base(1), prometheus_url=rig.url,
+                                  prometheus_selector=f'instance="{rig.instance(1)}"')
+        up_js = f'up{{instance="{rig.instance(1)}"}} == 1'
+        wait_for(lambda: httpx.get(f"{rig.url}/api/v1/query", params={"query": up_js}).json()["data"]["result"],
+                 60, "Prometheus scraping itself")
+        t0 = time.time()
+        first = CollectorContext([not_sglang], store.get, store.__setitem__, now=lambda: t0)
+        col.poll(first)  # raises nothing: reading has only begun
+        later = CollectorContext([not_sglang], store.get, store.__setitem__, now=lambda: t0 + 5 * SCRAPE_S)
+        with pytest.raises(CollectorError, match=r"'not-sglang'.*holds no sglang:\* series.*--enable-metrics"):
+            col.poll(later)
+    finally:
+        col.close()
+        rig.close()
