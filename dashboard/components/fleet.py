@@ -159,8 +159,9 @@ def scorecards(cards: Sequence[dict[str, Any]], *, key: str = "fleet-sc") -> Non
     if "fingerprint" in frame.columns:
         frame["fingerprint"] = frame["fingerprint"].fillna("—")
     cols = [c for c in SCORECARD_CONFIG if c in frame.columns]
-    st.dataframe(frame[cols] if len(frame) else frame, column_config=SCORECARD_CONFIG,
-                 hide_index=True, width="stretch", key=key)
+    shown = frame[cols] if len(frame) else frame
+    # through a Styler, as the table: a missing figure is an empty cell, not the word "None"
+    st.dataframe(shown.style, column_config=SCORECARD_CONFIG, hide_index=True, width="stretch", key=key)
     st.caption(SCORECARD_CAPTION)
 
 
