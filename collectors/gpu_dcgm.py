@@ -39,6 +39,7 @@ failing exporter (or clash) is one error, the others' readings stay.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -169,6 +170,11 @@ class DcgmBackend:
         except ValueError as exc:
             raise CollectorError(f"dcgm-exporter at {self.url} sent text that is not the Prometheus "
                                  f"format ({exc}); is gpu.dcgm_url the exporter's /metrics?") from exc
+        return self._raws(gpus)
+
+    def _raws(self, gpus: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+        """{gpu index: {"labels", "values"}} -> the raw dicts of collectors/gpu_nvml.py, with
+        the XID baseline kept per GPU (shared by the exporter and Prometheus readers)."""
         out = []
         for index in sorted(gpus):
             entry = gpus[index]
@@ -249,3 +255,47 @@ class DcgmFleet:
     def close(self) -> None:
         for member in self.members:
             member.close()
+
+
+class DcgmPromBackend(DcgmBackend):
+    """dcgm-exporter series read through a Prometheus that scrapes the exporter (`gpu.prometheus_selector`
+    with `prometheus.url`): one range-vector query for the last `fresh_s` seconds of every
+    `DCGM_FI_*` series the selector names, the newest sample of each. A series with no sample in
+    that window is absent (an error on its field, as an unexported field is), never an old value
+    carried forward. GPUs, units and XID events are those of the exporter read directly."""
+
+    def __init__(self, prometheus_url: str, selector: str, *, deadline_s: float = DEADLINE_S,
+                 fresh_s: float = 60.0) -> None:
+        from collectors.prometheus_api import matchers
+
+        super().__init__(prometheus_url, deadline_s=deadline_s)
+        self.selector = matchers(selector)
+        self.fresh_s = fresh_s
+
+    def read_raw(self) -> list[dict[str, Any]]:
+        from collectors.prometheus_api import PromClient
+
+        client = PromClient(self.url, deadline_s=self.deadline_s, max_bytes=BODY_CAP)
+        try:
+            series = client.raw(f'__name__=~"DCGM_FI_.*",{self.selector}', time.time(), self.fresh_s)
+        finally:
+            client.close()
+        gpus: dict[int, dict[str, Any]] = {}
+        for one in series:
+            labels = {k: v for k, v in one.labels.items() if k != "__name__"}
+            name = one.labels.get("__name__", "")
+            if not one.points or "GPU_I_ID" in labels or not labels.get("gpu", "").isdigit():
+                continue
+            entry = gpus.setdefault(int(labels["gpu"]), {"labels": labels, "values": {}})
+            entry["values"][name] = float(max(one.points)[1])  # the newest sample
+        if not gpus:
+            raise CollectorError(
+                f"Prometheus {self.url} holds no DCGM_FI_* sample from the last {self.fresh_s:.0f} s "
+                f"for {{{self.selector}}}; check gpu.prometheus_selector (the labels of this host's "
+                "dcgm-exporter series, e.g. Hostname=\"node-1\" or instance=\"node-1:9400\") and that "
+                "Prometheus scrapes the exporter.")
+        return self._raws(gpus)
+
+    def meta(self) -> dict[str, Any]:
+        return {"source": "dcgm-exporter via Prometheus", "url": f"{self.url} {{{self.selector}}}",
+                "driver": self._driver}

@@ -28,10 +28,20 @@ def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
 
 def _gpu(groups: dict[str, dict[str, Any]]) -> Collector:
     """NVML by default; dcgm-exporters instead when `gpu.dcgm_url` lists one or more (no NVML in a
-    container; one exporter per node or per simulator process, merged by DcgmFleet)."""
+    container; one exporter per node or per simulator process, merged by DcgmFleet); this host's
+    exporter read through Prometheus when `gpu.prometheus_selector` is set (with prometheus.url)."""
     from collectors.gpu import GpuCollector
 
-    raw = (groups.get("gpu") or {}).get("dcgm_url")
+    gpu = groups.get("gpu") or {}
+    if gpu.get("prometheus_selector"):
+        from collectors.gpu_dcgm import DcgmPromBackend
+
+        url, selector = gpu.get("prometheus_url"), str(gpu["prometheus_selector"])
+        if not url:
+            raise ValueError("gpu.prometheus_selector is set but prometheus.url is not; set the "
+                             "Prometheus that scrapes this host's dcgm-exporter.")
+        return GpuCollector(backend_factory=lambda: DcgmPromBackend(str(url), selector))
+    raw = gpu.get("dcgm_url")
     urls = [raw] if isinstance(raw, str) else list(raw or [])
     if urls:
         from collectors.gpu_dcgm import DcgmFleet

@@ -117,6 +117,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "comma-separated in the variable) to read GPUs from instead of NVML, where Pitwall "
                 "cannot load NVML (containers, Kubernetes nodes); their GPU indices must not clash. "
                 "Unset while the demo runs: the demo servers' exporters (demo_port + 100 and + 101)."),
+    SettingSpec("gpu.prometheus_selector", "PITWALL_GPU_PROMETHEUS_SELECTOR", "str", None,
+                "Read this host's GPUs from its dcgm-exporter series in `prometheus.url` (label "
+                "matchers such as `Hostname=\"node-1\"`) instead of NVML or gpu.dcgm_url; a "
+                "sample older than 60 s counts as missing."),
     SettingSpec("launch.allowed_entrypoints", None, "list[str]", [],
                 "Entrypoints a profile may name beside `sglang.launch_server`, `sglang serve` and the bundled simulator."),
     SettingSpec("launch.allowed_env", None, "list[str]", [],

@@ -16,10 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prom_rig import PromRig, needs_prometheus
+from pwtest import wait_for
 
 from collectors.base import CollectorContext, CollectorError, ServerTarget
 from collectors.gpu import GpuCollector, reading_values
-from collectors.gpu_dcgm import DcgmBackend, parse_exposition
+from collectors.gpu_dcgm import DcgmBackend, DcgmPromBackend, parse_exposition
 from collectors.gpu_nvml import read_gpus
 from collectors.gpu_record import ReplayBackend, load_recording
 from collectors.registry import build_collectors
@@ -177,3 +179,37 @@ def test_registry_uses_dcgm_when_a_url_is_set(exporter):
     ctx = CollectorContext(servers=[], load_state=lambda k: None, save_state=lambda k, v: None, now=lambda: 1.0)
     samples = {s.metric: s.value for s in gpu.poll(ctx).samples}
     assert samples["gpu.0.gpm.dram_bw_util_ratio"] > 0.8
+
+
+@needs_prometheus
+def test_through_prometheus_the_same_gpu_figures_as_the_exporter_read_directly(exporter, tmp_path):
+    """`gpu.prometheus_selector`: this host's dcgm-exporter read through a REAL Prometheus that
+    scrapes it (every second) gives the same raw readings, XID baseline and all, as the exporter
+    read directly; a selector matching nothing is one clear error; the registry wires it."""
+    url, handler = exporter
+    rig = PromRig(tmp_path, n_sims=1)
+    rig.sim_ports[0] = int(url.split(":")[2].split("/")[0])  # Prometheus scrapes the exporter
+    try:
+        rig.start_prometheus()
+        wait_for(lambda: rig.query('DCGM_FI_DEV_GPU_UTIL{Hostname="gpu-node-1"}'), 60, "a scrape of the exporter")
+        via = DcgmPromBackend(rig.url, 'Hostname="gpu-node-1"')
+        [direct_raw], [prom_raw] = DcgmBackend(url).read_raw(), via.read_raw()
+        assert prom_raw["index"] == direct_raw["index"] == 0
+        assert prom_raw["fields"] == direct_raw["fields"]
+        assert prom_raw["errors"] == direct_raw["errors"]  # the same unexported fields, named
+        [direct], [prom] = read_gpus(DcgmBackend(url)), read_gpus(via)
+        assert reading_values(prom) == reading_values(direct)
+
+        with pytest.raises(CollectorError, match=r"no DCGM_FI_\* sample.*gpu.prometheus_selector"):
+            DcgmPromBackend(rig.url, 'Hostname="elsewhere"').read_raw()
+
+        [gpu], errors = build_collectors({}, names={"gpu"}, gpu={
+            "prometheus_selector": 'Hostname="gpu-node-1"', "prometheus_url": rig.url})
+        assert not errors
+        ctx = CollectorContext(servers=[], load_state=lambda k: None, save_state=lambda k, v: None, now=lambda: 1.0)
+        samples = {s.metric: s.value for s in gpu.poll(ctx).samples}
+        assert samples["gpu.0.gpm.dram_bw_util_ratio"] > 0.8
+    finally:
+        rig.close()
+    _, errors = build_collectors({}, names={"gpu"}, gpu={"prometheus_selector": 'Hostname="x"'})
+    assert errors and "prometheus.url is not" in errors[0]

@@ -69,7 +69,9 @@ def runner_parts(
 def build_runner(settings: Settings, engine: Engine) -> Runner:
     """The runner with every collector of the registry and the intent handlers wired in."""
     supervisor, handlers = runner_parts(settings, engine)
-    collectors, errors = build_collectors(settings.probe, gpu=settings.gpu)
+    # a GPU selector reads this host's dcgm-exporter through the fleet's Prometheus
+    gpu = {**settings.gpu, "prometheus_url": settings.prometheus.get("url")}
+    collectors, errors = build_collectors(settings.probe, gpu=gpu)
     for err in errors:
         log.error(err)
         repo.add_event(engine, kind="collector_error", message=err, severity="error")
