@@ -463,7 +463,7 @@ def main() -> int:
         os.chmod(root, 0o755)
     procs: list[subprocess.Popen[Any]] = []
     pg = Postgres(root / "pg")
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"servers": args.servers}
     try:
         profiles = root / "profiles"
         write_profiles(profiles)
@@ -554,7 +554,7 @@ def report(r: dict[str, Any]) -> None:
     print(f"rows/s into PostgreSQL, all: {r.get('rows_per_s_total', float('nan')):.0f}")
     paint = r.get("overview_first_paint_s")
     if paint:
-        print(f"Overview first paint at 50 servers: median {statistics.median(paint):.2f} s "
+        print(f"Overview first paint at {r.get('servers')} servers: median {statistics.median(paint):.2f} s "
               f"(runs {', '.join(f'{x:.2f}' for x in paint)})")
     week = r.get("prometheus_7d")
     if week:
