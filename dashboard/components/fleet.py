@@ -155,13 +155,13 @@ def scorecards(cards: Sequence[dict[str, Any]], *, key: str = "fleet-sc") -> Non
     frame = pd.DataFrame(list(cards))
     for c in frame.columns:
         if c not in ("group_by", "group", "fingerprint", "note"):
-            frame[c] = pd.to_numeric(frame[c], errors="coerce")  # None -> empty cell, sorts as a number
+            frame[c] = pd.to_numeric(frame[c], errors="coerce")  # None -> NaN: sorts as a number
     if "fingerprint" in frame.columns:
         frame["fingerprint"] = frame["fingerprint"].fillna("—")
     cols = [c for c in SCORECARD_CONFIG if c in frame.columns]
-    shown = frame[cols] if len(frame) else frame
-    # through a Styler, as the table: a missing figure is an empty cell, not the word "None"
-    st.dataframe(shown.style, column_config=SCORECARD_CONFIG, hide_index=True, width="stretch", key=key)
+    # a missing figure shows as Streamlit's grey "None" (a NumberColumn has no missing-value text)
+    st.dataframe(frame[cols] if len(frame) else frame, column_config=SCORECARD_CONFIG,
+                 hide_index=True, width="stretch", key=key)
     st.caption(SCORECARD_CAPTION)
 
 
