@@ -187,7 +187,10 @@ class AlertEvaluator:
             return ev.silent_for(newest, now=now, limit_s=limit, what=f"samples from {server.name}")
         window = rule.window_s if rule.event == "decode_retract" else EVENT_WINDOW_S
         kinds = [k for k in raise_kinds + clear_kinds if k in EVENT_KINDS]
-        frame = repo.list_events(self.engine, server_id=server.id, kinds=kinds, since=now - window, limit=1000)
+        # only what had happened by this pass's clock: an event written while the pass runs is
+        # judged by the next pass, so an episode never resolves before the event that cleared it
+        frame = repo.list_events(self.engine, server_id=server.id, kinds=kinds, since=now - window,
+                                 until=now + 1e-6, limit=1000)
         events = list(zip(frame["ts"].astype(float).tolist(), frame["kind"].tolist(), strict=True)) if len(frame) else []
         if rule.event == "decode_retract":
             return ev.event_rate([t for t, _ in events], now=now, window_s=window, rate_per_min=rule.rate_per_min,

@@ -167,3 +167,20 @@ def test_slack_text_and_alertmanager_body() -> None:
                             "<http://127.0.0.1:8501/server?server=a|Server page>"}
     am = render(Receiver("alertmanager", "http://x"), [payload], now=1_700_000_010.0, expire_s=300)
     assert am[0]["startsAt"] == "2023-11-14T22:13:20Z" and am[0]["endsAt"] == "2023-11-14T22:18:30Z"
+
+
+def test_a_pass_judges_only_events_up_to_its_own_clock(engine) -> None:
+    """A pass at `now` must not see an event written after it began (the supervisor writes
+    `server_ready` from another thread while a pass runs): otherwise the episode resolves at a
+    time before the event that cleared it."""
+    evaluator = _evaluator(engine, [])
+    sid = _server(engine)
+    t0 = time.time()
+    _event(engine, sid, "oom", t0 - 5)
+    evaluator.evaluate(t0)
+    _event(engine, sid, "server_ready", t0 + 0.5)  # written while the pass at t0 + 0.25 ran
+    evaluator.evaluate(t0 + 0.25)
+    assert [a.state for a in repo.list_alerts(engine)] == ["firing"]
+    evaluator.evaluate(t0 + 1)
+    [alert] = repo.list_alerts(engine, since=0.0)
+    assert alert.state == "resolved" and alert.resolved_at >= t0 + 0.5
