@@ -22,6 +22,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+DEMO_PORT_OFFSETS = (0, 1, 100, 101)  # the LLM demo, the image demo and their exporters
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_demo_port() -> int:
+    """A demo_port whose + 1, + 100 and + 101 are free too, below the ephemeral range.
+
+    A free port from bind(0) is ephemeral: its neighbours are what the kernel hands to outgoing
+    connections next, so on a busy machine the demo's + 1 or + 100 could be taken by a client
+    socket before the simulator binds it (seen once: the image demo never came up).
+    """
+    import random
+
+    lo, _ = _ephemeral_range()
+    top = min(lo, 65536) - 102
+    rng = random.Random(os.getpid() ^ int.from_bytes(os.urandom(4), "little"))
+    for _ in range(200):
+        base = rng.randrange(10000, top) if top > 10000 else free_port()
+        if base + 101 >= 65536:
+            continue
+        try:
+            for off in DEMO_PORT_OFFSETS:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + off))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no free demo port range (port, + 1, + 100, + 101) on 127.0.0.1")
+
+
 def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")

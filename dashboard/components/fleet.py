@@ -31,6 +31,8 @@ GRADE_TEXT = {"pass": "pass", "warn": "warn", "fail": "FAIL", "none": "—"}
 STATUS_TEXT = {"up": "up", "down": "DOWN", "launching": "launching", "unknown": "no data"}
 CELL_COLORS = {"pass": "#d3f4dc", "up": "#d3f4dc", "warn": "#fdebc8", "launching": "#fdebc8",
                "FAIL": "#fbd5d5", "DOWN": "#fbd5d5"}
+MISSING = "—"  # a figure the window does not have (no probe run, no price): not "None", not 0
+
 #: table columns in order, with their width in pixels (fixed, so nothing is cut and a header sits
 #: where the browser test clicks it)
 TABLE_COLUMNS = {"server": 84, "open": 52, "status": 76, "host": 60, "model": 120, "profile": 64,
@@ -118,7 +120,7 @@ def table(rows: Sequence[FleetRow], *, key: str = "fleet-table") -> None:
     shown = frame[list(widths)] if len(frame) else frame
     styled = shown.style.map(lambda v: f"background-color: {CELL_COLORS[v]}" if v in CELL_COLORS else "",
                              subset=["status", "grade", *(f"grade_{d}" for d in DIMENSIONS)])
-    st.dataframe(styled, column_config=config, hide_index=True,
+    st.dataframe(styled, column_config=config, hide_index=True, placeholder=MISSING,
                  width="stretch", height=min(35 * (len(frame) + 1) + 3, 36 * 21), key=key)
     st.caption(f"{len(rows)} servers · figures over the last {FLEET_WINDOW_S // 60} min, each "
                "server's scorecard; grades against its SLO targets. Click a header to sort.")
@@ -157,11 +159,10 @@ def scorecards(cards: Sequence[dict[str, Any]], *, key: str = "fleet-sc") -> Non
         if c not in ("group_by", "group", "fingerprint", "note"):
             frame[c] = pd.to_numeric(frame[c], errors="coerce")  # None -> NaN: sorts as a number
     if "fingerprint" in frame.columns:
-        frame["fingerprint"] = frame["fingerprint"].fillna("—")
+        frame["fingerprint"] = frame["fingerprint"].fillna(MISSING)
     cols = [c for c in SCORECARD_CONFIG if c in frame.columns]
-    # a missing figure shows as Streamlit's grey "None" (a NumberColumn has no missing-value text)
     st.dataframe(frame[cols] if len(frame) else frame, column_config=SCORECARD_CONFIG,
-                 hide_index=True, width="stretch", key=key)
+                 hide_index=True, placeholder=MISSING, width="stretch", key=key)
     st.caption(SCORECARD_CAPTION)
 
 

@@ -58,7 +58,7 @@ def _alert_table(rows: list[dict], *, history: bool) -> pd.DataFrame:
 
 
 def _show(table: pd.DataFrame, key: str) -> None:
-    st.dataframe(table, hide_index=True, width="stretch", key=key, column_config={
+    st.dataframe(table, hide_index=True, width="stretch", key=key, placeholder="—", column_config={
         "value": st.column_config.NumberColumn("value", format="%.4g"),
         "server page": st.column_config.LinkColumn("server page", display_text="open"),
     })

@@ -119,7 +119,7 @@ winner_text = "in progress" if open_run else str(result.get("winner") or "none")
 st.markdown(f"Winner: **{md_escape(winner_text)}** · running now: "
             f"{md_escape(str(result.get('restored_profile') or ('in progress' if open_run else '?')))} · workload fingerprint "
             f"`{md_escape(str(result.get('workload') or '?'))}`")
-st.dataframe(tune.ranking_frame(result), hide_index=True, width="stretch",
+st.dataframe(tune.ranking_frame(result), hide_index=True, width="stretch", placeholder="—",
              column_config={"goodput req/s": st.column_config.NumberColumn(format="%.2f"),
                             "p99 TTFT ms": st.column_config.NumberColumn(format="%.0f"),
                             "p99 ITL ms": st.column_config.NumberColumn(format="%.1f"),

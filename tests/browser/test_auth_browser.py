@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from pwtest import PY, free_port, subprocess_env
+from pwtest import PY, free_demo_port, free_port, subprocess_env
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -50,7 +50,7 @@ def _wait_http(url: str, timeout_s: float) -> None:
 @pytest.fixture(scope="module")
 def pitwall(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pitwall-auth")
-    port, demo_port = free_port(), free_port()
+    port, demo_port = free_port(), free_demo_port()
     env = subprocess_env({
         "PITWALL_DATA_DIR": str(tmp / "data"),
         "PITWALL_DATABASE_URL": f"sqlite:///{tmp / 'data' / 'pitwall.db'}",

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pwtest import PY, REPO, free_port, subprocess_env
+from pwtest import PY, REPO, free_demo_port, free_port, subprocess_env
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -56,7 +56,7 @@ def pitwall(tmp_path_factory, request):
     """`pitwall up` in demo mode; a module that imports this fixture may add TOML to its
     pitwall.toml through a module-level `PITWALL_TOML` string (e.g. an alert rule)."""
     tmp = tmp_path_factory.mktemp("pitwall-e2e")
-    port, demo_port = free_port(), free_port()
+    port, demo_port = free_port(), free_demo_port()
     # No [[servers]]: `pitwall up` runs the demo. Throughput and cost have no default SLO (they
     # depend on model, hardware and price), so the operator's config sets them, as in production;
     # the demo simulator's canary gives a few output tok/s at 3.80 USD/GPU-h.

@@ -12,6 +12,8 @@ from streamlit.testing.v1 import AppTest
 sys.path.insert(0, str(REPO / "tests"))
 from fleet_seed import MODELS, seed_fleet  # noqa: E402
 
+from dashboard.components.fleet import MISSING  # noqa: E402
+
 APP = str(REPO / "app.py")
 
 
@@ -70,3 +72,15 @@ def test_fleet_scorecards_per_model_then_per_profile(fleet_env):
     assert list(sc["group"].drop_duplicates()) == ["p1", "p2", "p3", "p4"]
     labels = [b.label for b in at.get("download_button")]
     assert labels.count("CSV") == 2 and labels.count("JSON") == 2 and labels.count("MD") == 2
+
+
+def test_a_missing_figure_reads_as_a_dash_not_none(fleet_env):
+    """Both grids draw a missing figure (no probe run, no price) as MISSING: Streamlit's own
+    default is a grey "None". The table holds NaN there (it sorts as a number); the text is the
+    element's placeholder, drawn by the browser (the screenshots in test_fleet_browser.py)."""
+    at = _run()
+    table = _table(at)
+    sc = [d for d in at.dataframe if "group" in d.value.columns][0]
+    assert table["rps"].isna().any() and sc.value["ttft_p50_s"].isna().any()
+    grids = [d for d in at.dataframe if "group" in d.value.columns or "host" in d.value.columns]
+    assert len(grids) == 2 and {d.proto.placeholder for d in grids} == {MISSING}

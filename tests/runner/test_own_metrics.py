@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from pwtest import PY, REPO, free_port, stop_group, subprocess_env, wait_for
+from pwtest import PY, REPO, free_demo_port, free_port, stop_group, subprocess_env, wait_for
 
 from storage import repo
 from storage.db import make_engine
@@ -42,7 +42,7 @@ def demo_runner(tmp_path):
     env = subprocess_env({
         "PITWALL_DATA_DIR": str(tmp_path / "data"),
         "PITWALL_DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'pitwall.db'}",
-        "PITWALL_CONFIG": str(config), "PITWALL_DEMO": "auto", "PITWALL_DEMO_PORT": str(free_port()),
+        "PITWALL_CONFIG": str(config), "PITWALL_DEMO": "auto", "PITWALL_DEMO_PORT": str(free_demo_port()),
         "PITWALL_CANARY_INTERVAL_S": "1", "PITWALL_METRICS_PORT": str(port),
     })
     log = open(tmp_path / "collect.log", "w")  # noqa: SIM115 - closed below

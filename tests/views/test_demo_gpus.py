@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pwtest import REPO
+from pwtest import REPO, free_demo_port
 
 from collectors.base import CollectorContext, CollectorError, ServerTarget
 from collectors.registry import build_collectors
@@ -64,27 +63,9 @@ def test_every_demo_profile_sets_its_exporter_beside_its_server():
         assert exporter_port(30100 + index, env) == 30200 + index, name
 
 
-def _free_base() -> int:
-    """A demo_port whose port + 1, + 100 and + 101 are free too."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = int(s.getsockname()[1])
-        if base + 101 >= 65536:
-            continue
-        try:
-            for p in (base + 1, base + 100, base + 101):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        return base
-    raise AssertionError("no free demo port range")
-
-
 @pytest.fixture()
 def demo_procs(tmp_path: Path) -> Iterator[tuple[object, list[subprocess.Popen[bytes]]]]:
-    settings = load_settings(env=_env(tmp_path, _free_base()), cwd=tmp_path)
+    settings = load_settings(env=_env(tmp_path, free_demo_port()), cwd=tmp_path)
     procs = []
     for cfg in configured_servers(settings):
         spec = load_file(REPO / "profiles" / f"{cfg.profile}.toml")
