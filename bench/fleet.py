@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def http_json(url: str, timeout: float = 10.0) -> Any:
         return json.loads(resp.read(50_000_000))
 
 
-def wait_until(cond, timeout: float, what: str, poll_s: float = 0.5):  # type: ignore[no-untyped-def]
+def wait_until(cond: Callable[[], Any], timeout: float, what: str, poll_s: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -188,7 +189,7 @@ def write_config(path: Path, *, host: str, servers: list[tuple[str, int, str]], 
     path.write_text("\n".join(lines))
 
 
-def runner_env(base: dict[str, str], *, host: str, data: Path, cfg: Path, db_url: str, profiles: Path) -> dict[str, str]:
+def runner_env(base: Mapping[str, str], *, host: str, data: Path, cfg: Path, db_url: str, profiles: Path) -> dict[str, str]:
     env = dict(base)
     env.update(PITWALL_RUNNER_HOST=host, PITWALL_DATA_DIR=str(data), PITWALL_CONFIG=str(cfg),
                PITWALL_DATABASE_URL=db_url, PITWALL_PROFILES_DIR=str(profiles), PITWALL_DEMO="off",
@@ -450,19 +451,49 @@ def main() -> int:
     ap.add_argument("--paint-runs", type=int, default=3)
     ap.add_argument("--days", type=float, default=7.0, help="days of the Prometheus view")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: paint, prom7d")
-    ap.add_argument("--keep", type=Path, default=None, help="keep the work folder here (screenshot)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="copy the runners' logs and the Overview screenshot into this folder")
     args = ap.parse_args()
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    root = Path(tempfile.mkdtemp(prefix="pitwall-fleet-"))
+    if os.geteuid() == 0:
+        os.chmod(root, 0o755)
+    try:  # whatever fails, the work folder (PostgreSQL data, the backfilled TSDB) goes
+        results = measure(args, root, skip)
+    finally:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for host in HOSTS:
+                if (root / f"{host}.log").exists():
+                    shutil.copy(root / f"{host}.log", args.keep / f"{host}.log")
+        shutil.rmtree(root, ignore_errors=True)
+    report(results)
+    return 0
 
+
+def stop_managed(engine: Any) -> None:
+    """SIGKILL the simulators the runners launched and did not stop (a runner killed after its
+    stop deadline leaves them: they run in their own sessions)."""
+    import psutil
+
+    from storage import repo
+
+    for launch in repo.list_launches(engine):
+        if launch.pid and launch.ended_at is None and psutil.pid_exists(launch.pid):
+            try:
+                os.killpg(launch.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def measure(args: argparse.Namespace, root: Path, skip: set[str]) -> dict[str, Any]:
     from sqlalchemy import text
 
     from storage.db import make_engine
 
-    root = Path(tempfile.mkdtemp(prefix="pitwall-fleet-"))
-    if os.geteuid() == 0:
-        os.chmod(root, 0o755)
     procs: list[subprocess.Popen[Any]] = []
     pg = Postgres(root / "pg")
+    engine = make_engine(pg.url)
     results: dict[str, Any] = {"servers": args.servers}
     try:
         profiles = root / "profiles"
@@ -474,7 +505,6 @@ def main() -> int:
         prom_proc, prom_url = start_prometheus(root / "prom", [f"127.0.0.1:{p}" for _, p, _ in own[HOSTS[1]]],
                                                args.scrape_s)
         procs.append(prom_proc)
-        engine = make_engine(pg.url)
         runners: dict[str, subprocess.Popen[Any]] = {}
         for host in HOSTS:
             cfg = root / f"{host}.toml"
@@ -529,29 +559,24 @@ def main() -> int:
     finally:
         for p in reversed(procs):
             stop_group(p)
+        stop_managed(engine)
+        engine.dispose()
         pg.stop()
     if "prom7d" not in skip:
         results["prometheus_7d"] = {"days": args.days, **prom_week(root / "prom7d", scrape_s=15.0, days=args.days)}
-    if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
-        for host in HOSTS:
-            if (root / f"{host}.log").exists():
-                shutil.copy(root / f"{host}.log", args.keep / f"{host}.log")
-    shutil.rmtree(root, ignore_errors=True)
-    report(results)
-    return 0
+    return results
 
 
 def report(r: dict[str, Any]) -> None:
     print(json.dumps(r, indent=1, default=str))
     print()
     print(f"all servers ready after {r.get('all_ready_s', float('nan')):.0f} s; window {r.get('window_s', 0):.0f} s")
-    print("| runner | servers | reads | CPU % of a core | CPU % per server | rows/s |")
+    print("| runner | servers | reads | CPU % of a core | CPU % per server | sample rows/s |")
     print("|---|---|---|---|---|---|")
     for h, v in (r.get("runners") or {}).items():
         print(f"| {h} | {v['servers']} | {v['source']} | {v['cpu_pct']:.1f} | {v['cpu_pct_per_server']:.2f} | "
               f"{v['rows_per_s']:.0f} |")
-    print(f"rows/s into PostgreSQL, all: {r.get('rows_per_s_total', float('nan')):.0f}")
+    print(f"sample rows/s into PostgreSQL, all: {r.get('rows_per_s_total', float('nan')):.0f}")
     paint = r.get("overview_first_paint_s")
     if paint:
         print(f"Overview first paint at {r.get('servers')} servers: median {statistics.median(paint):.2f} s "

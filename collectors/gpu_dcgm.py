@@ -281,12 +281,20 @@ class DcgmPromBackend(DcgmBackend):
         finally:
             client.close()
         gpus: dict[int, dict[str, Any]] = {}
+        exporters: dict[int, str] = {}  # GPU index -> the exporter (instance) it came from
         for one in series:
             labels = {k: v for k, v in one.labels.items() if k != "__name__"}
             name = one.labels.get("__name__", "")
             if not one.points or "GPU_I_ID" in labels or not labels.get("gpu", "").isdigit():
                 continue
-            entry = gpus.setdefault(int(labels["gpu"]), {"labels": labels, "values": {}})
+            index, instance = int(labels["gpu"]), labels.get("instance", "")
+            if exporters.setdefault(index, instance) != instance:
+                raise CollectorError(
+                    f"gpu.prometheus_selector {{{self.selector}}} matches more than one dcgm-exporter "
+                    f"in {self.url} (GPU {index} from {exporters[index]} and from {instance}): each "
+                    "GPU would mix hosts. Narrow it to this host's exporter, e.g. "
+                    f'instance="{exporters[index]}" or its Hostname label.')
+            entry = gpus.setdefault(index, {"labels": labels, "values": {}})
             entry["values"][name] = float(max(one.points)[1])  # the newest sample
         if not gpus:
             raise CollectorError(

@@ -17,6 +17,7 @@ import time
 from sqlalchemy.engine import Engine
 
 from storage import repo
+from storage.kinds import EVENT_KINDS
 
 STATE_KEY = "fleet:hosts"
 
@@ -25,7 +26,8 @@ def watch_hosts(engine: Engine, *, ttl_s: float, now: float | None = None) -> li
     """Record runner_lost / runner_back for host leases that went stale / came back; returns
     the event kinds written (with the host), e.g. ["runner_lost:host-b"]."""
     now = time.time() if now is None else now
-    state: dict[str, str] = dict(repo.load_state(engine, key=STATE_KEY) or {})
+    before: dict[str, str] = dict(repo.load_state(engine, key=STATE_KEY) or {})
+    state = dict(before)
     leases = {lease.scope.removeprefix(repo.HOST_SCOPE_PREFIX): lease for lease in repo.list_leases(engine)
               if lease.scope.startswith(repo.HOST_SCOPE_PREFIX)}
     written = []
@@ -44,7 +46,7 @@ def watch_hosts(engine: Engine, *, ttl_s: float, now: float | None = None) -> li
             state[host] = "up"
     for host in [h for h, s in state.items() if h not in leases and s == "up"]:
         del state[host]  # released cleanly: nothing was lost
-    if state != (repo.load_state(engine, key=STATE_KEY) or {}):
+    if state != before:
         with engine.begin() as conn:
             repo.save_state(conn, key=STATE_KEY, value=state)
     return written
@@ -59,4 +61,4 @@ def _lost_message(engine: Engine, host: str, holder: str, age: float) -> str:
 
 
 def _record(engine: Engine, kind: str, host: str, message: str) -> None:
-    repo.add_event(engine, kind=kind, severity="error" if kind == "runner_lost" else "info", message=message)
+    repo.add_event(engine, kind=kind, severity=EVENT_KINDS[kind][0], message=message)

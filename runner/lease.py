@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import time
 
@@ -52,7 +53,10 @@ class Lease:
         self.machine = socket.gethostname()  # where our pid lives (a dead holder is checked here)
         self.host = host or self.machine  # runner.host: the fleet's name of this runner's host
         self.scope = repo.host_scope(self.host)
-        self.holder = holder or f"{self.machine}:{os.getpid()}"
+        # machine:pid names the process for people; the random tail makes the name this
+        # instance's alone (containers sharing a hostname can share a pid, e.g. 1): a holder
+        # that matches its own name re-takes a lease without a freshness check (acquire_lease)
+        self.holder = holder or f"{self.machine}:{os.getpid()}:{secrets.token_hex(3)}"
         self.ttl_s = ttl_s
         self.generation: int | None = None  # of the host lease
         self.db_generation: int | None = None  # of the `db` lease, while this runner keeps house

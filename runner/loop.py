@@ -451,8 +451,7 @@ class Runner:
                     slot.collector.close()
                 except Exception:
                     log.exception("closing collector %s failed", slot.collector.name)
-            if not self.lost_lease:
-                try:
-                    self.lease.release()
-                except Exception:
-                    log.exception("releasing the runner lease failed")
+            try:  # each lease only while still ours (fenced by generation): with the host lease
+                self.lease.release()  # lost, a `db` lease still held is given up, not left to expire
+            except Exception:
+                log.exception("releasing the runner lease failed")

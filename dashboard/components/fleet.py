@@ -21,7 +21,6 @@ from dashboard.services.views.fleet import (
     filter_options,
     server_link,
 )
-from dashboard.services.views.fleet_scorecards import GROUP_BYS
 
 #: cards when the filters leave at most this many servers (view "auto"), the table above it
 CARDS_MAX = 6
@@ -42,6 +41,7 @@ TABLE_COLUMNS = {"server": 84, "open": 52, "status": 76, "host": 60, "model": 12
 ROW_NUMBERS = ("alerts", "output_tok_s", "rps", "ttft_p95_s", "queue", "kv_usage", "cache_hit_rate",
                "usd_per_mtok", "success_rate", "images_per_min", "usd_per_image")
 IMAGE_COLUMNS = {"images_per_min": 92, "usd_per_image": 92}
+UNCHECKED_COLUMN = {"unchecked": 160}  # shown when a row has SLO targets the fleet view skips
 MEDIA = {"csv": "text/csv", "json": "application/json", "md": "text/markdown"}
 
 
@@ -67,7 +67,9 @@ def pick_view(n: int, *, key: str = "fleet-view") -> str:
     return "cards" if n <= CARDS_MAX else "table"
 
 
-def _table_frame(rows: Sequence[FleetRow]) -> pd.DataFrame:
+def table_frame(rows: Sequence[FleetRow]) -> pd.DataFrame:
+    """The table as shown: status and grade words, percentages, the link; numbers stay numbers
+    (None -> NaN, so a column sorts as numbers)."""
     data = []
     for r in rows:
         d = r.as_dict()
@@ -89,9 +91,10 @@ def _table_frame(rows: Sequence[FleetRow]) -> pd.DataFrame:
 
 def table(rows: Sequence[FleetRow], *, key: str = "fleet-table") -> None:
     """The fleet table: one row per server; click a header to sort (numbers sort as numbers)."""
-    frame = _table_frame(rows)
+    frame = table_frame(rows)
     image = any(r.kind == "image" for r in rows)
-    widths = {**TABLE_COLUMNS, **(IMAGE_COLUMNS if image else {})}
+    widths = {**TABLE_COLUMNS, **(IMAGE_COLUMNS if image else {}),
+              **(UNCHECKED_COLUMN if any(r.unchecked for r in rows) else {})}
     num = st.column_config.NumberColumn
     config: dict[str, Any] = {
         "open": st.column_config.LinkColumn("", display_text="open", width="small",
@@ -114,6 +117,9 @@ def table(rows: Sequence[FleetRow], *, key: str = "fleet-table") -> None:
         "success_rate": num("Success %", format="%.1f%%", width="small"),
         "images_per_min": num("Images/min", format="%.1f"),
         "usd_per_image": num("USD/image", format="$%.4f"),
+        "unchecked": st.column_config.TextColumn(
+            "Not checked here", help="SLO targets on figures the fleet view does not read (power, "
+            "energy, GPU memory, GPU walls): the grades leave them out; the server's page checks them"),
     }
     for col, w in widths.items():
         config[col]["width"] = w
@@ -123,7 +129,8 @@ def table(rows: Sequence[FleetRow], *, key: str = "fleet-table") -> None:
     st.dataframe(styled, column_config=config, hide_index=True, placeholder=MISSING,
                  width="stretch", height=min(35 * (len(frame) + 1) + 3, 36 * 21), key=key)
     st.caption(f"{len(rows)} servers · figures over the last {FLEET_WINDOW_S // 60} min, each "
-               "server's scorecard; grades against its SLO targets. Click a header to sort.")
+               "server's scorecard; grades against its SLO targets (except those listed under "
+               "\"Not checked here\"). Click a header to sort.")
 
 
 SCORECARD_CONFIG: dict[str, Any] = {  # column order: the fleet's money and health first
@@ -144,12 +151,13 @@ SCORECARD_CONFIG: dict[str, Any] = {  # column order: the fleet's money and heal
 }
 SCORECARD_CAPTION = (
     "Per group: **Σ out tok/s, Σ req/s** add each server's scorecard figure. **Latency** "
-    "percentiles are exact over the POOLED probe requests (measured, successful, every level) of "
+    "percentiles are exact over the POOLED probe requests (measured, successful, at each server's "
+    "headline level, the one its own latency is from) of "
     "the group's probe runs in the window — only across runs of the same workload fingerprint; "
     "a group that ran several workloads shows one row per workload. **USD/1M tok** = Σ(GPU-hour "
     "price × GPUs) ÷ Σ output tok/s over the priced servers. **Errors, OOMs, restarts** are "
-    "summed (restarts include crashes). **SLO met** is the share of graded servers whose every "
-    "dimension passes (warn does not meet)."
+    "summed (restarts include crashes). **SLO met** is the share of graded servers whose graded "
+    "dimensions all pass (warn does not meet; a dimension with no target is not counted)."
 )
 
 
@@ -187,5 +195,3 @@ def _maker(engine: Engine, fmt: str, what: str, records: Callable[[], list[dict[
 
     return make
 
-
-GROUP_LABELS = {g: f"per {g}" for g in GROUP_BYS}

@@ -98,10 +98,11 @@ def fleet_event_counts(engine: Engine, *, since: float, until: float | None = No
 
 
 def fleet_gpu_indices(engine: Engine, *, since: float) -> dict[int, list[int]]:
-    """{server_id: GPU indices with NVML samples since `since`}: one DISTINCT query over the
-    `gpu.<i>.mem_total_bytes` series (the scorecard's "GPUs seen" count)."""
+    """{server_id: GPU indices with any `gpu.<i>.*` sample since `since`}: one DISTINCT query.
+    The scorecard's "GPUs seen" counts the same series, in every storage tier and at any time
+    (build.gather_inputs): the two differ only for GPUs that stopped reporting before the window."""
     q = (select(SAMPLE.c.server_id, SAMPLE.c.metric).distinct()
-         .where(and_(SAMPLE.c.ts >= since, SAMPLE.c.metric.like("gpu.%.mem\\_total\\_bytes", escape="\\"))))
+         .where(and_(SAMPLE.c.ts >= since, SAMPLE.c.metric.like("gpu.%"))))
     out: dict[int, set[int]] = {}
     with engine.connect() as conn:
         for sid, metric in conn.execute(q).all():

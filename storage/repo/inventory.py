@@ -8,7 +8,7 @@ them again) and are redacted where they are shown or exported.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import delete, or_, select, update
@@ -30,16 +30,20 @@ _LAUNCH_OBJ = ("server_args",)
 # servers and profiles
 
 
-def _upsert_by_name(engine: Engine, model: type[Any], name: str, fields: dict[str, Any]) -> Any:
+def _upsert_by_name(engine: Engine, model: type[Any], name: str, fields: dict[str, Any],
+                    check: Callable[[Any], None] | None = None) -> Any:
     """Insert or update the row of `model` named `name`. Two runners of a fleet sync the same
     profiles (and may sync one server) at once: the one whose INSERT loses the race on the unique
-    name reads the winner's row and updates it instead."""
+    name reads the winner's row and updates it instead. `check(row)` sees every existing row
+    before it is updated (that retry included) and raises to refuse the update."""
     for attempt in (1, 2):
         with Session(engine, expire_on_commit=False) as s:
             row = s.execute(select(model).where(col(model.name) == name)).scalars().first()
             if row is None:
                 row = model(name=name, **fields)
             else:
+                if check is not None:
+                    check(row)
                 for k, v in fields.items():
                     setattr(row, k, v)
             row.updated_at = time.time()
@@ -55,9 +59,12 @@ def _upsert_by_name(engine: Engine, model: type[Any], name: str, fields: dict[st
     raise AssertionError("unreachable")
 
 
-def upsert_server(engine: Engine, *, name: str, **fields: Any) -> Server:
+def upsert_server(engine: Engine, *, name: str, check: Callable[[Server], None] | None = None,
+                  **fields: Any) -> Server:
+    """Insert or update a server; `check` may refuse to update an existing row (a fleet runner
+    checks it does not take another live host's server, even one inserted a moment ago)."""
     # configured again: active (retired_at None unless the caller retires it)
-    return _upsert_by_name(engine, Server, name, {**fields, "retired_at": fields.get("retired_at")})
+    return _upsert_by_name(engine, Server, name, {**fields, "retired_at": fields.get("retired_at")}, check)
 
 
 def list_servers(engine: Engine, *, include_retired: bool = False, host: str | None = None) -> list[Server]:

@@ -213,3 +213,30 @@ def test_through_prometheus_the_same_gpu_figures_as_the_exporter_read_directly(e
         rig.close()
     _, errors = build_collectors({}, names={"gpu"}, gpu={"prometheus_selector": 'Hostname="x"'})
     assert errors and "prometheus.url is not" in errors[0]
+
+
+@needs_prometheus
+def test_a_selector_matching_two_hosts_exporters_is_refused_not_mixed(tmp_path):
+    """Two dcgm-exporters (two hosts' GPU 0) under one selector: one clear error naming both,
+    never GPU 0 made of both; the instance label narrows it to one."""
+    servers = []
+    for _ in range(2):
+        handler = type("Handler", (_Exporter,), {"body": exposition()})  # both say Hostname gpu-node-1
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+    rig = PromRig(tmp_path, n_sims=2)
+    rig.sim_ports[:] = [int(srv.server_address[1]) for srv in servers]
+    try:
+        rig.start_prometheus()
+        wait_for(lambda: len(rig.query('DCGM_FI_DEV_GPU_UTIL{Hostname="gpu-node-1"}')) == 2, 60,
+                 "a scrape of both exporters")
+        with pytest.raises(CollectorError, match="matches more than one dcgm-exporter"):
+            DcgmPromBackend(rig.url, 'Hostname="gpu-node-1"').read_raw()
+        [one] = DcgmPromBackend(rig.url, f'instance="{rig.instance(1)}"').read_raw()
+        assert one["index"] == 0
+    finally:
+        rig.close()
+        for srv in servers:
+            srv.shutdown()
+            srv.server_close()

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 
 import pytest
-from pwtest import REPO
+from fleet_seed import seed_fleet
 
-sys.path.insert(0, str(REPO / "tests"))
-from fleet_seed import seed_fleet  # noqa: E402
-
-from dashboard.services.export.cli import export_cli  # noqa: E402
-from storage import repo  # noqa: E402
+from dashboard.services.export.cli import export_cli
+from storage import repo
 
 
 @pytest.fixture

@@ -39,6 +39,20 @@ def test_each_host_has_its_own_lease_and_one_runner_keeps_house(engine):
     assert repo.get_lease(engine, scope="host:host-a") is None
 
 
+def test_two_runners_on_one_machine_and_pid_keep_their_own_names(engine):
+    """Containers sharing a hostname can share a pid: default holder names still differ, so
+    the second runner never re-takes `db` as if it were its own (it used to, every beat)."""
+    a, b = Lease(engine, host="host-a"), Lease(engine, host="host-b")
+    assert a.holder != b.holder
+    a.acquire()
+    b.acquire()
+    gen = repo.get_lease(engine, scope=repo.DB_SCOPE).generation
+    for _ in range(3):
+        assert a.renew() and b.renew()
+        assert a.holds_db and not b.holds_db
+    assert repo.get_lease(engine, scope=repo.DB_SCOPE).generation == gen
+
+
 def test_a_second_runner_for_the_same_host_is_refused_naming_holder_and_host(engine):
     Lease(engine, "m:111", host="host-a").acquire()
     with pytest.raises(LeaseHeld, match=r"Another runner \(m:111\) is collecting for host host-a"):
@@ -207,3 +221,34 @@ def test_two_runners_mirroring_the_same_profile_at_once_both_succeed(engine):
     assert raced
     assert prof.model_path == "mine"
     assert [(p.name, p.model_path) for p in repo.list_profiles(engine)] == [("p", "mine")]
+
+
+def test_a_server_another_host_inserts_during_our_sync_is_refused_not_taken(engine, tmp_path):
+    """Two hosts starting at once both find no row for a name and both insert it: the one that
+    loses the INSERT race must not then overwrite the winner's row (and its host) — it is
+    refused as any runner that finds another live host's server is."""
+    from sqlalchemy import event, insert
+    from sqlmodel import Session
+
+    from storage.models import Server
+
+    Lease(engine, "m:2", host="host-b").acquire()  # host-b's runner is alive
+    raced = []
+
+    def host_b_inserts_first(session, _ctx, _instances):  # type: ignore[no-untyped-def]
+        if not raced:
+            raced.append(True)
+            with engine.begin() as conn:
+                conn.execute(insert(Server.__table__).values(
+                    name="shared", base_url="http://127.0.0.1:2", engine="sglang", kind="llm",
+                    managed=False, host="host-b", updated_at=0.0))
+
+    event.listen(Session, "before_flush", host_b_inserts_first)
+    try:
+        with pytest.raises(ServerOwnershipError, match="belongs to runner host 'host-b'"):
+            sync_servers(engine, _settings(tmp_path, "host-a", [ServerConfig("shared", "http://127.0.0.1:1")]))
+    finally:
+        event.remove(Session, "before_flush", host_b_inserts_first)
+    assert raced
+    row = repo.get_server(engine, name="shared")
+    assert (row.host, row.base_url) == ("host-b", "http://127.0.0.1:2")

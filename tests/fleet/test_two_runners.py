@@ -31,8 +31,8 @@ from storage.db import make_engine
 pytestmark = pytest.mark.timeout(300)
 
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
-TTL_S = 5  # runner.lease_ttl_s: the smallest the settings allow (renewed every 2 s)
-EXPIRY_S = 8  # runner.intent_expiry_s
+TTL_S = 15  # runner.lease_ttl_s (the default): a busy machine may renew late; no test waits on it
+EXPIRY_S = 20  # runner.intent_expiry_s: long enough for a busy host-b to claim its relaunch
 
 
 class Fleet:
@@ -75,8 +75,27 @@ class Fleet:
         return repo.get_lease(self.engine, scope=repo.host_scope(scope_host))
 
     def db_holder_pid(self) -> int | None:
+        """Pid named by the `db` lease row (no age check: a late heartbeat on a busy machine is
+        not a takeover; a takeover rewrites the row and bumps its generation)."""
         lease = repo.get_lease(self.engine, scope=repo.DB_SCOPE)
-        return lease.pid if lease is not None and time.time() - lease.heartbeat_at < TTL_S else None
+        return lease.pid if lease is not None else None
+
+    def db_generation(self) -> int | None:
+        lease = repo.get_lease(self.engine, scope=repo.DB_SCOPE)
+        return lease.generation if lease is not None else None
+
+    def beats(self, host: str, n: int) -> None:
+        """Wait until `host`'s runner has renewed its host lease `n` more times (each renew
+        beat also tries the `db` lease)."""
+        seen = [self.lease(host).heartbeat_at]
+
+        def moved() -> bool:
+            now = self.lease(host).heartbeat_at
+            if now != seen[-1]:
+                seen.append(now)
+            return len(seen) > n
+
+        wait_for(moved, 60, f"{n} renew beats of {host}", poll_s=0.2)
 
     def close(self) -> None:
         for proc in self.procs.values():
@@ -137,6 +156,7 @@ def test_two_runners_own_their_servers_and_intents(fleet: Fleet) -> None:
     for name in ("sim-a", "sim-b", "watched-b"):
         wait_for(lambda n=name: _sample_count(eng, n) > 0, 60, f"samples of {name}")
     assert fleet.db_holder_pid() == a.pid  # the first runner keeps house; host-b only tries
+    house = fleet.db_generation()
 
     # an intent for host-b's server is carried out by host-b
     relaunch = launcher.request(eng, kind="relaunch", server_name="sim-b", actor="test")
@@ -164,7 +184,7 @@ def test_two_runners_own_their_servers_and_intents(fleet: Fleet) -> None:
     sim_b = repo.get_server(eng, name="sim-b")
     events = repo.list_events(eng, server_id=sim_b.id, kinds=["intent_expired"])
     assert len(events) == 1 and f"stop #{stop.id}" in events.iloc[0]["message"]
-    assert a.poll() is None and fleet.db_holder_pid() == a.pid
+    assert a.poll() is None and fleet.db_holder_pid() == a.pid and fleet.db_generation() == house
     sim_a = repo.get_server(eng, name="sim-a")
     wait_for(lambda: (repo.latest_samples(eng, server_id=sim_a.id, metrics=["api.health_ok"]).get("api.health_ok")
                       or (0.0, 0.0))[0] > stopped_at, 60, "host-a to keep collecting")
@@ -176,8 +196,9 @@ def test_one_runner_keeps_house_and_the_other_takes_over_when_it_dies(fleet: Fle
     b = fleet.start("host-b", fleet.config("host-b"))
     eng = fleet.engine
     assert fleet.db_holder_pid() == a.pid
-    time.sleep(2 * 2.0 + 0.5)  # two renew beats: host-b tried and did not take `db`
-    assert fleet.db_holder_pid() == a.pid
+    house = fleet.db_generation()
+    fleet.beats("host-b", 2)  # host-b tried twice and did not take `db`
+    assert fleet.db_holder_pid() == a.pid and fleet.db_generation() == house
     for host in ("host-a", "host-b"):  # each runner's own figures, apart (source self:<host>)
         wait_for(lambda h=host: repo.latest_samples(eng, server_id=0, metrics=["self.cpu_pct"], source=f"self:{h}"),
                  30, f"self samples of {host}")

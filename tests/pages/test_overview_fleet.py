@@ -3,16 +3,12 @@ toggle, the fleet scorecards and their exports."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
+from fleet_seed import MODELS, seed_fleet
 from pwtest import REPO
 from streamlit.testing.v1 import AppTest
 
-sys.path.insert(0, str(REPO / "tests"))
-from fleet_seed import MODELS, seed_fleet  # noqa: E402
-
-from dashboard.components.fleet import MISSING  # noqa: E402
+from dashboard.components.fleet import MISSING
 
 APP = str(REPO / "app.py")
 
@@ -34,6 +30,11 @@ def _run() -> AppTest:
     return at
 
 
+def _cards(at: AppTest) -> list[str]:
+    """Element ids of the server cards (a keyed container's id ends with its key, card_<name>)."""
+    return [c.proto.id for c in at.get("container") if "card_srv" in c.proto.id]
+
+
 def _table(at: AppTest):
     frames = [d.value for d in at.dataframe if "server" in d.value.columns and "host" in d.value.columns]
     assert frames, "no fleet table"
@@ -47,7 +48,7 @@ def test_fifty_servers_show_as_a_table_with_one_row_each(fleet_env):
     assert set(table["host"]) == {"h1", "h2", "h3", "h4", "h5"}
     assert table.loc[table["server"] == "srv-03", "output_tok_s"].iloc[0] == pytest.approx(400.0)
     assert table["open"].iloc[0] == "server?server=srv-00"
-    assert not [c for c in at.get("container") if "card_srv" in str(getattr(c.proto, "key", ""))]
+    assert not _cards(at)  # 50 servers: the table, no cards
 
 
 def test_host_filter_narrows_the_table_and_few_servers_become_cards(fleet_env):
@@ -56,6 +57,7 @@ def test_host_filter_narrows_the_table_and_few_servers_become_cards(fleet_env):
     assert len(_table(at)) == 10
     at.text_input(key="fleet-search").set_value("srv-0").run()  # h2 and srv-0x: srv-01, srv-06
     assert not [d for d in at.dataframe if "host" in d.value.columns]  # auto: 2 servers -> cards
+    assert len(_cards(at)) == 2
     titles = " ".join(m.value for m in at.markdown).replace("\\-", "-")  # names are md-escaped
     assert "srv-01" in titles and "srv-06" in titles and "srv-11" not in titles
     at.segmented_control(key="fleet-view").set_value("table").run()

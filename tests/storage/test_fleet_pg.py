@@ -3,13 +3,8 @@ that does not grow from 10 to 50 servers."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from pwtest import REPO
-
-sys.path.insert(0, str(REPO / "tests"))
-from fleet_seed import count_queries, seed_fleet  # noqa: E402
+from fleet_seed import count_queries, seed_fleet
 
 
 def test_fleet_rows_on_postgres_match_sqlite_with_a_fixed_querycount_queries(pg_url, tmp_path):

@@ -16,7 +16,6 @@ from dashboard.services.views.fleet import (
     FleetFilter,
     filter_options,
     filter_rows,
-    fleet_frame,
     fleet_rows,
 )
 from dashboard.services.views.fleet_scorecards import MIXED_NOTE, fleet_scorecards
@@ -165,8 +164,10 @@ def test_export_rejects_unknown_format_with_the_choices(fleet):
 
 
 def test_fleet_frame_sorts_numbers_as_numbers(fleet):
+    from dashboard.components.fleet import table_frame
+
     _, _, rows = fleet
-    frame = fleet_frame(rows)
+    frame = table_frame(rows)
     assert frame["output_tok_s"].dtype.kind == "f"
     top = frame.sort_values("output_tok_s", ascending=False)["server"].iloc[0]
     assert top == "srv-49"  # 5,000 tok/s beats "srv-9"'s 1,000 (a text sort would not)
@@ -180,3 +181,50 @@ def test_a_server_without_samples_gets_a_row_not_an_error(tmp_path):
     (row,) = fleet_rows(eng)
     assert row.status == "unknown" and row.model is None and row.profile is None
     assert row.figures["output_tok_s"] is None
+
+
+def _one_server(tmp_path):
+    """Server srv-00 of the seed (probed at level 4), on its own file."""
+    from storage.db import make_engine
+
+    eng = make_engine(f"sqlite:///{tmp_path / 'one.db'}")
+    return eng, seed_fleet(eng, 1)
+
+
+def test_pooled_latency_is_from_the_headline_level_as_the_servers_own(tmp_path):
+    """Requests of a lower level (slower here, and fewer req/s) are not pooled: a group of one
+    server shows that server's own p95, never concurrency 1 mixed with 4."""
+    from fleet_seed import _req
+
+    eng, now = _one_server(tmp_path)
+    (run,) = repo.list_probe_runs(eng)
+    with eng.begin() as conn:
+        slow = [{**_req(run.id, 100 + k, now - 290 + k, 5.0 + k), "level": 1.0} for k in range(3)]
+        repo.insert_probe_requests(conn, rows=slow)
+    (row,) = fleet_rows(eng, now=now)
+    (head,) = fleet_scorecards([row], by="model")
+    assert head["requests"] == len(ttfts(0))
+    assert head["ttft_p95_s"] == pytest.approx(row.figures["ttft_p95_s"])
+    assert head["ttft_p99_s"] == pytest.approx(np.percentile(ttfts(0), 99))
+    eng.dispose()
+
+
+def test_a_target_the_fleet_view_does_not_read_is_listed_not_passed(tmp_path):
+    """An SLO target on GPU power: the server's scorecard fails it; the fleet row cannot check it
+    (it reads no per-GPU series), so it names it in `unchecked` instead of grading it."""
+    from dashboard.services.scorecard import slo
+    from dashboard.services.scorecard.build import build_scorecard
+    from dashboard.services.views.fleet import FLEET_WINDOW_S
+
+    eng, now = _one_server(tmp_path)
+    srv = repo.get_server(eng, name=server_name(0))
+    with eng.begin() as conn:
+        repo.insert_samples(conn, rows=[
+            {"ts": now - 60.0 * k, "server_id": srv.id, "launch_id": None, "source": "gpu",
+             "metric": f"gpu.{g}.power_w", "value": 300.0} for g in (0, 1) for k in range(1, 5)])
+    slo.save_override(eng, server=server_name(0), key="avg_power_w", target=100.0)
+    card = build_scorecard(eng, server=server_name(0), since_s=FLEET_WINDOW_S, now=now)
+    assert card.figures["avg_power_w"].grade == "fail"
+    (row,) = fleet_rows(eng, now=now)
+    assert row.unchecked == ["avg_power_w"] and row.as_dict()["unchecked"] == "avg_power_w"
+    eng.dispose()

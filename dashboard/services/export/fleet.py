@@ -29,7 +29,9 @@ from sqlalchemy.engine import Engine
 
 from dashboard.services.export.formats import ExportError, _finite, _md_table
 from dashboard.services.format import fmt_ts, fmt_value
-from dashboard.services.scorecard.metric_specs import DIMENSIONS
+from dashboard.services.scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
+from dashboard.services.views.fleet import ROW_FIGURES
+from dashboard.services.views.fleet_scorecards import LATENCY_KEYS
 from storage import repo
 from storage.redact import redact_text
 
@@ -39,19 +41,16 @@ FLEET_COLUMNS: dict[str, tuple[str, ...]] = {
     "table": ("server", "status", "host", "model", "profile", "kind", "output_tok_s", "rps",
               "ttft_p95_s", "ttft_p99_s", "cache_hit_rate", "usd_per_mtok", "success_rate",
               "images_per_min", "usd_per_image", "queue", "kv_usage", "alerts",
-              *(f"grade_{d}" for d in DIMENSIONS), "grade"),
+              *(f"grade_{d}" for d in DIMENSIONS), "grade", "unchecked"),
     "scorecards": ("group_by", "group", "fingerprint", "servers", "output_tok_s", "rps",
                    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_p50_s", "e2e_p95_s",
                    "e2e_p99_s", "requests", "usd_per_mtok", "priced", "errors", "ooms",
                    "restarts", "slo_met", "graded", "note"),
 }
 META_COLUMNS = ("window_s", "resolution", "generated_at")
-#: display units of the Markdown table (dashboard/services/format.py fmt_value units)
-UNITS = {"output_tok_s": "count", "rps": "count", "ttft_p95_s": "s", "ttft_p99_s": "s",
-         "ttft_p50_s": "s", "e2e_p50_s": "s", "e2e_p95_s": "s", "e2e_p99_s": "s",
-         "cache_hit_rate": "ratio", "usd_per_mtok": "usd", "usd_per_image": "usd",
-         "success_rate": "ratio", "kv_usage": "ratio", "slo_met": "ratio",
-         "images_per_min": "count"}
+#: display units of the Markdown table: the scorecard's own unit of each figure (fmt_value units)
+UNITS = {**{row: SPECS_BY_KEY[key].unit for row, key in ROW_FIGURES.items()},
+         **{k: "s" for k in LATENCY_KEYS}, "kv_usage": "ratio", "slo_met": "ratio"}
 
 
 def fleet_meta(*, window_s: float, until: float, filters: dict[str, Any] | None = None,

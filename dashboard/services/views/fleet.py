@@ -7,9 +7,11 @@ times). It reads every server's samples of the last FLEET_WINDOW_S in three quer
 or max is enough, newest values), the newest launches, the window's probe runs and their requests, event
 counts, the GPUs seen and the SLO overrides in one query each, then grades each server with the
 scorecard's own pure code (scorecard/compute.py) on those inputs. So a fleet row's figures and
-grades are the server's scorecard over the same window, except what needs per-GPU series:
-energy and electricity figures and the GPU-wall verdicts are left out of the fleet view (the
-Server page and Compare have them).
+grades are the server's scorecard over the same window, except what needs per-GPU series
+(FLEET_UNREAD: power, energy and electricity, GPU memory headroom, the GPU-wall verdicts). Those
+are not read here (the Server page and Compare have them): an SLO target on one of them is not
+checked in the fleet view, and the row lists it in `unchecked`, so a grade never claims a
+target it did not check.
 
 Row keys (base units, None = missing): `status` (up/down/launching/unknown, as the cards),
 `host` (Server.host: the runner host that owns it), `model` (the launch's server_args
@@ -17,7 +19,8 @@ model_path, else the profile's), `profile`, `output_tok_s`, `rps`, `ttft_p95_s` 
 `ttft_p99_s` (probe run in the window, else canary), `queue` (newest queue length), `kv_usage`
 (newest log.token_usage, 0-1), `cache_hit_rate` (radix_hit_rate), `usd_per_mtok` (USD per 1M
 output tokens), `success_rate`, `alerts` (firing, silenced included), `grade_<dimension>` and
-`grade` (the worst dimension grade; "none" when nothing is graded). Cross-check one row with
+`grade` (the worst dimension grade; "none" when nothing is graded), `unchecked` (SLO target
+keys in FLEET_UNREAD, not checked here). Cross-check one row with
 `pitwall export --server NAME --since 15m --format md`.
 """
 
@@ -36,9 +39,11 @@ from sqlalchemy.engine import Engine
 from dashboard.services.alerts.views import alerts as alert_rows
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
+from dashboard.services.scorecard import walls
 from dashboard.services.scorecard.build import MEAN_KEYS
 from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
 from dashboard.services.scorecard.image import DIFFUSION_KEYS, diffusion_inputs
+from dashboard.services.scorecard.inputs import measured_ok
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.views.overview import FIGURE_WINDOW_S, STALE_S
@@ -63,7 +68,11 @@ ROW_FIGURES = {"output_tok_s": "output_tok_s", "rps": "rps", "ttft_p95_s": "ttft
                "ttft_p99_s": "ttft_p99_s", "cache_hit_rate": "radix_hit_rate",
                "usd_per_mtok": "usd_per_1m_output_tok", "success_rate": "success_rate",
                "images_per_min": "images_per_min", "usd_per_image": "usd_per_image"}
-STATUSES = ("up", "down", "launching", "unknown")
+#: scorecard figures that need per-GPU series the fleet reads do not fetch
+FLEET_UNREAD = ("avg_power_w", "energy_j_per_output_tok", "energy_j_per_image",
+                "electricity_usd_per_1m_output_tok", "mem_headroom_bytes", *walls.GPU_KEYS,
+                *walls.STAGE_KEYS)
+UNREAD_NOTE = "not read in the fleet view: see the server's scorecard"
 
 
 @dataclass
@@ -81,10 +90,12 @@ class FleetRow:
     alerts: int = 0
     grades: dict[str, str] = field(default_factory=dict)
     grade: str = "none"
+    unchecked: list[str] = field(default_factory=list)  # SLO targets in FLEET_UNREAD
     usd_per_hour: float | None = None  # price × GPUs (None: no gpu_hourly_usd)
     stability: dict[str, float | None] = field(default_factory=dict)  # error/oom/restart counts
     fingerprint: str | None = None  # the probe run's workload fingerprint (None: canary only)
-    #: measured, successful probe requests of the window's run (fleet scorecards pool them)
+    #: TTFT and e2e (s) of the measured, successful probe requests at the run's headline level,
+    #: the level the row's latency is from (fleet scorecards pool them)
     requests: pd.DataFrame | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -97,6 +108,7 @@ class FleetRow:
         out["alerts"] = self.alerts
         out.update({f"grade_{d}": self.grades.get(d, "none") for d in DIMENSIONS})
         out["grade"] = self.grade
+        out["unchecked"] = ", ".join(self.unchecked)
         return out
 
 
@@ -209,15 +221,15 @@ def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.D
         health_values=s.values("api.health_ok"), busy_s=busy,
         window_output_tokens=log_tokens if busy is not None else (
             None if out_rate is None else out_rate * (until - since)),
-        event_counts=events,
+        event_counts=events, unavailable=dict.fromkeys(FLEET_UNREAD, UNREAD_NOTE),
         image_steps=(detail.get("image") or {}).get("steps"),
         diffusion=diffusion_inputs(s.values, [n for n in s.names() if n.startswith(DIFFUSION_PREFIXES)])
         if srv.kind == "image" else {},
     )
 
 
-def _row(srv: Server, card: Scorecard, *, launch: Launch | None, samples: _ServerSamples,
-         profiles: dict[str, str], alerts: int, reqs: pd.DataFrame | None, run: ProbeRun | None,
+def _row(srv: Server, card: Scorecard, inp: ScorecardInputs, *, launch: Launch | None,
+         samples: _ServerSamples, profiles: dict[str, str], alerts: int, run: ProbeRun | None,
          now: float) -> FleetRow:
     assert srv.id is not None
     figures: dict[str, float | None] = {k: card.value(v) for k, v in ROW_FIGURES.items()}
@@ -227,14 +239,16 @@ def _row(srv: Server, card: Scorecard, *, launch: Launch | None, samples: _Serve
     figures["kv_usage"] = None if kv is None else kv[1]
     grades = {d: (card.dimensions[d].grade or "none") if d in card.dimensions else "none"
               for d in DIMENSIONS}
-    measured = None
-    if reqs is not None and not reqs.empty:
-        measured = reqs[(~reqs["warmup"].astype(bool)) & reqs["ok"].astype(bool)]
+    measured = measured_ok(inp)
+    level = card.subject.get("level")
+    if measured is not None:
+        measured = measured.loc[measured["level"] == level, ["ttft_s", "e2e_s"]]
+    unchecked = [k for k in FLEET_UNREAD if k in card.figures and card.figures[k].target is not None]
     return FleetRow(
         id=srv.id, name=srv.name, kind=srv.kind, host=srv.host, model=_model(launch, profiles),
         profile=(launch.profile_name if launch else None) or srv.profile,
         status=_status(samples, launch, now), figures=figures, alerts=alerts, grades=grades,
-        grade=slo_mod.worst(list(grades.values())),
+        grade=slo_mod.worst(list(grades.values())), unchecked=unchecked,
         usd_per_hour=card.value("gpu_usd_per_hour"),
         stability={k: card.value(k) for k in ("error_count", "oom_count", "crash_count",
                                                "restart_count")},
@@ -285,8 +299,8 @@ def fleet_rows(engine: Engine, now: float | None = None, settings: Any = None) -
         inp = _inputs(srv, launch, run, run_reqs, samples, events.get(srv.id, {}),
                       gpus.get(srv.id, []), since, now, electricity)
         card = _score(inp, srv.name, settings_slo, overrides)
-        out.append(_row(srv, card, launch=launch, samples=samples, profiles=profiles,
-                        alerts=firing.get(srv.name, 0), reqs=run_reqs, run=run, now=now))
+        out.append(_row(srv, card, inp, launch=launch, samples=samples, profiles=profiles,
+                        alerts=firing.get(srv.name, 0), run=run, now=now))
     return out
 
 
@@ -334,14 +348,6 @@ def filter_options(rows: Sequence[FleetRow]) -> dict[str, list[str]]:
         return sorted({get(r) or NONE_LABEL for r in rows})
     return {"hosts": opts(lambda r: r.host), "models": opts(lambda r: r.model),
             "profiles": opts(lambda r: r.profile), "statuses": opts(lambda r: r.status)}
-
-
-def fleet_frame(rows: Sequence[FleetRow]) -> pd.DataFrame:
-    """The fleet table: one row per server, numbers as numbers (None -> NaN, so they sort)."""
-    frame = pd.DataFrame([r.as_dict() for r in rows])
-    if frame.empty:
-        return pd.DataFrame(columns=list(FleetRow(0, "", "", None, None, None, "").as_dict()))
-    return frame
 
 
 def server_link(name: str) -> str:

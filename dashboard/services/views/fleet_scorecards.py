@@ -6,7 +6,7 @@ One row per group (`fleet_scorecards(rows, by="model" | "profile")`), with these
 |---|---|
 | servers | servers in the group |
 | output_tok_s, rps | Σ of the servers' output tokens/s and requests/s (each server's scorecard figure; servers without one add nothing) |
-| ttft_p50_s … e2e_p99_s | exact percentiles of the POOLED probe requests (measured, successful, every level) of the window's probe runs of the group's servers — never an average of percentiles |
+| ttft_p50_s … e2e_p99_s | exact percentiles of the POOLED probe requests (measured, successful, at each server's headline level: the level its own row's latency is from) of the window's probe runs of the group's servers — never an average of percentiles, never concurrency 1 mixed with 64 |
 | requests | pooled probe requests those percentiles come from |
 | usd_per_mtok | Σ (GPU-hour price × GPUs) ÷ Σ output tok/s × 1e6 / 3600, over the servers with a price and a throughput (`priced` of them) |
 | errors, ooms, restarts | Σ of the servers' error_count, oom_count and crash_count + restart_count |
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from dashboard.services.scorecard import math as sm
 from dashboard.services.views.fleet import NONE_LABEL, FleetRow
 
 GROUP_BYS = ("model", "profile")
@@ -46,9 +46,8 @@ def pooled_latency(frames: Sequence[pd.DataFrame]) -> dict[str, float | None]:
         f is not None and len(f) for f in frames) else pd.DataFrame(columns=["ttft_s", "e2e_s"])
     out: dict[str, float | None] = {"requests": float(len(rows))}
     for name in ("ttft", "e2e"):
-        vals = pd.to_numeric(rows[f"{name}_s"], errors="coerce").dropna().to_numpy(dtype=float)
-        for p in (50, 95, 99):
-            out[f"{name}_p{p}_s"] = float(np.percentile(vals, p)) if vals.size else None
+        pct = sm.percentiles(pd.to_numeric(rows[f"{name}_s"], errors="coerce").dropna().to_numpy(dtype=float))
+        out.update({f"{name}_p{p}_s": v for p, v in pct.items()})
     return out
 
 
@@ -117,6 +116,3 @@ def fleet_scorecards(rows: Sequence[FleetRow], by: str = "model") -> list[dict[s
                 out.append(sub)
     return out
 
-
-def scorecards_frame(cards: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    return pd.DataFrame(list(cards))

@@ -20,6 +20,7 @@ host's servers that left its configuration, never another host's.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import Any
@@ -114,7 +115,10 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
         }
         if cfg.managed and not cfg.log_path:
             fields["log_path"] = str(settings.logs_dir / f"{cfg.name}.log")
-        out.append(repo.upsert_server(engine, name=cfg.name, **fields))
+        # checked again on the row the upsert updates: another host's runner may have inserted
+        # this name since the check above (two hosts starting at once)
+        out.append(repo.upsert_server(engine, name=cfg.name, **fields, check=functools.partial(
+            _check_row, engine, cfg=cfg, host=cfg.host or me, ttl_s=ttl_s)))
     # servers that left pitwall.toml (the demo, once real servers are configured) stop being
     # watched or started; their history stays browsable on Compare and Events
     repo.retire_servers_except(engine, names=[c.name for c in configured], host=me)
@@ -125,7 +129,12 @@ def _check_owner(engine: Engine, cfg: ServerConfig, host: str | None, ttl_s: flo
     """Refuse a configured server whose (active) row another runner host owns; see the module
     docstring for when a dead host's server is taken over."""
     row = repo.get_server(engine, name=cfg.name)
-    if row is None or row.retired_at is not None or not row.host or row.host == host:
+    if row is not None:
+        _check_row(engine, row, cfg=cfg, host=host, ttl_s=ttl_s)
+
+
+def _check_row(engine: Engine, row: Server, *, cfg: ServerConfig, host: str | None, ttl_s: float) -> None:
+    if row.retired_at is not None or not row.host or row.host == host:
         return
     lease = repo.get_lease(engine, scope=repo.host_scope(row.host))
     alive = lease is not None and time.time() - lease.heartbeat_at < ttl_s
