@@ -101,7 +101,9 @@ else:
 
 choices = list(by_name)
 start = choices.index(running_now) if running_now in choices else 0
-picked = st.selectbox("Profile", choices, index=start) if choices else None
+#: the picker's state key, per server (switching server starts again from what it runs)
+PICKED = f"pw_profile-{server_name}"
+picked = st.selectbox("Profile", choices, index=start, key=PICKED) if choices else None
 spec = by_name.get(picked) if picked else None
 
 if spec is not None and server_name is not None:
@@ -120,6 +122,13 @@ CONFIRM = "pw_confirm"  # which confirmation dialog is open (UI state of this br
 
 def _close_confirm() -> None:
     st.session_state.pop(CONFIRM, None)
+
+
+def _open_relaunch(server: str) -> None:
+    """The Relaunch… button's callback: the profile picked NOW (the picker's state as the click
+    arrives), never the one the button was drawn with: a click right after a new pick can reach
+    the button of the run before the pick, and would relaunch the old profile."""
+    st.session_state[CONFIRM] = {"kind": "relaunch", "server": server, "profile": st.session_state[PICKED]}
 
 
 def _actor_now() -> str | None:
@@ -188,8 +197,7 @@ if spec is not None and show_controls:
     if server_name is not None:
         cols[1].button("Relaunch…", type="primary", disabled=not can_act,
                        help=f"relaunch {server_name} under {spec.name}" if can_act else NEEDS_SIGN_IN,
-                       on_click=st.session_state.__setitem__,
-                       args=(CONFIRM, {"kind": "relaunch", "server": server_name, "profile": spec.name}))
+                       on_click=_open_relaunch, args=(server_name,))
         cols[2].button("Stop…", disabled=not can_act, help=f"stop {server_name}" if can_act else NEEDS_SIGN_IN,
                        on_click=st.session_state.__setitem__, args=(CONFIRM, {"kind": "stop", "server": server_name}))
 

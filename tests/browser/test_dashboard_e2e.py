@@ -232,6 +232,7 @@ def test_relaunch_under_another_profile_then_compare_both(page, pitwall):
     goto(page, pitwall, "/profiles?server=demo")
     pick(page, "Profile", "demo-radix-off")
     page.get_by_role("button", name="Relaunch…").click()
+    wait_for_pattern(page, r"under profile demo-radix-off\?", 60)  # the dialog names what it relaunches
     page.get_by_role("button", name="Relaunch now").click()
     deadline = time.time() + 240
     body = ""

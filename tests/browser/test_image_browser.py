@@ -14,7 +14,16 @@ import time
 from pathlib import Path
 
 import pytest
-from test_dashboard_e2e import browser, goto, no_traceback, page, pick, pitwall, shot  # noqa: F401
+from test_dashboard_e2e import (  # noqa: F401
+    browser,
+    goto,
+    no_traceback,
+    page,
+    pick,
+    pitwall,
+    shot,
+    wait_for_pattern,
+)
 
 from dashboard.services.views.benchmarks import start_sweep
 from dashboard.services.views.servers import DEMO_IMAGE_SERVER, demo_image_sweep
@@ -80,6 +89,7 @@ def test_compare_demo_image_against_fast_with_the_image_check(page, pitwall):  #
     goto(page, pitwall, "/profiles?server=demo-image")
     pick(page, "Profile", "demo-image-fast")
     page.get_by_role("button", name="Relaunch…").click()
+    wait_for_pattern(page, r"under profile demo-image-fast\?", 60)  # the dialog names what it relaunches
     page.get_by_role("button", name="Relaunch now").click()
     deadline = time.time() + 240
     body = ""

@@ -62,6 +62,7 @@ def test_a_second_runner_for_the_same_host_is_refused_naming_holder_and_host(eng
 
 def test_runners_racing_for_a_new_scope_on_postgresql_get_one_holder(fleet_db):
     """Both see no `db` row and insert at once: one wins, the other is told who holds it."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from storage.db import make_engine
@@ -69,9 +70,14 @@ def test_runners_racing_for_a_new_scope_on_postgresql_get_one_holder(fleet_db):
     engine = make_engine(fleet_db)
     try:
         for scope in ("db", "host:h"):
+            start = threading.Barrier(4)  # the four calls leave together: the race is provoked
+
+            def take(i: int, sc: str = scope, go: threading.Barrier = start):  # type: ignore[no-untyped-def]
+                go.wait(30)
+                return repo.acquire_lease(engine, scope=sc, holder=f"m:{i}", pid=i, host="m", ttl_s=15)
+
             with ThreadPoolExecutor(4) as pool:
-                results = list(pool.map(lambda i, sc=scope: repo.acquire_lease(engine, scope=sc, holder=f"m:{i}", pid=i,
-                                                                     host="m", ttl_s=15), range(4)))
+                results = list(pool.map(take, range(4)))
             winners = [lease.holder for ok, lease in results if ok and lease is not None]
             assert len(winners) == 1
             assert all(lease is not None and lease.holder == winners[0] for _, lease in results)

@@ -112,6 +112,20 @@ def test_password_on_loopback_needs_a_sign_in_for_every_control(site, monkeypatc
     assert {i.requested_by for i in repo.list_intents(site)} == {"alice"}
 
 
+def test_relaunch_takes_the_profile_picked_when_the_click_arrives(site):
+    """A pick and a click on Relaunch… reaching the server together (the click lands on the
+    button of the run before the pick): the dialog and the request name the new pick."""
+    from storage import repo
+
+    at = _open()
+    at.selectbox[1].set_value("two")
+    next(b for b in at.button if b.label == "Relaunch…").click().run()  # one run: pick + click
+    assert "under profile **two**" in " ".join(m.value for m in at.markdown)
+    next(b for b in at.button if b.label == "Relaunch now").click().run()
+    [intent] = [i for i in repo.list_intents(site) if i.kind == "relaunch"]
+    assert intent.payload["profile"] == "two"
+
+
 def test_no_credential_on_loopback_says_controls_are_open(site):
     at = _open()
     assert "No password is set, so anyone who reaches this dashboard from this machine" in _text(at)
