@@ -1,0 +1,219 @@
+"""Hostile SGLang look-alikes on 127.0.0.1 for the hostile-server tier (real sockets, threads).
+
+Each `FakeSGLang(behaviour)` answers SGLang's control endpoints like a healthy 0.5.23 server
+(/health, /server_info, /get_model_info, /v1/loads from the real-CPU golden files) and misbehaves
+on `/metrics` only, so one behaviour leaves one trace. `served` lists the sequence numbers of the
+/metrics answers it finished writing; the healthy one exports that number as
+`sglang:num_running_reqs`, so a test can tell exactly which scrapes reached storage.
+
+Behaviours (what a server of the field did, or could do, to a reader):
+- healthy:    a small valid payload whose running-request gauge is the scrape's sequence number.
+- nonfinite:  counters reading +Inf and NaN beside good series (Inf - Inf = NaN downstream).
+- labels:     100,000 values of a split label (`tp_rank`), about 6 MiB a scrape.
+- huge_bad:   29 MiB of valid series with one bad last line (the parser's slow path).
+- gzip_bomb:  `Content-Encoding: gzip, gzip`, a few KiB that inflate to 1 GiB.
+- endless:    a chunked answer that never ends, as fast as the socket takes it.
+- stall:      the response head, then nothing: the body never comes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import threading
+import time
+import zlib
+from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MIB = 1024 * 1024
+
+LABELS = 'model_name="Qwen/Qwen2.5-7B-Instruct",engine_type="unified",tp_rank="0",pp_rank="0"'
+HEALTHY = (
+    "# HELP sglang:num_running_reqs The number of running requests.\n"
+    "# TYPE sglang:num_running_reqs gauge\n"
+    f"sglang:num_running_reqs{{{LABELS}}} {{seq}}\n"
+    "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.\n"
+    "# TYPE sglang:num_queue_reqs gauge\n"
+    f"sglang:num_queue_reqs{{{LABELS}}} 0.0\n"
+    "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
+    "# TYPE sglang:prompt_tokens_total counter\n"
+    f"sglang:prompt_tokens_total{{{LABELS}}} {{tokens}}\n"
+)
+
+
+def healthy_payload(seq: int) -> bytes:
+    return HEALTHY.replace("{seq}", f"{float(seq)}").replace("{tokens}", f"{100.0 * seq}").encode()
+
+
+def nonfinite_payload(seq: int) -> bytes:
+    inf = "+Inf" if seq % 2 else "NaN"
+    return (
+        "# TYPE sglang:generation_tokens_total counter\n"
+        f"sglang:generation_tokens_total{{{LABELS}}} +Inf\n"
+        "# TYPE sglang:prompt_tokens_total counter\n"
+        f"sglang:prompt_tokens_total{{{LABELS}}} {inf}\n"
+        "# TYPE sglang:token_usage gauge\n"
+        f"sglang:token_usage{{{LABELS}}} NaN\n"
+        "# TYPE sglang:num_queue_reqs gauge\n"
+        f"sglang:num_queue_reqs{{{LABELS}}} -Inf\n"
+        "# TYPE sglang:num_running_reqs gauge\n"
+        f"sglang:num_running_reqs{{{LABELS}}} {seq}.0\n"
+    ).encode()
+
+
+@cache
+def labels_payload(n: int = 100_000) -> bytes:
+    out = io.StringIO()
+    out.write("# HELP sglang:token_usage The token usage.\n# TYPE sglang:token_usage gauge\n")
+    for i in range(n):
+        out.write(f'sglang:token_usage{{model_name="m",engine_type="unified",tp_rank="{i}",pp_rank="0"}} 0.5\n')
+    return out.getvalue().encode()
+
+
+@cache
+def huge_bad_payload(size: int = 29 * MIB) -> bytes:
+    line = 'sglang:num_used_tokens{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",x="%08d"} 12.0\n'
+    head = "# HELP sglang:num_used_tokens The number of used tokens.\n# TYPE sglang:num_used_tokens gauge\n"
+    parts = [head]
+    total, i = len(head), 0
+    while total < size:
+        s = line % i
+        parts.append(s)
+        total += len(s)
+        i += 1
+    parts.append("sglang:num_used_tokens{model_name=\"m\"} not-a-number\n")
+    return "".join(parts).encode()
+
+
+@cache
+def gzip_bomb(inflated: int = 1024 * MIB) -> bytes:
+    """gzip(gzip(`inflated` zero bytes)): about 1 MiB after one gunzip, a few KiB on the wire."""
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31)
+    zeros = bytes(MIB)
+    chunks = [inner.compress(zeros) for _ in range(inflated // MIB)]
+    once = b"".join(chunks) + inner.flush()
+    return gzip.compress(once, 9)
+
+
+class FakeSGLang:
+    """One fake SGLang server on a free loopback port (see the module docstring)."""
+
+    def __init__(self, behaviour: str) -> None:
+        self.behaviour = behaviour
+        self.served: list[int] = []
+        self._seq = 0
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer._answer(self)
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer._answer(self)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> FakeSGLang:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # -- answers ------------------------------------------------------------------------------
+    def _send(self, h: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str,
+              headers: dict[str, str] | None = None) -> None:
+        h.send_response(code)
+        h.send_header("Content-Type", ctype)
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+        h.wfile.flush()
+
+    def _answer(self, h: BaseHTTPRequestHandler) -> None:
+        path = h.path.split("?", 1)[0]
+        try:
+            if path == "/metrics":
+                self._metrics(h)
+            elif path in ("/health", "/health_generate"):
+                self._send(h, 200, b"", "text/plain")
+            elif path in ("/server_info", "/get_server_info"):
+                self._send(h, 200, (FIXTURES / "sglang-0.5.23-real-cpu-server_info.json").read_bytes(),
+                           "application/json")
+            elif path in ("/model_info", "/get_model_info"):
+                self._send(h, 200, (FIXTURES / "sglang-0.5.23-real-cpu-get_model_info.json").read_bytes(),
+                           "application/json")
+            elif path == "/v1/loads":
+                self._send(h, 200, (FIXTURES / "sglang-0.5.23-real-cpu-v1_loads.json").read_bytes(),
+                           "application/json")
+            else:
+                self._send(h, 404, b'{"detail":"Not Found"}', "application/json")
+        except OSError:
+            pass  # the reader gave up: that is the point of most behaviours
+
+    def _metrics(self, h: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        ctype = "text/plain; version=0.0.4; charset=utf-8"
+        b = self.behaviour
+        if b == "healthy":
+            self._send(h, 200, healthy_payload(seq), ctype)
+        elif b == "nonfinite":
+            self._send(h, 200, nonfinite_payload(seq), ctype)
+        elif b == "labels":
+            self._send(h, 200, labels_payload(), ctype)
+        elif b == "huge_bad":
+            self._send(h, 200, huge_bad_payload(), ctype)
+        elif b == "gzip_bomb":
+            self._send(h, 200, gzip_bomb(), ctype, {"Content-Encoding": "gzip, gzip"})
+        elif b == "endless":
+            h.send_response(200)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            block = healthy_payload(seq) * 2000
+            chunk = b"%x\r\n%s\r\n" % (len(block), block)
+            while not self.stopping.is_set():
+                h.wfile.write(chunk)
+        elif b == "stall":
+            h.send_response(200)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", "1000")
+            h.end_headers()
+            h.wfile.flush()
+            self.stopping.wait(120)
+        else:
+            raise ValueError(f"unknown behaviour {b!r}")
+        with self._lock:
+            self.served.append(seq)
+
+
+def log_line(text: str, ts: float | None = None) -> str:
+    """One SGLang 0.5.23 scheduler log line stamped `ts`, in local time as the server writes it."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts if ts is not None else time.time()))
+    return f"[{stamp} TP0] {text}\n"
