@@ -234,7 +234,8 @@ class Runner:
                 repo.update_launch(self.engine, launch_id=launch_id, **allowed)
 
         ctx = CollectorContext(
-            servers=targets, load_state=self.writer.load_state, save_state=save_state, update_launch=update_launch
+            servers=targets, load_state=self.writer.load_state, save_state=save_state,
+            update_launch=update_launch, stopping=self._stop.is_set,
         )
         result = slot.collector.poll(ctx)
         self.writer.put(Batch(list(result.samples), list(result.events), staged))
@@ -324,6 +325,7 @@ class Runner:
                 if housekeeping and self.alerting is not None:
                     self.alerting.tick()
                 if duration_s is not None and now_m - started >= duration_s:
+                    self._stop.set()  # polls in flight see ctx.stopping() and hand in what they have
                     break
                 expected = time.monotonic() + self.tick_s
                 self._stop.wait(self.tick_s)
