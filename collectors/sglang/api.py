@@ -43,6 +43,7 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
+from collectors.fanout import ServerPool
 from collectors.http import CappedResponse, auth_headers, capped_client, get_capped
 from collectors.sglang.api_parse import (
     HEALTH_PATH,
@@ -84,6 +85,10 @@ class SGLangApiCollector:
         # /health may run a generation (0.5.1+): SGLang itself waits up to 20 s for it
         self._client = capped_client(timeout_s)
         self.deadline_s = deadline_s  # one whole read (connect + head + body), seconds
+        # one poll of every server, all at once: health, loads and, when due, two info reads
+        self.poll_deadline_s = 2 * deadline_s
+        self._servers = ServerPool(self.name)
+        self._last_error: dict[int, str] = {}
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _get(self, server: ServerTarget, path: str) -> CappedResponse:
@@ -124,12 +129,30 @@ class SGLangApiCollector:
 
     # -- poll ---------------------------------------------------------------------------------
     def poll(self, ctx: CollectorContext) -> PollResult:
-        result = PollResult()
-        for server in ctx.servers:
-            if not server.serving:
-                continue  # Pitwall is starting or stopping it: the supervisor reports that
-            result.extend(self.poll_server(ctx, server))
-        # a server that is down is data (api.health_ok 0 + health_down), not a collector failure
+        # a server Pitwall is starting or stopping is not read: the supervisor reports that
+        servers = [s for s in ctx.servers if s.serving]
+        fan = self._servers.poll_servers(ctx, servers, self.poll_server, deadline_s=self.poll_deadline_s)
+        result = fan.result
+        # a server that is down is data (api.health_ok 0 + health_down), not a collector failure;
+        # a read that raised something unexpected is that server's event, once per distinct error
+        for server, exc in fan.failed:
+            msg = (f"Reading the HTTP API of {server.name!r} failed ({type(exc).__name__}: {exc}); "
+                   "its health and load are not recorded until it answers normally.")
+            if self._last_error.get(server.id) != msg:
+                self._last_error[server.id] = msg
+                result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "warning",
+                                              launch_id=server.launch_id))
+        for server in ([] if ctx.stopping() else fan.late):  # a stop is not the server's fault
+            msg = (f"The HTTP API of {server.name!r} took longer than {self.poll_deadline_s:g} s "
+                   "in one poll (limit); its reads were abandoned and the other servers were not held up.")
+            if self._last_error.get(server.id) != msg:
+                self._last_error[server.id] = msg
+                result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "warning",
+                                              launch_id=server.launch_id))
+        done = {s.id for s in servers} - {s.id for s, _ in fan.failed} - {s.id for s in fan.late} \
+            - {s.id for s in fan.busy}
+        for sid in done:
+            self._last_error.pop(sid, None)
         return result
 
     def poll_server(self, ctx: CollectorContext, server: ServerTarget) -> PollResult:
@@ -231,6 +254,7 @@ class SGLangApiCollector:
         return out
 
     def close(self) -> None:
+        self._servers.close()
         self._client.close()
 
 

@@ -27,7 +27,7 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MIB = 1024 * 1024
 
 LABELS = 'model_name="Qwen/Qwen2.5-7B-Instruct",engine_type="unified",tp_rank="0",pp_rank="0"'
