@@ -134,18 +134,16 @@ class SGLangApiCollector:
         fan = self._servers.poll_servers(ctx, servers, self.poll_server, deadline_s=self.poll_deadline_s)
         result = fan.result
         # a server that is down is data (api.health_ok 0 + health_down), not a collector failure;
-        # a read that raised something unexpected is that server's event, once per distinct error
-        for server, exc in fan.failed:
-            msg = (f"Reading the HTTP API of {server.name!r} failed ({type(exc).__name__}: {exc}); "
-                   "its health and load are not recorded until it answers normally.")
-            if self._last_error.get(server.id) != msg:
-                self._last_error[server.id] = msg
-                result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "warning",
-                                              launch_id=server.launch_id))
-        for server in ([] if ctx.stopping() else fan.late):  # a stop is not the server's fault
-            msg = (f"The HTTP API of {server.name!r} took longer than {self.poll_deadline_s:g} s "
-                   "in one poll (limit); its reads were abandoned and the other servers were not held up.")
-            if self._last_error.get(server.id) != msg:
+        # a read that raised something unexpected, or ran past the poll's deadline, is that server's event
+        late = [] if ctx.stopping() else fan.late  # a stop is not the server's fault
+        for server, msg in [
+            *((s, f"Reading the HTTP API of {s.name!r} failed ({type(e).__name__}: {e}); its health "
+                  "and load are not recorded until it answers normally.") for s, e in fan.failed),
+            *((s, f"The HTTP API of {s.name!r} took longer than {self.poll_deadline_s:g} s in one "
+                  "poll (limit); its reads were abandoned and the other servers were not held up.")
+              for s in late),
+        ]:
+            if self._last_error.get(server.id) != msg:  # once per distinct error
                 self._last_error[server.id] = msg
                 result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "warning",
                                               launch_id=server.launch_id))
