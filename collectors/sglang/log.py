@@ -70,6 +70,14 @@ are lost only if a file is rotated AND the rotated file is gone (not next to the
 runner was down; an unterminated last line is read when its newline arrives (or when rotation
 ends the file).
 
+**What a log path may be, and isolation**: only a regular file, opened without following a
+symlink at its last component and never blocking (log_tail.py says why and what is refused). A
+refused path, an unreadable one, a read slower than `read_deadline_s` (2 s; a hung mount) or a
+failure while parsing one server's lines is ONE `collector_error` per server per episode (again
+only after a clean read, or when the problem changes), naming the server, the path and what to
+do; the other servers' rows come back in the same poll. Each server's read runs in its own
+daemon thread, so a read stuck in the kernel holds only that server.
+
 **Backfill**: a server seen for the first time (no saved state) is read from the start of its
 log (`start_at_end=True` reads only new lines), at most `max_bytes_per_poll` (4 MiB, ~30k
 lines) per poll, so a large existing log is ingested over several polls without stalling others.
@@ -78,7 +86,10 @@ lines) per poll, so a large existing log is ingested over several polls without 
 from __future__ import annotations
 
 import math
+import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -259,6 +270,26 @@ class _ServerTail:
     agg: _Aggregates = field(default_factory=_Aggregates)
     last_saved: dict[str, Any] | None = None
     idle_polls: int = 0
+    reading: Future[list[Line]] | None = None  # a read not collected yet (a slow filesystem)
+
+
+#: How long one poll waits for the servers' log reads before it returns without the slow ones.
+READ_DEADLINE_S = 2.0
+
+
+def _read_off_thread(tailer: LogTailer, name: str) -> Future[list[Line]]:
+    """tailer.read() in a daemon thread of its own: a read stuck in a hung mount holds only it
+    (and never the runner's exit, which a pool worker would)."""
+    fut: Future[list[Line]] = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(tailer.read())
+        except BaseException as exc:  # handed to the poll, which turns it into one event
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut
 
 
 class SGLangLogCollector:
@@ -267,45 +298,103 @@ class SGLangLogCollector:
     name = "sglang_log"
     interval_s = 1.0
 
-    def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False) -> None:
+    def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False,
+                 read_deadline_s: float = READ_DEADLINE_S) -> None:
         #: a server seen for the first time is read from its beginning (backfill with the
         #: prefix timestamps) unless start_at_end
         self.max_bytes_per_poll = max_bytes_per_poll
         self.start_at_end = start_at_end
+        self.read_deadline_s = read_deadline_s
         self._servers: dict[int, _ServerTail] = {}
-        self._errors_sent: set[tuple[int, str]] = set()
+        self._episode: dict[int, str] = {}  # server id -> the problem last reported (one event)
 
     @staticmethod
     def state_key(server_id: int) -> str:
         return f"sglang_log:{server_id}:tail"
 
     def poll(self, ctx: CollectorContext) -> PollResult:
+        """Every server's log is read in its own thread, all at once; the poll waits at most
+        read_deadline_s for them and carries on without a slow one (its lines come in a later
+        poll, when its read returns). A failure of one server is one event, never the poll's."""
         result = PollResult()
-        seen: set[int] = set()
+        jobs: list[tuple[ServerTarget, _ServerTail]] = []
+        started: list[Future[list[Line]]] = []  # a read still stuck from a past poll: not waited
         for server in ctx.servers:
             if not server.log_path:
                 continue
-            seen.add(server.id)
             try:
-                result.extend(self._poll_server(ctx, server))
-            except OSError as exc:
-                msg = (f"cannot read the log of server {server.name!r} at {server.log_path!r} "
-                       f"({exc.strerror or exc}); check the path and its permissions")
-                if (server.id, msg) not in self._errors_sent:  # once per distinct failure
-                    self._errors_sent.add((server.id, msg))
-                    result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
-                                                  "error", None, server.launch_id))
+                s = self._tail_for(ctx, server)
+                if s.reading is None:
+                    s.reading = _read_off_thread(s.tailer, f"log-read-{server.id}")
+                    started.append(s.reading)
+                jobs.append((server, s))
+            except Exception as exc:  # noqa: BLE001 - one server's failure must not end the poll
+                self._report(ctx, result, server, self._failure(server, exc))
+        seen = {server.id for server, _ in jobs}
+        futures_wait(started, timeout=self.read_deadline_s)
+        for server, s in jobs:
+            fut = s.reading
+            if fut is None or not fut.done():
+                self._report(ctx, result, server, (
+                    f"reading the log of server {server.name!r} at {server.log_path!r} took "
+                    f"longer than {self.read_deadline_s:g} s (a hung network or FUSE mount?); "
+                    "the other servers are read without waiting for it and its lines are read "
+                    "when the read returns: check that filesystem"))
+                continue
+            s.reading = None
+            try:
+                lines = fut.result()
+                refused = s.tailer.refused
+                res = self._rows(ctx, server, s, lines)
+            except Exception as exc:  # noqa: BLE001 - see above
+                self._report(ctx, result, server, self._failure(server, exc))
+                continue
+            result.extend(res)
+            if refused is not None:
+                self._report(ctx, result, server, (
+                    f"refusing the log of server {server.name!r} at {server.log_path!r}: it "
+                    f"{refused.why}; Pitwall reads a log only from a regular file, never through "
+                    "a symlink, a FIFO, a device or a folder: set log_path to the log file itself"))
+            else:
+                self._episode.pop(server.id, None)  # read cleanly: the next problem is news
         for sid in list(self._servers):
             if sid not in seen:
-                self._servers.pop(sid).tailer.close()
+                self._drop(self._servers.pop(sid))
+                self._episode.pop(sid, None)
         return result
 
     def close(self) -> None:
         for s in self._servers.values():
-            s.tailer.close()
+            self._drop(s)
         self._servers.clear()
 
     # -- internals ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _drop(s: _ServerTail) -> None:
+        if s.reading is None or s.reading.done():
+            s.tailer.close()
+        # else: a read is stuck in that file; closing under it could block this thread too.
+        # The reader thread ends with the read and the file is closed when it is collected.
+
+    def _report(self, ctx: CollectorContext, result: PollResult, server: ServerTarget,
+                msg: str) -> None:
+        """One collector_error per server per episode: again only when the problem changes or
+        comes back after a clean read."""
+        if self._episode.get(server.id) == msg:
+            return
+        self._episode[server.id] = msg
+        result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "error",
+                                      None, server.launch_id))
+
+    @staticmethod
+    def _failure(server: ServerTarget, exc: Exception) -> str:
+        where = f"the log of server {server.name!r} at {server.log_path!r}"
+        if isinstance(exc, OSError):
+            return (f"cannot read {where} ({exc.strerror or exc}); check the path and its "
+                    "permissions")
+        return (f"reading {where} failed ({type(exc).__name__}: {str(exc)[:200]}); the other "
+                "servers are read as usual; report this with the log's last lines")
 
     def _open(self, ctx: CollectorContext, server: ServerTarget,
               saved: dict[str, Any] | None) -> _ServerTail:
@@ -317,18 +406,21 @@ class SGLangLogCollector:
         s.last_saved = saved if st is not None else None
         return s
 
-    def _poll_server(self, ctx: CollectorContext, server: ServerTarget) -> PollResult:
-        key = self.state_key(server.id)
-        saved = ctx.load_state(key)
+    def _tail_for(self, ctx: CollectorContext, server: ServerTarget) -> _ServerTail:
+        """This server's tail, rewound when the runner did not commit what we last handed over."""
+        saved = ctx.load_state(self.state_key(server.id))
         s = self._servers.get(server.id)
-        if s is not None and (s.path != server.log_path or (
+        if s is not None and s.reading is None and (s.path != server.log_path or (
                 saved is not None and s.last_saved is not None and saved != s.last_saved)):
             # the log moved, or the runner did not commit what we last handed over: rewind
             s.tailer.close()
             s = None
         if s is None:
             s = self._servers[server.id] = self._open(ctx, server, saved)
-        lines = s.tailer.read()
+        return s
+
+    def _rows(self, ctx: CollectorContext, server: ServerTarget, s: _ServerTail,
+              lines: list[Line]) -> PollResult:
         records: list[LogRecord] = []
         parser = s.parser
         for ln in lines:
@@ -345,7 +437,7 @@ class SGLangLogCollector:
         res = records_to_rows(records, server, now, s.agg)
         state = self._committed_state(s)
         if state is not None and state != s.last_saved:
-            ctx.save_state(key, state)
+            ctx.save_state(self.state_key(server.id), state)
             s.last_saved = state
         return res
 

@@ -27,7 +27,7 @@ import re
 from typing import Any
 
 from collectors.sglang.log_diffusion import DIFFUSION_KINDS, DIFFUSION_WORDS, match_diffusion
-from collectors.sglang.log_fields import Shape, match_shape, parse_fields
+from collectors.sglang.log_fields import Shape, match_shape, parse_fields, parse_fields_once
 from storage.redact import redact_text
 
 #: Record kinds; event kinds are the DESIGN.md taxonomy names.
@@ -384,10 +384,9 @@ def parse_line(line: str | bytes, line_no: int = 1) -> LogRecord | None:
     return parse_clean(text, line_no)
 
 
-_FSM = re.compile(
-    r"fsm_cache_hit_rate: (\d+(?:\.\d+)?)%\. fsm_cache_avg_init_time: (\d+(?:\.\d+)?)s\. "
-    r"ff_cache_hit_rate: (\d+(?:\.\d+)?)%\. ff_cache_avg_init_time: (\d+(?:\.\d+)?)s"
-)
+#: The 0.1.x FSM-cache statistic line's fields (read by the generic field grammar, units included).
+FSM_FIELDS = frozenset({"fsm_cache_hit_rate", "fsm_cache_avg_init_time_s", "ff_cache_hit_rate",
+                        "ff_cache_avg_init_time_s"})
 
 
 def parse_other(text: str, line_no: int) -> LogRecord | None:
@@ -395,20 +394,21 @@ def parse_other(text: str, line_no: int) -> LogRecord | None:
 
     ``fsm_cache_hit_rate: 0.00%. fsm_cache_avg_init_time: 0.00s. ff_cache_hit_rate: 0.00%.
     ff_cache_avg_init_time: 0.00s.`` (DEBUG, after each ``new fill batch`` up to 0.1.x) gives
-    kind ``fsm_cache``: hit rates as written (percent), init times in seconds.
+    kind ``fsm_cache``: hit rates as written (percent), init times in seconds (the ``s`` unit,
+    log_fields.py); a cut line keeps its intact pairs.
     """
     hit = match_diffusion(text)
     if hit is not None:
         start, kind, fields = hit
         ts, ranks = _prefix_before(text[:start]) if start else (None, {})
         return LogRecord(line_no, kind, ts, ranks, fields)
-    if "fsm_cache_hit_rate" in text:
-        m = _FSM.search(text)
-        if m is not None:
-            ts, ranks = _prefix_before(text[:m.start()]) if m.start() else (None, {})
-            return LogRecord(line_no, "fsm_cache", ts, ranks, {
-                "fsm_cache_hit_rate": float(m[1]), "fsm_cache_avg_init_time_s": float(m[2]),
-                "ff_cache_hit_rate": float(m[3]), "ff_cache_avg_init_time_s": float(m[4])})
+    start = text.find("fsm_cache_hit_rate: ")
+    if start >= 0:
+        fields = {k: v for k, v in parse_fields_once(text, start).items()
+                  if k in FSM_FIELDS and not isinstance(v, bool)}
+        if fields:  # a cut line keeps its intact pairs (log_fields.py)
+            ts, ranks = _prefix_before(text[:start]) if start else (None, {})
+            return LogRecord(line_no, "fsm_cache", ts, ranks, fields)
     return None
 
 

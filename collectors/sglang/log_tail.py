@@ -20,12 +20,35 @@ Identity of the file: (st_dev, st_ino) plus the first bytes of the file (`head`,
   as soon as that much of it is there; the rest is skipped as it is written (`skipped_bytes`
   counts it) and the offset moves past everything seen, so an unterminated 64 MiB line is never
   read again from its start on the next poll.
+
+**What is opened** (a hostile server, or anyone who can write in the log's folder, controls what
+sits at `path`): only a regular file. Every open is ``O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+O_CLOEXEC`` and the opened descriptor is fstat'ed: a symlink at the last component (ELOOP), a
+FIFO, a directory, a device or a socket is refused (`LogPathRefused`), never read — a FIFO with
+no writer would block the read and a device or /etc/shadow behind a symlink would be shown on the
+pages. The path is lstat'ed on every read, so a file replaced by a symlink or a FIFO after the
+tailer opened it (a "rotation" to something else) is caught too: the old file, already open, is
+drained to its end and the new thing is refused. `read()` then returns what it has and sets
+`refused`; it never raises for a refusal.
+
+**A symlinked parent folder is followed** (``/data -> /mnt/disk1``, a logs folder on another
+volume): operators set that up on purpose and expect it to work; what the log's writer controls
+is the file at the last component (it creates, rotates and replaces that), which is the part
+refused above. The folder is pinned when the tailer first opens a file: if it later resolves
+somewhere else (a parent swapped for a symlink while Pitwall runs), the next file is refused
+until the runner is restarted, so a swap cannot redirect an already-running tail.
+
+**Never blocks**: a regular file opened ``O_NONBLOCK`` reads at most `max_bytes` per call; the
+collector (log.py) also runs each server's read off its own poll so a read stuck in a hung
+network or FUSE mount holds only that server.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
+import stat
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -33,6 +56,59 @@ HEAD_BYTES = 64
 #: A line longer than this is cut: its first LINE_CAP bytes are returned (SGLang's longest lines,
 #: the server_args dump, are a few KiB), the rest is skipped as it arrives, never read twice.
 LINE_CAP = 64 << 10
+
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class LogPathRefused(Exception):
+    """The thing at a log path is not a regular file (see the module docstring)."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path} {why}")
+        self.path = path
+        self.why = why  # "is a FIFO (named pipe)", "is a symbolic link", ...
+
+
+def not_regular(mode: int) -> str | None:
+    """Why a file of this st_mode is refused, or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (named pipe)"
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if stat.S_ISSOCK(mode):
+        return "is a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device"
+    return "is not a regular file"
+
+
+def open_regular(path: str) -> IO[bytes]:
+    """`path` opened read-only if it is a regular file and not a symlink; else LogPathRefused.
+
+    The check is made on the opened descriptor (fstat), so nothing can be swapped in between a
+    check and the open; ``O_NONBLOCK`` keeps the open itself from waiting for a FIFO's writer.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LogPathRefused(path, "is a symbolic link") from None
+        if exc.errno == errno.ENXIO:  # a socket (or a device with no driver behind it)
+            raise LogPathRefused(path, "is a socket or a device") from None
+        raise
+    try:
+        why = not_regular(os.fstat(fd).st_mode)
+        if why is not None:
+            raise LogPathRefused(path, why)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 @dataclass(slots=True)
@@ -84,8 +160,10 @@ class LogTailer:
         self._pending_old: tuple[IO[bytes], TailState] | None = None
         self._heads: dict[tuple[int, int], str] = {}
         self.skipped_bytes = 0  # bytes of over-long lines skipped since this tailer started
-        if state is not None:
-            self._pending_old = self._find_rotated(state)
+        #: set by read() when the thing at `path` was refused (not a regular file); None otherwise
+        self.refused: LogPathRefused | None = None
+        self._folder: str | None = None  # the log's folder resolved at the first open (pinned)
+        self._resume = state is not None  # look for a rotated saved file at the first read()
 
     @property
     def state(self) -> TailState | None:
@@ -104,16 +182,31 @@ class LogTailer:
             self._pending_old = None
 
     def read(self) -> list[Line]:
-        """Complete lines appended since the last call (at most ~max_bytes of them)."""
+        """Complete lines appended since the last call (at most ~max_bytes of them).
+
+        Never raises for a path that is not a regular file: sets `refused` and returns what the
+        file it had open still held. Other OSErrors (permissions) propagate.
+        """
+        self.refused = None
         out: list[Line] = []
+        if self._resume and self._st is not None:
+            self._resume = False  # here, not in __init__: all file I/O happens inside read()
+            self._pending_old = self._find_rotated(self._st)
         try:
-            pst: os.stat_result | None = os.stat(self.path)
+            pst: os.stat_result | None = os.lstat(self.path)
         except FileNotFoundError:
             pst = None  # not created yet, or between rotate and re-create: keep the open file
+        if pst is not None:
+            why = not_regular(pst.st_mode)
+            if why is not None:
+                self.refused = LogPathRefused(self.path, why)
+                pst = None  # not ours to read: finish the file we hold, open nothing new
         st = self._st
-        if (pst is not None and self._f is not None and st is not None
-                and (pst.st_dev, pst.st_ino) != (st.dev, st.ino)):
-            # rotated while we had it open: finish the old file first, then the new one
+        if (self._f is not None and st is not None
+                and (pst is None and self.refused is not None
+                     or pst is not None and (pst.st_dev, pst.st_ino) != (st.dev, st.ino))):
+            # rotated while we had it open (or replaced by something refused): finish the old
+            # file first, then the new one
             self._pending_old = (self._f, st)
             self._f, self._st = None, None
         if self._pending_old is not None:
@@ -123,7 +216,7 @@ class LogTailer:
             f.close()
             self._pending_old = None
             if self._f is None:
-                self._st = None
+                self._st = old  # its end, until a new file is opened (a restart drains nothing)
         if pst is None and self._f is None:
             return out
         st = self._st
@@ -131,10 +224,14 @@ class LogTailer:
             if st is not None and pst is not None and (pst.st_dev, pst.st_ino) != (st.dev, st.ino):
                 st = None  # the saved file is gone: this is another one
             try:
-                self._f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls
+                f = self._open_pinned()
             except FileNotFoundError:
                 return out  # removed since the stat: next time
-            fst = os.fstat(self._f.fileno())
+            except LogPathRefused as exc:
+                self.refused = exc
+                return out
+            self._f = f
+            fst = os.fstat(f.fileno())
             if st is None or (fst.st_dev, fst.st_ino) != (st.dev, st.ino):
                 st = TailState(fst.st_dev, fst.st_ino, 0, "", 0)
                 if self._start_at_end:
@@ -147,6 +244,16 @@ class LogTailer:
             st.offset, st.line_no, st.head = 0, 0, ""  # truncated or replaced in place
         self._drain(self._f, st, out, final=False)
         return out
+
+    def _open_pinned(self) -> IO[bytes]:
+        """open_regular(path), refused when the folder resolves elsewhere than at the first open."""
+        folder = os.path.realpath(os.path.dirname(os.path.abspath(self.path)))
+        if self._folder is not None and folder != self._folder:
+            raise LogPathRefused(self.path, f"now lies in {folder!r}, not in {self._folder!r} "
+                                 "where its folder pointed when collection started")
+        f = open_regular(self.path)
+        self._folder = folder
+        return f
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -219,20 +326,21 @@ class LogTailer:
     def _find_rotated(self, st: TailState) -> tuple[IO[bytes], TailState] | None:
         """After a restart: the saved file under a rotated name, if it is not at `path` now."""
         try:
-            pst = os.stat(self.path)
+            pst = os.lstat(self.path)
             if (pst.st_dev, pst.st_ino) == (st.dev, st.ino):
                 return None
         except FileNotFoundError:
             pass
         for cand in sorted(glob.glob(glob.escape(self.path) + "?*")):
             try:
-                cst = os.stat(cand)
+                cst = os.lstat(cand)  # a symlink named like a rotated file is not followed
             except OSError:
                 continue
-            if (cst.st_dev, cst.st_ino) == (st.dev, st.ino) and cst.st_size >= st.offset:
+            if (stat.S_ISREG(cst.st_mode) and (cst.st_dev, cst.st_ino) == (st.dev, st.ino)
+                    and cst.st_size >= st.offset):
                 try:
-                    f = open(cand, "rb")  # noqa: SIM115 - closed once drained
-                except OSError:
+                    f = open_regular(cand)
+                except (OSError, LogPathRefused):
                     return None
                 return f, TailState(st.dev, st.ino, st.offset, st.head, st.line_no)
         return None

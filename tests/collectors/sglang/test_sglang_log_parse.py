@@ -368,11 +368,14 @@ def test_grammar_soup_never_raises(parts: list[str]) -> None:
 # --- the learnt fast path says exactly what the slow path says -------------------------------
 
 _KEYS = ["#running-req", "#token", "token usage", "cuda graph", "gen throughput (token/s)",
-         "#queue-req", "cache hit rate", "#x-y", "full token usage"]
+         "#queue-req", "cache hit rate", "#x-y", "full token usage", "#running_req", "time",
+         "x time"]
 _VALUES = hs.one_of(hs.integers(-5, 10**22).map(str),
                     hs.floats(0, 1e6, allow_nan=False).map(lambda f: f"{f:.2f}"),
+                    hs.floats(0, 1e6, allow_nan=False).map(lambda f: f"{f:.1f}"),
                     hs.sampled_from(["True", "False", "007", "0.", "1e5", "20.00%", "5%", "-0",
-                                     "nan", "0.10.", "12 ", "²", ""]))
+                                     "nan", "0.10.", "12 ", "²", "", "15.73s", "3s", "12.50ms",
+                                     "0.00s.", "20.00%.", "1.5s,", "s", "ms"]))
 
 
 @settings(max_examples=120, deadline=None)
