@@ -10,6 +10,14 @@ with no `gpu_indices` (one server on one host needs no configuration); with no s
 go to server_id 0 (the host). `gpu.<i>.server_mem_bytes` goes to the server owning the processes
 (its `pids` and their descendants), whether or not it claims the GPU.
 
+MIG (dcgm-exporter only; collectors/gpu_dcgm.py): each GPU instance of a card in MIG mode is a GPU
+entry of its own, keyed `gpu.<i>.mig<GPU_I_ID>.` + the suffixes below (`gpu.0.mig3.mem_used_bytes`):
+`<i>` stays the card's index, so a card counts once wherever GPUs are counted, and GPU_I_ID is the
+driver's instance ID (`nvidia-smi mig -lgi`), stable while the MIG layout stays. An instance has
+its memory and profiling figures (`gpm.*`; DCGM reports no `util_ratio` for it); the card's power,
+energy, temperature, clocks and XIDs stay under `gpu.<i>.*`, read once. A server's `gpu_indices`
+names cards: listing card 0 claims card 0 and each of its MIG instances.
+
 | key (`gpu.<i>.` + ) | unit | meaning | cross-check |
 |---|---|---|---|
 | util_ratio | 0-1 | fraction of the last sample period a kernel ran | `nvidia-smi --query-gpu=utilization.gpu` |
@@ -38,11 +46,15 @@ On a GPU or driver without GPM the `gpm.*` keys are absent ("not available on th
 the reading's errors), never 0; the first read after start has no interval yet and no `gpm.*`.
 A critical XID (NVML event set) becomes one `gpu_xid` event per claiming server. With several
 dcgm-exporters (collectors/gpu_dcgm.DcgmFleet), each exporter that fails while others answer is
-one `collector_error` event when it starts failing, and the others' samples are written.
+one `collector_error` event when it starts failing, and the others' samples are written; an
+exporter's series whose value is not a number (or NaN/±Inf) is left out, every other one is
+written, and each field that turns bad is one `collector_error` event naming the exporter's
+host and the field (collectors/gpu_dcgm.py, bad values).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,7 +95,8 @@ _SCALAR_FIELDS: tuple[tuple[str, str], ...] = (
 
 
 def reading_values(r: GpuReading) -> dict[str, float]:
-    """The per-GPU metric suffixes with a value (unsupported fields are left out). Pure."""
+    """The per-GPU metric suffixes with a value (unsupported fields, and NaN or ±Inf, are left
+    out). Pure."""
     out: dict[str, float] = {}
     for attr, suffix in _SCALAR_FIELDS:
         v = getattr(r, attr)
@@ -100,7 +113,12 @@ def reading_values(r: GpuReading) -> dict[str, float]:
         known = [b for _, b in r.processes if b is not None]
         if len(known) == len(r.processes):  # a partial sum would under-report
             out["procs_mem_bytes"] = float(sum(known))
-    return out
+    return {k: v for k, v in out.items() if math.isfinite(v)}
+
+
+def key_prefix(r: GpuReading) -> str:
+    """`gpu.<i>.` for a card, `gpu.<i>.mig<GPU_I_ID>.` for one of its MIG instances (module doc)."""
+    return f"gpu.{r.index}." if r.mig_id is None else f"gpu.{r.index}.mig{r.mig_id}."
 
 
 def owners_for(gpu_index: int, servers: Sequence[ServerTarget]) -> list[ServerTarget]:
@@ -119,6 +137,7 @@ def readings_to_samples(
     rows: list[SampleRow] = []
     for r in readings:
         values = reading_values(r)
+        prefix = key_prefix(r)
         owners = owners_for(r.index, servers)
         targets: list[tuple[int, int | None]] = (
             [(s.id, s.launch_id) for s in owners] if servers else [(HOST_SERVER_ID, None)]
@@ -126,18 +145,18 @@ def readings_to_samples(
         for server_id, launch_id in targets:
             for suffix, value in values.items():
                 rows.append(
-                    SampleRow(ts, server_id, f"gpu.{r.index}.{suffix}", value, SOURCE, launch_id)
+                    SampleRow(ts, server_id, prefix + suffix, value, SOURCE, launch_id)
                 )
         per_server: dict[int, float] = {}
         for pid, used in r.processes or []:
             sid = (pid_owner or {}).get(pid)
-            if sid is not None and used is not None:
+            if sid is not None and used is not None and math.isfinite(used):
                 per_server[sid] = per_server.get(sid, 0.0) + used
         for sid, used_total in per_server.items():
             target = by_id.get(sid)
             launch = target.launch_id if target else None
             rows.append(
-                SampleRow(ts, sid, f"gpu.{r.index}.server_mem_bytes", used_total, SOURCE, launch)
+                SampleRow(ts, sid, prefix + "server_mem_bytes", used_total, SOURCE, launch)
             )
     return rows
 
@@ -234,7 +253,9 @@ class GpuCollector:
         info = {
             "driver": self._meta.get("driver"),
             "cuda_driver": self._meta.get("cuda_driver"),  # e.g. 12080 = CUDA 12.8 (preflight)
-            "gpus": [{"index": r.index, "name": r.name, "uuid": r.uuid} for r in readings],
+            "gpus": [{"index": r.index, "name": r.name, "uuid": r.uuid}
+                     | ({"mig_id": r.mig_id, "mig_profile": r.mig_profile} if r.mig_id is not None else {})
+                     for r in readings],
         }
         if info != self._info:
             self._info = info

@@ -120,6 +120,8 @@ class GpuReading:
     gpm_interval_s: float | None = None
     xids: list[int] | None = None  # critical XID errors reported since the last read
     errors: dict[str, str] = field(default_factory=dict)  # raw field -> NVML error text
+    mig_id: int | None = None  # a MIG GPU instance (GPU_I_ID) of card `index`; None = the card
+    mig_profile: str | None = None  # its profile, e.g. "3g.71gb" (dcgm-exporter's GPU_I_PROFILE)
 
 
 def _num(value: Any) -> float | None:
@@ -170,6 +172,8 @@ def raw_to_reading(index: int, raw: dict[str, Any]) -> GpuReading:
     return GpuReading(
         index=index,
         name=name if isinstance(name, str) else None,
+        mig_id=raw["mig_id"] if isinstance(raw.get("mig_id"), int) else None,
+        mig_profile=raw["mig_profile"] if isinstance(raw.get("mig_profile"), str) else None,
         uuid=uuid if isinstance(uuid, str) else None,
         util_ratio=_scaled(_sub(util, "gpu"), 0.01),
         mem_util_ratio=_scaled(_sub(util, "memory"), 0.01),

@@ -148,6 +148,7 @@ def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> N
     try:  # the dcgm-exporter look-alike's environment (simulator/dcgm.py)
         ns.sim_dcgm_port = dcgm.exporter_port(ns.port or 30000)
         ns.sim_gpu_index = dcgm.gpu_index_base()
+        dcgm.mig_profiles()
     except ValueError as exc:
         parser.error(str(exc))
 

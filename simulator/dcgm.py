@@ -16,6 +16,14 @@ simulator:
 |---|---|
 | SGLANG_SIM_DCGM_PORT | unset: no exporter; ``9400`` (dcgm-exporter's default) an absolute port; ``+100`` the server's ``--port`` plus 100 (the demo profiles: 30200 beside the demo's 30100) |
 | SGLANG_SIM_GPU_INDEX | host-wide index of this process's first GPU (default 0); the others follow |
+| SGLANG_SIM_DCGM_MIG | unset: whole cards; GPU instance profiles such as ``3g.71gb,2g.35gb``: every simulated card in MIG mode with these instances, GPU_I_ID 1, 2, ... (below) |
+
+MIG mode, as the real exporter writes it (default ``-d f``; dcgm-exporter issues 488, 512): a card
+has no series of its own, only one per GPU instance, labelled ``GPU_I_PROFILE`` and ``GPU_I_ID``
+after ``modelName``; each instance's series repeat the card's own fields (clocks, temperatures,
+power, energy, XID), and DCGM_FI_DEV_GPU_UTIL / _MEM_COPY_UTIL are not written (DCGM has none
+for an instance). The server runs on the first instance (its memory, up to the profile's size, and
+its activity); the others are idle (0 MiB used, profiling 0).
 
 GPUs: an LLM server simulates dp_size x tp_size GPUs (DP rank d, TP rank t is index
 base + d x tp + t, each DP rank's GPUs run its scheduler's forwards); an image server num_gpus.
@@ -46,6 +54,7 @@ while a load runs: decode-heavy load reads DRAM high, long prompts tensor high.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import uuid
@@ -131,28 +140,57 @@ def card_values(group: GpuGroup, sim_gpu: str) -> dict[str, float]:
     }
 
 
+#: fields DCGM reports per GPU instance in MIG mode (the rest are the card's, repeated)
+INSTANCE_FIELDS = frozenset(f for f in FIELDS if f.startswith(("DCGM_FI_DEV_FB_", "DCGM_FI_PROF_")))
+
+
+def instance_values(card: dict[str, float], profile: str, busy: bool) -> dict[str, float]:
+    """One MIG instance's series: the card's own fields, and its memory and activity (or idle)."""
+    size = int(profile.split(".")[1][:-2]) * 1024  # "3g.71gb" -> 71 GiB, in MiB
+    out = {f: v for f, v in card.items() if f not in INSTANCE_FIELDS and "_UTIL" not in f}
+    used = min(card["DCGM_FI_DEV_FB_USED"], size) if busy else 0
+    out.update({f: (v if busy else 0) for f, v in card.items() if f.startswith("DCGM_FI_PROF_")})
+    out.update({"DCGM_FI_DEV_FB_USED": used, "DCGM_FI_DEV_FB_FREE": size - used})
+    return out
+
+
+def mig_profiles(env: dict[str, str] | None = None) -> list[str]:
+    """SGLANG_SIM_DCGM_MIG as a list of GPU instance profiles; [] when unset.
+
+    Raises ValueError naming the expected form when a profile is not like ``3g.71gb``."""
+    raw = (env if env is not None else os.environ).get("SGLANG_SIM_DCGM_MIG", "").strip()
+    profiles = [p.strip() for p in raw.split(",") if p.strip()]
+    if any(re.fullmatch(r"[1-7]g\.[1-9][0-9]*gb", p) is None for p in profiles):
+        raise ValueError(f"SGLANG_SIM_DCGM_MIG={raw!r}: expected GPU instance profiles such as "
+                         "3g.71gb,2g.35gb (one per MIG instance), or unset for whole cards.")
+    return profiles
+
+
 def gpu_uuid(seed: int, index: int) -> str:
     """A stable UUID per simulated card, in NVML's ``GPU-xxxxxxxx-...`` form."""
     return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_OID, f"pitwall-sim-gpu/{seed}/{index}"))
 
 
 def render(groups: list[GpuGroup], sim_gpu: str, model_name: str, base_index: int, seed: int,
-           hostname: str) -> str:
-    """The exporter's whole /metrics text for these GPUs."""
-    rows: list[tuple[int, dict[str, float]]] = []
+           hostname: str, mig: list[str] | None = None) -> str:
+    """The exporter's whole /metrics text for these GPUs (`mig`: their GPU instance profiles)."""
+    rows: list[tuple[int, str, dict[str, float]]] = []  # (card, MIG labels, values)
     index = base_index
     for group in groups:
         values = card_values(group, sim_gpu)  # one window read per group: its GPUs agree
         for _ in range(group.count):
-            rows.append((index, values))
+            rows += [(index, f',GPU_I_PROFILE="{p}",GPU_I_ID="{gi}"', instance_values(values, p, gi == 1))
+                     for gi, p in enumerate(mig or [], start=1)] or [(index, "", values)]
             index += 1
     out: list[str] = []
     for field, (kind, text, is_int) in FIELDS.items():
         out += [f"# HELP {field} {text}", f"# TYPE {field} {kind}"]
-        for i, values in rows:
+        for i, mig_labels, values in rows:
+            if field not in values:
+                continue
             labels = (f'gpu="{i}",UUID="{gpu_uuid(seed, i)}",pci_bus_id="00000000:{0x18 + i:02X}:'
-                      f'00.0",device="nvidia{i}",modelName="{model_name}",Hostname="{hostname}",'
-                      f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"')
+                      f'00.0",device="nvidia{i}",modelName="{model_name}"{mig_labels},'
+                      f'Hostname="{hostname}",DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"')
             v = values[field]
             out.append(f"{field}{{{labels}}} {int(v) if is_int else f'{v:f}'}")
     return "\n".join(out) + "\n"
@@ -186,12 +224,12 @@ def gpu_index_base(env: dict[str, str] | None = None) -> int:
 async def start(host: str, port: int, groups: list[GpuGroup], *, sim_gpu: str,
                 seed: int) -> web.AppRunner | None:
     """Serve /metrics on host:port; one stderr line (and no exporter) when that cannot bind."""
-    base = gpu_index_base()
+    base, mig = gpu_index_base(), mig_profiles()
     name = groups[0].activity.gpu.name
     hostname = socket.gethostname()
 
     async def metrics(request: web.Request) -> web.StreamResponse:
-        body = render(groups, sim_gpu, name, base, seed, hostname)
+        body = render(groups, sim_gpu, name, base, seed, hostname, mig)
         return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
     app = web.Application()

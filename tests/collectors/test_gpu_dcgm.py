@@ -49,8 +49,9 @@ HELP = {
 }
 
 
-def exposition(xid: int = 0, *, with_prof: bool = True) -> str:
-    """The copy-loop frame as dcgm-exporter would render it (plus a MIG instance series to skip)."""
+def exposition(xid: int = 0, *, with_prof: bool = True, mixed: bool = False) -> str:
+    """The copy-loop frame as dcgm-exporter would render it; `mixed`: plus a MIG instance's series
+    of the same card (the exporter run with `-d g` and `-i`)."""
     f = FRAME["gpus"][0]["fields"]
     gpm = f["gpm"]["metrics"]
     mem = f["memory_bytes"]
@@ -77,9 +78,9 @@ def exposition(xid: int = 0, *, with_prof: bool = True) -> str:
     for name, value in values.items():
         kind, text = HELP[name]
         lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value}"]
-        if name == "DCGM_FI_DEV_GPU_UTIL":  # a MIG slice of the same GPU: not a whole GPU
+        if mixed and name == "DCGM_FI_DEV_FB_USED":  # a MIG instance of the same GPU
             lines.append(f'{name}{{gpu="0",UUID="{f["uuid"]}",device="nvidia0",modelName="{f["name"]}",'
-                         f'GPU_I_PROFILE="1g.18gb",GPU_I_ID="3"}} 7')
+                         f'GPU_I_PROFILE="1g.18gb",GPU_I_ID="3"}} 7')  # MiB
     return "\n".join(lines) + "\n"
 
 
@@ -126,12 +127,16 @@ def test_dcgm_gives_the_same_series_as_nvml_for_the_same_reading(exporter):
     assert "power_limit_w" not in from_dcgm and "DCGM_FI_DEV_POWER_MGMT_LIMIT" in dcgm.errors["power_limit_mw"]
 
 
-def test_mig_instances_are_left_out_and_driver_is_kept(exporter):
-    url, _ = exporter
-    gpus = parse_exposition(exposition())
-    assert list(gpus) == [0] and gpus[0]["values"]["DCGM_FI_DEV_GPU_UTIL"] == FRAME["gpus"][0]["fields"]["utilization_pct"]["gpu"]
+def test_a_card_read_whole_and_per_instance_keeps_both_apart_and_driver_is_kept(exporter):
+    url, handler = exporter
+    gpus = parse_exposition(exposition(mixed=True)).gpus
+    assert sorted(gpus, key=str) == [(0, 3), (0, None)]
+    assert gpus[(0, None)]["values"]["DCGM_FI_DEV_GPU_UTIL"] == FRAME["gpus"][0]["fields"]["utilization_pct"]["gpu"]
+    handler.body = exposition(mixed=True)
     backend = DcgmBackend(url)
-    backend.read_raw()
+    card, mig = read_gpus(backend)
+    assert (card.mig_id, mig.mig_id, mig.mig_profile) == (None, 3, "1g.18gb")
+    assert card.util_ratio is not None and mig.mem_used_bytes == 7 * MIB and mig.mem_total_bytes is None
     assert backend.meta()["driver"] == "580.159.04"
 
 

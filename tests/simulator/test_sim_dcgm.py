@@ -212,9 +212,9 @@ def test_exposition_is_dcgm_exporter_text(start_sim: StartSim) -> None:
     """HELP/TYPE per field, the exporter's label set in its order, integers as integers."""
     _, url = start_with_exporter(start_sim, *SLOW, index=3)
     text = httpx.get(url, timeout=10.0).text
-    gpus = parse_exposition(text)
-    assert list(gpus) == [3]
-    labels = gpus[3]["labels"]
+    gpus = parse_exposition(text).gpus
+    assert list(gpus) == [(3, None)]
+    labels = gpus[(3, None)]["labels"]
     assert list(labels) == ["gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname",
                             "DCGM_FI_DRIVER_VERSION"]
     assert labels["device"] == "nvidia3" and labels["UUID"].startswith("GPU-")
