@@ -144,7 +144,7 @@ def validate_named(engine: Engine, settings: Settings, name: str, server_name: s
         replacing = launch is not None
         own = guardrails.process_tree(launch.pid) if launch is not None else []
     report = launcher.validate(spec, server, replacing=replacing, own_pids=own,
-                               sandbox=launcher.sandbox_for(settings))
+                               sandbox=launcher.sandbox_for(settings, engine))
     if server is not None and server.id is not None and not sglang_flags.is_diffusion(spec.flags):
         facts = preflight.host_facts(engine, server, replacing=replacing)
         report.issues.extend(preflight.preflight(spec.model_path, spec.flags, facts))
@@ -236,7 +236,7 @@ def _save(engine: Engine, settings: Settings, spec: ProfileSpec, actor: str) -> 
     spec = _keep_secrets(engine, settings, spec)
     # the launch sandbox refuses before anything is written: the editor shows the same reason
     # `pitwall profiles validate` would print
-    refused = [i for i in launcher.sandbox_issues(spec, launcher.sandbox_for(settings)) if i.severity == "error"]
+    refused = [i for i in launcher.sandbox_issues(spec, launcher.sandbox_for(settings, engine)) if i.severity == "error"]
     if refused:
         raise ProfileError(f"{spec.name} was not saved: {refused[0].message}"
                            + (f" (+{len(refused) - 1} more)" if len(refused) > 1 else ""))
