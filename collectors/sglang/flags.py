@@ -40,8 +40,6 @@ RESERVED = {
     "model": "set model_path at the top of the profile, not in [flags]",
     "host": "the host comes from the server's base_url in pitwall.toml",
     "port": "the port comes from the server's base_url in pitwall.toml",
-    "config": "Pitwall passes its own --config (the server's API key, written 0600), and SGLang "
-              "merges only one; a config file would also bring flags no check has seen",
 }
 
 #: name -> (type, low, high, low_inclusive, high_inclusive); None bounds are open-ended.

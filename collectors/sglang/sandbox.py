@@ -14,6 +14,7 @@ CUDA, NCCL, Triton, PyTorch and Hugging Face environment documentation. Rule kin
 | read | a local path outside the system folders (no URL); a value without '/' is a built-in name | `launch.allow_unsandboxed` |
 | write | a path that resolves (symlinks and `..` followed) inside Pitwall's data folder | `launch.allow_unsandboxed` |
 | port | a port (or `host:port`, or `+N` = the server's port + N) that no other part of Pitwall holds | never |
+| never | nothing (`config`: Pitwall's own `--config` carries the server's secrets) | never |
 
 `ENV_NAMES` is the allow-list of [env] names, explicit names only (no prefix families); a name
 in `DENY_ENV` is judged by its rule instead, and `launch.allowed_env` never lifts a deny rule.
@@ -48,6 +49,8 @@ def _rules(kind: str, reason: str, *names: str) -> dict[str, Rule]:
 
 #: Flags (no dashes) of the LLM and diffusion servers -> rule. Aliases are listed as well.
 DENY_FLAGS: dict[str, Rule] = {
+    **_rules("never", "SGLang merges that YAML file's flags unchecked, and Pitwall passes its own "
+             "--config (the server's secrets, 0600); SGLang reads only one", "config"),
     **_rules("code", "it runs the model repository's own Python code", "trust-remote-code"),
     **_rules("code", "it lets any client send a Python logit processor for the server to run",
              "enable-custom-logit-processor"),
@@ -236,6 +239,8 @@ def _lora_path(item: str) -> str:
 def check_rule(key: str, rule: Rule, value: Any, *, allowed: frozenset[str], base: Path | None,
                data_dir: Path | None) -> list[Issue]:
     """One flag or variable against its rule (port rules: see check_ports)."""
+    if rule.kind == "never":
+        return [Issue("error", key, f"{key} cannot be set in a profile: {rule.reason}.")]
     if rule.kind == "port" or key in allowed or value is False or value is None:
         return []
     if rule.kind in ("code", "remote"):
