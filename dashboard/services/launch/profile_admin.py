@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from collectors.sglang import flags as sglang_flags
 from dashboard.services import shown
-from dashboard.services.launch import guardrails, launcher, preflight, profiles
+from dashboard.services.launch import guardrails, launcher, preflight, profiles, sandbox
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
 from dashboard.settings import Settings
@@ -92,6 +92,21 @@ def latest_intent(engine: Engine, server_name: str) -> Intent | None:
 def shown_spec(spec: ProfileSpec) -> ProfileSpec:
     """The profile as a page shows it (and its editor starts from): secret flags and env masked."""
     return dataclasses.replace(spec, flags=redact_obj(dict(spec.flags)), env=redact_obj(dict(spec.env)))
+
+
+def sandbox_warning(settings: Settings) -> str | None:
+    """The Profiles page's warning: what pitwall.toml lets profiles do beyond the launch sandbox
+    (sandbox.allowances), one bullet each; None when it lets nothing."""
+    lines = sandbox.allowances(settings)
+    if not lines:
+        return None
+    return ("pitwall.toml lets profiles go beyond the launch sandbox (only pitwall.toml can; "
+            "remove an entry to refuse it again):\n" + "\n".join(f"- {_plain(ln)}" for ln in lines))
+
+
+def _plain(text: str) -> str:
+    """A line of pitwall.toml text safe to draw as Markdown (no markup of its own)."""
+    return "".join("\\" + c if c in "\\`*_[]()<>#+!|~" else c for c in text)
 
 
 def profile_table(settings: Settings) -> tuple[pd.DataFrame, list[ProfileSpec], list[str]]:
