@@ -133,7 +133,8 @@ class Engine:
 
     collectors: role ("log", "metrics", "api") -> a factory of that collector; factories import
     their module when called, so describing an engine stays cheap.
-    build_argv(python, entrypoint, model_path, host, port, flags) -> the server's argv.
+    build_argv(python, entrypoint, model_path, host, port, flags, config_path=None) -> the server's
+    argv (config_path: a file of secret flags, passed as the engine reads one).
     ready_line: the log line that says the server is ready; startup_progress(log text) ->
     (fraction 0-1, what it is doing). health_path answers 200 when serving; server_info_paths
     are tried in order (newest first) for the server's args and version.
@@ -144,7 +145,7 @@ class Engine:
 
     name: str
     collectors: Mapping[str, Callable[[], Collector]]
-    build_argv: Callable[[str, str, str, str, int, dict[str, Any]], list[str]]
+    build_argv: Callable[..., list[str]]
     ready_line: str
     startup_progress: Callable[[str], tuple[float, str]]
     health_path: str

@@ -124,7 +124,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("launch.allowed_entrypoints", None, "list[str]", [],
                 "Entrypoints a profile may name beside `sglang.launch_server`, `sglang serve` and the bundled simulator."),
     SettingSpec("launch.allowed_env", None, "list[str]", [],
-                "[env] names (or `PREFIX_*`) a profile may set beside the SGLang/CUDA/NCCL/PyTorch/HF allow-list; never LD_*, PYTHON*, PATH or PITWALL_*."),
+                "[env] names a profile may set beside the built-in allow-list of SGLang/CUDA/NCCL/PyTorch/HF names; never LD_*, PYTHON*, PATH or PITWALL_*, and never a name the sandbox refuses (see launch.allow_unsandboxed). A `PREFIX_*` entry is still read, with a warning: list names instead."),
+    SettingSpec("launch.allow_unsandboxed", None, "list[str]", [],
+                "Flags and [env] names the launch sandbox refuses by default that profiles may use anyway, each by name, e.g. `[\"trust-remote-code\", \"CUDA_INJECTION64_PATH\"]` (code loaders, remote services, paths outside the data folder or in system folders); the Profiles page lists them in a warning. Only pitwall.toml can set it."),
     SettingSpec("alerting.defaults", None, "bool", True,
                 "Turn on the default alert rules (SLO burn rates, crash, OOM, NCCL, restart budget, health down, no samples, KV full)."),
     SettingSpec("alerting.eval_interval_s", None, "float", 15.0, "Seconds between alert rule evaluations in the runner."),
@@ -210,7 +212,7 @@ class Settings:
     electricity_usd_per_kwh: float | None = None
     probe: dict[str, Any] = field(default_factory=dict)
     runner: dict[str, Any] = field(default_factory=dict)  # auto_restart, restart_budget, ...
-    launch: dict[str, Any] = field(default_factory=dict)  # allowed_entrypoints, allowed_env
+    launch: dict[str, Any] = field(default_factory=dict)  # allowed_entrypoints, allowed_env, allow_unsandboxed
     retention: dict[str, Any] = field(default_factory=dict)  # samples_days, rollups_days, ... (days)
     gpu: dict[str, Any] = field(default_factory=dict)  # dcgm_url: list of URLs
     compare: dict[str, Any] = field(default_factory=dict)  # ssim_min

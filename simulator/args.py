@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--device", type=str, default=None)
     a("--dtype", type=str, default="auto")
     a("--trust-remote-code", action="store_true")
+    a("--config", type=str, default=None)  # merged before parsing (launch_server.merge_config)
     a("--skip-tokenizer-init", action="store_true")
     a("--watchdog-timeout", type=float, default=300)
     a("--stream-interval", type=int, default=1)

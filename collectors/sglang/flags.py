@@ -10,7 +10,8 @@ message than argparse's in NOTES. Everything else is accepted as a string.
 
 `check_flags(flags)` returns Issues (severity, flag, message); an "error" blocks a launch, a
 "warning" does not. When SGLang itself can be imported in the server's Python, launcher.py asks
-its real parser first and keeps only the checks argparse cannot do (ranges, hints).
+its real parser first and keeps only the checks argparse cannot do (ranges, hints). What a flag
+may point at (code, remote services, paths, ports) is the sandbox's call: sandbox.py.
 """
 
 from __future__ import annotations
@@ -355,58 +356,13 @@ def check_flags(
     return issues
 
 
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+def check_env(env: dict[str, Any], extra_allowed: tuple[str, ...] = (), *,
+              allowed: frozenset[str] = frozenset()) -> list[Issue]:
+    """[env] names and value types: collectors/sglang/sandbox.py `check_env` (the explicit
+    allow-list and the deny table live there)."""
+    from collectors.sglang import sandbox  # sandbox imports Issue from this module
 
-#: [env] a profile may set: SGLang, CUDA, NCCL, PyTorch, Triton, FlashInfer and Hugging Face
-#: variables by prefix, a few runtime names exactly; a setting (`launch.allowed_env`) adds more.
-ENV_PREFIXES: tuple[str, ...] = (
-    "SGLANG_", "SGL_", "CUDA_", "NCCL_", "NVIDIA_", "NVTE_", "TORCH_", "TORCHINDUCTOR_", "PYTORCH_",
-    "TRITON_", "FLASHINFER_", "HF_", "HUGGING_FACE_", "GLOO_", "TP_SOCKET_",
-)
-ENV_NAMES: frozenset[str] = frozenset({
-    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM", "TRANSFORMERS_OFFLINE",
-    "TRANSFORMERS_CACHE", "MASTER_ADDR", "MASTER_PORT", "TZ",
-})
-#: Never allowed, whatever a setting says: they change which code runs (loader, interpreter,
-#: search path) or are Pitwall's own.
-ENV_NEVER_PREFIXES: tuple[str, ...] = ("LD_", "DYLD_", "PYTHON", "PITWALL_")
-ENV_NEVER_NAMES: frozenset[str] = frozenset({"PATH", "HOME", "SHELL", "BASH_ENV", "ENV", "IFS"})
-
-
-def env_forbidden(name: str) -> bool:
-    return name in ENV_NEVER_NAMES or name.startswith(ENV_NEVER_PREFIXES)
-
-
-def env_allowed(name: str, extra: tuple[str, ...] = ()) -> bool:
-    """On the allow-list: a known prefix or name, or one a setting adds (`NAME`, or `PREFIX_*`);
-    never a forbidden one."""
-    if env_forbidden(name):
-        return False
-    if name in ENV_NAMES or name.startswith(ENV_PREFIXES):
-        return True
-    return any(name == e or (e.endswith("*") and name.startswith(e[:-1])) for e in extra)
-
-
-def check_env(env: dict[str, Any], extra_allowed: tuple[str, ...] = ()) -> list[Issue]:
-    """[env]: names on the allow-list (env_allowed), string values (numbers are accepted and
-    stringified), no NUL."""
-    issues: list[Issue] = []
-    for name, value in env.items():
-        if not _ENV_NAME.match(str(name)):
-            issues.append(Issue("error", str(name), f"Environment variable name {name!r} is invalid; use capitals, digits and '_' (e.g. NCCL_TIMEOUT), not starting with a digit."))
-            continue
-        if env_forbidden(name):
-            issues.append(Issue("error", name, f"Environment variable {name} is refused: it changes which code runs (loader, interpreter, search path) or is Pitwall's own; a profile is data, not code."))
-            continue
-        if not env_allowed(name, extra_allowed):
-            issues.append(Issue("error", name, f"Environment variable {name} is not on the allow-list (SGLang, CUDA, NCCL, PyTorch, Triton, FlashInfer and Hugging Face variables); add it to launch.allowed_env in pitwall.toml if the server needs it."))
-            continue
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            issues.append(Issue("error", name, f"Environment variable {name} is {value!r}; expected a string, e.g. {name} = \"1\"."))
-            continue
-        if "\x00" in str(value):
-            issues.append(Issue("error", name, f"Environment variable {name} contains a NUL character; remove it."))
-    return issues
+    return sandbox.check_env(env, extra_allowed, allowed=allowed)
 
 
 def check_option_values(flags: dict[str, Any]) -> list[Issue]:

@@ -1,5 +1,14 @@
-"""SGLang's launch command and startup log, as data: the argv of a profile, the ready line and the
-startup milestones a progress bar is drawn from.
+"""SGLang's launch command and startup log, as data: the argv of a profile, the config file that
+carries its secrets, the ready line and the startup milestones a progress bar is drawn from.
+
+Secrets stay out of `ps`: the flags in SECRET_FLAGS (`api-key`, `admin-api-key`,
+`ssl-keyfile-password`) never go into argv; the launcher writes them into a 0600 YAML file
+(`config_text`) and argv ends with `--config <path>` as two tokens, Pitwall's own and last.
+SGLang 0.5.23 (`prepare_server_args`, sglang/srt/utils/server_args_config_parser.py
+`ConfigArgumentMerger`) merges a config only when `--config` is a token of its own (it looks
+for the exact string; `--config=path` parses but is silently ignored), reads it with
+`yaml.safe_load`, refuses a suffix other than .yaml/.yml, and puts the file's `--key value`
+pairs BEFORE the command line, so a flag on the command line wins (argparse keeps the last).
 
 Pure and Streamlit-free. dashboard/services/launch/launcher.py builds the argv of a LaunchPlan with
 `build_argv`; the supervisor watches a starting server's log for `READY_LINE` and reports
@@ -32,6 +41,23 @@ MILESTONES: tuple[tuple[str, float, str], ...] = (
 ENTRYPOINTS: tuple[str, ...] = ("sglang.launch_server", "sglang serve")
 
 
+#: Flags whose value is a secret: written into the config file, never into argv.
+SECRET_FLAGS: tuple[str, ...] = ("api-key", "admin-api-key", "ssl-keyfile-password")
+
+
+def split_secrets(flags: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(flags for argv, secret flags for the config file)."""
+    public = {k: v for k, v in flags.items() if k not in SECRET_FLAGS}
+    secrets = {k: str(v) for k, v in flags.items() if k in SECRET_FLAGS and v not in (None, False)}
+    return public, secrets
+
+
+def config_text(secrets: dict[str, str]) -> str:
+    """The config file's text: a JSON object, which is also YAML (a flow mapping of double-quoted
+    strings, read by SGLang's yaml.safe_load as {flag: value}); one line, ASCII only."""
+    return json.dumps(secrets, ensure_ascii=True) + "\n"
+
+
 def flag_args(flags: dict[str, Any]) -> list[str]:
     """A profile's [flags] -> argv items, one `--flag=value` token per flag: `true` is a bare
     switch, `false` leaves it out, a table becomes `--flag=<JSON>`. A list (nargs flags such as
@@ -61,9 +87,10 @@ def _fmt(value: Any) -> str:
 
 
 def build_argv(
-    python: str, entrypoint: str, model_path: str, host: str, port: int, flags: dict[str, Any]
+    python: str, entrypoint: str, model_path: str, host: str, port: int, flags: dict[str, Any],
+    config_path: str | None = None,
 ) -> list[str]:
-    """`python -m <entrypoint> <flags> --model-path M --host=H --port=P`.
+    """`python -m <entrypoint> <flags> --model-path M --host=H --port=P [--config PATH]`.
 
     Pitwall's own flags come last, so nothing in a profile can override them (argparse keeps
     the last value). `--model-path M` stays two tokens: `sglang serve` before 0.5.9 finds the
@@ -72,9 +99,11 @@ def build_argv(
 
     "sglang serve" is SGLang's console script (`sglang.cli.main:main`, 0.5.5+); it is started as
     `python -m sglang.cli.main serve` so the server's own interpreter runs it.
+    `config_path` (the secrets file, see the module docstring) is two tokens, last.
     """
     head = [python, "-m", "sglang.cli.main", "serve"] if entrypoint == "sglang serve" else [python, "-m", entrypoint]
-    return [*head, *flag_args(flags), "--model-path", model_path, f"--host={host}", f"--port={port}"]
+    tail = ["--config", config_path] if config_path else []
+    return [*head, *flag_args(flags), "--model-path", model_path, f"--host={host}", f"--port={port}", *tail]
 
 
 def startup_progress(text: str) -> tuple[float, str]:

@@ -28,6 +28,8 @@ states = profile_admin.managed_servers(ctx.engine)
 table, specs, errors = profile_admin.profile_table(ctx.settings)
 for err in errors:
     st.warning(err)
+if (beyond := profile_admin.sandbox_warning(ctx.settings)) is not None:
+    st.warning(beyond, icon="⚠️")
 by_name = {s.name: s for s in specs}
 
 operator = auth.control_gate(ctx.settings)

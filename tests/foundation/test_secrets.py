@@ -172,7 +172,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     try:
         sid = server.id
         auto = wait_for(lambda: repo.list_intents(engine, server_id=sid, kinds=["launch"]), what="auto-start")[0]
-        assert wait_for(lambda: _final(engine, auto.id), what="launch").state == "done"
+        started = wait_for(lambda: _final(engine, auto.id), what="launch")
+        assert started.state == "done", started.message
         launch = repo.latest_launch(engine, server_id=sid)
         environ = Path(f"/proc/{launch.pid}/environ").read_bytes().split(b"\0")
         out["server_env"] = dict(e.decode().split("=", 1) for e in environ if b"=" in e)
@@ -241,7 +242,11 @@ def test_the_world_carries_the_secrets_where_pitwall_needs_them(world):
     engine, sid = world["engine"], world["server_id"]
     launches = repo.list_launches(engine, server_id=sid)
     # argv and env are exact: a rollback starts them again
-    assert all(f"--api-key={SECRET}" in la.argv for la in launches)  # one --flag=value token
+    # the key is in a 0600 file the argv names (`--config PATH`, two tokens, last), never in argv
+    keyed = [la for la in launches if la.profile_name in ("secret", "crashy")]
+    assert keyed and all(la.argv[-2] == "--config" and not leaks(" ".join(la.argv)) for la in keyed)
+    kept = [Path(la.argv[-1]) for la in keyed if Path(la.argv[-1]).exists()]
+    assert kept and all(stat.S_IMODE(p.stat().st_mode) == 0o600 and SECRET in p.read_text() for p in kept)
     assert all(la.env.get("HF_TOKEN") == SECRET for la in launches if la.profile_name == "secret")
     ready = [la for la in launches if la.server_args]
     assert ready and not any(leaks(json.dumps(la.server_args)) for la in ready)
@@ -299,7 +304,7 @@ def test_no_page_shows_a_secret(pitwall_env, page):
         texts.append(_page_text(at))
     text = "\n".join(texts)
     if page.endswith("server.py"):  # the launch command is there, its key masked
-        assert any("--api-key=***" in c.value for c in at.code)
+        assert any("--config" in c.value for c in at.code)
     if page.endswith("profiles.py"):
         assert "api-key" in text and "***" in text  # the editor shows the flag, masked
     if page.endswith("about.py") and pitwall_env["url"].startswith("postgresql"):
@@ -343,7 +348,7 @@ def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
     cards = [build_scorecard(engine, run_id=pitwall_env["run_id"]),
              build_scorecard(engine, server="sim", since_s=3600),
              *[build_scorecard(engine, launch_id=i) for i in launches[:2]]]
-    assert cards[0].provenance["argv"] and "--api-key=***" in cards[0].provenance["argv"]
+    assert cards[0].provenance["argv"] and "--config" in cards[0].provenance["argv"]
     for fmt in ("md", "html", "csv", "json"):
         for subset in (cards[:1], cards):  # one scorecard, and a comparison (config diff)
             assert not leaks(formats.render(fmt, subset)), fmt

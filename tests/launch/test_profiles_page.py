@@ -214,3 +214,16 @@ def test_auto_restart_policy_and_budget_used_are_shown(page_env, monkeypatch) ->
     st.cache_resource.clear()  # settings are read once per process
     at = _run()
     assert "Auto-restart is on" in _text(at) and "sim has used 1 of 3." in _text(at)
+
+
+def test_page_warns_what_pitwall_toml_lets_profiles_do(page_env, tmp_path, monkeypatch) -> None:
+    assert "beyond the launch sandbox" not in _text(_run())  # nothing allowed: no warning
+    cfg = tmp_path / "pitwall.toml"
+    cfg.write_text('[launch]\nallow_unsandboxed = ["trust-remote-code", "CUDA_INJECTION64_PATH"]\n')
+    monkeypatch.setenv("PITWALL_CONFIG", str(cfg))
+    st.cache_data.clear()
+    st.cache_resource.clear()  # the settings are read once per process
+    warnings = [w.value for w in _run().warning if "beyond the launch sandbox" in w.value]
+    assert len(warnings) == 1
+    assert "trust-remote-code: allowed although it runs the model repository" in warnings[0]
+    assert "CUDA\\_INJECTION64\\_PATH" in warnings[0]

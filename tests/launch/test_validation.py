@@ -167,8 +167,8 @@ def test_valid_flags_pass() -> None:
         ({"1ABC": "1"}, "Environment variable name '1ABC' is invalid"),
         ({"A-B": "1"}, "Environment variable name 'A-B' is invalid"),
         ({"NCCL_TIMEOUT": "18\x0000"}, "Environment variable NCCL_TIMEOUT contains a NUL character; remove it."),
-        ({"SGLANG_FLAG": True}, "Environment variable SGLANG_FLAG is True; expected a string"),
-        ({"NCCL_T": {"a": 1}}, "Environment variable NCCL_T is {'a': 1}; expected a string"),
+        ({"SGLANG_LOG_MS": True}, "Environment variable SGLANG_LOG_MS is True; expected a string"),
+        ({"NCCL_DEBUG": {"a": 1}}, "Environment variable NCCL_DEBUG is {'a': 1}; expected a string"),
         ({"FLAG": "1"}, "Environment variable FLAG is not on the allow-list"),
         ({"LD_PRELOAD": "x.so"}, "Environment variable LD_PRELOAD is refused"),
     ],
@@ -180,7 +180,7 @@ def test_env_messages(env: dict, expected: str) -> None:
 
 def test_env_valid() -> None:
     # values are data: the child gets them as environment strings, never through a shell
-    assert sglang_flags.check_env({"NCCL_TIMEOUT": "1800", "SGLANG_X1": "a b;$(rm -rf /)", "OMP_NUM_THREADS": 3}) == []
+    assert sglang_flags.check_env({"NCCL_TIMEOUT": "1800", "NCCL_DEBUG": "a b;$(rm -rf /)", "OMP_NUM_THREADS": 3}) == []
 
 
 # -- guardrails -------------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
 """Launcher: validate profiles, plan launches for the runner's supervisor, record lifecycle intents.
 
-- `validate(spec, server)` -> Report: [flags] against SGLang's real parser when `import sglang`
-  works in the server's Python (a child of runner/procs.py with an argument list and a deadline: the parser is
-  built with `ServerArgs.add_cli_args` and `parse_args`, sglang-interfaces.md §5), otherwise
-  against the bundled 0.5.23 table (collectors/sglang/flags.py); [env] names/values; and the
+- `validate(spec, server)` -> Report: the launch sandbox (sandbox.py: entrypoint, [env]
+  allow-list, the deny table of code loaders, remote services, paths and ports); [flags] against
+  SGLang's real parser when `import sglang` works in the server's Python (a child of
+  runner/procs.py with an argument list and a deadline: the parser is built with
+  `ServerArgs.add_cli_args` and `parse_args`, sglang-interfaces.md §5; secret values replaced by
+  "x"), otherwise against the bundled 0.5.23 table (collectors/sglang/flags.py); and the
   guardrails (port, GPUs, model path, tp x dp).
 - `Planner` (injected into runner.supervisor.ProcessSupervisor by wiring.py): profile name ->
-  validated LaunchPlan, or PlanError (event kind bad_cli_flag / port_in_use).
+  validated LaunchPlan, or PlanError (event kind bad_cli_flag / port_in_use). The runner calls
+  it right before it starts the process, so a profile or pitwall.toml edited since the last
+  validation is judged again. Secret flags go into a 0600 `--config` file (sandbox.write_secrets).
 - `request(...)` writes a launch/stop/relaunch Intent for the runner, with an Audit row; it
   refuses while another lifecycle intent for the server is pending or running (one action per
   server at a time; the supervisor applies the same rule to requests that raced past this check).
@@ -21,22 +25,33 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
 from collectors.engines import get_engine
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang.flags import Issue
-from collectors.sglang.launch import flag_args
+from collectors.sglang.launch import SECRET_FLAGS, config_text, flag_args, split_secrets
 from dashboard.services.launch import guardrails, profiles
 from dashboard.services.launch.profiles import ProfileSpec
+from dashboard.services.launch.sandbox import (
+    BUNDLED_ENTRYPOINTS,
+    Sandbox,
+    config_path_of,
+    host_port,
+    sandbox_for,
+    sandbox_issues,
+    write_secrets,
+)
 from dashboard.settings import Settings
 from runner import procs
 from runner.launch_plan import LaunchPlan, PlanError
 from storage import repo
 from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES
 from storage.models import Intent, Launch, Server
+
+# the sandbox's names stay importable from here (profile_admin, the CLI and tests use them)
+__all__ = ["BUNDLED_ENTRYPOINTS", "Sandbox", "host_port", "sandbox_for", "sandbox_issues"]
 
 PARSER_TIMEOUT_S = 120.0  # importing sglang imports torch: seconds, more on a cold disk
 FINAL_STATES = FINAL_INTENT_STATES
@@ -106,7 +121,9 @@ def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER
 
     Also checks that `python` can find the profile's entrypoint module (an error Issue if not).
     """
-    args = (entry_module(spec.entrypoint), "--model-path", spec.model_path, *flag_args(spec.flags))
+    # a secret's value never reaches a command line, not even the parser's: its shape is enough
+    shown = {k: ("x" if k in SECRET_FLAGS and isinstance(v, str) else v) for k, v in spec.flags.items()}
+    args = (entry_module(spec.entrypoint), "--model-path", spec.model_path, *flag_args(shown))
     key = (python, args, tuple(sorted((k, str(v)) for k, v in spec.env.items())))
     if key in _PARSER_CACHE:
         return _PARSER_CACHE[key]
@@ -146,41 +163,6 @@ def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s:
     return [Issue("error", None, text)], who
 
 
-#: Entrypoints every Pitwall allows beside the engine's own: the bundled simulator (the demo).
-BUNDLED_ENTRYPOINTS: tuple[str, ...] = ("simulator.launch_server",)
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """What a profile may name beyond the engine's own allow-lists (settings `launch.*`)."""
-
-    entrypoints: tuple[str, ...] = ()
-    env: tuple[str, ...] = ()  # names, or prefixes written PREFIX_*
-
-
-def sandbox_for(settings: Settings) -> Sandbox:
-    opts = settings.launch
-    return Sandbox(tuple(opts.get("allowed_entrypoints") or ()), tuple(opts.get("allowed_env") or ()))
-
-
-def sandbox_issues(spec: ProfileSpec, sandbox: Sandbox | None = None, engine: str = "sglang") -> list[Issue]:
-    """A profile is data, never code: the entrypoint on the allow-list, [env] on the allow-list
-    (never LD_*, PYTHON*, PATH or Pitwall's own), no value that starts with '-', a model path
-    that is not an option. Each refusal names the key and the reason."""
-    sandbox = sandbox or Sandbox()
-    allowed = (*get_engine(engine).entrypoints, *BUNDLED_ENTRYPOINTS, *sandbox.entrypoints)
-    issues: list[Issue] = []
-    if spec.entrypoint not in allowed:
-        issues.append(Issue("error", "entrypoint", f"Entrypoint {spec.entrypoint!r} is not allowed; use one of {', '.join(allowed)} (more only through launch.allowed_entrypoints in pitwall.toml)."))
-    if sglang_flags.is_diffusion(spec.flags) and spec.entrypoint == "sglang.launch_server":
-        issues.append(Issue("error", "model-type", "model-type = \"diffusion\" needs entrypoint \"sglang serve\" (sglang.launch_server starts only the LLM server)."))
-    if spec.model_path.lstrip().startswith("-"):
-        issues.append(Issue("error", "model_path", f"model_path {spec.model_path!r} starts with '-', which SGLang would read as an option; use a model id or a folder."))
-    issues.extend(sglang_flags.check_option_values(spec.flags))
-    issues.extend(sglang_flags.check_env(spec.env, sandbox.env))
-    return issues
-
-
 def validate(
     spec: ProfileSpec,
     server: Server | None = None,
@@ -193,7 +175,7 @@ def validate(
 ) -> Report:
     """Every check a launch of `spec` on `server` must pass (server None: flags and env only)."""
     report = Report()
-    report.issues.extend(sandbox_issues(spec, sandbox, server.engine if server else "sglang"))
+    report.issues.extend(sandbox_issues(spec, sandbox, server.engine if server else "sglang", server))
     python = (server.python if server else None) or sys.executable
     refused_entry = any(i.flag == "entrypoint" for i in report.issues)
     # The parser script asks the LLM ServerArgs; a diffusion profile is checked against the
@@ -220,14 +202,6 @@ def validate(
     return report
 
 
-def host_port(base_url: str) -> tuple[str, int]:
-    parts = urlsplit(base_url)
-    host = parts.hostname or "127.0.0.1"
-    if host == "localhost":
-        host = "127.0.0.1"
-    return host, parts.port or (443 if parts.scheme == "https" else 80)
-
-
 class Planner:
     """Profile name -> validated LaunchPlan for the supervisor (raises PlanError)."""
 
@@ -247,7 +221,8 @@ class Planner:
         row = profiles.mirror(self.engine, spec)
         assert server.id is not None
         own = running_launch(self.engine, server.id)
-        report = validate(spec, server, replacing=replacing, sandbox=sandbox_for(self.settings),
+        # the last check before the process starts: the runner calls this right before spawning
+        report = validate(spec, server, replacing=replacing, sandbox=sandbox_for(self.settings, self.engine),
                           own_pids=guardrails.process_tree(own.pid) if replacing and own else [])
         if not report.ok:
             kind = "port_in_use" if any(i.flag == "port" for i in report.errors) else "bad_cli_flag"
@@ -261,12 +236,18 @@ class Planner:
         if server.gpu_indices and "CUDA_VISIBLE_DEVICES" not in env:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in server.gpu_indices)
         log_path = server.log_path or str(self.settings.logs_dir / f"{server.name}.log")
+        flags, secrets = split_secrets(spec.flags)
+        config_path = None
+        if secrets:  # into a 0600 file, not argv (ps shows argv to every local user)
+            good = repo.list_launches(self.engine, server_id=server.id, limit=50)
+            keep = {p for p in (config_path_of(x.argv) for x in good if x.ready_at) if p}
+            config_path = write_secrets(Path(self.settings.data_dir), server.name, config_text(secrets), keep)
         return LaunchPlan(
             server_id=server.id,
             server_name=server.name,
             base_url=server.base_url.rstrip("/"),
             argv=get_engine(server.engine).build_argv(server.python or sys.executable, spec.entrypoint,
-                                                      spec.model_path, host, port, spec.flags),
+                                                      spec.model_path, host, port, flags, config_path=config_path),
             engine=server.engine,
             env=env,
             log_path=log_path,

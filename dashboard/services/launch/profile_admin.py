@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from collectors.sglang import flags as sglang_flags
 from dashboard.services import shown
-from dashboard.services.launch import guardrails, launcher, preflight, profiles
+from dashboard.services.launch import guardrails, launcher, preflight, profiles, sandbox
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
 from dashboard.settings import Settings
@@ -94,6 +94,21 @@ def shown_spec(spec: ProfileSpec) -> ProfileSpec:
     return dataclasses.replace(spec, flags=redact_obj(dict(spec.flags)), env=redact_obj(dict(spec.env)))
 
 
+def sandbox_warning(settings: Settings) -> str | None:
+    """The Profiles page's warning: what pitwall.toml lets profiles do beyond the launch sandbox
+    (sandbox.allowances), one bullet each; None when it lets nothing."""
+    lines = sandbox.allowances(settings)
+    if not lines:
+        return None
+    return ("pitwall.toml lets profiles go beyond the launch sandbox (only pitwall.toml can; "
+            "remove an entry to refuse it again):\n" + "\n".join(f"- {_plain(ln)}" for ln in lines))
+
+
+def _plain(text: str) -> str:
+    """A line of pitwall.toml text safe to draw as Markdown (no markup of its own)."""
+    return "".join("\\" + c if c in "\\`*_[]()<>#+!|~" else c for c in text)
+
+
 def profile_table(settings: Settings) -> tuple[pd.DataFrame, list[ProfileSpec], list[str]]:
     """(table, profiles as shown, errors); hashes are those of the files as stored."""
     specs, errors = profiles.load_dir(settings.profiles_dir)
@@ -144,7 +159,7 @@ def validate_named(engine: Engine, settings: Settings, name: str, server_name: s
         replacing = launch is not None
         own = guardrails.process_tree(launch.pid) if launch is not None else []
     report = launcher.validate(spec, server, replacing=replacing, own_pids=own,
-                               sandbox=launcher.sandbox_for(settings))
+                               sandbox=launcher.sandbox_for(settings, engine))
     if server is not None and server.id is not None and not sglang_flags.is_diffusion(spec.flags):
         facts = preflight.host_facts(engine, server, replacing=replacing)
         report.issues.extend(preflight.preflight(spec.model_path, spec.flags, facts))
@@ -236,7 +251,7 @@ def _save(engine: Engine, settings: Settings, spec: ProfileSpec, actor: str) -> 
     spec = _keep_secrets(engine, settings, spec)
     # the launch sandbox refuses before anything is written: the editor shows the same reason
     # `pitwall profiles validate` would print
-    refused = [i for i in launcher.sandbox_issues(spec, launcher.sandbox_for(settings)) if i.severity == "error"]
+    refused = [i for i in launcher.sandbox_issues(spec, launcher.sandbox_for(settings, engine)) if i.severity == "error"]
     if refused:
         raise ProfileError(f"{spec.name} was not saved: {refused[0].message}"
                            + (f" (+{len(refused) - 1} more)" if len(refused) > 1 else ""))

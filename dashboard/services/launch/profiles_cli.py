@@ -116,7 +116,7 @@ def _profiles(args: argparse.Namespace) -> int:
             if server is None:
                 raise _Fail(f"No server named {args.server!r}; see `pitwall status`.")
         report = launcher.validate(spec, server, use_real_parser=not args.bundled,
-                                   sandbox=launcher.sandbox_for(settings))
+                                   sandbox=launcher.sandbox_for(settings, engine))
         print(f"{spec.name}: checked by {report.checked_by}")
         for line in report.lines():
             print(f"  {redact_text(line)}")
