@@ -10,7 +10,15 @@ every read, the response head included) and a body cap (bytes, per endpoint: `BO
 read timeout alone is not enough: a server that drips one byte every 0.5 s never trips it. The
 deadline is enforced inside the socket layer (`_DeadlineBackend` clamps every connect/read/write
 timeout of the client's connections to what is left of the current call's deadline), and checked
-between body chunks. Cross-check a cap: `curl -s $URL/metrics | wc -c`.
+between body chunks. Cross-check a cap: `curl -s --compressed $URL/metrics | wc -c`.
+
+The cap counts the body AFTER decompression: the raw bytes are read as received (`iter_raw`) and
+their Content-Encoding (`gzip`, `deflate`, stacked as in `gzip, gzip`) is decoded here in pieces
+of at most 64 KiB (collectors/http_decode.py), so a few hundred bytes that would inflate to GiBs
+hold at most the cap plus one piece. Pitwall asks for `Accept-Encoding: gzip, deflate`, only what
+it decodes; any other encoding, or a broken compressed stream, is an EncodingError naming the URL.
+The raw bytes have a cap of their own (`compressed_cap`), so a stream that inflates to nothing
+cannot run on.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import httpcore
 import httpx
 
 from collectors.base import CollectorError
+from collectors.http_decode import ACCEPT_ENCODING, BodyDecoder
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -60,12 +69,25 @@ class DeadlineExceeded(CollectorError):
 
 
 class CapExceeded(CollectorError):
-    """A response body passed its size cap (bytes)."""
+    """A response body passed its size cap (bytes, counted after decompression)."""
 
 
 def body_cap(path: str) -> int:
-    """The body cap in bytes for an endpoint path ("/metrics" -> 32 MiB)."""
+    """The body cap in bytes for an endpoint path ("/metrics" -> 32 MiB), counted after decompression."""
     return BODY_CAPS.get(path, DEFAULT_BODY_CAP)
+
+
+def compressed_cap(cap: int) -> int:
+    """The most raw (still compressed) bytes read for a decoded cap of `cap` bytes: the cap plus
+    gzip's worst-case growth on incompressible data (~0.03 %) with room to spare. It bounds a body
+    that inflates to nothing (empty deflate blocks, sent until the deadline)."""
+    return cap + cap // 64 + CHUNK_BYTES
+
+
+def cap_message(path: str, url: str, cap: int) -> str:
+    """The one sentence of a body over its cap (the cap counts decoded bytes)."""
+    return (f"{path} body passed {_fmt_bytes(cap)} (limit), counted after decompression, at {url}; "
+            "the server sent more than Pitwall reads from this endpoint.")
 
 
 def _fmt_bytes(n: int) -> str:
@@ -181,35 +203,49 @@ def get_capped(
 ) -> CappedResponse:
     """Read `url` whole within `deadline_s` seconds in total and at most `max_bytes` of body.
 
-    `max_bytes` defaults to the endpoint's BODY_CAPS entry. `client=None` opens a fresh connection
-    and closes it (no keep-alive socket left for the server to close). `on_chunk` sees each body
-    chunk as it arrives (the canary's time to first token). Raises DeadlineExceeded, CapExceeded
-    (both CollectorError, the message names the figure and the limit) or httpx.HTTPError.
+    `max_bytes` (decoded bytes) defaults to the endpoint's BODY_CAPS entry. `client=None` opens a
+    fresh connection and closes it (no keep-alive socket left for the server to close). `on_chunk`
+    sees each decoded piece as it arrives (the canary's time to first token). Raises
+    DeadlineExceeded, CapExceeded, EncodingError (all CollectorError, the message names the figure
+    and the limit, or the encoding) or httpx.HTTPError.
     """
     path = httpx.URL(url).path or "/"
     cap = body_cap(path) if max_bytes is None else max_bytes
+    raw_cap = compressed_cap(cap)
     t0 = time.monotonic()
     deadline = t0 + deadline_s
     own = client is None
     cl = capped_client(deadline_s) if client is None else client
     timeout = httpx.Timeout(deadline_s)
+    sent = {"Accept-Encoding": ACCEPT_ENCODING, **dict(headers or {})}
     try:
         with _deadline(deadline):
             try:
-                with cl.stream(method, url, headers=dict(headers or {}), json=json_body,
-                               timeout=timeout) as resp:
+                with cl.stream(method, url, headers=sent, json=json_body, timeout=timeout) as resp:
+                    decoder = BodyDecoder(resp.headers.get("content-encoding"), url=url)
                     buf = bytearray()
-                    for chunk in resp.iter_bytes(CHUNK_BYTES):
-                        if len(buf) + len(chunk) > cap:
+                    raw_n = 0
+
+                    def take(pieces: Iterable[bytes]) -> None:
+                        for piece in pieces:
+                            if len(buf) + len(piece) > cap:
+                                raise CapExceeded(cap_message(path, url, cap))
+                            buf.extend(piece)
+                            if on_chunk is not None:
+                                on_chunk(piece)
+
+                    # raw bytes as received, decoded here in bounded pieces (httpx's own decoding
+                    # inflates a whole chunk at once, before any cap can count it)
+                    for chunk in resp.iter_raw(CHUNK_BYTES):
+                        raw_n += len(chunk)
+                        if raw_n > raw_cap:
                             raise CapExceeded(
-                                f"{path} body passed {_fmt_bytes(cap)} (limit) at {url}; the server "
-                                "sent more than Pitwall reads from this endpoint."
-                            )
-                        buf += chunk
-                        if on_chunk is not None:
-                            on_chunk(chunk)
+                                f"{path} compressed body passed {_fmt_bytes(raw_cap)} (limit) at "
+                                f"{url}; the server sent more than Pitwall reads from this endpoint.")
+                        take(decoder.feed(chunk))
                         if time.monotonic() > deadline:
                             raise httpx.ReadTimeout("total deadline passed")
+                    take(decoder.finish())
                     return CappedResponse(resp.status_code, bytes(buf), time.monotonic() - t0)
             except httpx.TimeoutException as exc:
                 if time.monotonic() - t0 >= deadline_s * 0.95:

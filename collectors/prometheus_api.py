@@ -2,7 +2,7 @@
 server's series, `query_range` at a step, and the server's scrape target (interval, labels).
 
 Every read goes through `get_capped` (collectors/http.py): a total deadline and a body cap per
-call. Failures become one CollectorError saying what is wrong and what to do (a down Prometheus,
+call, counted after decompression. Failures become one CollectorError saying what is wrong and what to do (a down Prometheus,
 an HTTP error, a query Prometheus refused, a body over the cap). Pure decoding (`decode_matrix`)
 is separate from the reads so tests feed it JSON.
 
@@ -23,10 +23,12 @@ import httpx
 
 from collectors.base import CollectorError
 from collectors.http import MIB, CapExceeded, capped_client, get_capped
+from collectors.http_decode import EncodingError
 
 #: `__name__` matcher of the series Pitwall reads (SGLang's `sglang:` and re-published `sglang_`)
 SGLANG_NAMES = '__name__=~"sglang[:_].*"'
-#: the largest API answer read, bytes (a 10-minute raw window of one server is ~1-5 MiB)
+#: the largest API answer read, bytes after decompression (a 10-minute raw window of one server
+#: is ~1-5 MiB)
 BODY_CAP = 64 * MIB
 DEFAULT_SCRAPE_INTERVAL_S = 15.0  # Prometheus's own default scrape_interval
 _DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
@@ -111,6 +113,8 @@ class PromClient:
         except CapExceeded as exc:
             raise TooLarge(f"Prometheus {self.url}: {exc} Read a shorter window or narrow the "
                            "selector.") from exc
+        except EncodingError as exc:  # an encoding Pitwall does not decode, or a broken stream
+            raise CollectorError(f"Prometheus {self.url}: {exc}") from exc
         except CollectorError as exc:  # the total deadline
             raise CollectorError(f"Prometheus {self.url}: {exc} Read a shorter window, or check "
                                  "the Prometheus server's load.") from exc

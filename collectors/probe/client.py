@@ -42,12 +42,14 @@ import binascii
 import json
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 
 from collectors.http import auth_headers
+from collectors.http_decode import ACCEPT_ENCODING, BodyDecoder
 from collectors.probe.sse import (
     InvalidResponse,
     ServerStreamError,
@@ -103,14 +105,19 @@ class RequestRecord:
 
 def make_session(*, api_key: str | None = None) -> aiohttp.ClientSession:
     """One session per sweep: unlimited connector (no silent concurrency cap), no aiohttp timeout
-    (the per-request timeout is ours), a large line buffer for cumulative /generate chunks."""
-    headers = auth_headers(api_key)
+    (the per-request timeout is ours), a large line buffer for cumulative /generate chunks.
+
+    aiohttp's own decompression is off: it inflates a received chunk before any cap of ours can
+    count it, so every body is decoded by `_decoded` (collectors/http_decode.py, bounded pieces)
+    and the caps below count decoded bytes. The session asks only for the encodings decoded there."""
+    headers = {**auth_headers(api_key), "Accept-Encoding": ACCEPT_ENCODING}
     connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, force_close=False)
     return aiohttp.ClientSession(
         connector=connector,
         headers=headers,
         timeout=aiohttp.ClientTimeout(total=None),
         read_bufsize=1 << 20,  # SSE lines up to 2 MiB (aiohttp's line limit is 2x this)
+        auto_decompress=False,
     )
 
 
@@ -142,10 +149,9 @@ async def send(
             async with session.post(url, data=data, headers=headers) as resp:
                 rec.http_status = resp.status
                 if resp.status >= 300:
-                    text = await resp.content.read(MAX_ERROR_BODY)
                     rec.error_kind = f"http_{resp.status}"
+                    text = await _read_capped(resp, MAX_ERROR_BODY, "error answer", cut=True)
                     rec.error_detail = text.decode("utf-8", "replace")[:200]
-                    await resp.read()  # drain so the connection can be reused
                 elif api == "images":
                     await _read_image(resp, rec, keep_image)
                 else:
@@ -185,7 +191,7 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
     ctype = resp.headers.get("Content-Type", "")
     if "text/event-stream" not in ctype:
         if "json" in ctype:  # the server ignored stream=true: one JSON answer
-            obj = json.loads(await resp.read())
+            obj = json.loads(await _read_capped(resp, MAX_RESPONSE_BYTES, "response"))
             now = time.perf_counter()
             parser = parse_full_response(api, obj)
             if parser.visible:
@@ -202,11 +208,12 @@ async def _read_stream(resp: aiohttp.ClientResponse, api: str, rec: RequestRecor
     part_bytes = total = 0
     # One await per network read (not per line): events that arrived together are parsed together
     # and share the read's timestamp, the instant they reached the client.
-    async for data in resp.content.iter_any():
+    async for data in _decoded(resp):
         now = time.perf_counter()
         total += len(data)
         if total > MAX_RESPONSE_BYTES:
-            raise TooLarge(f"the response passed {MAX_RESPONSE_BYTES >> 20} MiB (limit)")
+            raise TooLarge(f"the response passed {MAX_RESPONSE_BYTES >> 20} MiB (limit), counted after "
+                           "decompression")
         if b"\n" not in data:
             parts.append(data)
             part_bytes += len(data)
@@ -256,14 +263,7 @@ MAX_IMAGE_RESPONSE_BYTES = 256 << 20  # ten 2048² PNGs in base64 fit; a runaway
 
 
 async def _read_image(resp: aiohttp.ClientResponse, rec: RequestRecord, keep_image: bool) -> None:
-    parts: list[bytes] = []
-    total = 0
-    async for data in resp.content.iter_any():
-        total += len(data)
-        if total > MAX_IMAGE_RESPONSE_BYTES:
-            raise TooLarge(f"the image response passed {MAX_IMAGE_RESPONSE_BYTES >> 20} MiB (limit)")
-        parts.append(data)
-    raw = b"".join(parts)
+    raw = await _read_capped(resp, MAX_IMAGE_RESPONSE_BYTES, "image response")
     try:
         obj = json.loads(raw)
     except json.JSONDecodeError:
@@ -311,13 +311,50 @@ def first_image_bytes(obj: dict[str, Any]) -> bytes | None:
         return None
 
 
+MAX_JSON_DOC_BYTES = 4 << 20  # /v1/models, /model_info, /server_info (collectors/http.py's caps)
+
+
 async def get_json(session: aiohttp.ClientSession, url: str, timeout_s: float = 3.0) -> Any:
-    """GET a small JSON document (model discovery); None on any failure."""
+    """GET a small JSON document (model discovery) within `timeout_s` seconds in total and
+    MAX_JSON_DOC_BYTES decoded; None on any failure."""
     try:
         async with asyncio.timeout(timeout_s):
             async with session.get(url) as resp:
                 if resp.status != 200:
                     return None
-                return json.loads(await resp.read())
-    except (TimeoutError, aiohttp.ClientError, ValueError, OSError):
+                return json.loads(await _read_capped(resp, MAX_JSON_DOC_BYTES, "document"))
+    except (TimeoutError, aiohttp.ClientError, ValueError, OSError, TooLarge):
         return None
+
+
+async def _decoded(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The body as it arrives, its Content-Encoding undone in pieces of at most 64 KiB (the
+    session does not decompress: `make_session`). EncodingError (a ValueError) for an encoding
+    Pitwall does not decode or a broken stream."""
+    decoder = BodyDecoder(resp.headers.get("Content-Encoding"), url=str(resp.url))
+    async for raw in resp.content.iter_any():
+        for piece in decoder.feed(raw):
+            yield piece
+    for piece in decoder.finish():
+        yield piece
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int, what: str, *, cut: bool = False) -> bytes:
+    """The whole decoded body, at most `limit` bytes: TooLarge past it, or with `cut` the first
+    `limit` bytes (the connection is then closed rather than drained: the rest is never read)."""
+    parts: list[bytes] = []
+    total = 0
+    async for piece in _decoded(resp):
+        if total + len(piece) > limit:
+            if cut:
+                parts.append(piece[: limit - total])
+                resp.close()
+                return b"".join(parts)
+            raise TooLarge(f"the {what} passed {_fmt_limit(limit)} (limit), counted after decompression")
+        total += len(piece)
+        parts.append(piece)
+    return b"".join(parts)
+
+
+def _fmt_limit(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
