@@ -18,7 +18,6 @@ through storage/redact.py once more as a last net.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -32,6 +31,7 @@ import altair as alt
 from sqlalchemy.engine import Engine
 
 from dashboard.services.export.charts import all_charts, chart_png
+from dashboard.services.export.escape import csv_writer, md_table, md_text
 from dashboard.services.format import fmt_ts, fmt_value
 from dashboard.services.scorecard.compare import Comparison, compare
 from dashboard.services.scorecard.metric_specs import (
@@ -61,16 +61,6 @@ CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dim
 
 class ExportError(ValueError):
     """An export that cannot be written; the message says what to do."""
-
-
-def _cell(v: Any) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
@@ -172,30 +162,30 @@ def delta_rows(cmp: Comparison) -> list[list[str]]:
 def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> str:
     parts: list[str] = []
     for card in cards:
-        parts.append(f"# Pitwall scorecard: {card.title}\n")
-        parts.append(_md_table(["field", "value"], provenance_rows(card)))
+        parts.append(f"# Pitwall scorecard: {md_text(card.title)}\n")
+        parts.append(md_table(["field", "value"], provenance_rows(card)))
         parts.append("\n## Grades\n")
-        parts.append(_md_table(
+        parts.append(md_table(
             ["dimension", "grade", "why"],
             [[DIMENSION_LABELS[d], GRADE_MARK[card.dimensions[d].grade],
               "; ".join(card.dimensions[d].reasons)] for d in DIMENSIONS]))
         for note in card.notes:
-            parts.append(f"\n> {note}")
+            parts.append(f"\n> {md_text(note)}")
         for d in DIMENSIONS:
             parts.append(f"\n## {DIMENSION_LABELS[d]}\n")
-            parts.append(_md_table(["metric", "value", "grade", "target", "note"],
+            parts.append(md_table(["metric", "value", "grade", "target", "note"],
                                    figure_rows(card, d)))
             if d == "stability" and card.errors_by_kind:
                 parts.append("\nErrors by kind: " + ", ".join(
-                    f"{k} {n}" for k, n in sorted(card.errors_by_kind.items())))
+                    f"{md_text(k)} {md_text(n)}" for k, n in sorted(card.errors_by_kind.items())))
         if card.levels:
             head, rows = level_rows(card)
             parts.append("\n## Load levels\n")
-            parts.append(_md_table(head, rows))
+            parts.append(md_table(head, rows))
         parts.append("")
     if comparison is not None:
         parts.append("# Comparison\n")
-        parts.append(_md_table(["scorecard", "fingerprint"],
+        parts.append(md_table(["scorecard", "fingerprint"],
                                [[t, fp or "—"] for t, fp in zip(comparison.titles,
                                                                 comparison.fingerprints,
                                                                 strict=True)]))
@@ -205,13 +195,13 @@ def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None
             parts.append("\n**Workloads differ: probe deltas are not comparable.**\n")
             for title, lines in zip(comparison.titles[1:], comparison.workload_diff, strict=True):
                 for line in lines:
-                    parts.append(f"- {title}: {line}")
+                    parts.append(f"- {md_text(title)}: {md_text(line)}")
         parts.append("\n## Config diff\n")
-        parts.append(_md_table(["setting", *comparison.titles],
+        parts.append(md_table(["setting", *comparison.titles],
                                [[r["key"], *r["values"]] for r in comparison.config_diff])
                      if comparison.config_diff else "No flag or env differs.")
         parts.append("\n## Figures\n")
-        parts.append(_md_table(["metric", *comparison.titles], delta_rows(comparison)))
+        parts.append(md_table(["metric", *comparison.titles], delta_rows(comparison)))
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -221,7 +211,7 @@ def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None
 
 def to_csv(cards: Sequence[Scorecard]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csv_writer(buf)  # every cell through escape.csv_cell: no formula from a server's text
     w.writerow(CSV_COLUMNS)
     for card in cards:
         for spec_key, f in card.figures.items():

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 
 from dashboard.services import tune
 from dashboard.services.export.charts import chart_svg, tune_pareto
-from dashboard.services.export.formats import _md_table
+from dashboard.services.export.escape import md_table, md_text
 from dashboard.services.export.html import CSS, _table
 from runner import tune_rank
 from storage import repo
@@ -71,13 +71,13 @@ def _title(intent: Intent) -> str:
 
 def to_markdown(engine: Engine, intent: Intent) -> str:
     result = intent.result or {}
-    out = [f"# {_title(intent)}", "", _md_table(("", ""), _facts(intent)), "", "## Ranking", ""]
-    out += [_md_table(*_rows(tune.ranking_frame(result))), ""]
+    out = [f"# {md_text(_title(intent))}", "", md_table(("", ""), _facts(intent)), "", "## Ranking", ""]
+    out += [md_table(*_rows(tune.ranking_frame(result))), ""]
     diff = tune.winner_diff(engine, result)
     if diff is not None:
         out += ["## Winner against the profile the tune started from", ""]
-        out += [_md_table(*_rows(diff)) if not diff.empty else "The winner is the profile the server started from.", ""]
-    out += ["## Where the figures come from", "", _md_table(("profile", "launch", "probe runs"), _sources(result)), ""]
+        out += [md_table(*_rows(diff)) if not diff.empty else "The winner is the profile the server started from.", ""]
+    out += ["## Where the figures come from", "", md_table(("profile", "launch", "probe runs"), _sources(result)), ""]
     return "\n".join(out)
 
 
