@@ -114,9 +114,10 @@ def tune_document(engine: Engine, intent_id: int, fmt: str, *, actor: str) -> by
     return text.encode("utf-8")
 
 
-def maker(engine: Engine, intent_id: int, fmt: str, *, actor: str) -> Callable[[], bytes]:
-    """The document made on click (a download button's data), not on every rerun."""
-    return lambda: tune_document(engine, intent_id, fmt, actor=actor)
+def maker(engine: Engine, intent_id: int, fmt: str, *, actor: Callable[[], str]) -> Callable[[], bytes]:
+    """The document made on click (a download button's data), not on every rerun; `actor` gives
+    the Audit actor when the click arrives (a sign-in can expire while the page stays open)."""
+    return lambda: tune_document(engine, intent_id, fmt, actor=actor())
 
 
 def tune_filename(intent_id: int, server: str, fmt: str) -> str:
