@@ -8,8 +8,12 @@ subject.series_resolution in JSON; the `resolution` column in CSV; a header row 
 `{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
 and validates against dashboard/services/scorecard/scorecard.schema.json (model.SCHEMA_PATH).
 CSV has one row per scorecard and figure. PNG is every chart (charts.py) stacked in one image
-(vl-convert, no browser). `write_export` writes a file (0600, storage/files.py) and records an
-Audit row (action `export`).
+(vl-convert, no browser). `write_export` writes a file and records an Audit row (action
+`export`); `write_file` is the one way an export file is written (the fleet CLI's too): a new
+0600 file in the target's folder, renamed over the target, so an existing path is replaced,
+never written through (a hard link elsewhere keeps its content); a path that is a symbolic link
+(or a FIFO, a folder) is refused with one sentence, so `--output` can never truncate the file a
+link points to.
 
 No secret reaches an export: scorecards arrive redacted (scorecard/build.py), the chart specs
 handed to vl-convert are redacted (charts.export_spec), and `render` passes every text format
@@ -22,6 +26,8 @@ import io
 import json
 import math
 import numbers
+import os
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +48,7 @@ from dashboard.services.scorecard.metric_specs import (
 )
 from dashboard.services.scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
 from storage import repo
-from storage.files import open_private, private_dir
+from storage.files import private_dir
 from storage.redact import redact_text
 
 FORMATS = ("md", "html", "csv", "json", "png")
@@ -326,14 +332,38 @@ def record_export(engine: Engine, *, fmt: str, cards: Sequence[Scorecard], targe
 
 def write_export(engine: Engine, *, fmt: str, cards: Sequence[Scorecard], path: Path,
                  actor: str = "cli") -> Path:
-    """Render, write to `path` (parent folders created) and audit; returns the path."""
-    data = render(fmt, cards)
+    """Render, write to `path` (write_file) and audit; returns the path."""
+    write_file(path, render(fmt, cards))
+    record_export(engine, fmt=fmt, cards=cards, target=str(path), actor=actor)
+    return path
+
+
+def write_file(path: Path, data: bytes) -> Path:
+    """Write an export to `path` (missing parent folders created 0700): the bytes go to a new
+    0600 file beside it (O_EXCL), then replace `path` by rename (module docstring). ExportError
+    with one sentence on a symbolic link, a path that is not a regular file, or an OSError."""
+    if path.is_symlink():
+        raise ExportError(f"{path} is a symbolic link; Pitwall does not write through links (that "
+                          "would overwrite the file it points to): give --output a plain file path.")
+    if path.exists() and not path.is_file():
+        raise ExportError(f"{path} exists and is not a regular file; give --output a file path.")
+    tmp: str | None = None
     try:
         private_dir(path.parent)
-        with open_private(path, "wb") as f:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:  # mkstemp: O_CREAT | O_EXCL, mode 0600
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces the name itself: a link swapped in meanwhile, not its target
+        tmp = None
     except OSError as exc:
         raise ExportError(f"Cannot write {path}: {exc.strerror or exc}; choose another --output."
                           ) from None
-    record_export(engine, fmt=fmt, cards=cards, target=str(path), actor=actor)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
     return path
