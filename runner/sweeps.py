@@ -50,7 +50,7 @@ READY_WAIT_S = 660.0  # longer than the supervisor's longest ready timeout (600 
 SWEEP_TIMEOUT_S = 6 * 3600.0
 ABORTED_BY_STOP = "The runner stopped during the sweep; start it again."
 LEFTOVER_PREFIX = "pitwall-sweep-"  # the spec folders of Pitwall before the spec went by pipe
-LEFTOVER_AGE_S = 60.0  # an older runner's folder this young may still be read by its child
+LEFTOVER_AGE_S = 60.0  # an older runner's spec this young may not have been read by its child yet
 
 
 def sweep_argv(spec_path: str | Path, db_url: str | None, run_id: int | None = None,
@@ -228,9 +228,11 @@ def _feed(proc: procs.Proc, data: bytes) -> None:
 
 
 def purge_leftover_specs(tmp_dir: str | None = None, *, min_age_s: float = LEFTOVER_AGE_S) -> int:
-    """Remove this user's `pitwall-sweep-*` folders older than `min_age_s` from the temporary
-    folder: an older Pitwall wrote the spec (API key included) there and a SIGKILL left it.
-    Returns how many were removed; never raises."""
+    """Remove the keys an older Pitwall left in this user's `pitwall-sweep-*` folders of the
+    temporary folder (its spec.json, API key included, stayed there after a SIGKILL): a spec
+    older than `min_age_s` is deleted (its sweep read it when it started), a whole folder older
+    than the longest sweep (SWEEP_TIMEOUT_S + READY_WAIT_S) too. Returns how many specs went;
+    never raises."""
     root = Path(tmp_dir or tempfile.gettempdir())
     removed = 0
     try:
@@ -238,13 +240,17 @@ def purge_leftover_specs(tmp_dir: str | None = None, *, min_age_s: float = LEFTO
     except OSError:
         return 0
     now = time.time()
-    for p in found:
+    for folder in found:
         try:
-            st = p.lstat()
-            if p.is_symlink() or not p.is_dir() or st.st_uid != os.getuid() or now - st.st_mtime < min_age_s:
+            st = folder.lstat()
+            if folder.is_symlink() or not folder.is_dir() or st.st_uid != os.getuid():
                 continue
-            shutil.rmtree(p)
-            removed += 1
+            spec = folder / "spec.json"
+            if spec.is_file() and not spec.is_symlink() and now - spec.lstat().st_mtime >= min_age_s:
+                spec.unlink()
+                removed += 1
+            if now - st.st_mtime > SWEEP_TIMEOUT_S + READY_WAIT_S:
+                shutil.rmtree(folder)
         except OSError:
             continue
     return removed

@@ -109,15 +109,24 @@ def test_a_sigkilled_sweep_leaves_no_file_with_the_api_key(tmp_path):
             child.kill()
 
 
-def test_spec_folders_an_older_pitwall_left_are_removed(tmp_path):
-    old = tmp_path / f"{LEFTOVER_PREFIX}abc123"
-    old.mkdir()
-    (old / "spec.json").write_text(f'{{"api_key": "{KEY}"}}')
-    young = tmp_path / f"{LEFTOVER_PREFIX}young"
-    young.mkdir()
-    other = tmp_path / "someone-else"
-    other.mkdir()
-    past = time.time() - 3600
-    os.utime(old, (past, past))
-    assert purge_leftover_specs(str(tmp_path)) == 1
-    assert not old.exists() and young.exists() and other.exists()
+def test_specs_an_older_pitwall_left_are_removed(tmp_path):
+    """Its spec.json (the key) once its sweep has surely read it; the folder once no sweep can
+    still run (its stderr.txt is read at the end); a fresh spec and other folders stay."""
+    def folder(name: str, age_s: float) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        for f in ("spec.json", "stderr.txt"):
+            (d / f).write_text(f'{{"api_key": "{KEY}"}}' if f == "spec.json" else "")
+        past = time.time() - age_s
+        for p in (d / "spec.json", d / "stderr.txt", d):
+            os.utime(p, (past, past))
+        return d
+
+    running = folder(f"{LEFTOVER_PREFIX}running", 3600)
+    ancient = folder(f"{LEFTOVER_PREFIX}ancient", 2 * 86400)
+    fresh = folder(f"{LEFTOVER_PREFIX}fresh", 1)
+    other = folder("someone-else", 2 * 86400)
+    assert purge_leftover_specs(str(tmp_path)) == 2
+    assert not (running / "spec.json").exists() and (running / "stderr.txt").exists()
+    assert not ancient.exists()
+    assert (fresh / "spec.json").exists() and (other / "spec.json").exists()
