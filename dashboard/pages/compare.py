@@ -125,6 +125,6 @@ for i, card in enumerate(cards):
 with st.expander("SLO targets"):
     server = cards[0].subject.get("server")
     # targets regrade every page: editing them is a control, behind the one gate
-    editor = auth.control_gate(settings)
-    sc_view.slo_editor(ctx.engine, server, settings.slo, key="cmp-slo", disabled=editor is None,
+    can_edit = auth.control_gate(settings) is not None
+    sc_view.slo_editor(ctx.engine, server, settings.slo, key="cmp-slo", disabled=not can_edit,
                        actor=lambda: auth.actor_at_click(settings))

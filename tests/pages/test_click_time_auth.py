@@ -9,11 +9,12 @@ own RerunData with `fragment_id_queue`). Time is a patched clock (`auth._now`), 
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
 import streamlit.testing.v1.local_script_runner as lsr
-from pwtest import run_page
+from pwtest import REPO, run_page
 from streamlit.testing.v1 import AppTest
 from test_tune_page import PAGE as TUNE
 from test_tune_page import _seed
@@ -135,3 +136,17 @@ def test_a_download_clicked_after_the_sign_in_expired_is_not_audited_under_it(ap
         assert "sign in again" in str(exc)
     else:
         raise AssertionError("an expired sign-in behind the viewer gate still got a file")
+
+
+def test_no_page_records_the_operator_its_gate_returned():
+    """The one rule, kept: the gate (`control_gate`, `operator`) decides what is drawn, only as a
+    yes/no; the actor a control records comes from `auth.actor_at_click` at the click."""
+    gate = re.compile(r"auth\.(control_gate|operator)\(")
+    offenders = []
+    for path in [*(REPO / "dashboard" / "pages").glob("*.py"), *(REPO / "dashboard" / "components").glob("*.py")]:
+        if path.name in ("auth.py", "session.py"):  # the rules themselves; ensure_runner acts at page load
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if gate.search(line) and not re.search(r"\bis (not )?None\b", line):
+                offenders.append(f"{path.name}:{n}: {line.strip()}")
+    assert offenders == []
