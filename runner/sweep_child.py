@@ -1,5 +1,8 @@
-"""The sweep process: `python -m runner.sweep_child --spec spec.json [--db URL] [--run-id N]
+"""The sweep process: `python -m runner.sweep_child --spec spec.json|- [--db URL] [--run-id N]
 [--parent-pid PID]`. Runs one collectors.probe.sweep.run_sweep and exits.
+
+`--spec -` reads the spec from stdin: runner/sweeps.py sends it over a pipe, so the server's API
+key it holds is never written to a file (a SIGKILL would leave that file behind).
 
 The database URL comes from PITWALL_DATABASE_URL when --db is not given (runner/sweeps.py
 passes it that way: a PostgreSQL password in argv would show in `ps`).
@@ -28,17 +31,19 @@ ORPHANED = "The runner that started this sweep stopped (it was killed); start th
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m runner.sweep_child",
                                 description="Run one probe sweep described by a JSON spec.")
-    p.add_argument("--spec", required=True, help="path of a SweepSpec JSON file")
+    p.add_argument("--spec", required=True, help="path of a SweepSpec JSON file, or - to read it from stdin")
     p.add_argument("--db", default=os.environ.get("PITWALL_DATABASE_URL") or None,
                    help="database URL to store the run in (default: PITWALL_DATABASE_URL)")
     p.add_argument("--run-id", type=int, default=None, help="existing ProbeRun to fill")
     p.add_argument("--json-out", default=None, help="write the full report here")
     p.add_argument("--parent-pid", type=int, default=None, help="exit when this process dies")
     args = p.parse_args(argv)
+    source = "from stdin" if args.spec == "-" else args.spec
     try:
-        spec = SweepSpec.from_dict(json.loads(Path(args.spec).read_text(encoding="utf-8")))
+        text = sys.stdin.read() if args.spec == "-" else Path(args.spec).read_text(encoding="utf-8")
+        spec = SweepSpec.from_dict(json.loads(text))
     except (OSError, ValueError, TypeError) as exc:
-        print(f"pitwall sweep: cannot read the spec {args.spec} ({exc}); fix the file.", file=sys.stderr)
+        print(f"pitwall sweep: cannot read the spec {source} ({exc}); fix the spec.", file=sys.stderr)
         return 2
     engine = None
     if args.db:

@@ -12,10 +12,14 @@ Flow (DESIGN.md "pages never do slow work"):
    sweep behind, and the run says why it was aborted. On a clean stop, `close()` stops every
    sweep and marks its run aborted.
 
-Secrets stay out of `ps`: the server's API key travels in the spec file (0600, in a private
-temporary folder, deleted after the run) and the database URL (it may carry a PostgreSQL
-password) in the child's PITWALL_DATABASE_URL, never in its argv; the child's environment has
-none of Pitwall's own secrets (`procs.child_env`).
+Secrets stay out of `ps` and off the disk: the spec, with the server's API key, goes to the
+child over its stdin (a pipe: `--spec -`), never into a file, so a SIGKILL of the runner or the
+sweep leaves no copy of the key behind (the child's stderr goes to an anonymous temporary file,
+unlinked from the start). The database URL (it may carry a PostgreSQL password) travels in the
+child's PITWALL_DATABASE_URL, never in its argv; the child's environment has none of Pitwall's
+own secrets (`procs.child_env`). Spec folders an older Pitwall left in the temporary folder
+(`pitwall-sweep-*`, a key in their spec.json after a SIGKILL) are removed when the probe lane
+starts (`purge_leftover_specs`).
 
 The handler settles the intent itself (done, or failed with one readable sentence).
 """
@@ -24,6 +28,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -43,11 +49,13 @@ POLL_S = 1.0
 READY_WAIT_S = 660.0  # longer than the supervisor's longest ready timeout (600 s)
 SWEEP_TIMEOUT_S = 6 * 3600.0
 ABORTED_BY_STOP = "The runner stopped during the sweep; start it again."
+LEFTOVER_PREFIX = "pitwall-sweep-"  # the spec folders of Pitwall before the spec went by pipe
+LEFTOVER_AGE_S = 60.0  # an older runner's spec this young may not have been read by its child yet
 
 
 def sweep_argv(spec_path: str | Path, db_url: str | None, run_id: int | None = None,
                parent_pid: int | None = None) -> list[str]:
-    """The argument list of a sweep process (no shell)."""
+    """The argument list of a sweep process (no shell); `spec_path` "-" reads the spec from stdin."""
     argv = [sys.executable, "-m", "runner.sweep_child", "--spec", os.fspath(spec_path)]
     if db_url:
         argv += ["--db", db_url]
@@ -69,6 +77,7 @@ class Sweeps:
         self.ready_wait_s = ready_wait_s
         self._active: dict[int, procs.Proc] = {}
         self._lock = threading.Lock()
+        purge_leftover_specs()
 
     # -- the one sweep runner ---------------------------------------------------------------------
     def run(self, *, run_id: int, spec: dict[str, Any],
@@ -78,25 +87,23 @@ class Sweeps:
         Returns (exit code or None when stopped at the deadline, last stderr line). A run the
         process left pending or running is failed here with that reason.
         """
-        with tempfile.TemporaryDirectory(prefix="pitwall-sweep-") as tmp:
-            path = Path(tmp) / "spec.json"
-            path.write_text(json.dumps(spec), encoding="utf-8")
-            os.chmod(path, 0o600)  # it may hold the server's API key
-            err_path = Path(tmp) / "stderr.txt"
-            with open(err_path, "w", encoding="utf-8") as err:
-                # the database URL by environment, not argv: `ps` shows argv to every user
-                env = procs.child_env({"PITWALL_DATABASE_URL": self.db_url} if self.db_url else {},
-                                      keep_pitwall=True)
-                proc = procs.spawn(sweep_argv(path, None, run_id, os.getpid()), env=env,
-                                   cwd=REPO_ROOT, stderr=err)
+        # stderr: an anonymous file (unlinked at once), read back below; no folder to leave behind
+        with tempfile.TemporaryFile() as err:
+            # the database URL by environment, not argv: `ps` shows argv to every user
+            env = procs.child_env({"PITWALL_DATABASE_URL": self.db_url} if self.db_url else {},
+                                  keep_pitwall=True)
+            proc = procs.spawn(sweep_argv("-", None, run_id, os.getpid()), env=env,
+                               cwd=REPO_ROOT, stderr=err, stdin=subprocess.PIPE)
+            _feed(proc, json.dumps(spec).encode("utf-8"))  # the API key: a pipe, never a file
+            with self._lock:
+                self._active[run_id] = proc
+            try:
+                code, why = self._wait(proc, run_id, on_progress)
+            finally:
                 with self._lock:
-                    self._active[run_id] = proc
-                try:
-                    code, why = self._wait(proc, run_id, on_progress)
-                finally:
-                    with self._lock:
-                        self._active.pop(run_id, None)
-            lines = err_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+                    self._active.pop(run_id, None)
+            err.seek(0)
+            lines = err.read().decode("utf-8", errors="replace").strip().splitlines()
         tail = why or (lines[-1] if lines else "")
         row = repo.get_probe_run(self.engine, run_id=run_id)
         if row is not None and row.status in ("pending", "running"):
@@ -196,3 +203,54 @@ class Sweeps:
             repo.update_intent(self.engine, intent_id=intent_id, progress={
                 "stage": "waiting", "fraction": 0.0, "detail": f"waiting for {server.name} to be ready"})
             time.sleep(0.5)
+
+
+def _feed(proc: procs.Proc, data: bytes) -> None:
+    """Write `data` to the child's stdin and close it, in a thread: a spec larger than the pipe
+    buffer must not hold the probe lane while the child starts (its deadline still applies). A
+    child gone before reading it fails on its own, with a line on stderr."""
+    pipe = proc.popen.stdin if proc.popen is not None else None
+    if pipe is None:
+        return
+
+    def write() -> None:
+        try:
+            pipe.write(data)
+        except OSError:  # BrokenPipeError: the child exited first
+            pass
+        finally:
+            try:
+                pipe.close()
+            except OSError:
+                pass
+
+    threading.Thread(target=write, name="sweep-spec", daemon=True).start()
+
+
+def purge_leftover_specs(tmp_dir: str | None = None, *, min_age_s: float = LEFTOVER_AGE_S) -> int:
+    """Remove the keys an older Pitwall left in this user's `pitwall-sweep-*` folders of the
+    temporary folder (its spec.json, API key included, stayed there after a SIGKILL): a spec
+    older than `min_age_s` is deleted (its sweep read it when it started), a whole folder older
+    than the longest sweep (SWEEP_TIMEOUT_S + READY_WAIT_S) too. Returns how many specs went;
+    never raises."""
+    root = Path(tmp_dir or tempfile.gettempdir())
+    removed = 0
+    try:
+        found = [p for p in root.iterdir() if p.name.startswith(LEFTOVER_PREFIX)]
+    except OSError:
+        return 0
+    now = time.time()
+    for folder in found:
+        try:
+            st = folder.lstat()
+            if folder.is_symlink() or not folder.is_dir() or st.st_uid != os.getuid():
+                continue
+            spec = folder / "spec.json"
+            if spec.is_file() and not spec.is_symlink() and now - spec.lstat().st_mtime >= min_age_s:
+                spec.unlink()
+                removed += 1
+            if now - st.st_mtime > SWEEP_TIMEOUT_S + READY_WAIT_S:
+                shutil.rmtree(folder)
+        except OSError:
+            continue
+    return removed

@@ -11,7 +11,11 @@ The rules, in the order every script run meets them (README "Security model"):
    in with the viewer or the operator password (or through Streamlit's `st.login` OIDC).
 3. Controls (`control_gate`: the one gate in front of every button that changes state — relaunch,
    stop, launch, sweeps, Validate, profile and SLO edits — and `operator`, its silent twin, which
-   `session.ensure_runner` asks before starting a runner):
+   `session.ensure_runner` asks before starting a runner). The gate decides what is DRAWN; what a
+   click DOES is decided when the click arrives, by `actor_at_click` (every control's action asks
+   it for the actor it records): a live fragment or a dialog reruns without the page's gate, so an
+   operator known when the page was drawn may have expired since. Downloads are made outside any
+   script run, so `export_actor` checks the sign-in drawn with the button when the click arrives.
    - `read_only`: no controls, whoever asks.
    - a credential configured (`password`, `viewer_password`, or an `[auth]` section in
      .streamlit/secrets.toml for `st.login`): a signed-in operator — operator password or OIDC —
@@ -37,6 +41,7 @@ import ipaddress
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -54,6 +59,8 @@ _FAILS = "pitwall_login_failures"
 _EXPIRED = "pitwall_login_expired"
 _OIDC_SEEN = "pitwall_oidc_seen"
 _LOCK = threading.Lock()
+SIGN_IN_AGAIN = ("Your operator sign-in expired or was signed out, so nothing was changed; sign in "
+                 "again (reload the page if no sign-in form shows), then repeat the action.")
 
 
 def _now() -> float:
@@ -230,6 +237,44 @@ def who(settings: Settings) -> str | None:
     """The signed-in name (operator or viewer), "local" on an open loopback dashboard, else None."""
     login = current_login(settings) if credentials_configured(settings) else None
     return login.name if login is not None else operator(settings)
+
+
+class SignInExpired(RuntimeError):
+    """A download clicked after the sign-in it was drawn under expired (viewer gate on)."""
+
+
+def actor_at_click(settings: Settings) -> str | None:
+    """THE check of every control's action, made when its click arrives: the operator to record
+    (intent, audit row, SLO or rule edit, profile save, stop), or None after drawing one sentence
+    telling the person to sign in again. Never reuse an operator from an earlier run of the page."""
+    actor = operator(settings)
+    if actor is None:
+        st.error(SIGN_IN_AGAIN)
+    return actor
+
+
+def export_actor(settings: Settings) -> Callable[[], str]:
+    """The Audit actor of a download button, resolved when the click arrives.
+
+    A download's file is made outside the script run (no session state there), so the sign-in is
+    read when the button is drawn and its age checked at the click: within `session_ttl_s` the
+    signed-in name; after it, "ui" (an anonymous export), or, with the viewer gate on, no file at
+    all (SignInExpired: Streamlit says the file could not be made; a reload asks for a sign-in).
+    """
+    login = current_login(settings) if credentials_configured(settings) else None
+    fallback = operator(settings) or "ui"
+    ttl_s, gated = settings.session_ttl_s, bool(settings.viewer_password)
+
+    def at_click() -> str:
+        if login is None:
+            return fallback
+        if _now() - login.since > ttl_s:
+            if gated:
+                raise SignInExpired("The sign-in expired; reload the page and sign in again.")
+            return "ui"
+        return login.name
+
+    return at_click
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,13 +27,14 @@ def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> Non
     if not findings:
         st.caption("No finding in this window: no rule's evidence is there.")
         return
-    operator = auth.operator(ctx.settings)
+    can_act = auth.operator(ctx.settings) is not None  # drawn; the click asks actor_at_click
     for f in findings:
         with st.container(border=True):
             st.markdown(f"**{md_escape(f.title)}**  \n{md_escape(f.evidence)}  \n_{md_escape(f.suggestion)}_")
             change = ", ".join(f"--{k}={v}" for k, v in f.flags.items())
             st.code(change, language=None)
-            if operator is not None and st.button("Make candidate profile", key=f"doctor_{f.rule}"):
+            if (can_act and st.button("Make candidate profile", key=f"doctor_{f.rule}")
+                    and auth.actor_at_click(ctx.settings) is not None):
                 try:
                     name = doctor.make_candidate(ctx.engine, ctx.settings.profiles_dir, server, f)
                 except TuneRequestError as exc:

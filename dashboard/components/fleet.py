@@ -175,8 +175,9 @@ def scorecards(cards: Sequence[dict[str, Any]], *, key: str = "fleet-sc") -> Non
 
 
 def downloads(engine: Engine, what: str, records: Callable[[], list[dict[str, Any]]],
-              meta: dict[str, Any], *, actor: str, key: str) -> None:
-    """CSV / JSON / Markdown buttons; the file is made (and audited) on click."""
+              meta: dict[str, Any], *, actor: Callable[[], str], key: str) -> None:
+    """CSV / JSON / Markdown buttons; the file is made (and audited under `actor()`, asked when
+    the click arrives: auth.export_actor) on click."""
     cols = st.columns(len(fleet_export.FLEET_FORMATS))
     for col, fmt in zip(cols, fleet_export.FLEET_FORMATS, strict=True):
         col.download_button(fmt.upper(), data=_maker(engine, fmt, what, records, meta, actor),
@@ -185,12 +186,13 @@ def downloads(engine: Engine, what: str, records: Callable[[], list[dict[str, An
 
 
 def _maker(engine: Engine, fmt: str, what: str, records: Callable[[], list[dict[str, Any]]],
-           meta: dict[str, Any], actor: str) -> Callable[[], bytes]:
+           meta: dict[str, Any], actor: Callable[[], str]) -> Callable[[], bytes]:
     def make() -> bytes:
+        who = actor()  # first: an expired sign-in behind a viewer gate gets no file
         recs = records()
         data = fleet_export.render_fleet(fmt, what, recs, meta)
         fleet_export.record_fleet_export(engine, fmt=fmt, what=what, rows=len(recs),
-                                         target="download", actor=actor)
+                                         target="download", actor=who)
         return data
 
     return make

@@ -132,9 +132,10 @@ def comparison_view(cmp: Comparison) -> None:
                      width="stretch", height=min(35 * (len(df) + 1) + 3, 720))
 
 
-def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, key: str = "dl",
-                     actor: str = "ui") -> None:
-    """One download button per export format; the file is made (and audited) on click."""
+def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, actor: Callable[[], str],
+                     key: str = "dl") -> None:
+    """One download button per export format; the file is made (and audited under `actor()`,
+    asked when the click arrives: auth.export_actor) on click."""
     cols = st.columns(len(formats.FORMATS))
     for col, fmt in zip(cols, formats.FORMATS, strict=True):
         col.download_button(
@@ -148,18 +149,21 @@ def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, key: str = "
         )
 
 
-def _maker(engine: Engine, fmt: str, cards: list[Scorecard], actor: str) -> Callable[[], bytes]:
+def _maker(engine: Engine, fmt: str, cards: list[Scorecard], actor: Callable[[], str]) -> Callable[[], bytes]:
     def make() -> bytes:
+        who = actor()  # first: an expired sign-in behind a viewer gate gets no file
         data = formats.render(fmt, cards)
-        formats.record_export(engine, fmt=fmt, cards=cards, target="download", actor=actor)
+        formats.record_export(engine, fmt=fmt, cards=cards, target="download", actor=who)
         return data
 
     return make
 
 
 def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,  # type: ignore[type-arg]
-               key: str = "slo", disabled: bool = False, actor: str = "local") -> None:
-    """Edit one SLO target (globally or for this server); stored in the database."""
+               actor: Callable[[], str | None], key: str = "slo", disabled: bool = False) -> None:
+    """Edit one SLO target (globally or for this server); stored in the database under the
+    operator `actor()` names when Save arrives (auth.actor_at_click: None, and nothing saved,
+    after a sign-in expired)."""
     current = slo.resolve(server, settings_slo, slo.load_overrides(engine))
     rows = [{"metric": t.key, "target": t.target, "warn bound": t.warn, "from": t.origin}
             for t in current.targets.values()]
@@ -175,10 +179,10 @@ def slo_editor(engine: Engine, server: str | None, settings_slo: dict | None, *,
                         key=f"{key}-scope", horizontal=True)
         st.caption("Leave the target empty and save to remove a UI target.")
         # `and not disabled`: a crafted client message cannot press a button drawn disabled
-        if st.form_submit_button("Save target", disabled=disabled) and not disabled:
+        if st.form_submit_button("Save target", disabled=disabled) and not disabled and (who := actor()):
             try:
                 slo.save_override(engine, server=server if scope.startswith("server") else None,
-                                  key=metric, target=target, actor=actor)
+                                  key=metric, target=target, actor=who)
             except slo.SloError as exc:
                 st.error(str(exc))
             else:

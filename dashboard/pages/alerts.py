@@ -88,7 +88,7 @@ with session.guard("Alert history"):
         st.caption("No alert in this window (widen it in the sidebar).")
 
 st.subheader("Silences")
-operator: str | None = None
+can_act = False  # what is drawn; each action asks auth.actor_at_click when its click arrives
 with session.guard("Silences"):
     sil = views.silences(ctx.engine)
     if sil:
@@ -100,8 +100,8 @@ with session.guard("Silences"):
         }), hide_index=True, width="stretch", key="al_silences")
     else:
         st.caption("No silences.")
-    operator = auth.control_gate(ctx.settings)
-    if operator is not None:
+    can_act = auth.control_gate(ctx.settings) is not None
+    if can_act:
         rule_names = [r["rule"] for r in views.rules(ctx.settings, ctx.engine)]
         with st.form("al_silence_form", border=True):
             st.markdown("**New silence**")
@@ -111,11 +111,11 @@ with session.guard("Silences"):
             length = c3.selectbox("For", list(DURATIONS), index=2, key="al_sil_for")
             reason = st.text_input("Reason", key="al_sil_reason", placeholder="e.g. planned maintenance of prod-a")
             submitted = st.form_submit_button("Silence", type="primary")
-        if submitted:
+        if submitted and (actor := auth.actor_at_click(ctx.settings)):
             try:
                 sid = views.create_silence(ctx.engine, rule=None if rule == ANY else rule,
                                            server=None if server == ANY else server,
-                                           duration_s=DURATIONS[length], reason=reason, actor=operator)
+                                           duration_s=DURATIONS[length], reason=reason, actor=actor)
             except views.SilenceError as exc:
                 st.error(str(exc))
             else:
@@ -127,8 +127,9 @@ with session.guard("Silences"):
             c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
             labels = {s["id"]: f"#{s['id']} · {s['rule']} @ {s['server']} · {s['reason']}" for s in active}
             pick = c1.selectbox("Active silence", list(labels), format_func=lambda i: labels[i], key="al_expire_pick")
-            if c2.button("Expire now", key="al_expire") and pick is not None:
-                views.expire_silence(ctx.engine, silence_id=int(pick), actor=operator)
+            if (c2.button("Expire now", key="al_expire") and pick is not None
+                    and (actor := auth.actor_at_click(ctx.settings))):
+                views.expire_silence(ctx.engine, silence_id=int(pick), actor=actor)
                 session.firing_alerts.clear()
                 st.rerun()
 
@@ -139,10 +140,11 @@ def _done(message: str) -> None:
     st.rerun()
 
 
-def rule_editor(rules: list[dict], actor: str) -> None:
+def rule_editor(rules: list[dict]) -> None:
     """Change one rule's threshold / for / severity / on, revert or delete a page edit, or add a
     rule as TOML; each checked by the [[alerts]] parser (its message on a bad value, nothing
-    stored) and audited. The runner picks the change up at its next evaluation pass."""
+    stored) and audited under the operator signed in when the click arrives. The runner picks
+    the change up at its next evaluation pass."""
     by_name = {r["rule"]: r for r in rules}
     name = st.selectbox("Rule to change", list(by_name), key="al_rule_pick")
     if name is None:
@@ -158,7 +160,7 @@ def rule_editor(rules: list[dict], actor: str) -> None:
                                 key=f"al_rule_sev_{name}")
         enabled = c4.checkbox("On", value=bool(rule["enabled"]), key=f"al_rule_on_{name}")
         saved = st.form_submit_button("Save rule", type="primary")
-    if saved:
+    if saved and (actor := auth.actor_at_click(ctx.settings)):
         change = {"for_s": for_s, "severity": severity, "enabled": enabled}
         if rule["kind"] == "threshold":
             change["value"] = value
@@ -170,14 +172,14 @@ def rule_editor(rules: list[dict], actor: str) -> None:
             _done(f"Rule {name} saved; the runner uses it from its next evaluation.")
     if rule["origin"] in ("page edit", "added on page"):
         label = "Delete this rule" if rule["origin"] == "added on page" else "Revert to pitwall.toml"
-        if st.button(label, key="al_rule_remove"):
+        if st.button(label, key="al_rule_remove") and (actor := auth.actor_at_click(ctx.settings)):
             _done(f"Rule {name} {rule_edits.remove_edit(ctx.settings, ctx.engine, name=name, actor=actor)}.")
     with st.form("al_rule_add_form", border=True):
         text = st.text_area("New rule (TOML, as an [[alerts]] table of pitwall.toml)", key="al_rule_new",
                             placeholder='name = "queue-deep"\nkind = "threshold"\nmetric = "queue_max"\n'
                                         'op = ">"\nvalue = 64\nfor_s = 120')
         added = st.form_submit_button("Add rule")
-    if added:
+    if added and (actor := auth.actor_at_click(ctx.settings)):
         try:
             new = rule_edits.add_rule(ctx.settings, ctx.engine, text=text, actor=actor)
         except AlertRuleError as exc:
@@ -201,9 +203,9 @@ with session.guard("Rules"):
     }), hide_index=True, width="stretch", key="al_rules", height=35 * (len(rules) + 1) + 3,
         column_config={"cost ms": st.column_config.NumberColumn("cost ms", format="%.2f",
                                                                 help="last evaluation, all servers")})
-    if operator is not None:
+    if can_act:
         with st.expander("Edit rules (pitwall.toml stays the default; page edits override it)"):
-            rule_editor(rules, operator)
+            rule_editor(rules)
     recv = views.receiver_status(ctx.settings, ctx.engine)
     if recv:
         st.dataframe(pd.DataFrame(recv), hide_index=True, width="stretch", key="al_receivers")

@@ -1,7 +1,8 @@
 """Benchmarks: start a probe sweep (runs in the runner, not here), follow it live, read its curves.
 
 Starting a sweep is a control: only the operator `auth.control_gate` lets through sees the form,
-and the sweep is recorded in Audit with that operator (views.benchmarks.start_sweep).
+and the sweep is recorded in Audit with the operator signed in when Start arrives
+(`auth.actor_at_click`, views.benchmarks.start_sweep).
 
 Curves come from each run's stored per-level report: latency vs concurrency, throughput vs
 concurrency, and the latency/throughput trade-off across runs. A level whose client self-check
@@ -52,9 +53,8 @@ def confirm(req: bm.SweepRequest) -> None:
     a, b = st.columns(2)
     if a.button("Start sweep", type="primary", key="bm_confirm"):
         _forget_pending()
-        actor = auth.operator(ctx.settings)  # at the click: a sign-in can expire while this is open
+        actor = auth.actor_at_click(ctx.settings)  # a sign-in can expire while this is open
         if actor is None:
-            st.error("Your operator sign-in is gone (expired or signed out); sign in again.")
             return
         try:
             run_id, _ = bm.start_sweep(session.engine_for(ctx.url), req, requested_by=actor)
@@ -81,8 +81,7 @@ if server_id is None:
     st.stop()
 
 # A sweep loads a server: it is a control, behind the one gate (components.auth).
-operator = auth.control_gate(ctx.settings)
-if operator is not None:
+if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.actor_at_click
     with st.form("sweep_form", border=True):
         st.markdown(f"**New sweep against {md_escape(name)}** (server picked in the sidebar)")
         c1, c2, c3, c4 = st.columns(4)

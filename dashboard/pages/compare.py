@@ -115,7 +115,7 @@ if len(cards) > 1:
                 sc_view.image_check_view(chk, (cards[0].title, cards[1].title))
 
 st.subheader("Exports")
-sc_view.download_buttons(ctx.engine, cards, key="cmp-dl", actor=auth.who(settings) or "ui")
+sc_view.download_buttons(ctx.engine, cards, key="cmp-dl", actor=auth.export_actor(settings))
 
 st.subheader("Scorecards")
 for i, card in enumerate(cards):
@@ -125,6 +125,6 @@ for i, card in enumerate(cards):
 with st.expander("SLO targets"):
     server = cards[0].subject.get("server")
     # targets regrade every page: editing them is a control, behind the one gate
-    editor = auth.control_gate(settings)
-    sc_view.slo_editor(ctx.engine, server, settings.slo, key="cmp-slo",
-                       disabled=editor is None, actor=editor or "")
+    can_edit = auth.control_gate(settings) is not None
+    sc_view.slo_editor(ctx.engine, server, settings.slo, key="cmp-slo", disabled=not can_edit,
+                       actor=lambda: auth.actor_at_click(settings))

@@ -160,7 +160,7 @@ def _fleet_scorecards(rows: list[FleetRow], flt: FleetFilter, now: float) -> Non
     by = st.segmented_control("Group by", GROUP_BYS, default="model", key="fleet-group") or "model"
     cards = fleet_scorecards(rows, by=str(by))
     fleet_view.scorecards(cards)
-    actor = auth.who(session.settings()) or "ui"
+    actor = auth.export_actor(session.settings())
     meta = fleet_meta(window_s=FLEET_WINDOW_S, until=now, filters={**_filters_text(flt), "group_by": by})
     st.markdown("**Export the fleet table**")
     fleet_view.downloads(ctx.engine, "table", lambda: [r.as_dict() for r in rows], meta,

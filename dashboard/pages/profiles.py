@@ -32,8 +32,9 @@ if (beyond := profile_admin.sandbox_warning(ctx.settings)) is not None:
     st.warning(beyond, icon="⚠️")
 by_name = {s.name: s for s in specs}
 
-operator = auth.control_gate(ctx.settings)
-can_act = operator is not None
+# what is drawn; what a click does asks auth.actor_at_click when it arrives (dialogs and live
+# panels rerun without this line)
+can_act = auth.control_gate(ctx.settings) is not None
 show_controls = not ctx.settings.read_only  # read-only hides them; otherwise disabled until sign-in
 NEEDS_SIGN_IN = "sign in as an operator first"
 
@@ -133,14 +134,6 @@ def _open_relaunch(server: str) -> None:
     st.session_state[CONFIRM] = {"kind": "relaunch", "server": server, "profile": st.session_state[PICKED]}
 
 
-def _actor_now() -> str | None:
-    """The operator at the moment of the click (a sign-in can expire while a dialog is open)."""
-    actor = auth.operator(ctx.settings)
-    if actor is None:
-        st.error("Your operator sign-in is gone (expired or signed out); sign in again.")
-    return actor
-
-
 @st.dialog("Confirm relaunch", on_dismiss=_close_confirm)
 def confirm_relaunch(server: str, profile: str) -> None:
     srv = next(s for s in states if s.server.name == server)
@@ -154,7 +147,7 @@ def confirm_relaunch(server: str, profile: str) -> None:
     go, cancel = st.columns(2)
     if go.button("Relaunch now", type="primary"):
         _close_confirm()
-        actor = _actor_now()
+        actor = auth.actor_at_click(ctx.settings)
         if actor is None:
             return
         try:
@@ -174,7 +167,7 @@ def confirm_stop(server: str) -> None:
     go, cancel = st.columns(2)
     if go.button("Stop now", type="primary"):
         _close_confirm()
-        actor = _actor_now()
+        actor = auth.actor_at_click(ctx.settings)
         if actor is None:
             return
         try:
@@ -193,7 +186,7 @@ if spec is not None and show_controls:
     if cols[0].button("Validate", disabled=not can_act,
                       help="flags (SGLang's parser, or the bundled 0.5.23 table), env, guardrails, and the "
                            "preflight on a server (driver, GPU architecture, memory plan); runs in the runner" if can_act else NEEDS_SIGN_IN):
-        actor = _actor_now()
+        actor = auth.actor_at_click(ctx.settings)
         if actor is not None:
             profile_admin.request_validation(ctx.engine, profile=spec.name, server_name=server_name, actor=actor)
     if server_name is not None:
@@ -242,7 +235,7 @@ if can_act and pending:
         confirm_stop(pending["server"])
 
 # -- edit -----------------------------------------------------------------------------------------
-if operator is not None:
+if can_act:
     st.subheader("Edit or create")
     form_tab, raw_tab = st.tabs(["Form", "Raw TOML"])
     base = spec or profiles.ProfileSpec(name="new-profile", model_path="Qwen/Qwen2.5-7B-Instruct")
@@ -260,21 +253,21 @@ if operator is not None:
             [{"name": k, "value": v} for k, v in base.env.items()] or [{"name": "", "value": ""}],
             num_rows="dynamic", key=f"env_{base.name}", width="stretch",
         )
-        if st.form_submit_button("Save profile"):
+        if st.form_submit_button("Save profile") and (actor := auth.actor_at_click(ctx.settings)):
             try:
                 saved, changes = profile_admin.save_form(
                     ctx.engine, ctx.settings, name=name, description=description, model_path=model_path,
                     entrypoint=entrypoint, flags=[(r.get("flag") or "", str(r.get("value") or "")) for r in flags],
-                    env=[(r.get("name") or "", str(r.get("value") or "")) for r in env], actor=operator,
+                    env=[(r.get("name") or "", str(r.get("value") or "")) for r in env], actor=actor,
                 )
                 st.success(f"Saved {saved.name} ({len(changes)} change(s)); validate it before relaunching.")
             except profile_admin.ProfileError as exc:
                 st.error(str(exc))
     with raw_tab, st.form("profile_raw"):
         text = st.text_area("TOML", profiles.dump_profile(base), height=320)
-        if st.form_submit_button("Save TOML"):
+        if st.form_submit_button("Save TOML") and (actor := auth.actor_at_click(ctx.settings)):
             try:
-                saved, changes = profile_admin.save_toml(ctx.engine, ctx.settings, text, operator)
+                saved, changes = profile_admin.save_toml(ctx.engine, ctx.settings, text, actor)
                 st.success(f"Saved {saved.name} ({len(changes)} change(s)).")
             except profile_admin.ProfileError as exc:
                 st.error(str(exc))

@@ -42,9 +42,8 @@ def confirm(req: dict) -> None:
     a, b = st.columns(2)
     if a.button("Start tune", type="primary", key="tune_confirm"):
         _forget_pending()
-        actor = auth.operator(ctx.settings)
+        actor = auth.actor_at_click(ctx.settings)
         if actor is None:
-            st.error("Your operator sign-in is gone (expired or signed out); sign in again.")
             return
         try:
             tune.start_tune(session.engine_for(ctx.url), requested_by=actor, **req)
@@ -57,8 +56,10 @@ def confirm(req: dict) -> None:
         st.rerun()
 
 
-operator = auth.control_gate(ctx.settings)
-if operator is not None:
+# what is drawn; every action asks auth.actor_at_click when its click arrives (the live panel
+# below reruns on its own, without this line, long after the sign-in may have expired)
+can_act = auth.control_gate(ctx.settings) is not None
+if can_act:
     with st.form("tune_form", border=True):
         st.markdown(f"**New tune of {md_escape(name)}** (server picked in the sidebar)")
         profiles = st.multiselect("Candidate profiles", tune.profile_names(ctx.engine), key="tune_profiles")
@@ -98,9 +99,11 @@ def progress() -> None:
     prog = it.progress or {}
     st.markdown(f"**Tune #{it.id}** · {md_escape(str(prog.get('detail') or it.state))}")
     st.progress(float(prog.get("fraction") or 0.0), text=tune.eta_text(prog) or "estimating the time left…")
-    if operator is not None and st.button("Stop after this step", key=f"tune_stop_{it.id}"):
-        tune.stop_tune(session.engine_for(ctx.url), int(it.id or 0), actor=operator)
-        st.toast("The tune stops after the current step and restores the original profile.")
+    if can_act and st.button("Stop after this step", key=f"tune_stop_{it.id}"):
+        actor = auth.actor_at_click(ctx.settings)
+        if actor is not None:
+            tune.stop_tune(session.engine_for(ctx.url), int(it.id or 0), actor=actor)
+            st.toast("The tune stops after the current step and restores the original profile.")
 
 
 progress()
@@ -137,7 +140,7 @@ export_cols = st.columns(len(tune_doc.TUNE_FORMATS) + 2)
 for col, fmt in zip(export_cols, tune_doc.TUNE_FORMATS, strict=False):
     col.download_button(
         f"Review document ({fmt})",
-        data=tune_doc.maker(ctx.engine, int(chosen.id or 0), fmt, actor=auth.who(ctx.settings) or "ui"),
+        data=tune_doc.maker(ctx.engine, int(chosen.id or 0), fmt, actor=auth.export_actor(ctx.settings)),
         file_name=tune_doc.tune_filename(int(chosen.id or 0), name, fmt), mime=tune_doc.TUNE_MEDIA_TYPES[fmt],
         key=f"tune_dl_{fmt}", on_click="ignore", width="stretch")
 
@@ -149,7 +152,7 @@ if diff is not None:
     else:
         st.dataframe(diff, hide_index=True, width="stretch")
 
-if (operator is not None and result.get("winner") and chosen.state == "done"
+if (can_act and result.get("winner") and chosen.state == "done"
         and result.get("winner") != result.get("restored_profile")):  # nothing to apply when it already runs
     if st.button(f"Apply winner ({result['winner']})…", key="tune_apply_btn"):
         st.session_state["tune_apply_pending"] = chosen.id
@@ -159,9 +162,11 @@ if (operator is not None and result.get("winner") and chosen.state == "done"
         a, b = st.columns(2)
         if a.button("Relaunch now", type="primary", key="tune_apply_yes"):
             st.session_state.pop("tune_apply_pending", None)
+            actor = auth.actor_at_click(ctx.settings)
             try:
-                sub = tune.apply_winner(ctx.engine, int(chosen.id or 0), actor=operator)
-                st.success(f"Relaunch requested (intent #{sub.id}); follow it on the Profiles page.")
+                if actor is not None:
+                    sub = tune.apply_winner(ctx.engine, int(chosen.id or 0), actor=actor)
+                    st.success(f"Relaunch requested (intent #{sub.id}); follow it on the Profiles page.")
             except tune.TuneRequestError as exc:
                 st.error(str(exc))
         if b.button("Cancel", key="tune_apply_no"):

@@ -178,7 +178,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         environ = Path(f"/proc/{launch.pid}/environ").read_bytes().split(b"\0")
         out["server_env"] = dict(e.decode().split("=", 1) for e in environ if b"=" in e)
         out["log_modes"] = (stat.S_IMODE(log_path.stat().st_mode), stat.S_IMODE(log_path.parent.stat().st_mode))
-        # a sweep with the key (the sweep process reads it from its 0600 spec file)
+        # a sweep with the key (the sweep process reads it from its stdin, a pipe)
         run_id, _ = bm.start_sweep(engine, bm.SweepRequest(server="sim", levels=[1], requests=3, max_new_tokens=8))
         cmdlines: list[str] = []
 

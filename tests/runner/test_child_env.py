@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,8 +37,25 @@ def test_a_pitwall_child_keeps_settings_but_no_secret():
         "PITWALL_DATABASE_URL", "PITWALL_DATA_DIR", "PITWALL_CONFIG"}
 
 
+class FakeStdin:
+    """The child's end of a stdin pipe: what was written, and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.closed = threading.Event()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def close(self) -> None:
+        self.closed.set()
+
+
 class FakeProc:
     pid = 4242
+
+    def __init__(self) -> None:
+        self.popen = SimpleNamespace(stdin=FakeStdin())
 
     def wait(self, timeout: float) -> int:
         return 0
@@ -51,10 +71,12 @@ def spawned(monkeypatch) -> list[dict[str, Any]]:
 
     def spawn(argv: list[str], **kw: Any) -> FakeProc:
         spec = next((Path(a) for a in argv if a.endswith("spec.json")), None)
-        calls.append({"argv": list(argv), "env": dict(kw.get("env") or {}),
+        proc = FakeProc()
+        calls.append({"argv": list(argv), "env": dict(kw.get("env") or {}), "stdin": kw.get("stdin"),
+                      "pipe": proc.popen.stdin,
                       "spec": json.loads(spec.read_text()) if spec else None,
                       "spec_mode": stat.S_IMODE(spec.stat().st_mode) if spec else None})
-        return FakeProc()
+        return proc
 
     def run_capture(argv: list[str], **kw: Any) -> procs.Captured:
         calls.append({"argv": list(argv), "env": dict(kw.get("env") or {})})
@@ -68,7 +90,7 @@ def spawned(monkeypatch) -> list[dict[str, Any]]:
     return calls
 
 
-def test_a_sweep_gets_the_database_by_environment_and_the_key_by_a_private_file(spawned, engine):
+def test_a_sweep_gets_the_database_by_environment_and_the_key_by_a_pipe(spawned, engine):
     from runner.sweeps import Sweeps
 
     url = PARENT["PITWALL_DATABASE_URL"]
@@ -77,7 +99,9 @@ def test_a_sweep_gets_the_database_by_environment_and_the_key_by_a_private_file(
     assert "--db" not in call["argv"] and not any("PGS3CRET" in a for a in call["argv"])
     assert call["env"]["PITWALL_DATABASE_URL"] == url
     assert "PITWALL_PASSWORD" not in call["env"] and "PITWALL_API_KEY" not in call["env"]
-    assert call["spec"]["api_key"] == "S3CRET" and call["spec_mode"] == 0o600
+    assert call["spec"] is None and call["argv"][call["argv"].index("--spec") + 1] == "-"
+    assert call["stdin"] == subprocess.PIPE and call["pipe"].closed.wait(10)
+    assert json.loads(call["pipe"].data)["api_key"] == "S3CRET"  # over stdin, in no file
 
 
 def test_the_sweep_child_reads_the_database_url_from_its_environment(monkeypatch, tmp_path):

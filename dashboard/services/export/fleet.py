@@ -17,7 +17,6 @@ Rows hold no base URL, argv or env; every text format still passes storage/redac
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -27,7 +26,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.export.formats import ExportError, _finite, _md_table
+from dashboard.services.export.escape import csv_writer, md_table, md_text
+from dashboard.services.export.formats import ExportError, _finite
 from dashboard.services.format import fmt_ts, fmt_value
 from dashboard.services.scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
 from dashboard.services.views.fleet import ROW_FIGURES
@@ -79,7 +79,7 @@ def _check(fmt: str, what: str) -> None:
 def to_csv(what: str, records: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
     cols = FLEET_COLUMNS[what] + META_COLUMNS
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv_writer(buf)  # every cell through escape.csv_cell
     w.writerow(cols)
     for r in records:
         row = {**{k: _plain(r.get(k)) for k in FLEET_COLUMNS[what]},
@@ -96,14 +96,14 @@ def to_json(what: str, records: Sequence[dict[str, Any]], meta: dict[str, Any]) 
 
 def to_markdown(what: str, records: Sequence[dict[str, Any]], meta: dict[str, Any]) -> str:
     title = "Fleet table" if what == "table" else "Fleet scorecards"
-    flt = ", ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+    flt = ", ".join(md_text(f"{k}: {', '.join(map(str, v)) if isinstance(v, (list, tuple)) else v}")
                     for k, v in meta["filters"].items() if v) or "none"
     head = [f"# {title}", "",
             f"Window: last {meta['window_s'] / 60:g} min ({fmt_ts(meta['since'])} → {fmt_ts(meta['until'])}), "
-            f"resolution {meta['resolution']}; generated {fmt_ts(meta['generated_at'])}; filters: {flt}.", ""]
+            f"resolution {md_text(meta['resolution'])}; generated {fmt_ts(meta['generated_at'])}; filters: {flt}.", ""]
     cols = FLEET_COLUMNS[what]
     rows = [[_display(k, _plain(r.get(k))) for k in cols] for r in records]
-    return "\n".join(head) + _md_table(cols, rows) + "\n"
+    return "\n".join(head) + md_table(cols, rows) + "\n"
 
 
 def _display(key: str, v: Any) -> str:

@@ -24,8 +24,8 @@ from dashboard.services.export.fleet import (
     record_fleet_export,
     render_fleet,
 )
-from dashboard.services.export.formats import ExportError
-from storage.files import open_private, private_dir
+from dashboard.services.export.formats import ExportError, write_file
+from storage.files import private_dir
 from storage.redact import redact_text
 
 
@@ -79,12 +79,9 @@ def fleet_cli(argv: list[str]) -> int:
                                 target="stdout", actor="cli")
             return EXIT_OK
         path = Path(args.output) if args.output else settings.exports_dir / fleet_filename(args.format, args.fleet)
-        try:
-            private_dir(path.parent, own=not args.output)
-            with open_private(path, "wb") as f:
-                f.write(data)
-        except OSError as exc:
-            raise ExportError(f"Cannot write {path}: {exc.strerror or exc}; choose another --output.") from None
+        if not args.output:
+            private_dir(path.parent, own=True)  # Pitwall's own folder: 0700
+        write_file(path, data)  # never through a symlink (formats.write_file)
         record_fleet_export(engine, fmt=args.format, what=args.fleet, rows=len(records),
                             target=str(path), actor="cli")
     except SettingsError as exc:

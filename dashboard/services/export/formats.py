@@ -8,8 +8,12 @@ subject.series_resolution in JSON; the `resolution` column in CSV; a header row 
 `{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
 and validates against dashboard/services/scorecard/scorecard.schema.json (model.SCHEMA_PATH).
 CSV has one row per scorecard and figure. PNG is every chart (charts.py) stacked in one image
-(vl-convert, no browser). `write_export` writes a file (0600, storage/files.py) and records an
-Audit row (action `export`).
+(vl-convert, no browser). `write_export` writes a file and records an Audit row (action
+`export`); `write_file` is the one way an export file is written (the fleet CLI's too): a new
+0600 file in the target's folder, renamed over the target, so an existing path is replaced,
+never written through (a hard link elsewhere keeps its content); a path that is a symbolic link
+(or a FIFO, a folder) is refused with one sentence, so `--output` can never truncate the file a
+link points to.
 
 No secret reaches an export: scorecards arrive redacted (scorecard/build.py), the chart specs
 handed to vl-convert are redacted (charts.export_spec), and `render` passes every text format
@@ -18,11 +22,12 @@ through storage/redact.py once more as a last net.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
 import numbers
+import os
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +37,7 @@ import altair as alt
 from sqlalchemy.engine import Engine
 
 from dashboard.services.export.charts import all_charts, chart_png
+from dashboard.services.export.escape import csv_writer, md_table, md_text
 from dashboard.services.format import fmt_ts, fmt_value
 from dashboard.services.scorecard.compare import Comparison, compare
 from dashboard.services.scorecard.metric_specs import (
@@ -42,7 +48,7 @@ from dashboard.services.scorecard.metric_specs import (
 )
 from dashboard.services.scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
 from storage import repo
-from storage.files import open_private, private_dir
+from storage.files import private_dir
 from storage.redact import redact_text
 
 FORMATS = ("md", "html", "csv", "json", "png")
@@ -61,16 +67,6 @@ CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dim
 
 class ExportError(ValueError):
     """An export that cannot be written; the message says what to do."""
-
-
-def _cell(v: Any) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(head: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(_cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
@@ -172,30 +168,30 @@ def delta_rows(cmp: Comparison) -> list[list[str]]:
 def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> str:
     parts: list[str] = []
     for card in cards:
-        parts.append(f"# Pitwall scorecard: {card.title}\n")
-        parts.append(_md_table(["field", "value"], provenance_rows(card)))
+        parts.append(f"# Pitwall scorecard: {md_text(card.title)}\n")
+        parts.append(md_table(["field", "value"], provenance_rows(card)))
         parts.append("\n## Grades\n")
-        parts.append(_md_table(
+        parts.append(md_table(
             ["dimension", "grade", "why"],
             [[DIMENSION_LABELS[d], GRADE_MARK[card.dimensions[d].grade],
               "; ".join(card.dimensions[d].reasons)] for d in DIMENSIONS]))
         for note in card.notes:
-            parts.append(f"\n> {note}")
+            parts.append(f"\n> {md_text(note)}")
         for d in DIMENSIONS:
             parts.append(f"\n## {DIMENSION_LABELS[d]}\n")
-            parts.append(_md_table(["metric", "value", "grade", "target", "note"],
+            parts.append(md_table(["metric", "value", "grade", "target", "note"],
                                    figure_rows(card, d)))
             if d == "stability" and card.errors_by_kind:
                 parts.append("\nErrors by kind: " + ", ".join(
-                    f"{k} {n}" for k, n in sorted(card.errors_by_kind.items())))
+                    f"{md_text(k)} {md_text(n)}" for k, n in sorted(card.errors_by_kind.items())))
         if card.levels:
             head, rows = level_rows(card)
             parts.append("\n## Load levels\n")
-            parts.append(_md_table(head, rows))
+            parts.append(md_table(head, rows))
         parts.append("")
     if comparison is not None:
         parts.append("# Comparison\n")
-        parts.append(_md_table(["scorecard", "fingerprint"],
+        parts.append(md_table(["scorecard", "fingerprint"],
                                [[t, fp or "—"] for t, fp in zip(comparison.titles,
                                                                 comparison.fingerprints,
                                                                 strict=True)]))
@@ -205,13 +201,13 @@ def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None
             parts.append("\n**Workloads differ: probe deltas are not comparable.**\n")
             for title, lines in zip(comparison.titles[1:], comparison.workload_diff, strict=True):
                 for line in lines:
-                    parts.append(f"- {title}: {line}")
+                    parts.append(f"- {md_text(title)}: {md_text(line)}")
         parts.append("\n## Config diff\n")
-        parts.append(_md_table(["setting", *comparison.titles],
+        parts.append(md_table(["setting", *comparison.titles],
                                [[r["key"], *r["values"]] for r in comparison.config_diff])
                      if comparison.config_diff else "No flag or env differs.")
         parts.append("\n## Figures\n")
-        parts.append(_md_table(["metric", *comparison.titles], delta_rows(comparison)))
+        parts.append(md_table(["metric", *comparison.titles], delta_rows(comparison)))
     return "\n".join(parts).rstrip() + "\n"
 
 
@@ -221,7 +217,7 @@ def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None
 
 def to_csv(cards: Sequence[Scorecard]) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf)
+    w = csv_writer(buf)  # every cell through escape.csv_cell: no formula from a server's text
     w.writerow(CSV_COLUMNS)
     for card in cards:
         for spec_key, f in card.figures.items():
@@ -336,14 +332,38 @@ def record_export(engine: Engine, *, fmt: str, cards: Sequence[Scorecard], targe
 
 def write_export(engine: Engine, *, fmt: str, cards: Sequence[Scorecard], path: Path,
                  actor: str = "cli") -> Path:
-    """Render, write to `path` (parent folders created) and audit; returns the path."""
-    data = render(fmt, cards)
+    """Render, write to `path` (write_file) and audit; returns the path."""
+    write_file(path, render(fmt, cards))
+    record_export(engine, fmt=fmt, cards=cards, target=str(path), actor=actor)
+    return path
+
+
+def write_file(path: Path, data: bytes) -> Path:
+    """Write an export to `path` (missing parent folders created 0700): the bytes go to a new
+    0600 file beside it (O_EXCL), then replace `path` by rename (module docstring). ExportError
+    with one sentence on a symbolic link, a path that is not a regular file, or an OSError."""
+    if path.is_symlink():
+        raise ExportError(f"{path} is a symbolic link; Pitwall does not write through links (that "
+                          "would overwrite the file it points to): give --output a plain file path.")
+    if path.exists() and not path.is_file():
+        raise ExportError(f"{path} exists and is not a regular file; give --output a file path.")
+    tmp: str | None = None
     try:
         private_dir(path.parent)
-        with open_private(path, "wb") as f:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:  # mkstemp: O_CREAT | O_EXCL, mode 0600
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces the name itself: a link swapped in meanwhile, not its target
+        tmp = None
     except OSError as exc:
         raise ExportError(f"Cannot write {path}: {exc.strerror or exc}; choose another --output."
                           ) from None
-    record_export(engine, fmt=fmt, cards=cards, target=str(path), actor=actor)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
     return path

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Engine
 
 from dashboard.services import tune
 from dashboard.services.export.charts import chart_svg, tune_pareto
-from dashboard.services.export.formats import _md_table
+from dashboard.services.export.escape import md_table, md_text
 from dashboard.services.export.html import CSS, _table
 from runner import tune_rank
 from storage import repo
@@ -71,13 +71,13 @@ def _title(intent: Intent) -> str:
 
 def to_markdown(engine: Engine, intent: Intent) -> str:
     result = intent.result or {}
-    out = [f"# {_title(intent)}", "", _md_table(("", ""), _facts(intent)), "", "## Ranking", ""]
-    out += [_md_table(*_rows(tune.ranking_frame(result))), ""]
+    out = [f"# {md_text(_title(intent))}", "", md_table(("", ""), _facts(intent)), "", "## Ranking", ""]
+    out += [md_table(*_rows(tune.ranking_frame(result))), ""]
     diff = tune.winner_diff(engine, result)
     if diff is not None:
         out += ["## Winner against the profile the tune started from", ""]
-        out += [_md_table(*_rows(diff)) if not diff.empty else "The winner is the profile the server started from.", ""]
-    out += ["## Where the figures come from", "", _md_table(("profile", "launch", "probe runs"), _sources(result)), ""]
+        out += [md_table(*_rows(diff)) if not diff.empty else "The winner is the profile the server started from.", ""]
+    out += ["## Where the figures come from", "", md_table(("profile", "launch", "probe runs"), _sources(result)), ""]
     return "\n".join(out)
 
 
@@ -114,9 +114,10 @@ def tune_document(engine: Engine, intent_id: int, fmt: str, *, actor: str) -> by
     return text.encode("utf-8")
 
 
-def maker(engine: Engine, intent_id: int, fmt: str, *, actor: str) -> Callable[[], bytes]:
-    """The document made on click (a download button's data), not on every rerun."""
-    return lambda: tune_document(engine, intent_id, fmt, actor=actor)
+def maker(engine: Engine, intent_id: int, fmt: str, *, actor: Callable[[], str]) -> Callable[[], bytes]:
+    """The document made on click (a download button's data), not on every rerun; `actor` gives
+    the Audit actor when the click arrives (a sign-in can expire while the page stays open)."""
+    return lambda: tune_document(engine, intent_id, fmt, actor=actor())
 
 
 def tune_filename(intent_id: int, server: str, fmt: str) -> str:
