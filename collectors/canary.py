@@ -26,6 +26,7 @@ import time
 import httpx
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.fanout import ServerPool
 from collectors.http import CapExceeded, DeadlineExceeded, auth_headers, capped_client, get_capped
 from collectors.probe.sse import (
     InvalidResponse,
@@ -127,26 +128,39 @@ class CanaryCollector:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._client = capped_client(timeout_s)
+        self._servers = ServerPool(self.name)
 
     def poll(self, ctx: CollectorContext) -> PollResult:
+        """Every serving server at once (collectors/fanout.py); a server whose request is still
+        running at the poll's deadline is measured again once it ends (its read has a deadline)."""
+        # a managed server that is starting or stopped: nothing to measure
+        servers = [t for t in ctx.servers if t.serving]
+        fan = self._servers.poll_servers(ctx, servers, self._poll_one, deadline_s=self.timeout_s + 5.0)
+        for target, exc in fan.failed:  # canary_once catches what a request can raise: a bug
+            fan.result.events.append(EventRow(
+                ctx.now(), target.id, "collector_error",
+                f"The canary of {target.name!r} failed ({type(exc).__name__}: {exc}).",
+                severity="warning", launch_id=target.launch_id,
+            ))
+        return fan.result
+
+    def _poll_one(self, ctx: CollectorContext, target: ServerTarget) -> PollResult:
         out = PollResult()
-        for target in ctx.servers:
-            if not target.serving:
-                continue  # a managed server that is starting or stopped: nothing to measure
-            res = canary_once(self._client, target, self.timeout_s)
-            ts = ctx.now()
-            for metric in ("ttft_s", "e2e_s"):
-                value = res[metric]
-                if isinstance(value, float) and (metric != "e2e_s" or res["ok"]):
-                    out.samples.append(SampleRow(ts, target.id, f"canary.{metric}", value, "probe", target.launch_id))
-            out.samples.append(SampleRow(ts, target.id, "canary.ok", 1.0 if res["ok"] else 0.0, "probe", target.launch_id))
-            if not res["ok"]:
-                out.events.append(EventRow(
-                    ts, target.id, "probe_error",
-                    f"Canary request to {target.name} failed: {res['error_kind']}.",
-                    severity="warning", raw=str(res["detail"])[:500], launch_id=target.launch_id,
-                ))
+        res = canary_once(self._client, target, self.timeout_s)
+        ts = ctx.now()
+        for metric in ("ttft_s", "e2e_s"):
+            value = res[metric]
+            if isinstance(value, float) and (metric != "e2e_s" or res["ok"]):
+                out.samples.append(SampleRow(ts, target.id, f"canary.{metric}", value, "probe", target.launch_id))
+        out.samples.append(SampleRow(ts, target.id, "canary.ok", 1.0 if res["ok"] else 0.0, "probe", target.launch_id))
+        if not res["ok"]:
+            out.events.append(EventRow(
+                ts, target.id, "probe_error",
+                f"Canary request to {target.name} failed: {res['error_kind']}.",
+                severity="warning", raw=str(res["detail"])[:500], launch_id=target.launch_id,
+            ))
         return out
 
     def close(self) -> None:
+        self._servers.close()
         self._client.close()
