@@ -37,14 +37,15 @@ class CliError(Exception):
         self.code = code
 
 
-def _engine(settings: Settings):  # type: ignore[no-untyped-def]
+def _engine(settings: Settings, *, create: bool = True):  # type: ignore[no-untyped-def]
+    """The database; `create=False` for a read-only command (storage/db.py creates nothing)."""
     from sqlalchemy.exc import OperationalError
 
     from storage.db import SchemaError, make_engine
     from storage.redact import redact_text, redact_url
 
     try:
-        return make_engine(settings.database_url)
+        return make_engine(settings.database_url, create=create)
     except SchemaError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except OperationalError as exc:
@@ -174,7 +175,7 @@ def _exit_past_abandoned_polls() -> None:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard.services.views import health
 
-    engine = _engine(settings)
+    engine = _engine(settings, create=False)
     ttl_s = float(settings.runner.get("lease_ttl_s", 15.0))
     report = health.runner_health(engine, settings.database_url, host=settings.runner.get("host"))
     print(f"database   {health.shown_url(settings.database_url)}  "

@@ -43,7 +43,7 @@ from runner.launch_plan import (
 )
 from storage import repo
 from storage.files import open_private, private_dir
-from storage.models import Launch, Server
+from storage.models import Intent, Launch, Server
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class Managed:
     base_url: str | None = None  # adopted while starting: where to ask /health
     api_key: str | None = None
     engine: str = "sglang"
+    #: adopted: the launch / relaunch intent a previous runner left waiting on this launch
+    interrupted: Intent | None = None
 
 
 class Lifecycle:
@@ -95,6 +97,15 @@ class Lifecycle:
         if stage is not None:
             fields["progress"] = {"stage": stage, "fraction": 1.0, "detail": message}
         repo.update_intent(self.engine, intent_id=intent_id, **fields)
+
+    def _note_in_flight(self, intent_id: int | None, **fields: Any) -> None:
+        """Record in the intent's result what it is doing now (the launch it spawned, the one it
+        replaces), so a runner killed meanwhile leaves the next one enough to tell the truth."""
+        if intent_id is None:
+            return
+        intent = repo.get_intent(self.engine, intent_id=intent_id)
+        result = dict(intent.result or {}) if intent is not None else {}
+        repo.update_intent(self.engine, intent_id=intent_id, result={**result, **fields})
 
     def _do_stop_intent(self, intent_id: int, server: Server, requested_by: str) -> None:
         assert server.id is not None
@@ -138,6 +149,7 @@ class Lifecycle:
                            message=f"{server.name}: relaunch under profile {plan.profile_name} requested")
         t0 = time.monotonic()
         if current is not None:
+            self._note_in_flight(intent_id, replaced_launch_id=current.launch_id)
             self._progress(intent_id, "stopping", 0.05, f"stopping launch #{current.launch_id} (pid {current.proc.pid})")
             self._stop(current, reason=f"relaunched under profile {plan.profile_name}")
         ok, m, why, excerpt = self._start(plan, intent_id)
@@ -227,6 +239,8 @@ class Lifecycle:
         m = Managed(plan.server_id, launch.id, proc, plan, offset)
         with self._lock:
             self._procs[plan.server_id] = m
+        self._note_in_flight(intent_id, **{repo.IN_FLIGHT_LAUNCH: launch.id}, profile=plan.profile_name,
+                             rollback=rollback, log_offset=offset)
         self._progress(intent_id, stage, 0.1, f"pid {proc.pid} started")
         deadline = time.monotonic() + plan.ready_timeout_s
         headers = auth_headers(plan.api_key)

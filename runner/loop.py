@@ -177,8 +177,9 @@ class Runner:
         self._check_db()
 
     def _fail_stale(self, scope: str) -> None:
+        # a launch whose server may still come up is the supervisor's to judge when it adopts it
         n = repo.fail_stale_intents(self.engine, reason="The runner that was carrying this out stopped; request it again.",
-                                    scope=scope)
+                                    scope=scope, keep_in_flight=self.supervisor is not None and scope != repo.DB_SCOPE)
         if n:
             log.warning("failed %d intents left running by a previous runner (%s)", n, scope)
 

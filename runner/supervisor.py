@@ -266,6 +266,9 @@ class ProcessSupervisor(Lifecycle):
             m.phase = "ready"
             repo.add_event(self.engine, kind="server_ready", server_id=m.server_id, launch_id=m.launch_id,
                            message=f"server #{m.server_id} ready (adopted from a previous runner while starting)")
+            if m.interrupted is not None:
+                self._interrupted_ready(m.interrupted, m.launch_id)
+                m.interrupted = None
             return
         if m.ready_deadline is not None and time.time() > m.ready_deadline:
             why = (f"not ready within {self.ready_timeout_s:.0f} s of its start (adopted from a previous "
@@ -274,14 +277,75 @@ class ProcessSupervisor(Lifecycle):
             repo.update_launch(self.engine, launch_id=m.launch_id, status="failed", end_reason=why)
             repo.add_event(self.engine, kind="warmup_failed", server_id=m.server_id, launch_id=m.launch_id,
                            severity="error", message=f"server #{m.server_id}: {why}")
+            if m.interrupted is not None:
+                self._interrupted_failed(m.interrupted, m.launch_id, why)
+                m.interrupted = None
+
+    # -- intents a killed runner left waiting on a launch ----------------------------------------
+    def _interrupted_intents(self) -> dict[int, Intent]:
+        """{launch id: the launch / relaunch intent a previous runner left running, waiting on
+        that launch} for this host (runner/loop.py keeps them running for us to resolve)."""
+        out: dict[int, Intent] = {}
+        for intent in repo.list_intents(self.engine, states=("running",), kinds=("launch", "relaunch"), limit=500):
+            lid = repo.in_flight_launch(intent)
+            if lid is not None and (self.host is None or intent.host == self.host):
+                out[lid] = intent
+        return out
+
+    def _interrupted_ready(self, intent: Intent, launch_id: int) -> None:
+        """The launch the interrupted intent waited on is ready: record that, honestly."""
+        assert intent.id is not None
+        server = repo.get_server(self.engine, id=intent.server_id) if intent.server_id is not None else None
+        name = server.name if server else f"server #{intent.server_id}"
+        result = dict(intent.result or {})
+        profile = result.get("profile") or "?"
+        how = ("the runner carrying it out was interrupted (killed) while the server started; launch "
+               f"#{launch_id} came up ready and was adopted by the runner that started next")
+        if result.get("rollback"):  # the new profile had failed; the rollback is what came up
+            self._finish(intent.id, "failed", f"Profile {(intent.payload or {}).get('profile')} failed to come up, "
+                         f"so {name} was rolled back to profile {profile}; {how}.",
+                         {**result, "rollback_launch_id": launch_id}, stage="rolled back")
+            return
+        if intent.kind == "relaunch":
+            repo.add_event(self.engine, kind="relaunch_done", server_id=intent.server_id, launch_id=launch_id,
+                           message=f"{name}: now running profile {profile} ({how})")
+        self._finish(intent.id, "done", f"{name} is ready under profile {profile}; {how}.",
+                     {**result, "interrupted": True}, stage="ready")
+
+    def _interrupted_failed(self, intent: Intent, launch_id: int | None, why: str) -> None:
+        assert intent.id is not None
+        what = f"launch #{launch_id}" if launch_id is not None else "the launch it started"
+        self._finish(intent.id, "failed", f"The runner carrying this out was interrupted (killed) while "
+                     f"{what} was starting, and {why}; request it again.",
+                     {**(intent.result or {}), "interrupted": True}, stage="failed")
+
+    def _close_replaced(self, server_id: int, latest_id: int) -> None:
+        """Launches of this server before `latest_id` left open by a runner killed mid-relaunch:
+        their process is gone (or is ended now); they were stopped by that relaunch."""
+        for launch in repo.list_launches(self.engine, server_id=server_id, limit=20):
+            if launch.id is None or launch.id == latest_id or launch.ended_at is not None:
+                continue
+            if launch.pid and procs.same_process(launch.pid, launch.started_at):
+                procs.stop(procs.Proc(pid=launch.pid), timeout_s=self.stop_timeout_s)
+            repo.update_launch(self.engine, launch_id=launch.id, status="stopped", ended_at=time.time(),
+                               end_reason=f"replaced by launch #{latest_id}; the runner was interrupted "
+                                          "before it recorded the stop")
 
     def _first_tick(self) -> None:
-        """Adopt or close what a previous runner left; auto-start managed servers."""
+        """Adopt or close what a previous runner left; auto-start managed servers.
+
+        A launch / relaunch the previous runner was carrying out when it died (SIGKILL) is
+        finished here from what its server did: done when the launch it spawned is ready now
+        or becomes ready (relaunch_done), failed when that launch is gone or never gets ready;
+        a launch it replaced and left open is recorded as stopped."""
+        interrupted = self._interrupted_intents()
         for server in repo.list_servers(self.engine, host=self.host):
             if not server.managed or server.id is None:
                 continue
             latest = repo.latest_launch(self.engine, server_id=server.id)
             if latest is not None and latest.ended_at is None and latest.id is not None:
+                intent = interrupted.pop(latest.id, None)
+                self._close_replaced(server.id, latest.id)
                 if latest.pid and procs.same_process(latest.pid, latest.started_at):
                     m = Managed(server.id, latest.id, procs.Proc(pid=latest.pid), None, procs.log_size(latest.log_path))
                     if latest.status == "starting":
@@ -289,18 +353,25 @@ class ProcessSupervisor(Lifecycle):
                         m.ready_deadline = latest.started_at + self.ready_timeout_s
                         m.base_url, m.api_key = server.base_url.rstrip("/"), server.api_key
                         m.engine = server.engine
+                        m.interrupted = intent
                     else:
                         m.phase = "ready"
                     with self._lock:
                         self._procs[server.id] = m
+                    if intent is not None and m.phase == "ready":
+                        self._interrupted_ready(intent, latest.id)
                     log.info("adopted %s (pid %s, %s) from a previous runner", server.name, latest.pid, latest.status)
                     continue
                 repo.update_launch(self.engine, launch_id=latest.id, status="exited", ended_at=time.time(),
                                    end_reason="process gone when the runner started")
+                if intent is not None:
+                    self._interrupted_failed(intent, latest.id, "its process was gone when the runner started again")
             if server.stopped_by:
                 log.info("%s stays down: stopped by %s", server.name, server.stopped_by)
                 continue
             if self.auto_start and server.profile and not self._pending_control(server.id):
                 repo.create_intent(self.engine, kind="launch", server_id=server.id,
                                    payload={"profile": server.profile}, requested_by=AUTO_START_BY)
+        for lid, intent in interrupted.items():  # its launch is not the latest of a server of ours
+            self._interrupted_failed(intent, lid, "that launch is no longer this server's current one")
 

@@ -1,8 +1,13 @@
 """Engine factory, SQLite pragmas and schema creation / versioning.
 
-`make_engine(url)` is the one way to open the database. A SQLite file is private: it is made
-0600 before SQLite opens it (so its -wal and -shm files are 0600 too) in a folder created 0700
-(storage/files.py). For SQLite it also turns on WAL,
+`make_engine(url)` is the one way to open the database, and the one place that decides whether
+opening may create anything. A writer (`pitwall up`, `collect`, the dashboard) opens with
+`create=True`: a SQLite file is private, made 0600 before SQLite opens it (so its -wal and -shm
+files are 0600 too) in a folder created 0700 (storage/files.py), whatever the URL's query string
+(`sqlite:///path/pitwall.db?timeout=30` is the file `path/pitwall.db`). A read-only command
+(`pitwall status`, `export`, `gpu-wall`) opens with `create=False`: no folder, file or table is
+made, and a database that is not there (a mistyped path or URL) is a SchemaError that says so.
+For SQLite it also turns on WAL,
 `synchronous=NORMAL` and a `busy_timeout`, so the runner (one writer) and the dashboard (readers)
 never block each other for long, and a runner killed mid-write leaves a database that opens with
 every committed batch intact. PostgreSQL URLs work too (the SQL in storage/repo/ is portable).
@@ -19,10 +24,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from storage import models
@@ -36,11 +42,22 @@ class SchemaError(RuntimeError):
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file behind a `sqlite:///...` URL, or None for other databases / in-memory."""
+    """The file behind a `sqlite:///...` URL (its query string, `?timeout=30`, is not part of
+    the name; a `file:` URI with `uri=true` is read as one), or None for other databases and
+    in-memory ones."""
     if not url.startswith("sqlite:"):
         return None
-    path = url.split("///", 1)[1] if "///" in url else ""
-    if not path or path == ":memory:":
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    path = parsed.database or ""
+    if path.startswith("file:"):  # sqlite:///file:path?mode=ro&uri=true
+        uri = urlsplit(path)
+        if parse_qs(uri.query).get("mode") == ["memory"]:
+            return None
+        path = unquote(uri.path)
+    if not path or path == ":memory:" or parsed.query.get("mode") == "memory":
         return None
     return Path(path)
 
@@ -59,12 +76,20 @@ def _set_sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 
 def make_engine(url: str, *, create: bool = True) -> Engine:
-    """Open (and by default create or upgrade) the database at `url`."""
+    """Open the database at `url`: with `create` make it (folder, 0600 file, tables) when
+    missing and upgrade an older schema; without, open only a Pitwall database that exists
+    (an older schema is still upgraded in place) and raise SchemaError, creating nothing, when
+    there is none."""
     kwargs: dict = {}
     path = sqlite_path(url)
     if url.startswith("sqlite:"):
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
-        if path is not None:
+        if path is not None and not create and not path.is_file():
+            raise SchemaError(
+                f"There is no Pitwall database at {path}; check PITWALL_DATABASE_URL (or data_dir "
+                "in pitwall.toml). `pitwall up` or `pitwall collect` creates it."
+            )
+        if path is not None and create:
             try:
                 private_sqlite(path)
             except OSError:
@@ -72,8 +97,7 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite:"):
         event.listen(engine, "connect", _set_sqlite_pragmas)
-    if create:
-        ensure_schema(engine)
+    ensure_schema(engine, create=create)
     return engine
 
 
@@ -135,12 +159,18 @@ _UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3
                                                     4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
 
 
-def ensure_schema(engine: Engine) -> None:
-    """Create missing tables, then check / upgrade the schema version."""
+def ensure_schema(engine: Engine, *, create: bool = True) -> None:
+    """Create missing tables, then check / upgrade the schema version; without `create`, only
+    check (and upgrade an older Pitwall database): an empty database is refused, untouched."""
     try:
         existing = set(inspect(engine).get_table_names())
     except OperationalError as exc:
         raise SchemaError(f"Cannot open the database ({exc.orig}); check the path and permissions.") from exc
+    if not existing and not create:
+        raise SchemaError(
+            "The database is empty: no Pitwall database is there yet; check PITWALL_DATABASE_URL. "
+            "`pitwall up` or `pitwall collect` creates it."
+        )
     version = _read_version(engine) if "meta" in existing else None
     if existing and version is None:
         raise SchemaError(
@@ -152,6 +182,8 @@ def ensure_schema(engine: Engine) -> None:
             f"The database has schema version {version}, newer than this Pitwall "
             f"({models.SCHEMA_VERSION}); upgrade Pitwall or use another database file."
         )
+    if not create and version == models.SCHEMA_VERSION:
+        return  # current: a read-only open writes nothing
     attempts = 10  # each waits up to BUSY_TIMEOUT_MS for the lock: a long backfill elsewhere is outwaited
     for attempt in range(attempts):
         try:

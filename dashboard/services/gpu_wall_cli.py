@@ -49,9 +49,13 @@ def gpu_wall_cli(argv: list[str]) -> int:
         return EXIT_USAGE
     from dashboard.settings import load_settings
     from storage import repo
-    from storage.db import make_engine
+    from storage.db import SchemaError, make_engine
 
-    engine = make_engine(load_settings().database_url)
+    try:
+        engine = make_engine(load_settings().database_url, create=False)  # read-only: creates nothing
+    except SchemaError as exc:
+        print(f"pitwall gpu-wall: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     servers = [s for s in repo.list_servers(engine) if s.retired_at is None]
     if args.server:
         match = [s for s in servers if s.name == args.server]

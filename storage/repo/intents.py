@@ -17,6 +17,7 @@ from sqlmodel import Session, col
 from storage.kinds import FINAL_INTENT_STATES, RESUMABLE_INTENT_KINDS, check_intent_kind
 from storage.models import (
     Intent,
+    Launch,
     Server,
 )
 from storage.redact import redact_fields
@@ -24,6 +25,8 @@ from storage.repo._common import (
     INTENT,
 )
 from storage.repo.runner_state import DB_SCOPE, HOST_SCOPE_PREFIX, host_scope, lease_fence
+
+_LAUNCH = Launch.__table__  # type: ignore[attr-defined]
 
 # ---------------------------------------------------------------------------------------------
 # intents (desired state written by UI/CLI, carried out by the runner)
@@ -126,8 +129,24 @@ def list_intents(
         return list(s.execute(q).scalars())
 
 
-def fail_stale_intents(engine: Engine, *, reason: str, scope: str | None = None) -> int:
+#: Intent.result key a launch / relaunch writes as soon as it has spawned a server: the launch
+#: it is waiting on (runner/lifecycle.py), so a runner killed meanwhile leaves it findable
+IN_FLIGHT_LAUNCH = "launch_id"
+
+
+def in_flight_launch(intent: Intent) -> int | None:
+    """The launch a running launch / relaunch intent spawned and was waiting on, if any."""
+    lid = (intent.result or {}).get(IN_FLIGHT_LAUNCH) if isinstance(intent.result, dict) else None
+    return lid if isinstance(lid, int) and intent.kind in ("launch", "relaunch") else None
+
+
+def fail_stale_intents(engine: Engine, *, reason: str, scope: str | None = None,
+                       keep_in_flight: bool = False) -> int:
     """Intents left `running` by a runner that died are failed with `reason` (runner start).
+
+    With `keep_in_flight` (a runner with a supervisor), a launch / relaunch whose spawned launch
+    has not ended stays `running`: the supervisor adopts that server and records what really
+    happened (ready, or not) instead of a failure nobody saw (runner/supervisor.py).
 
     `scope` is the lease just taken: `host:<h>` fails only host h's intents (another host's
     running intents belong to its runner), `db` only the host-less ones (the `db` runner claims
@@ -151,6 +170,16 @@ def fail_stale_intents(engine: Engine, *, reason: str, scope: str | None = None)
             .values(state="pending", created_at=now,
                     message="Resumed: the runner that was carrying this out stopped; it carries on where it was.")
         )
+        if keep_in_flight:
+            keep = []
+            for row in conn.execute(select(INTENT).where(and_(running, INTENT.c.kind.in_(["launch", "relaunch"]))
+                                                         )).mappings():
+                lid = in_flight_launch(Intent.model_validate(dict(row)))
+                if lid is not None and conn.execute(
+                        select(_LAUNCH.c.id).where(and_(_LAUNCH.c.id == lid, _LAUNCH.c.ended_at.is_(None)))).first():
+                    keep.append(row["id"])
+            if keep:
+                running = and_(running, INTENT.c.id.not_in(keep))
         res = conn.execute(
             update(INTENT)
             .where(running)

@@ -105,7 +105,7 @@ def export_cli(argv: list[str]) -> int:
         settings = load_settings()
         from storage.db import make_engine
 
-        engine = make_engine(settings.database_url)
+        engine = make_engine(settings.database_url, create=False)  # read-only: creates nothing
         common: dict[str, Any] = {"settings_slo": settings.slo,
                   "electricity_usd_per_kwh": settings.electricity_usd_per_kwh,
                   "retention": dict(settings.retention)}

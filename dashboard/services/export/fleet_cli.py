@@ -60,7 +60,7 @@ def fleet_cli(argv: list[str]) -> int:
         from dashboard.services.views.fleet_scorecards import fleet_scorecards
         from storage.db import make_engine
 
-        engine = make_engine(settings.database_url)
+        engine = make_engine(settings.database_url, create=False)  # read-only: creates nothing
         now = time.time()
         flt = FleetFilter(hosts=args.host, models=args.model, profiles=args.profile,
                           statuses=args.status, search=args.search)
