@@ -181,7 +181,14 @@ class SGLangMetricsCollector:
         self._episodes: dict[tuple[int, str], bool] = {}  # (server id, limit kind) -> reported
 
     def configure(self, runner: dict[str, Any]) -> None:
-        """Take the `runner.metrics_*` settings (dashboard/settings.py); missing keys keep defaults."""
+        """Take the `runner.metrics_*` settings (dashboard/settings.py); missing keys keep defaults.
+        Raises ValueError naming a setting that is not above 0."""
+        for k in ("metrics_max_series", "metrics_parse_budget_s", "metrics_deadline_s",
+                  "metrics_max_rank_keys"):
+            if k in runner and not runner[k] > 0:
+                self.close()
+                raise ValueError(f"Setting runner.{k} is {runner[k]}; expected a number above 0 "
+                                 "(README lists its default).")
         self.limits = ParseLimits(
             max_series=int(runner.get("metrics_max_series", self.limits.max_series)),
             budget_s=float(runner.get("metrics_parse_budget_s", self.limits.budget_s)),

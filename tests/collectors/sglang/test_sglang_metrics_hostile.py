@@ -241,3 +241,25 @@ def test_a_malformed_payload_is_reported_once_per_episode():
     finally:
         collector.close()
     assert [len(r.events) for r in results] == [1, 0, 0, 0, 1]  # a new episode after a clean one
+
+
+def test_runner_settings_reach_the_collector(tmp_path):
+    from collectors.registry import build_collectors
+    from dashboard.settings import load_settings
+
+    (tmp_path / "pitwall.toml").write_text(
+        "[runner]\nmetrics_max_series = 500\nmetrics_max_rank_keys = 4\n"
+        "metrics_parse_budget_s = 0.5\nmetrics_deadline_s = 3\n")
+    settings = load_settings(env={"PITWALL_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
+    [collector], errors = build_collectors({}, names={"sglang_metrics"}, runner=settings.runner)
+    try:
+        assert errors == []
+        assert isinstance(collector, SGLangMetricsCollector)
+        assert collector.limits == ParseLimits(max_series=500, budget_s=0.5)
+        assert (collector.max_rank_keys, collector.deadline_s) == (4, 3.0)
+    finally:
+        collector.close()
+    (tmp_path / "pitwall.toml").write_text("[runner]\nmetrics_max_series = 0\n")
+    settings = load_settings(env={"PITWALL_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
+    built, errors = build_collectors({}, names={"sglang_metrics"}, runner=settings.runner)
+    assert built == [] and "runner.metrics_max_series" in errors[0]
