@@ -18,10 +18,14 @@ def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
     """A factory building the `role` collector of `engine` through the engine registry
     (collectors/engines.py), imported on first use so importing this table stays cheap."""
 
-    def make(_: dict[str, dict[str, Any]]) -> Collector:
+    def make(groups: dict[str, dict[str, Any]]) -> Collector:
         from collectors.engines import get_engine
 
-        return get_engine(engine).collector(role)
+        collector = get_engine(engine).collector(role)
+        configure = getattr(collector, "configure", None)
+        if callable(configure):  # a collector with settings takes the `runner.*` group
+            configure(groups.get("runner") or {})
+        return collector
 
     return make
 
@@ -75,7 +79,8 @@ COLLECTORS: tuple[tuple[str, Callable[[dict[str, dict[str, Any]]], Collector]], 
 
 
 def build_collectors(
-    probe: dict[str, Any], names: set[str] | None = None, *, gpu: dict[str, Any] | None = None
+    probe: dict[str, Any], names: set[str] | None = None, *, gpu: dict[str, Any] | None = None,
+    runner: dict[str, Any] | None = None,
 ) -> tuple[list[Collector], list[str]]:
     """Instantiate the registry (or the named subset); returns (collectors, errors).
 
@@ -90,7 +95,7 @@ def build_collectors(
         if name == "canary" and float(probe.get("canary_interval_s", 30.0)) <= 0:
             continue
         try:
-            out.append(factory({"probe": probe, "gpu": gpu or {}}))
+            out.append(factory({"probe": probe, "gpu": gpu or {}, "runner": runner or {}}))
         except Exception as exc:
             errors.append(f"Collector {name} could not start: {type(exc).__name__}: {exc}")
     return out, errors

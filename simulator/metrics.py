@@ -145,6 +145,10 @@ class DiffusionMetrics:
                           ("active_modules", "Modules with active LoRA adapters."),
                           ("active_adapters", "Unique active LoRA adapters.")):
             Gauge(f"sglang:diffusion_lora_{name}", doc, base, registry=r).labels(*self.base).set(0)
+        # one series per module, created the first time a module has an active adapter
+        self.lora_module = Gauge("sglang:diffusion_lora_module_active",
+                                 "Whether a module has an active adapter.", [*base, "module"],
+                                 registry=r)
         self.queue.labels(*self.base).set(0)
         self.running.labels(*self.base).set(0)
 

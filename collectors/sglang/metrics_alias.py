@@ -20,7 +20,10 @@ Diffusion server (`sglang serve`, 0.5.21+, labels `role, replica`): `diffusion_*
 Warm-up requests are left out of the user figures (`exclude` drops series labelled
 `is_warmup="true"`); the stage histogram is split by its `stage` label into one key per stage
 (`metrics.diffusion_stage_p99_s.DenoisingStage`; the `DenoisingStep` pseudo-stage is seconds
-per denoising step). Batch size is a count, so its keys carry no `_s`.
+per denoising step; an earlier form named it `diffusion_stage_latency_seconds`). Batch size is
+a count, so its keys carry no `_s`. The LoRA gauges count adapters and modules;
+`diffusion_lora_module_active{module}` (created once a module first had an adapter) becomes one
+0-1 key per module (`metrics.diffusion_lora_module_active.transformer`).
 
 Per-rank detail keeps, for gauges, one value per rank when a rank label takes several values:
 `metrics.num_running_reqs.dp1`, `metrics.token_usage.tp3` (only the rank labels that vary).
@@ -52,7 +55,7 @@ class Alias:
     agg: str = "sum"  # sum | mean
     meaning: str = ""
     exclude: tuple[tuple[str, str], ...] = ()  # (label, value) pairs whose series are dropped
-    split: str | None = None  # histograms: one set of keys per value of this label
+    split: str | None = None  # one set of keys (histograms) or one key (gauges) per label value
     unit: str = "_s"  # histograms: key unit suffix ("" for counts)
 
 
@@ -138,6 +141,12 @@ ALIASES: tuple[Alias, ...] = (
           "image requests dispatched, not completed"),
     Alias("diffusion_lora_loaded_adapters", "gauge", ("diffusion_lora_loaded_adapters",), "sum",
           "loaded LoRA adapters"),
+    Alias("diffusion_lora_active_modules", "gauge", ("diffusion_lora_active_modules",), "sum",
+          "pipeline modules with an active LoRA adapter"),
+    Alias("diffusion_lora_active_adapters", "gauge", ("diffusion_lora_active_adapters",), "sum",
+          "unique active LoRA adapters"),
+    Alias("diffusion_lora_module_active", "gauge", ("diffusion_lora_module_active",), "mean",
+          "1 when the module has an active LoRA adapter (0-1 over replicas)", split="module"),
     Alias("diffusion_requests_per_s", "counter", ("diffusion_requests",), "sum",
           "completed user image requests/s (warm-up excluded)", _NO_WARMUP),
     Alias("diffusion_failed_requests_per_s", "counter", ("diffusion_requests",), "sum",
@@ -148,7 +157,8 @@ ALIASES: tuple[Alias, ...] = (
           "image request time until first dispatch", _NO_WARMUP),
     Alias("diffusion_batch_size", "histogram", ("diffusion_generation_batch_size",), "sum",
           "requests per dispatched batch", unit=""),
-    Alias("diffusion_stage", "histogram", ("diffusion_stage_host_latency_seconds",), "sum",
+    Alias("diffusion_stage", "histogram",
+          ("diffusion_stage_host_latency_seconds", "diffusion_stage_latency_seconds"), "sum",
           "host time per pipeline stage (DenoisingStep: per step)", split="stage"),
     Alias("http_requests_per_s", "counter", ("http_requests",), "sum", "HTTP requests/s"),
 )
@@ -178,7 +188,10 @@ LOOKUP: dict[str, list[tuple[Alias, str, str]]] = _build_lookup()
 
 
 def pitwall_keys(alias: Alias) -> list[str]:
-    """The `metrics.*` keys one alias produces (per-rank detail keys aside)."""
+    """The `metrics.*` keys one alias produces (per-rank detail keys aside; a gauge split by a
+    label has only its per-value keys, none of which a server must export)."""
+    if alias.kind == "gauge" and alias.split is not None:
+        return []
     if alias.kind != "histogram":
         return [f"metrics.{alias.key}"]
     stem, u = f"metrics.{alias.key}", alias.unit

@@ -1,10 +1,24 @@
-"""Pure parse of a Prometheus text payload (SGLang's `/metrics`) that survives bad lines.
+"""Pure parse of a Prometheus text payload (SGLang's `/metrics`) that survives bad lines and
+bounds its own cost.
 
 Parsing is prometheus_client's own text parser (`text_string_to_metric_families`); this module
-only decides what to do when it raises. The parser stops at the first bad line, so a payload is
-parsed whole first (the fast path), and on failure block by block (a block = one family's
-`# HELP`/`# TYPE` header and its samples), and a failing block line by line under its header.
-Every good sample is kept; every bad line becomes one error string naming its line number.
+decides what it is fed and what to do when it raises. The payload is cut into family blocks (a
+block = one family's `# HELP`/`# TYPE` header and its samples) by scanning for header lines in
+place, without splitting the text into lines; each block is parsed on its own under its header,
+in chunks of ~64 KiB, and only a chunk that fails is parsed again line by line. So one bad line
+costs one chunk's second reading (~600 lines), never the whole payload's or a whole family's. Every good sample is kept; every bad line becomes one
+error string naming its line number.
+
+Bounds (`ParseLimits`), so no payload can take the runner's memory or a poll's time:
+
+- `max_series`: samples parsed per payload (one sample = one exposition line, a histogram
+  bucket included). A family whose block would pass it is skipped whole (its line count is
+  read without parsing it) and later, smaller families are still read: a figure is either whole
+  or missing, never a partial sum over some of its ranks.
+- `budget_s`: CPU seconds of this thread spent parsing one payload; past it the rest of the
+  payload is skipped.
+
+What a limit skipped is in `ParsedMetrics.limits` (sentences naming the family and the limit).
 
 A payload that does not end with a newline was cut mid-line (the exposition format ends every
 line with `\\n`): its last, partial line is reported and skipped, so a cut number ("12" of "125")
@@ -14,9 +28,23 @@ is never read as a value.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
+
+DEFAULT_MAX_SERIES = 20_000  # samples per payload; a real 0.5.23 server: ~600 per scheduler rank
+DEFAULT_BUDGET_S = 2.0  # CPU seconds per payload; prometheus_client reads ~30k samples/s
+CHUNK_BYTES = 64 * 1024  # a block is parsed in pieces of about this size (~600 lines)
+
+
+@dataclass(slots=True, frozen=True)
+class ParseLimits:
+    """`max_series`: samples parsed per payload; `budget_s`: CPU seconds per payload."""
+
+    max_series: int = DEFAULT_MAX_SERIES
+    budget_s: float = DEFAULT_BUDGET_S
 
 
 @dataclass(slots=True, frozen=True)
@@ -35,6 +63,8 @@ class ParsedMetrics:
     samples: list[ParsedSample] = field(default_factory=list)
     families: dict[str, str] = field(default_factory=dict)  # family name -> type
     errors: list[str] = field(default_factory=list)
+    #: what a ParseLimits bound skipped: (kind "series" | "budget", a sentence naming it)
+    limits: list[tuple[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The `pitwall parse-metrics --json` shape; non-finite values become null."""
@@ -72,21 +102,32 @@ def _header_name(line: str) -> str | None:
     return None
 
 
-def _blocks(lines: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
-    """Split numbered lines into family blocks: a HELP/TYPE line of a new name starts one."""
-    blocks: list[list[tuple[int, str]]] = []
-    current: list[tuple[int, str]] = []
-    current_name: str | None = None
-    for n, line in lines:
-        name = _header_name(line)
-        if name is not None and name != current_name:
-            if current:
-                blocks.append(current)
-            current, current_name = [], name
-        current.append((n, line))
-    if current:
-        blocks.append(current)
-    return blocks
+def _line_at(text: str, start: int) -> str:
+    end = text.find("\n", start)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def _next_comment(text: str, pos: int) -> int:
+    i = text.find("\n#", pos)
+    return -1 if i < 0 else i + 1
+
+
+def _blocks(text: str) -> Iterator[tuple[int, int, str | None]]:
+    """(start, end, family name) of each family block, by offsets into `text` (no copies).
+
+    A block starts at a HELP/TYPE line naming a family other than the current block's; only
+    lines starting with `#` are looked at, found with str.find (C speed)."""
+    start, name = 0, None
+    pos = 0 if text.startswith("#") else _next_comment(text, 0)
+    while pos >= 0:
+        header = _header_name(_line_at(text, pos))
+        if header is not None and header != name:
+            if pos > start:
+                yield start, pos, name
+            start, name = pos, header
+        pos = _next_comment(text, pos)
+    if start < len(text):
+        yield start, len(text), name
 
 
 def _error(n: int, line: str, exc: Exception) -> str:
@@ -94,21 +135,43 @@ def _error(n: int, line: str, exc: Exception) -> str:
     return f"line {n}: not a valid exposition line ({reason}); skipped: {line[:160]!r}"
 
 
-def parse_metrics(text: str) -> ParsedMetrics:
-    """Parse a /metrics payload; never raises on bad input (errors are in `.errors`)."""
+def _header_end(text: str, start: int, end: int) -> int:
+    """Where the comment lines that open the block [start, end) stop."""
+    pos = start
+    while pos < end and text.startswith("#", pos):
+        nl = text.find("\n", pos, end)
+        pos = end if nl < 0 else nl + 1
+    return pos
+
+
+def parse_metrics(text: str, limits: ParseLimits | None = None) -> ParsedMetrics:
+    """Parse a /metrics payload; never raises on bad input (errors are in `.errors`, what a
+    limit skipped in `.limits`)."""
+    lim = limits or ParseLimits()
     out = ParsedMetrics()
     truncated: tuple[int, str] | None = None
     if text and not text.endswith("\n"):
-        head, _, tail = text.rpartition("\n")
-        truncated = (head.count("\n") + (2 if head else 1), tail)
-        text = head + "\n" if head else ""
-    try:
-        _parse_into(text, out)
-    except Exception:
-        out = ParsedMetrics()
-        numbered = list(enumerate(text.split("\n"), start=1))
-        for block in _blocks(numbered):
-            _parse_block(block, out)
+        cut = text.rfind("\n") + 1
+        truncated = (text.count("\n") + 1, text[cut:])
+        text = text[:cut]
+    t0 = time.thread_time()
+    lineno, parsed = 1, 0
+    for start, end, name in _blocks(text):
+        lines = text.count("\n", start, end)
+        if time.thread_time() - t0 > lim.budget_s:
+            out.limits.append(("budget", _over_budget(lim, lineno, text.count("\n", start))))
+            break
+        if parsed + lines > lim.max_series:
+            family = name or _line_at(text, start).split("{", 1)[0].split(" ", 1)[0]
+            out.limits.append(("series",
+                f"family {family} has {lines:,} lines, over the {lim.max_series:,}-sample "
+                "limit per scrape; it was skipped"
+            ))
+        else:
+            parsed += lines
+            if not _parse_block(text, start, end, lineno, out, t0, lim):
+                break
+        lineno += lines
     if truncated is not None:
         n, tail = truncated
         out.errors.append(
@@ -117,24 +180,50 @@ def parse_metrics(text: str) -> ParsedMetrics:
     return out
 
 
-def _parse_block(block: list[tuple[int, str]], out: ParsedMetrics) -> None:
-    try:
-        _parse_into("\n".join(line for _, line in block) + "\n", out)
-        return
-    except Exception:
-        pass
-    header = [(n, line) for n, line in block if line.startswith("#")]
-    header_text = "\n".join(line for _, line in header) + "\n" if header else ""
-    try:
-        list(text_string_to_metric_families(header_text))
-    except Exception as exc:  # a broken TYPE line: report it, read the samples untyped
-        n, line = header[-1]
-        out.errors.append(_error(n, line, exc))
-        header_text = ""
-    for n, line in block:
+def _over_budget(lim: ParseLimits, lineno: int, rest: int) -> str:
+    return (f"parsing passed its {lim.budget_s:g} s budget per scrape at line {lineno}; "
+            f"the last {rest:,} lines were skipped")
+
+
+def _parse_block(text: str, start: int, end: int, lineno: int, out: ParsedMetrics, t0: float,
+                 lim: ParseLimits) -> bool:
+    """One family block, its samples read in chunks of ~CHUNK_BYTES under its header lines; a
+    chunk that fails is read again line by line, so a bad line costs one chunk twice. False when
+    the budget ran out (the rest of the payload is then skipped)."""
+    hdr_end = _header_end(text, start, end)
+    header = text[start:hdr_end]
+    if header:
+        try:
+            _parse_into(header, out)  # families with no samples are still families
+        except Exception as exc:  # a broken TYPE line: report it, read the samples untyped
+            last = header.rstrip("\n").rsplit("\n", 1)[-1]
+            out.errors.append(_error(lineno + header.count("\n") - 1, last, exc))
+            header = ""
+    a, n = hdr_end, lineno + text.count("\n", start, hdr_end)
+    while a < end:
+        if time.thread_time() - t0 > lim.budget_s:
+            out.limits.append(("budget", _over_budget(lim, n, text.count("\n", a))))
+            return False
+        b = min(end, a + CHUNK_BYTES)
+        if b < end:
+            nl = text.find("\n", b - 1, end)
+            b = end if nl < 0 else nl + 1
+        chunk = text[a:b]
+        try:
+            _parse_into(header + chunk, out)
+        except Exception:
+            _parse_lines(header, chunk, n, out)
+        n += chunk.count("\n")
+        a = b
+    return True
+
+
+def _parse_lines(header: str, chunk: str, first: int, out: ParsedMetrics) -> None:
+    """A chunk that failed whole: its samples one by one under the block's header."""
+    for i, line in enumerate(chunk.split("\n")):
         if not line.strip() or line.startswith("#"):
             continue
         try:
-            _parse_into(header_text + line + "\n", out)
+            _parse_into(header + line + "\n", out)
         except Exception as exc:
-            out.errors.append(_error(n, line, exc))
+            out.errors.append(_error(first + i, line, exc))

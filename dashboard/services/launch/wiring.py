@@ -71,7 +71,7 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
     supervisor, handlers = runner_parts(settings, engine)
     # a GPU selector reads this host's dcgm-exporter through the fleet's Prometheus
     gpu = {**settings.gpu, "prometheus_url": settings.prometheus.get("url")}
-    collectors, errors = build_collectors(settings.probe, gpu=gpu)
+    collectors, errors = build_collectors(settings.probe, gpu=gpu, runner=settings.runner)
     for err in errors:
         log.error(err)
         repo.add_event(engine, kind="collector_error", message=err, severity="error")

@@ -258,12 +258,12 @@ def test_empty_window_gives_a_count_but_no_quantile():
     assert values["metrics.requests_per_s"] == 0.0  # exported, nothing happened: a real 0
 
 
-def test_a_new_series_is_its_own_baseline():
+def test_a_series_new_in_a_known_family_counts_from_zero():
     one = "# TYPE sglang:num_requests counter\nsglang:num_requests_total{s=\"a\"} 10\n"
     two = one + "sglang:num_requests_total{s=\"b\"} 7\n"
-    _, state = compute(parse_metrics(one), None, 0.0)
+    _, state = compute(parse_metrics(one), None, 0.0)  # a: seen on the first scrape, a baseline
     values, _ = compute(parse_metrics(two), state, 10.0)
-    assert values["metrics.requests_per_s"] == 0.0  # a unchanged; b first seen
+    assert values["metrics.requests_per_s"] == 0.7  # a unchanged; b made at its first 7: 7 / 10 s
 
 
 # -- CLI -----------------------------------------------------------------------------------------

@@ -59,6 +59,8 @@ def test_every_diffusion_series() -> None:
     for stage in ("DenoisingStep", "DenoisingStage", "DecodingStage"):
         m.stage.labels(*L, stage).observe(0.001)
     m.lora_module.labels(*L, "transformer").set(0)
+    m.lora_modules.labels(*L).set(0)  # SGLang publishes the LoRA gauges at startup
+    m.lora_adapters.labels(*L).set(0)
     first = parse_metrics(m.text())
     assert not first.errors
     _, state = compute(first, None, 1000.0)
@@ -78,11 +80,19 @@ def test_every_diffusion_series() -> None:
     m.queue.labels(*L).set(3)
     m.running.labels(*L).set(1)
     m.lora.labels(*L).set(2)
+    m.lora_modules.labels(*L).set(1)
+    m.lora_adapters.labels(*L).set(1)
+    m.lora_module.labels(*L, "transformer").set(1)
+    m.lora_module.labels(*L, "transformer_2").set(0)
     v, _ = compute(parse_metrics(m.text()), state, 1010.0)
 
     assert v["metrics.diffusion_num_queue_reqs"] == 3
     assert v["metrics.diffusion_num_running_reqs"] == 1
     assert v["metrics.diffusion_lora_loaded_adapters"] == 2
+    assert v["metrics.diffusion_lora_active_modules"] == 1
+    assert v["metrics.diffusion_lora_active_adapters"] == 1
+    assert v["metrics.diffusion_lora_module_active.transformer"] == 1
+    assert v["metrics.diffusion_lora_module_active.transformer_2"] == 0
     assert v["metrics.diffusion_requests_per_s"] == 0.4  # 4 user requests / 10 s
     assert v["metrics.diffusion_failed_requests_per_s"] == 0.1
     assert v["metrics.diffusion_e2e_window_count"] == 4  # the 500 s warm-up is left out
