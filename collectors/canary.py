@@ -35,6 +35,7 @@ from collectors.probe.sse import (
     parse_image_response,
 )
 
+WAIT_S = 2.0  # a poll waits this long for its servers; a slower request is handed in later
 CANARY_PROMPT = "Reply with one short sentence: what is a canary?"
 GENERATE_BODY = {
     "text": CANARY_PROMPT,
@@ -131,11 +132,11 @@ class CanaryCollector:
         self._servers = ServerPool(self.name)
 
     def poll(self, ctx: CollectorContext) -> PollResult:
-        """Every serving server at once (collectors/fanout.py); a server whose request is still
-        running at the poll's deadline is measured again once it ends (its read has a deadline)."""
+        """Every serving server at once (collectors/fanout.py); a request still running after
+        WAIT_S is handed in by a later poll (it has its own deadline, timeout_s)."""
         # a managed server that is starting or stopped: nothing to measure
         servers = [t for t in ctx.servers if t.serving]
-        fan = self._servers.poll_servers(ctx, servers, self._poll_one, deadline_s=self.timeout_s + 5.0)
+        fan = self._servers.poll_servers(ctx, servers, self._poll_one, wait_s=WAIT_S)
         for target, exc in fan.failed:  # canary_once catches what a request can raise: a bug
             fan.result.events.append(EventRow(
                 ctx.now(), target.id, "collector_error",

@@ -1,27 +1,29 @@
-"""One poll, many servers, one deadline: the per-server fan-out every per-server collector uses.
+"""One poll, many servers, no server waiting on another: the per-server fan-out of the collectors
+that read each server over HTTP (the /metrics scrape, the HTTP API, the canary).
 
-A collector that reads each of its servers (the /metrics scrape, the HTTP API) hands
-`poll_servers` a `poll_one(ctx, server) -> PollResult`. Each server is read in its own worker
-thread, all under ONE deadline (seconds from the call), so a server that stalls, drips or sends a
-payload that is slow to parse delays nobody else:
+A collector hands `ServerPool.poll_servers` a `poll_one(ctx, server) -> PollResult`. Each server
+is read in its own worker thread (at most `max_workers` at once), and the poll waits at most
+`wait_s` seconds for them, so a server that stalls, drips or sends a payload that is slow to parse
+holds up nobody, and its cadence is its own:
 
-- a server that finishes in time contributes its rows AND the state it saved; each server's
-  `save_state` is staged apart and handed on only with that server's rows, so a server whose poll
-  is abandoned moves no offset or counter memory forward (nothing is skipped, nothing counted twice);
-- a server still running at the deadline (or when the runner stops: `ctx.stopping()`) is
-  abandoned: its thread ends on its own read deadline (collectors/http.py `get_capped`), and
-  until then the server is not read again (`busy`), so a stalled server never holds more than
-  one worker;
-- `poll_one` raising is that server's failure, returned to the collector to report (once per
+- a read that finishes hands in its rows AND the state it saved together; each server's
+  `save_state` is staged apart and passed on only with that server's rows, so nothing moves an
+  offset or a counter memory forward without the rows it belongs to;
+- a read still running when the poll stops waiting (after `wait_s`, or at once when the runner
+  stops: `ctx.stopping()`) is not abandoned: it stays in flight, the server is not read again
+  meanwhile (`busy`), and the next poll hands in what it brought. Every read has its own total
+  deadline (collectors/http.py `get_capped`), so a stalled server holds one worker for at most
+  that long;
+- `poll_one` raising is that server's failure, handed to the collector to report (once per
   episode, the collector's rule), never the others'.
+Only what is still in flight when the runner stops is left behind: it had not been answered.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,23 +31,25 @@ from collectors.base import CollectorContext, PollResult, ServerTarget
 
 WAIT_STEP_S = 0.25  # how often a waiting poll looks at ctx.stopping()
 
+_Read = tuple[PollResult, dict[str, dict[str, Any]]]
+
 
 @dataclass(slots=True)
 class FanOut:
     """What one fanned-out poll brought in."""
 
     result: PollResult = field(default_factory=PollResult)
+    done: list[ServerTarget] = field(default_factory=list)  # read and handed in
     failed: list[tuple[ServerTarget, BaseException]] = field(default_factory=list)
-    late: list[ServerTarget] = field(default_factory=list)  # abandoned at the deadline or stop
-    busy: list[ServerTarget] = field(default_factory=list)  # its previous read is still running
+    busy: list[ServerTarget] = field(default_factory=list)  # still being read: handed in later
 
 
 class ServerPool:
-    """A collector's worker threads and the servers whose read is still in flight."""
+    """A collector's worker threads and its reads in flight, one per server at most."""
 
     def __init__(self, name: str, max_workers: int = 8) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=f"{name}-srv")
-        self._inflight: set[int] = set()
+        self._inflight: dict[int, tuple[ServerTarget, Future[_Read]]] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -57,27 +61,34 @@ class ServerPool:
         servers: Sequence[ServerTarget],
         poll_one: Callable[[CollectorContext, ServerTarget], PollResult],
         *,
-        deadline_s: float,
+        wait_s: float,
     ) -> FanOut:
+        """Start a read of every server not already being read, wait up to `wait_s` seconds,
+        and hand in every read that has finished (this poll's and earlier ones')."""
         out = FanOut()
-        futures: dict[Future[tuple[PollResult, dict[str, dict[str, Any]]]], ServerTarget] = {}
-        for server in servers:
+        wanted = {s.id for s in servers}
+        with self._lock:
+            for sid in [sid for sid in self._inflight if sid not in wanted]:
+                self._inflight.pop(sid)[1].cancel()  # the server left: its read is not wanted
+            for server in servers:
+                if server.id not in self._inflight:
+                    fut = self._pool.submit(self._run, ctx, server, poll_one)
+                    self._inflight[server.id] = (server, fut)
+            mine = dict(self._inflight)
+        pending = {fut for _, fut in mine.values()}
+        waited = 0.0
+        while pending and waited < wait_s and not ctx.stopping():
+            step = min(WAIT_STEP_S, wait_s - waited)
+            _, pending = wait(pending, timeout=step)  # returns early once every read is in
+            waited += step
+        for sid, (server, fut) in mine.items():
+            if not fut.done():
+                out.busy.append(server)
+                continue
             with self._lock:
-                if server.id in self._inflight:
-                    out.busy.append(server)
-                    continue
-                self._inflight.add(server.id)
-            futures[self._pool.submit(self._run, ctx, server, poll_one)] = server
-        end = time.monotonic() + deadline_s
-        pending = set(futures)
-        while pending and not ctx.stopping():
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            _, pending = wait(pending, timeout=min(left, WAIT_STEP_S), return_when=FIRST_COMPLETED)
-        for fut, server in futures.items():
-            if fut in pending:
-                out.late.append(server)
+                if self._inflight.get(sid, (None, None))[1] is fut:
+                    del self._inflight[sid]
+            if fut.cancelled():
                 continue
             exc = fut.exception()
             if exc is not None:
@@ -85,23 +96,20 @@ class ServerPool:
                 continue
             rows, staged = fut.result()
             out.result.extend(rows)
+            out.done.append(server)
             for key, value in staged.items():
                 ctx.save_state(key, value)
         return out
 
+    @staticmethod
     def _run(
-        self,
         ctx: CollectorContext,
         server: ServerTarget,
         poll_one: Callable[[CollectorContext, ServerTarget], PollResult],
-    ) -> tuple[PollResult, dict[str, dict[str, Any]]]:
+    ) -> _Read:
         staged: dict[str, dict[str, Any]] = {}
 
         def save_state(key: str, value: dict[str, Any]) -> None:
             staged[key] = value
 
-        try:
-            return poll_one(replace(ctx, servers=[server], save_state=save_state), server), staged
-        finally:
-            with self._lock:
-                self._inflight.discard(server.id)
+        return poll_one(replace(ctx, servers=[server], save_state=save_state), server), staged

@@ -58,6 +58,7 @@ from collectors.sglang.api_parse import (
 )
 
 SOURCE = "api"
+WAIT_S = 2.0  # a poll waits this long for its servers; a slower one is handed in by a later poll
 
 
 class _NotFound(Exception):
@@ -85,8 +86,6 @@ class SGLangApiCollector:
         # /health may run a generation (0.5.1+): SGLang itself waits up to 20 s for it
         self._client = capped_client(timeout_s)
         self.deadline_s = deadline_s  # one whole read (connect + head + body), seconds
-        # one poll of every server, all at once: health, loads and, when due, two info reads
-        self.poll_deadline_s = 2 * deadline_s
         self._servers = ServerPool(self.name)
         self._last_error: dict[int, str] = {}
 
@@ -131,26 +130,20 @@ class SGLangApiCollector:
     def poll(self, ctx: CollectorContext) -> PollResult:
         # a server Pitwall is starting or stopping is not read: the supervisor reports that
         servers = [s for s in ctx.servers if s.serving]
-        fan = self._servers.poll_servers(ctx, servers, self.poll_server, deadline_s=self.poll_deadline_s)
+        # a server still being read after WAIT_S is handed in by a later poll (collectors/fanout.py)
+        fan = self._servers.poll_servers(ctx, servers, self.poll_server, wait_s=WAIT_S)
         result = fan.result
         # a server that is down is data (api.health_ok 0 + health_down), not a collector failure;
-        # a read that raised something unexpected, or ran past the poll's deadline, is that server's event
-        late = [] if ctx.stopping() else fan.late  # a stop is not the server's fault
-        for server, msg in [
-            *((s, f"Reading the HTTP API of {s.name!r} failed ({type(e).__name__}: {e}); its health "
-                  "and load are not recorded until it answers normally.") for s, e in fan.failed),
-            *((s, f"The HTTP API of {s.name!r} took longer than {self.poll_deadline_s:g} s in one "
-                  "poll (limit); its reads were abandoned and the other servers were not held up.")
-              for s in late),
-        ]:
-            if self._last_error.get(server.id) != msg:  # once per distinct error
+        # a read that raised something unexpected is that server's event, once per distinct error
+        for server, exc in fan.failed:
+            msg = (f"Reading the HTTP API of {server.name!r} failed ({type(exc).__name__}: {exc}); "
+                   "its health and load are not recorded until it answers normally.")
+            if self._last_error.get(server.id) != msg:
                 self._last_error[server.id] = msg
                 result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "warning",
                                               launch_id=server.launch_id))
-        done = {s.id for s in servers} - {s.id for s, _ in fan.failed} - {s.id for s in fan.late} \
-            - {s.id for s in fan.busy}
-        for sid in done:
-            self._last_error.pop(sid, None)
+        for server in fan.done:
+            self._last_error.pop(server.id, None)
         return result
 
     def poll_server(self, ctx: CollectorContext, server: ServerTarget) -> PollResult:

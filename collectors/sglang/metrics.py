@@ -60,9 +60,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +74,7 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
+from collectors.fanout import ServerPool
 from collectors.http import DeadlineExceeded, auth_headers, capped_client, get_capped
 from collectors.sglang.metrics_parse import ParsedMetrics, ParseLimits, parse_metrics
 from collectors.sglang.metrics_window import (
@@ -105,6 +103,7 @@ __all__ = [
 
 SOURCE = "metrics"
 WORKERS = 8  # servers scraped at once
+WAIT_S = 2.0  # a poll waits this long for its scrapes; a slower one is handed in by a later poll
 
 
 @dataclass(slots=True)
@@ -174,9 +173,7 @@ class SGLangMetricsCollector:
         self.limits = limits or ParseLimits()
         self.max_rank_keys = max_rank_keys
         self._client = capped_client(timeout_s)
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers),
-                                        thread_name_prefix="sglang-metrics")
-        self._inflight: dict[int, Future[ParsedMetrics]] = {}
+        self._servers = ServerPool(self.name, max_workers=max(1, workers))
         self._last_error: dict[int, str] = {}
         self._episodes: dict[tuple[int, str], bool] = {}  # (server id, limit kind) -> reported
 
@@ -203,8 +200,10 @@ class SGLangMetricsCollector:
         try:
             resp = get_capped(self._client, url, headers=headers,
                               deadline_s=self.deadline_s if deadline_s is None else deadline_s)
-        except CollectorError:
-            raise  # a cap or the deadline: its message names the limit
+        except DeadlineExceeded:
+            raise  # _poll_one names the server and the poll's setting
+        except CollectorError as exc:  # a cap or an encoding: its message names the limit
+            raise CollectorError(f"Server {server.name!r}: {exc}") from exc
         except httpx.HTTPError as exc:
             raise CollectorError(
                 f"Could not reach {url} ({type(exc).__name__}: {exc}); check that server "
@@ -232,44 +231,34 @@ class SGLangMetricsCollector:
             "figures are missing until it answers in time, the other servers' are kept."
         )
 
-    def _fetch(self, server: ServerTarget, deadline: float) -> ParsedMetrics:
-        """In a worker thread: scrape within what is left of the poll's deadline, then parse."""
+    def _poll_one(self, ctx: CollectorContext, server: ServerTarget) -> PollResult:
+        """In a worker thread (collectors/fanout.py): scrape, parse and turn into rows; the
+        window state it saves is kept only if the whole of it finishes within the poll."""
         try:
-            text = self.scrape(server, max(0.05, deadline - time.monotonic()))
+            text = self.scrape(server)
         except DeadlineExceeded as exc:
             raise self._late(server) from exc
-        return parse_metrics(text, self.limits)
+        return self._ingest(ctx, server, parse_metrics(text, self.limits), ctx.now())
 
     def poll(self, ctx: CollectorContext) -> PollResult:
-        result = PollResult()
-        failures: list[str] = []
         # a server with a prometheus_url is read through that Prometheus (prometheus_source)
         servers = [s for s in ctx.servers if s.serving and not s.prometheus_url]
-        deadline = time.monotonic() + self.deadline_s
-        started: dict[int, Future[ParsedMetrics]] = {}
-        for server in servers:
-            busy = self._inflight.get(server.id)
-            if busy is not None and not busy.done():
-                continue  # the last poll's scrape of it is still running: reported as missed
-            started[server.id] = self._inflight[server.id] = self._pool.submit(
-                self._fetch, server, deadline)
-        wait_futures(list(started.values()), timeout=max(0.0, deadline - time.monotonic()))
-        for server in servers:
-            fut = started.get(server.id)
-            try:
-                if fut is None or not fut.done():
-                    raise self._late(server)
-                parsed = fut.result()
-            except CollectorError as exc:
-                failures.append(str(exc))
-                if self._last_error.get(server.id) != str(exc):
-                    self._last_error[server.id] = str(exc)
-                    result.events.append(EventRow(ctx.now(), server.id, "collector_error",
-                                                  str(exc), "warning", launch_id=server.launch_id))
-                continue
-            self._inflight.pop(server.id, None)
+        # a scrape still running after WAIT_S is handed in by a later poll (collectors/fanout.py);
+        # its own deadline (runner.metrics_deadline_s) ends it
+        fan = self._servers.poll_servers(ctx, servers, self._poll_one, wait_s=min(WAIT_S, self.deadline_s))
+        result = fan.result
+        failures: list[str] = []
+        for server, exc in fan.failed:
+            msg = str(exc) if isinstance(exc, CollectorError) else (
+                f"Server {server.name!r}: reading /metrics failed ({type(exc).__name__}: {exc}); "
+                "its figures are missing until it answers normally.")
+            failures.append(msg)
+            if self._last_error.get(server.id) != msg:  # once per episode
+                self._last_error[server.id] = msg
+                result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
+                                              "warning", launch_id=server.launch_id))
+        for server in fan.done:
             self._last_error.pop(server.id, None)
-            result.extend(self._ingest(ctx, server, parsed, ctx.now()))
         if failures and len(failures) == len(servers) and not result.samples:
             raise CollectorError(failures[0] if len(failures) == 1 else "; ".join(failures))
         return result
@@ -330,7 +319,7 @@ class SGLangMetricsCollector:
         return out
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._servers.close()
         self._client.close()
 
 

@@ -416,6 +416,7 @@ def test_database_url_password_is_masked_wherever_it_is_printed(data_env, monkey
     real_make = db.make_engine
     monkeypatch.setattr(db, "make_engine", lambda u, **k: real_make(sqlite_url, **k))
     monkeypatch.setattr(session_view, "open_engine", lambda u: real_make(sqlite_url))
+    real_make(sqlite_url).dispose()  # status reads an existing database and creates none
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert "pitwall:***@127.0.0.1" in out and not leaks(out)
