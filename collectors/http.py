@@ -43,7 +43,7 @@ MIB = 1024 * KIB
 # Largest body accepted per endpoint, bytes. A real SGLang /metrics is ~50-500 KiB; /server_info
 # with every server arg ~10-50 KiB; /health is empty or a few bytes.
 BODY_CAPS: dict[str, int] = {
-    "/metrics": 32 * MIB,
+    "/metrics": 16 * MIB,  # 4x what the series cap (runner.metrics_max_series, 20,000) lets through
     "/server_info": 4 * MIB,
     "/get_server_info": 4 * MIB,
     "/model_info": 4 * MIB,
@@ -73,7 +73,7 @@ class CapExceeded(CollectorError):
 
 
 def body_cap(path: str) -> int:
-    """The body cap in bytes for an endpoint path ("/metrics" -> 32 MiB), counted after decompression."""
+    """The body cap in bytes for an endpoint path ("/metrics" -> 16 MiB), counted after decompression."""
     return BODY_CAPS.get(path, DEFAULT_BODY_CAP)
 
 
@@ -246,7 +246,7 @@ def get_capped(
                         if time.monotonic() > deadline:
                             raise httpx.ReadTimeout("total deadline passed")
                     take(decoder.finish())
-                    # the buffer itself, not a copy: a 32 MiB answer is held once
+                    # the buffer itself, not a copy: a 16 MiB answer is held once
                     return CappedResponse(resp.status_code, buf, time.monotonic() - t0)
             except httpx.TimeoutException as exc:
                 if time.monotonic() - t0 >= deadline_s * 0.95:

@@ -115,7 +115,9 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard.services.launch.wiring import build_runner
     from dashboard.services.views.servers import ServerOwnershipError, seed_demo, sync_servers
     from runner.lease import LeaseHeld
+    from runner.self_metrics import limit_malloc_arenas
 
+    limit_malloc_arenas()  # before the poll threads start (runner/self_metrics.py says why)
     logging.basicConfig(
         level=logging.INFO, format="[%(asctime)s] pitwall-runner %(levelname)s %(message)s"
     )

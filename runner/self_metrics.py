@@ -57,3 +57,30 @@ class SelfCollector:
 
     def close(self) -> None:
         pass
+
+
+#: glibc's malloc gives each thread that allocates its own arena (up to 8 per core); the runner's
+#: poll workers each read up to a 16 MiB body, and memory freed in one arena is not reused by
+#: another, so a burst of large answers left ~80 MiB of RSS stranded (bench: the hostile tier).
+#: Two arenas, as gunicorn and many Python services run, keep that memory reusable.
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt's parameter number (glibc malloc.h)
+
+
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """mallopt(M_ARENA_MAX, arenas) in this process when libc is glibc; True if it took.
+    MALLOC_ARENA_MAX in the environment wins (an operator's own choice)."""
+    import ctypes
+    import ctypes.util
+    import os
+
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        libc = ctypes.CDLL(name)
+        return bool(libc.mallopt(_M_ARENA_MAX, arenas))
+    except (OSError, AttributeError):
+        return False  # not glibc (musl has no mallopt): nothing to tune

@@ -10,7 +10,7 @@ Behaviours (what a server of the field did, or could do, to a reader):
 - healthy:    a small valid payload whose running-request gauge is the scrape's sequence number.
 - nonfinite:  counters reading +Inf and NaN beside good series (Inf - Inf = NaN downstream).
 - labels:     100,000 values of a split label (`tp_rank`), about 6 MiB a scrape.
-- huge_bad:   29 MiB of valid series with one bad last line (the parser's slow path).
+- huge_bad:   15 MiB of valid series (under the 16 MiB cap) with one bad last line (the parser's slow path).
 - gzip_bomb:  `Content-Encoding: gzip, gzip`, a few KiB that inflate to 1 GiB.
 - endless:    a chunked answer that never ends, as fast as the socket takes it.
 - stall:      the response head, then nothing: the body never comes.
@@ -74,7 +74,7 @@ def labels_payload(n: int = 100_000) -> bytes:
 
 
 @cache
-def huge_bad_payload(size: int = 29 * MIB) -> bytes:
+def huge_bad_payload(size: int = 15 * MIB) -> bytes:
     line = 'sglang:num_used_tokens{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0",x="%08d"} 12.0\n'
     head = "# HELP sglang:num_used_tokens The number of used tokens.\n# TYPE sglang:num_used_tokens gauge\n"
     parts = [head]

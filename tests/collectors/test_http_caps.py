@@ -19,7 +19,7 @@ from collectors.http_decode import EncodingError
 
 
 def test_caps_table_names_every_endpoint_once():
-    assert body_cap("/metrics") == 32 * MIB
+    assert body_cap("/metrics") == 16 * MIB
     assert body_cap("/health") == 64 * 1024
     assert body_cap("/server_info") == 4 * MIB
     assert body_cap("/unknown") == 4 * MIB
@@ -66,7 +66,7 @@ def test_compression_bomb_is_capped_after_decompression(mode, encoding):
 
 
 def test_a_bomb_under_the_default_metrics_cap_is_read_whole():
-    # 2 MiB inflated, far under /metrics' 32 MiB: decoded exactly, stacked stages in order
+    # 2 MiB inflated, far under /metrics' 16 MiB: decoded exactly, stacked stages in order
     with HostileServer("gzipbomb", bomb_bytes=2 * MIB) as srv:
         resp = get_capped(None, srv.url + "/metrics", deadline_s=20.0)
     assert len(resp.content) == 2 * MIB
