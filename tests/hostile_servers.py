@@ -11,7 +11,10 @@ Behaviours (what a server of the field did, or could do, to a reader):
 - nonfinite:  counters reading +Inf and NaN beside good series (Inf - Inf = NaN downstream).
 - labels:     100,000 values of a split label (`tp_rank`), about 6 MiB a scrape.
 - huge_bad:   15 MiB of valid series (under the 16 MiB cap) with one bad last line (the parser's slow path).
+- malformed:  garbage lines between good ones (a broken exporter, a proxy's error page spliced in).
 - gzip_bomb:  `Content-Encoding: gzip, gzip`, a few KiB that inflate to 1 GiB.
+- deflate_bomb: `Content-Encoding: deflate, deflate`, the same with zlib streams.
+- drip:       a valid answer, one byte every half second.
 - endless:    a chunked answer that never ends, as fast as the socket takes it.
 - stall:      the response head, then nothing: the body never comes.
 """
@@ -86,6 +89,22 @@ def huge_bad_payload(size: int = 15 * MIB) -> bytes:
         i += 1
     parts.append("sglang:num_used_tokens{model_name=\"m\"} not-a-number\n")
     return "".join(parts).encode()
+
+
+def malformed_payload(seq: int) -> bytes:
+    good = healthy_payload(seq).decode().splitlines(keepends=True)
+    junk = ["<html><body>502 Bad Gateway</body></html>\n", "sglang:num_queue_reqs{model_name=} 3\n",
+            "sglang:token_usage 0.5 0.6 0.7 extra\n"]
+    return "".join(good[:3] + junk + good[3:]).encode()
+
+
+@cache
+def deflate_bomb(inflated: int = 1024 * MIB) -> bytes:
+    """zlib(zlib(`inflated` zero bytes)), for `Content-Encoding: deflate, deflate`."""
+    inner = zlib.compressobj(9)
+    zeros = bytes(MIB)
+    once = b"".join(inner.compress(zeros) for _ in range(inflated // MIB)) + inner.flush()
+    return zlib.compress(once, 9)
 
 
 @cache
@@ -189,8 +208,23 @@ class FakeSGLang:
             self._send(h, 200, labels_payload(), ctype)
         elif b == "huge_bad":
             self._send(h, 200, huge_bad_payload(), ctype)
+        elif b == "malformed":
+            self._send(h, 200, malformed_payload(seq), ctype)
         elif b == "gzip_bomb":
             self._send(h, 200, gzip_bomb(), ctype, {"Content-Encoding": "gzip, gzip"})
+        elif b == "deflate_bomb":
+            self._send(h, 200, deflate_bomb(), ctype, {"Content-Encoding": "deflate, deflate"})
+        elif b == "drip":
+            body = healthy_payload(seq)
+            h.send_response(200)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            for i in range(len(body)):
+                if self.stopping.wait(0.5):
+                    break
+                h.wfile.write(body[i:i + 1])
+                h.wfile.flush()
         elif b == "endless":
             h.send_response(200)
             h.send_header("Content-Type", ctype)

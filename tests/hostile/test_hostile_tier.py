@@ -29,7 +29,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hostile_servers import FakeSGLang, gzip_bomb, huge_bad_payload, labels_payload, log_line
+from hostile_servers import (
+    FakeSGLang,
+    deflate_bomb,
+    gzip_bomb,
+    huge_bad_payload,
+    labels_payload,
+    log_line,
+)
 from pwtest import REPO, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -45,7 +52,10 @@ HOSTILE_METRICS: dict[str, tuple[str, ...]] = {
     "nonfinite": ("finite",),
     "labels": ("limit",),
     "huge_bad": ("limit",),
+    "malformed": ("malformed",),
     "gzip_bomb": ("limit",),
+    "deflate_bomb": ("limit",),
+    "drip": ("limit",),
     "endless": ("limit",),
     "stall": ("limit",),
 }
@@ -65,7 +75,7 @@ def _rows(db: Path, sql: str, *args: object) -> list[tuple]:
 
 def test_hostile_servers_blind_nobody(tmp_path: Path) -> None:
     # build the big payloads before the clock starts (they are cached per process)
-    labels_payload(), huge_bad_payload(), gzip_bomb()
+    labels_payload(), huge_bad_payload(), gzip_bomb(), deflate_bomb()
     secret = tmp_path / "outside" / "shadow"
     secret.parent.mkdir()
     secret.write_text(log_line("Decode out of memory happened. #retracted_reqs: 999") * 50)
@@ -154,6 +164,11 @@ def test_hostile_servers_blind_nobody(tmp_path: Path) -> None:
 
     # the symlinked log's target was never read
     assert not _rows(db, "SELECT id FROM event WHERE message LIKE '%#retracted_reqs: 999%' OR raw LIKE '%999%'")
+
+    # what a hostile payload also carried that is good was read: its running-request gauge
+    for name in ("nonfinite", "malformed"):
+        assert _rows(db, "SELECT count(*) FROM sample WHERE server_id = ? AND metric = "
+                         "'metrics.num_running_reqs'", ids[name])[0][0] > 0, name
 
     # each hostile server: exactly one event, naming it and its limit
     for name, needles in {**HOSTILE_METRICS, **HOSTILE_LOGS}.items():
