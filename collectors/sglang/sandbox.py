@@ -142,7 +142,9 @@ ENV_NAMES: frozenset[str] = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ",
 })
 
-SYSTEM_DIRS: tuple[str, ...] = ("/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/run", "/var/run",
+# not /root: it is the home of a runner started as root, whose ~/.cache holds its models; its
+# secret folders are refused as every home's are (HOME_SECRETS)
+SYSTEM_DIRS: tuple[str, ...] = ("/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run",
                                 "/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/sbin", "/usr/lib")
 HOME_SECRETS: tuple[str, ...] = (".ssh", ".gnupg", ".aws", ".kube", ".docker")
 
