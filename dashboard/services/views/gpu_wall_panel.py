@@ -61,7 +61,7 @@ def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
     if achieved is not None and peak:
         bw_text = f"{fmt_value(achieved, 'bytes_s')} of {fmt_value(peak, 'bytes_s')}"
     elif gpu.get("mig_id") is not None:
-        bw_text = "not known for a MIG instance: its share of the card's peak is not read"
+        bw_text = "not known (MIG)"  # an instance's share of the card's peak is not read
     else:
         bw_text = "unknown card: peak not in GPU_SPECS"
     label = gpu.get("label") or f"GPU {gpu['index']}"
