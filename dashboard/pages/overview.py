@@ -94,7 +94,7 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
         for gpu in card.gpus:
             mem = gpu.mem_ratio
             text = (
-                f"GPU {gpu.index} · mem {fmt_bytes(gpu.mem_used_bytes)} / {fmt_bytes(gpu.mem_total_bytes)}"
+                f"{gpu.label or f'GPU {gpu.index}'} · mem {fmt_bytes(gpu.mem_used_bytes)} / {fmt_bytes(gpu.mem_total_bytes)}"
                 f" · util {fmt_value(gpu.util_ratio, 'ratio')} · {fmt_value(gpu.power_w, 'w')}"
                 f" · {fmt_value(gpu.temp_c, 'c')}"
             )

@@ -41,7 +41,7 @@ def _detail(url: str, name: str) -> ServerDetail | None:
 
 @st.cache_data(ttl=10, show_spinner=False)
 def _panels(
-    url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[int, ...], since: float, until: float,
+    url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[ts.GpuEntry, ...], since: float, until: float,
     prom: tuple[str, str] | None = None,
 ) -> tuple[dict[str, pd.DataFrame], str]:
     """(panel frames, Prometheus caption or ""); `prom` = (prometheus_url, selector) of a server
@@ -56,7 +56,7 @@ def _panels(
 
 @st.cache_data(ttl=10, show_spinner=False)
 def _extras(
-    url: str, server_id: int, gpus: tuple[int, ...], since: float, until: float
+    url: str, server_id: int, gpus: tuple[ts.GpuEntry, ...], since: float, until: float
 ) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     """(probe TTFT per bucket, events, any sample in the window) for the window."""
     engine = session.engine_for(url)
@@ -81,8 +81,8 @@ def _wall(url: str, server_id: int, kind: str, since: float, until: float) -> di
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _gpus(url: str, server_id: int, configured: tuple[int, ...]) -> list[int]:
-    return ts.gpu_indices(session.engine_for(url), server_id=server_id, configured=list(configured))
+def _gpus(url: str, server_id: int, configured: tuple[int, ...]) -> list[ts.GpuEntry]:
+    return ts.gpu_entries(session.engine_for(url), server_id=server_id, configured=list(configured))
 
 
 name = session.selected_server(ctx)

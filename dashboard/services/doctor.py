@@ -193,7 +193,7 @@ def rule_gpu_underfed(ev: Evidence) -> Finding | None:
     if _arg(ev, "disable_cuda_graph") is True:
         flags["disable-cuda-graph"] = False
     return Finding("gpu_underfed", "GPU underfed while requests wait",
-                   f"GPU {g['index']} ({g.get('name') or '?'}): near neither wall in {g['shares']['neither'] * 100:.0f} % "
+                   f"{g.get('label') or 'GPU ' + str(g['index'])} ({g.get('name') or '?'}): near neither wall in {g['shares']['neither'] * 100:.0f} % "
                    f"of {g['samples']} GPM samples (DRAM bandwidth {g['dram_ratio'] * 100:.0f} %, tensor "
                    f"{'?' if tensor is None else f'{tensor * 100:.0f}'} %) while requests ran or waited",
                    "Look for launch overhead or CPU-side scheduling (CUDA graphs on, a faster tokenizer or "

@@ -15,7 +15,9 @@ Verdict per sample (one GPM interval), then per window by majority of the sample
 | `idle` | as `neither`, but no request ran or waited | nothing to do |
 | `mixed` | anything else | near no wall, or near both |
 
-Thresholds are this module's constants; the evidence (means, shares, window) goes with every
+A MIG GPU instance (`gpu.<i>.mig<GPU_I_ID>.gpm.*`, services/gpu_entries.py) gets a verdict of its
+own, judged on its own activity; its achieved bandwidth is not given (the instance's share of the
+card's peak is not known here), its ratios are. Thresholds are this module's constants; the evidence (means, shares, window) goes with every
 verdict so an operator can judge it. Achieved bandwidth = DRAM utilisation × the card's peak
 (`GPU_SPECS`, vendor figures with their sources).
 """
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
+from dashboard.services.gpu_entries import GpuEntry, gpu_entries, load_info
 from storage import repo
 
 BANDWIDTH_MIN = 0.60  # DRAM bandwidth utilisation from which a sample is bandwidth bound
@@ -152,7 +155,8 @@ def _busy_at(ts: np.ndarray, queue: list[tuple[np.ndarray, np.ndarray]]) -> np.n
 
 @dataclass(frozen=True, slots=True)
 class GpuSamples:
-    """One GPU's GPM samples in a window: timestamps, ratios and the verdict of each sample."""
+    """One GPU entry's GPM samples in a window: timestamps, ratios and the verdict of each sample
+    (a card, or a MIG instance `mig_id` of card `index`; `label` names either)."""
 
     index: int
     name: str | None
@@ -161,33 +165,36 @@ class GpuSamples:
     tensor: np.ndarray  # NaN where the GPU reported no tensor activity
     sm: np.ndarray  # NaN where absent
     verdicts: tuple[str, ...]
+    mig_id: int | None = None
+    label: str = ""
 
 
 def gpu_samples(engine: Engine, *, server_id: int, since: float,
-                until: float) -> tuple[list[GpuSamples], list[int]]:
-    """(GPUs with GPM samples in [since, until), indices of GPUs with telemetry but no GPM)."""
-    names = repo.metric_names(engine, server_id=server_id, prefix="gpu.")
-    indices = sorted({int(n.split(".")[1]) for n in names if n.split(".")[1].isdigit()})
-    info = repo.load_state(engine, key="gpu:info") or {}
+                until: float) -> tuple[list[GpuSamples], list[GpuEntry]]:
+    """(GPU entries with GPM samples in [since, until), entries with telemetry but no GPM). A
+    card in MIG mode is judged per instance: the card itself has no GPM figures, and is not missing."""
+    entries = gpu_entries(engine, server_id=server_id)
+    info = load_info(engine, server_id)
     gpu_names = {g.get("index"): g.get("name") for g in info.get("gpus", []) if isinstance(g, dict)}
     queue = [repo.sample_points(engine, server_id=server_id, metric=k, since=since - 60, until=until)
              for k in QUEUE_KEYS]
     out: list[GpuSamples] = []
-    missing: list[int] = []
-    for i in indices:
-        ts, dram = repo.sample_points(engine, server_id=server_id, metric=f"gpu.{i}.gpm.dram_bw_util_ratio",
+    missing: list[GpuEntry] = []
+    for e in entries:
+        ts, dram = repo.sample_points(engine, server_id=server_id, metric=e.key("gpm.dram_bw_util_ratio"),
                                       since=since, until=until)
         if len(ts) == 0:
-            if repo.sample_sum(engine, server_id=server_id, metric=f"gpu.{i}.util_ratio",
-                               since=since, until=until)[1]:
-                missing.append(i)  # telemetry, but no GPM figures: not available on this GPU
+            if any(repo.sample_sum(engine, server_id=server_id, metric=e.key(f), since=since, until=until)[1]
+                   for f in ("util_ratio", "mem_used_bytes")):
+                missing.append(e)  # telemetry, but no GPM figures: not available on this GPU
             continue
-        tensor = _aligned(engine, server_id, f"gpu.{i}.gpm.tensor_any_ratio", ts, since, until)
-        sm = _aligned(engine, server_id, f"gpu.{i}.gpm.sm_util_ratio", ts, since, until)
+        tensor = _aligned(engine, server_id, e.key("gpm.tensor_any_ratio"), ts, since, until)
+        sm = _aligned(engine, server_id, e.key("gpm.sm_util_ratio"), ts, since, until)
         busy = _busy_at(ts, queue)
         verdicts = tuple(classify(float(d), float(t), None if np.isnan(s) else float(s), bool(b))
                          for d, t, s, b in zip(dram, np.nan_to_num(tensor), sm, busy, strict=True))
-        out.append(GpuSamples(i, gpu_names.get(i), ts, dram, tensor, sm, verdicts))
+        out.append(GpuSamples(e.index, gpu_names.get(e.index), ts, dram, tensor, sm, verdicts, e.mig_id,
+                              e.label))
     return out, missing
 
 
@@ -196,12 +203,13 @@ def _nanmean(a: np.ndarray) -> float | None:
 
 
 def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> dict[str, Any]:
-    """The verdict per GPU of a server over [since, until), with its evidence.
+    """The verdict per GPU entry of a server over [since, until), with its evidence.
 
-    Returns {"available": bool, "why_not": str | None, "gpus": [{index, name, spec, samples,
-    dram_ratio, tensor_ratio, sm_ratio, achieved_bw_bytes_s, peak_bw_bytes_s, shares: {verdict:
-    0-1}, verdict, reason}], "missing": [GPU index without GPM], "window": [since, until]}. GPUs
-    without GPM figures are named in `why_not`.
+    Returns {"available": bool, "why_not": str | None, "gpus": [{index, mig_id, label, name,
+    spec, samples, dram_ratio, tensor_ratio, sm_ratio, achieved_bw_bytes_s, peak_bw_bytes_s,
+    shares: {verdict: 0-1}, verdict, reason}], "missing": [label of each GPU entry without GPM],
+    "window": [since, until]}. GPUs without GPM figures are named in `why_not`. A MIG instance
+    (`mig_id` set) has no achieved or peak bandwidth (module doc).
     """
     gpus, missing = gpu_samples(engine, server_id=server_id, since=since, until=until)
     out: list[dict[str, Any]] = []
@@ -209,13 +217,15 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
         counts = Counter(g.verdicts)
         verdict = counts.most_common(1)[0][0]
         spec = spec_for(g.name)
+        peak = spec.mem_bw_bytes_s if spec and g.mig_id is None else None
         dram_mean = float(np.mean(g.dram))
         out.append({
-            "index": g.index, "name": g.name, "spec": spec.name if spec else None,
+            "index": g.index, "mig_id": g.mig_id, "label": g.label or f"GPU {g.index}", "name": g.name,
+            "spec": spec.name if spec else None,
             "samples": len(g.ts), "dram_ratio": dram_mean, "tensor_ratio": _nanmean(g.tensor),
             "sm_ratio": _nanmean(g.sm),
-            "achieved_bw_bytes_s": dram_mean * spec.mem_bw_bytes_s if spec else None,
-            "peak_bw_bytes_s": spec.mem_bw_bytes_s if spec else None,
+            "achieved_bw_bytes_s": dram_mean * peak if peak else None,
+            "peak_bw_bytes_s": peak,
             "shares": {k: v / len(g.verdicts) for k, v in counts.items()},
             "verdict": verdict, "reason": REASONS[verdict],
         })
@@ -223,10 +233,10 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
     if not out and not missing:
         why_not = "no GPU telemetry for this server in the window"
     elif missing:
-        why_not = (f"GPU {', '.join(map(str, missing))}: DRAM bandwidth and tensor activity not available "
+        why_not = (f"{', '.join(e.label for e in missing)}: DRAM bandwidth and tensor activity not available "
                    "on this GPU (GPM needs Hopper or newer; or point gpu.dcgm_url at a dcgm-exporter "
                    "with profiling fields)")
-    return {"available": bool(out), "why_not": why_not, "gpus": out, "missing": missing,
+    return {"available": bool(out), "why_not": why_not, "gpus": out, "missing": [e.label for e in missing],
             "window": [since, until]}
 
 

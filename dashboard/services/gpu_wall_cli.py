@@ -23,7 +23,7 @@ HOST_SERVER_ID = 0  # collectors/gpu.py: GPU samples with no server configured
 
 def _line(g: dict) -> str:
     share = g["shares"].get(g["verdict"], 0.0)
-    parts = [f"GPU {g['index']} ({g['name'] or 'unknown'}): {g['reason']} ({100 * share:.0f} % of "
+    parts = [f"{g.get('label') or 'GPU ' + str(g['index'])} ({g['name'] or 'unknown'}): {g['reason']} ({100 * share:.0f} % of "
              f"{g['samples']} samples)", f"DRAM bandwidth {100 * g['dram_ratio']:.0f} %"]
     if g["tensor_ratio"] is not None:
         parts.append(f"tensor {100 * g['tensor_ratio']:.0f} %")

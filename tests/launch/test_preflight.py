@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from gpu_seed import T0, store_recording
+from gpu_seed import T0, store_dcgm, store_recording
 
 from dashboard.services.launch import preflight
 from dashboard.services.launch.preflight import GIB, Gpu, HostFacts
@@ -121,6 +121,26 @@ def test_host_facts_from_the_recorded_h200(engine) -> None:
     other = repo.upsert_server(engine, name="elsewhere", base_url="http://127.0.0.1:2", managed=True,
                                gpu_indices=[3])
     assert preflight.host_facts(engine, other, replacing=False).gpus == []
+
+
+def test_host_facts_of_a_mig_card_list_each_instance_with_its_memory(engine) -> None:
+    """The golden dcgm-exporter payload (GPU 0 in MIG mode: GI 1 = 3g.48gb, 40,211 of 47,616 MiB
+    used; GI 3 = 2g.24gb, 20,587 of 23,716) read through the GPU collector: each instance is a GPU
+    of its own, named with its profile, never two "GPU 0"; the memory plan judges the instance
+    with the least free memory (GI 3: 3,129 MiB), where the 7B model's 15 GiB cannot fit."""
+    srv = repo.upsert_server(engine, name="mig", base_url="http://127.0.0.1:1", managed=True, gpu_indices=[0])
+    store_dcgm(engine, server_id=int(srv.id), gpu_indices=[0], frames=2)
+    got = preflight.host_facts(engine, srv, replacing=False)
+    mib = 1048576
+    assert [(g.title, g.total_bytes, g.used_bytes) for g in got.gpus] == [
+        ("GPU 0 · MIG 3g.48gb (instance 1)", 47616 * mib, 40211 * mib),
+        ("GPU 0 · MIG 2g.24gb (instance 3)", 23716 * mib, 20587 * mib)]
+    [issue] = preflight.memory_plan(QWEN_7B, {}, got)
+    assert issue.severity == "error" and "GPU 0 · MIG 2g.24gb (instance 3) (NVIDIA H20) has 23.2 GiB" in issue.message
+    # the card's architecture is judged once, not once per instance
+    a100 = [Gpu(0, "NVIDIA A100-SXM4-80GB", 40 * GIB, 0, 1, "GPU 0 · MIG 3g.40gb (instance 1)"),
+            Gpu(0, "NVIDIA A100-SXM4-80GB", 20 * GIB, 0, 2, "GPU 0 · MIG 2g.20gb (instance 2)")]
+    assert len(preflight.check_architecture(facts(*a100), {"quantization": "fp8"})) == 1
 
 
 def test_validate_reports_the_preflight_beside_the_flags(engine, tmp_path: Path) -> None:

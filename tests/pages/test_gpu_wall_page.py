@@ -113,3 +113,37 @@ def test_image_server_shows_denoising_share_and_the_what_if(app_env):
     assert not at.exception
     slower = _metrics(at)["Seconds per step on A100 SXM 80GB (what-if)"]
     assert slower.endswith("ms") and float(slower.split()[0]) > 400  # 2.04 TB/s: slower than now
+
+
+def test_mig_card_shows_each_instance_as_a_gpu_of_its_own(app_env):
+    """The golden dcgm-exporter payload (GPU 0 in MIG mode, GI 1 = 3g.48gb bandwidth bound, GI 3 =
+    2g.24gb idle; tests/gpu_seed.py store_dcgm) a minute ago: the wall judges each instance, the
+    memory chart draws each instance's series, the power chart the card's, once."""
+    from gpu_seed import store_dcgm
+
+    eng = _engine(app_env)
+    srv = repo.upsert_server(eng, name="mig", base_url="http://127.0.0.1:1", gpu_indices=[0])
+    with eng.begin() as conn:
+        repo.insert_samples(conn, rows=[{"ts": time.time() - 2, "server_id": srv.id, "launch_id": None,
+                                         "source": "api", "metric": "api.health_ok", "value": 1.0}])
+    store_dcgm(eng, server_id=int(srv.id), gpu_indices=[0], frames=20, t0=time.time() - 60)
+    eng.dispose()
+    at = _run(server="mig", window="15m")
+    text = _text(at)
+    assert "**GPU 0 · MIG 3g\\.48gb \\(instance 1\\) \\(NVIDIA H20\\)**" in text and "bound by: memory bandwidth" in text
+    assert "**GPU 0 · MIG 2g\\.24gb \\(instance 3\\) \\(NVIDIA H20\\)**" in text and "bound by: idle" in text
+    at.segmented_control(key="server_gpu_metric").set_value("gpu_mem").run()
+    assert not at.exception, [e.value for e in at.exception]
+    mem = _chart(at, "GPU memory used")
+    assert "GPU 0 \\u00b7 MIG 3g.48gb (instance 1)" in mem and "GPU 0 \\u00b7 MIG 2g.24gb (instance 3)" in mem
+    at.segmented_control(key="server_gpu_metric").set_value("gpu_power").run()
+    power = _chart(at, "GPU power")
+    assert "GPU 0" in power and "instance" not in power  # the card's power, drawn once
+
+
+def _chart(at: AppTest, title: str) -> str:
+    """The spec and data of the chart titled `title`, as text."""
+    for c in at.get("vega_lite_chart"):
+        if f'"title": "{title}"' in str(c.proto.spec):
+            return str(c.proto.spec) + " ".join(str(d) for d in c.proto.datasets)
+    raise AssertionError(f"no chart titled {title!r}")

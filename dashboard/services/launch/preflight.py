@@ -7,7 +7,8 @@
 - memory plan: weights (the model folder's safetensors, else estimated from its config.json and
   dtype) per GPU, plus the KV cache one request of the context length needs, against the static
   pool (`--mem-fraction-static` x memory) and the memory other processes leave free
-  (`gpu.<i>.mem_*` samples);
+  (`gpu.<i>.mem_*` samples; a card in MIG mode: each GPU instance's own `gpu.<i>.mig<GPU_I_ID>.mem_*`,
+  listed as "GPU 0 · MIG 3g.71gb (instance 1)", the card's architecture checked once);
 - one GPU before tensor parallelism: tp > 1 where one GPU holds weights and a full context.
 
 Blocking (severity "error") only where the launch surely fails: a driver of an older CUDA major
@@ -61,6 +62,12 @@ class Gpu:
     name: str
     total_bytes: float
     used_bytes: float
+    mig_id: int | None = None  # a MIG GPU instance of card `index`: its own memory
+    label: str = ""  # "GPU 0", "GPU 0 · MIG 3g.71gb (instance 1)"
+
+    @property
+    def title(self) -> str:
+        return self.label or f"GPU {self.index}"
 
 
 @dataclass
@@ -117,10 +124,12 @@ def compute_capability(name: str) -> tuple[int, int] | None:
 
 def check_architecture(facts: HostFacts, flags: dict[str, Any]) -> list[Issue]:
     out: list[Issue] = []
+    cards: set[int] = set()
     for gpu in facts.gpus:
         cc = compute_capability(gpu.name)
-        if cc is None:
-            continue
+        if cc is None or gpu.index in cards:
+            continue  # a card's MIG instances share its architecture: one verdict per card
+        cards.add(gpu.index)
         sm = f"sm{cc[0]}{cc[1]}"
         if cc < MIN_SM:
             out.append(Issue("error", "gpu", f"GPU {gpu.index} ({gpu.name}) is {sm}; SGLang only supports sm75 and "
@@ -273,7 +282,7 @@ def memory_plan(config: dict[str, Any], flags: dict[str, Any], facts: HostFacts,
     per_gpu = weights / tp
     context = _int(flags, "context-length", default=int(_text(config).get("max_position_embeddings") or 4096))
     source = "safetensors on disk" if on_disk else "estimated from config.json"
-    head = (f"Weights {weights / GIB:.1f} GiB ({source}) / tp {tp} = {per_gpu / GIB:.1f} GiB per GPU; GPU {gpu.index} "
+    head = (f"Weights {weights / GIB:.1f} GiB ({source}) / tp {tp} = {per_gpu / GIB:.1f} GiB per GPU; {gpu.title} "
             f"({gpu.name}) has {gpu.total_bytes / GIB:.1f} GiB, {free / GIB:.1f} GiB free")
     if per_gpu >= free:
         return [Issue("error", "memory", f"{head}: the weights do not fit, the load runs out of memory. Raise "
@@ -314,22 +323,24 @@ def preflight(model_path: str, flags: dict[str, Any], facts: HostFacts, *, hf_ho
 
 def host_facts(engine: Any, server: Any, *, replacing: bool) -> HostFacts:
     """The driver (GPU collector's `gpu:info`), the newest memory reading of each of the server's
-    GPUs (`gpu.<i>.mem_total_bytes` / `mem_used_bytes`) and the SGLang version its last launch ran."""
+    GPU entries (`gpu.<i>.mem_total_bytes` / `mem_used_bytes`; a card in MIG mode has none, each
+    of its instances has its own) and the SGLang version its last launch ran."""
+    from dashboard.services.gpu_entries import entries_from, load_info
     from storage import repo
 
-    info = repo.load_state(engine, key="gpu:info") or {}
+    info = load_info(engine, server.id)
     names = {int(g["index"]): str(g.get("name") or "") for g in info.get("gpus") or [] if "index" in g}
     launch = repo.latest_launch(engine, server_id=server.id)
     facts = HostFacts(cuda_driver=info.get("cuda_driver"), driver=info.get("driver"), replacing=replacing,
                       sglang_version=launch.sglang_version if launch is not None else None)
-    keys = [k for k in repo.metric_names(engine, server_id=server.id, prefix="gpu.") if k.endswith(".mem_total_bytes")]
-    latest = repo.latest_samples(engine, server_id=server.id,
-                                 metrics=keys + [k.replace("total", "used") for k in keys])
-    wanted = set(server.gpu_indices or [])
-    for key in keys:
-        index = int(key.split(".")[1])
-        used = latest.get(key.replace("total", "used"))
-        if used is None or (wanted and index not in wanted):
+    names_stored = repo.metric_names(engine, server_id=server.id, prefix="gpu.")
+    entries = entries_from(names_stored, info, server.gpu_indices or None)
+    keys = [k for e in entries for k in (e.key("mem_total_bytes"), e.key("mem_used_bytes"))]
+    latest = repo.latest_samples(engine, server_id=server.id, metrics=keys)
+    for e in entries:
+        total, used = latest.get(e.key("mem_total_bytes")), latest.get(e.key("mem_used_bytes"))
+        if total is None or used is None:
             continue
-        facts.gpus.append(Gpu(index, names.get(index, f"GPU {index}"), latest[key][1], used[1]))
+        facts.gpus.append(Gpu(e.index, names.get(e.index, f"GPU {e.index}"), total[1], used[1], e.mig_id,
+                              e.label))
     return facts

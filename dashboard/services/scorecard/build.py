@@ -11,7 +11,10 @@ inputs through storage.repo (the only SQL) and hands them to compute.py (pure). 
 
 GPU model and driver come from CollectorState `gpu:<server_id>:info` (or `gpu:info`) when the GPU
 collector wrote one ({"name": ..., "driver": ...} or {"gpus": [{"name", "driver"}, ...]}), else
-"unknown". Cross-check a scorecard's figures with `pitwall probe` (latency, throughput) and
+"unknown". A card in MIG mode (`gpu.<i>.mig<GPU_I_ID>.*` beside the card's `gpu.<i>.*`:
+services/gpu_entries.py) counts once: GPU count, GPU-hours and energy read the card's `<i>`; its
+memory total is the card's own `mem_total_bytes`, else the sum of its instances' (never both).
+Cross-check a scorecard's figures with `pitwall probe` (latency, throughput) and
 `curl <server>/metrics | grep sglang:` (server-side figures).
 
 A scorecard goes into pages and every export, so its subject and provenance are redacted here,
@@ -21,7 +24,6 @@ spec and event messages carry no secret into Markdown, HTML, CSV, JSON or PNG.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -29,6 +31,7 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from dashboard import __version__
+from dashboard.services.gpu_entries import parse_key
 from dashboard.services.gpu_wall import gpu_walls
 from dashboard.services.gpu_wall_stage import stage_walls
 from dashboard.services.scorecard import math as sm
@@ -63,11 +66,27 @@ SERIES_KEYS = (
 )
 SERIES_POINTS = 240
 EVENT_LIMIT = 200
-_GPU_KEY = re.compile(r"^gpu\.(\d+)\.")
 
 
 class ScorecardError(ValueError):
     """The scorecard cannot be built (unknown server, run or launch); says what to do."""
+
+
+def card_mem_total(totals: dict[str, float]) -> float | None:
+    """Σ over cards of the newest `mem_total_bytes`: a card's own figure, else the sum of its MIG
+    instances' (a card that reports both is counted once). None without any. Pure."""
+    own: dict[int, float] = {}
+    instances: dict[int, float] = {}
+    for key, value in totals.items():
+        p = parse_key(key)
+        if p is None or p[2] != "mem_total_bytes":
+            continue
+        if p[1] is None:
+            own[p[0]] = value
+        else:
+            instances[p[0]] = instances.get(p[0], 0.0) + value
+    total = sum(own.get(i, instances.get(i, 0.0)) for i in own.keys() | instances.keys())
+    return total or None
 
 
 def _window_label(since: float, until: float) -> str:
@@ -227,7 +246,7 @@ def gather_inputs(
         diffusion = diffusion_inputs(reads.values, names)
     mem_total = repo.latest_samples(engine, server_id=sid, metrics=[
         k for k in gpu_metrics if k.endswith(".mem_total_bytes")])
-    seen = sorted({int(m.group(1)) for k in gpu_metrics if (m := _GPU_KEY.match(k))})
+    seen = sorted({key[0] for k in gpu_metrics if (key := parse_key(k))})  # cards, each once
     energy: float | None = None
     power: float | None = None
     # Without /metrics the token rate is SGLang's decode lines, logged only while it decodes: the
@@ -330,7 +349,7 @@ def gather_inputs(
         unavailable=dict(reads.unavailable),
         image_steps=(detail.get("image") or {}).get("steps"),
         diffusion=diffusion,
-        gpu_mem_total_bytes=sum(v for _, v in mem_total.values()) or None,
+        gpu_mem_total_bytes=card_mem_total({k: v for k, (_, v) in mem_total.items()}),
         # raw GPM samples only: a window older than retention.samples_days has no verdict
         gpu_walls=gpu_walls(engine, server_id=sid, since=since, until=until),
         stage_walls=stage_walls(engine, server_id=sid, since=since, until=until)

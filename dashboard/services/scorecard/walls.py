@@ -42,7 +42,7 @@ def pooled_counts(gpus: list[dict[str, Any]]) -> Counter[str]:
 def _evidence(gpus: list[dict[str, Any]]) -> str:
     parts = []
     for g in gpus:
-        part = (f"GPU {g['index']}: {g['verdict']}, DRAM {fmt_value(g['dram_ratio'], 'ratio')}, "
+        part = (f"{g.get('label') or 'GPU ' + str(g['index'])}: {g['verdict']}, DRAM {fmt_value(g['dram_ratio'], 'ratio')}, "
                 f"tensor {fmt_value(g['tensor_ratio'], 'ratio')}")
         if g.get("achieved_bw_bytes_s") is not None and g.get("peak_bw_bytes_s"):
             part += (f", {fmt_value(g['achieved_bw_bytes_s'], 'bytes_s')} of "

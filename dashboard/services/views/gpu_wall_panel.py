@@ -6,8 +6,8 @@ Read model only (the page caches it and draws it): `wall_panel()` returns
 | key | what |
 |---|---|
 | walls | gpu_wall.gpu_walls(): per GPU the verdict, reason, means, shares and achieved bandwidth |
-| cards | per GPU with GPM: {index, title, verdict, bound_by (words), reason, evidence: [(label, text, help)], shares_text} ready to print |
-| series | chart frame (ts, label, value, min, max) of `gpu.<i>.gpm.dram_bw_util_ratio` and `gpu.<i>.gpm.tensor_any_ratio`, 0-1 |
+| cards | per GPU entry with GPM (a card, or a MIG instance: its own verdict): {index, title, verdict, bound_by (words), reason, evidence: [(label, text, help)], shares_text} ready to print |
+| series | chart frame (ts, label, value, min, max) of `gpu.<i>.gpm.dram_bw_util_ratio` and `gpu.<i>.gpm.tensor_any_ratio` (a MIG instance: `gpu.<i>.mig<GPU_I_ID>.gpm.*`), 0-1 |
 | not_available | the sentence for GPUs with telemetry but no GPM ("not available on this GPU"), else None |
 | verdict_since | start of the verdict's window (at most MAX_VERDICT_WINDOW_S before until) |
 | rules | the verdict rules in words, from gpu_wall's thresholds |
@@ -25,6 +25,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services.format import fmt_value
+from dashboard.services.gpu_entries import GpuEntry
 from dashboard.services.gpu_wall import (
     BANDWIDTH_MIN,
     LOW,
@@ -57,12 +58,18 @@ def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
     """One GPU's verdict and evidence as printable text (gpu_walls' per-GPU dict in)."""
     peak = gpu.get("peak_bw_bytes_s")
     achieved = gpu.get("achieved_bw_bytes_s")
-    bw_text = (f"{fmt_value(achieved, 'bytes_s')} of {fmt_value(peak, 'bytes_s')}"
-               if achieved is not None and peak else "unknown card: peak not in GPU_SPECS")
+    if achieved is not None and peak:
+        bw_text = f"{fmt_value(achieved, 'bytes_s')} of {fmt_value(peak, 'bytes_s')}"
+    elif gpu.get("mig_id") is not None:
+        bw_text = "not known (MIG)"  # an instance's share of the card's peak is not read
+    else:
+        bw_text = "unknown card: peak not in GPU_SPECS"
+    label = gpu.get("label") or f"GPU {gpu['index']}"
     shares = sorted(gpu["shares"].items(), key=lambda kv: VERDICTS.index(kv[0]))
     return {
         "index": gpu["index"],
-        "title": f"GPU {gpu['index']}" + (f" ({gpu['name']})" if gpu.get("name") else ""),
+        "mig_id": gpu.get("mig_id"),
+        "title": label + (f" ({gpu['name']})" if gpu.get("name") else ""),
         "verdict": gpu["verdict"],
         "bound_by": fmt_value(VERDICTS.index(gpu["verdict"]), "verdict"),
         "reason": gpu["reason"],
@@ -83,7 +90,7 @@ def wall_panel(engine: Engine, *, server_id: int, kind: str, since: float, until
     verdict's window starts (since, or MAX_VERDICT_WINDOW_S before until)."""
     verdict_since = max(since, until - MAX_VERDICT_WINDOW_S)
     walls = gpu_walls(engine, server_id=server_id, since=verdict_since, until=until)
-    labels = {f"gpu.{g['index']}.gpm.{key}": f"GPU {g['index']} {label}"
+    labels = {GpuEntry(g["index"], g.get("mig_id")).key(f"gpm.{key}"): f"{g['label']} {label}"
               for g in walls["gpus"] for key, label in GPM_SERIES.items()}
     df = repo.bucketed_series(engine, server_id=server_id, metrics=list(labels), since=since,
                               until=until, max_points=max_points) if labels else pd.DataFrame()
@@ -92,7 +99,7 @@ def wall_panel(engine: Engine, *, server_id: int, kind: str, since: float, until
         "walls": walls,
         "cards": [gpu_card(g) for g in walls["gpus"]],
         "series": labelled_frame(df, labels),
-        "not_available": (f"GPU {', '.join(map(str, missing))}: DRAM bandwidth, tensor and SM "
+        "not_available": (f"{', '.join(map(str, missing))}: DRAM bandwidth, tensor and SM "
                           f"activity {NOT_AVAILABLE} (GPM needs Hopper or newer; on a container host "
                           "point gpu.dcgm_url at a dcgm-exporter with profiling fields)")
                          if missing else None,

@@ -39,6 +39,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services import shown
+from dashboard.services.gpu_entries import gpu_entries
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from storage import repo
@@ -64,12 +65,17 @@ log = logging.getLogger("pitwall.overview")
 
 @dataclass
 class GpuFigure:
+    """One GPU entry's newest figures: a card, or a MIG instance (`mig_id`) of card `index`, which
+    has its own memory and no power or temperature (those stay on the card; gpu_entries.py)."""
+
     index: int
     util_ratio: float | None
     mem_used_bytes: float | None
     mem_total_bytes: float | None
     power_w: float | None
     temp_c: float | None
+    mig_id: int | None = None
+    label: str = ""
 
     @property
     def mem_ratio(self) -> float | None:
@@ -143,21 +149,18 @@ def key_figures(engine: Engine, server: Server, now: float) -> dict[str, float |
 
 
 def gpu_figures(engine: Engine, server: Server) -> list[GpuFigure]:
-    """Newest NVML figures of the server's GPUs (configured indices, else whatever is stored)."""
+    """Newest figures of the server's GPU entries (configured cards, else whatever is stored; a
+    card in MIG mode, then one entry per instance: gpu_entries.py)."""
     assert server.id is not None
-    indices = list(server.gpu_indices or [])
-    if not indices:
-        names = repo.metric_names(engine, server_id=server.id, prefix="gpu.")
-        indices = sorted({int(n.split(".")[1]) for n in names if n.split(".")[1].isdigit()})
     out = []
-    for i in indices:
-        keys = [f"gpu.{i}.{f}" for f in ("util_ratio", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")]
+    for e in gpu_entries(engine, server_id=server.id, configured=server.gpu_indices or None):
+        keys = [e.key(f) for f in ("util_ratio", "mem_used_bytes", "mem_total_bytes", "power_w", "temp_c")]
         latest = repo.latest_samples(engine, server_id=server.id, metrics=keys, max_age_s=STALE_S * 5)
         if not latest:
             continue
-        v = {k.split(".", 2)[2]: val for k, (_, val) in latest.items()}
-        out.append(GpuFigure(i, v.get("util_ratio"), v.get("mem_used_bytes"), v.get("mem_total_bytes"),
-                             v.get("power_w"), v.get("temp_c")))
+        v = {k[len(e.prefix):]: val for k, (_, val) in latest.items()}
+        out.append(GpuFigure(e.index, v.get("util_ratio"), v.get("mem_used_bytes"), v.get("mem_total_bytes"),
+                             v.get("power_w"), v.get("temp_c"), e.mig_id, e.label))
     return out
 
 

@@ -16,21 +16,28 @@ Panels (metric keys are the collectors' contract, DESIGN.md):
 | cache_hit | ratio | log.cache_hit_rate (fallback metrics.cache_hit_rate) |
 | gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
 
+A card in MIG mode (collectors/gpu.py) is a card plus one GPU entry per instance
+(services/gpu_entries.py): utilisation and memory are drawn per entry, so an instance is a series of
+its own ("GPU 0 · MIG 3g.71gb (instance 1)", `gpu.<i>.mig<GPU_I_ID>.mem_used_bytes`); power and
+temperature stay the card's ("GPU 0"), drawn once.
+
 Cross-check a point: `sqlite3 pitwall.db "select avg(value) from sample where server_id=N and
 metric='log.running_req' and ts between A and B"`.
 """
 
 from __future__ import annotations
 
-import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services import gpu_entries as entries_svc
 from dashboard.services import shown
+from dashboard.services.gpu_entries import CARD_FIELDS, GpuEntry
 from storage import repo
 from storage.kinds import EVENT_KINDS as _EVENT_KINDS
 
@@ -39,7 +46,6 @@ from storage.kinds import EVENT_KINDS as _EVENT_KINDS
 # and the server (Arrow, protobuf). Tiers widen buckets, so windows get: 15 min -> 450 points of
 # 2 s, 1 h -> 600 of 6 s, 6 h -> 360 of 1 min, 24 h -> 480 of 3 min, 7 d -> 336 of 30 min.
 MAX_POINTS = 600
-GPU_RE = re.compile(r"^gpu\.(\d+)\.(util_ratio|mem_used_bytes|mem_total_bytes|power_w|temp_c)$")
 
 
 #: every event kind, in taxonomy order (the Events page's filter)
@@ -105,22 +111,20 @@ GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def gpu_indices(engine: Engine, *, server_id: int, configured: list[int] | None = None) -> list[int]:
-    """GPU indices with telemetry for this server (configured ones first; else what is stored)."""
-    if configured:
-        return sorted(configured)
-    found = set()
-    for name in repo.metric_names(engine, server_id=server_id, prefix="gpu."):
-        m = GPU_RE.match(name)
-        if m:
-            found.add(int(m.group(1)))
-    return sorted(found)
+def gpu_entries(engine: Engine, *, server_id: int, configured: list[int] | None = None) -> list[GpuEntry]:
+    """GPU entries with telemetry for this server: each card (the configured ones, else what is
+    stored), then each of its MIG instances with stored series (services/gpu_entries.py)."""
+    return entries_svc.gpu_entries(engine, server_id=server_id, configured=configured)
 
 
-def gpu_panels(indices: list[int]) -> list[Panel]:
+def gpu_panels(entries: Sequence[GpuEntry | int]) -> list[Panel]:
+    """One panel per GPU_PANELS row, a series per GPU entry (an int is a whole card). A card's
+    own fields (power, temperature) are drawn for the card only, never once per instance."""
+    gpus = [e if isinstance(e, GpuEntry) else GpuEntry(int(e)) for e in entries]
     out = []
     for key, title, unit, field in GPU_PANELS:
-        out.append(Panel(key, title, unit, tuple((f"gpu.{i}.{field}", f"GPU {i}") for i in indices)))
+        shown = [g for g in gpus if g.mig_id is None or field not in CARD_FIELDS]
+        out.append(Panel(key, title, unit, tuple((g.key(field), g.label) for g in shown)))
     return out
 
 
@@ -241,12 +245,15 @@ def server_ids(engine: Engine) -> dict[str, int]:
     return {s.name: int(s.id) for s in repo.list_servers(engine) if s.id is not None}
 
 
-def has_samples(engine: Engine, *, server_id: int, since: float, gpus: list[int] | None = None) -> bool:
+def has_samples(engine: Engine, *, server_id: int, since: float,
+                gpus: Sequence[GpuEntry | int] | None = None) -> bool:
     """True when any charted metric of the server has a sample newer than `since` (indexed
     newest-sample lookups, a few ms; windows always end now)."""
     keys = [m for p in PANELS for m, _ in p.series + p.fallback]
     latest = repo.latest_samples(engine, server_id=server_id, metrics=keys)
     if any(ts >= since for ts, _ in latest.values()):
         return True
-    gpu = [f"gpu.{i}.util_ratio" for i in gpus or []]
+    # a card in MIG mode has no utilisation (nor memory) of its own: its power, or an instance's memory
+    entries = [e if isinstance(e, GpuEntry) else GpuEntry(int(e)) for e in gpus or []]
+    gpu = [e.key(f) for e in entries for f in ("util_ratio", "mem_used_bytes", "power_w")]
     return any(ts >= since for ts, _ in repo.latest_samples(engine, server_id=server_id, metrics=gpu).values())
