@@ -91,13 +91,18 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
     else:
         _llm_figures(card)
     if card.gpus:
+        split = {g.index for g in card.gpus if g.mig_id is not None}  # cards in MIG mode
         for gpu in card.gpus:
             mem = gpu.mem_ratio
-            text = (
-                f"{gpu.label or f'GPU {gpu.index}'} · mem {fmt_bytes(gpu.mem_used_bytes)} / {fmt_bytes(gpu.mem_total_bytes)}"
-                f" · util {fmt_value(gpu.util_ratio, 'ratio')} · {fmt_value(gpu.power_w, 'w')}"
-                f" · {fmt_value(gpu.temp_c, 'c')}"
-            )
+            name = gpu.label or f"GPU {gpu.index}"
+            memory = f"mem {fmt_bytes(gpu.mem_used_bytes)} / {fmt_bytes(gpu.mem_total_bytes)}"
+            power = f"{fmt_value(gpu.power_w, 'w')} · {fmt_value(gpu.temp_c, 'c')}"
+            if gpu.mig_id is not None:  # an instance has memory; power and heat are the card's
+                text = f"{name} · {memory}"
+            elif gpu.index in split and gpu.mem_used_bytes is None:  # its memory is its instances'
+                text = f"{name} (MIG mode) · {power}"
+            else:
+                text = f"{name} · {memory} · util {fmt_value(gpu.util_ratio, 'ratio')} · {power}"
             st.progress(min(max(mem if mem is not None else 0.0, 0.0), 1.0), text=text)
     else:
         st.caption("No GPU telemetry on this host (NVML not available, or no GPUs assigned).")

@@ -141,6 +141,25 @@ def test_mig_card_shows_each_instance_as_a_gpu_of_its_own(app_env):
     assert "GPU 0" in power and "instance" not in power  # the card's power, drawn once
 
 
+def test_overview_lines_of_a_mig_card_say_what_each_entry_has(app_env):
+    """The card line of a card in MIG mode carries its power and heat, not a blank memory bar; each
+    instance line carries its memory, not blanks for the figures that live on the card."""
+    from gpu_seed import store_dcgm
+
+    eng = _engine(app_env)
+    srv = repo.upsert_server(eng, name="mig", base_url="http://127.0.0.1:1", gpu_indices=[0])
+    store_dcgm(eng, server_id=int(srv.id), gpu_indices=[0], frames=5, t0=time.time() - 10)
+    eng.dispose()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    lines = [str(p.proto.text) for p in at.get("progress")]
+    card = [t for t in lines if t.startswith("GPU 0 (MIG mode)")]
+    assert len(card) == 1 and " W · " in card[0] and "mem" not in card[0], lines
+    inst = [t for t in lines if "(instance 1)" in t]
+    assert len(inst) == 1 and " · mem " in inst[0] and "GiB" in inst[0] and "util" not in inst[0], lines
+
+
 def _chart(at: AppTest, title: str) -> str:
     """The spec and data of the chart titled `title`, as text."""
     for c in at.get("vega_lite_chart"):
