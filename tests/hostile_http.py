@@ -25,6 +25,7 @@ import time
 import tracemalloc
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 METRIC_LINE = b'sglang:num_running_reqs{model_name="m"} 1\n'
 MIB = 1024 * 1024
@@ -49,14 +50,12 @@ def bad_gzip() -> bytes:
     return good[: len(good) // 2] + b"\x00junk-not-deflate" * 8
 
 
-class HostileServer:
-    def __init__(self, mode: str, *, big_bytes: int = 300 * MIB, drip_s: float = 0.5,
-                 bomb_bytes: int = 256 * MIB) -> None:
-        self.mode = mode
-        self.big_bytes = big_bytes
-        self.drip_s = drip_s
-        self.bomb_bytes = bomb_bytes
-        self.last_headers: dict[str, str] = {}
+class LoopbackServer:
+    """A threaded HTTP/1.1 server on a free 127.0.0.1 port whose every GET and POST (body read
+    first) goes to `_answer(handler)`; a context manager. `stopping` is set on exit, so an
+    answer that runs on (a drip, an endless body) can end."""
+
+    def __init__(self) -> None:
         self.stopping = threading.Event()
         outer = self
 
@@ -82,7 +81,7 @@ class HostileServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def __enter__(self) -> HostileServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -90,6 +89,20 @@ class HostileServer:
         self.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+
+    def _answer(self, h: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+
+class HostileServer(LoopbackServer):
+    def __init__(self, mode: str, *, big_bytes: int = 300 * MIB, drip_s: float = 0.5,
+                 bomb_bytes: int = 256 * MIB) -> None:
+        super().__init__()
+        self.mode = mode
+        self.big_bytes = big_bytes
+        self.drip_s = drip_s
+        self.bomb_bytes = bomb_bytes
+        self.last_headers: dict[str, str] = {}
 
     def _answer(self, h: BaseHTTPRequestHandler) -> None:
         self.last_headers = dict(h.headers.items())

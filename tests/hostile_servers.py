@@ -13,7 +13,7 @@ Behaviours (what a server of the field did, or could do, to a reader):
 - huge_bad:   15 MiB of valid series (under the 16 MiB cap) with one bad last line (the parser's slow path).
 - malformed:  garbage lines between good ones (a broken exporter, a proxy's error page spliced in).
 - gzip_bomb:  `Content-Encoding: gzip, gzip`, a few KiB that inflate to 1 GiB.
-- deflate_bomb: `Content-Encoding: deflate, deflate`, the same with zlib streams.
+- deflate_bomb: `Content-Encoding: deflate, gzip`, the same with a zlib stream inside.
 - drip:       a valid answer, one byte every half second.
 - endless:    a chunked answer that never ends, as fast as the socket takes it.
 - stall:      the response head, then nothing: the body never comes.
@@ -21,14 +21,14 @@ Behaviours (what a server of the field did, or could do, to a reader):
 
 from __future__ import annotations
 
-import gzip
 import io
 import threading
 import time
-import zlib
 from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from hostile_http import LoopbackServer, bomb
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MIB = 1024 * 1024
@@ -98,68 +98,25 @@ def malformed_payload(seq: int) -> bytes:
     return "".join(good[:3] + junk + good[3:]).encode()
 
 
-@cache
-def deflate_bomb(inflated: int = 1024 * MIB) -> bytes:
-    """zlib(zlib(`inflated` zero bytes)), for `Content-Encoding: deflate, deflate`."""
-    inner = zlib.compressobj(9)
-    zeros = bytes(MIB)
-    once = b"".join(inner.compress(zeros) for _ in range(inflated // MIB)) + inner.flush()
-    return zlib.compress(once, 9)
+def gzip_bomb() -> bytes:
+    """`Content-Encoding: gzip, gzip`: a few KiB that inflate to 1 GiB (tests/hostile_http.py)."""
+    return bomb("gzip, gzip", 1024 * MIB)
 
 
-@cache
-def gzip_bomb(inflated: int = 1024 * MIB) -> bytes:
-    """gzip(gzip(`inflated` zero bytes)): about 1 MiB after one gunzip, a few KiB on the wire."""
-    inner = zlib.compressobj(9, zlib.DEFLATED, 31)
-    zeros = bytes(MIB)
-    chunks = [inner.compress(zeros) for _ in range(inflated // MIB)]
-    once = b"".join(chunks) + inner.flush()
-    return gzip.compress(once, 9)
+def deflate_bomb() -> bytes:
+    """`Content-Encoding: deflate, gzip`: the same with a zlib stream inside."""
+    return bomb("deflate, gzip", 1024 * MIB)
 
 
-class FakeSGLang:
+class FakeSGLang(LoopbackServer):
     """One fake SGLang server on a free loopback port (see the module docstring)."""
 
     def __init__(self, behaviour: str) -> None:
+        super().__init__()
         self.behaviour = behaviour
         self.served: list[int] = []
         self._seq = 0
         self._lock = threading.Lock()
-        self.stopping = threading.Event()
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                outer._answer(self)
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                outer._answer(self)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def __enter__(self) -> FakeSGLang:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
     # -- answers ------------------------------------------------------------------------------
     def _send(self, h: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str,
@@ -213,7 +170,7 @@ class FakeSGLang:
         elif b == "gzip_bomb":
             self._send(h, 200, gzip_bomb(), ctype, {"Content-Encoding": "gzip, gzip"})
         elif b == "deflate_bomb":
-            self._send(h, 200, deflate_bomb(), ctype, {"Content-Encoding": "deflate, deflate"})
+            self._send(h, 200, deflate_bomb(), ctype, {"Content-Encoding": "deflate, gzip"})
         elif b == "drip":
             body = healthy_payload(seq)
             h.send_response(200)

@@ -145,3 +145,29 @@ def stop_group(proc, wait_s: float = 60.0) -> None:  # type: ignore[no-untyped-d
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+def collect_measured(duration_s: int, env: dict[str, str], give_up_s: float):  # type: ignore[no-untyped-def]
+    """Run a real `pitwall collect --duration S` and watch it: (exit code, seconds it took, peak
+    RSS in bytes, its output). It is killed after `give_up_s` seconds (exit code then None)."""
+    import subprocess
+    import time
+
+    import psutil
+
+    t0 = time.monotonic()
+    proc = subprocess.Popen([PY, "-m", "dashboard", "collect", "--duration", str(duration_s)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    ps = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None and time.monotonic() - t0 < give_up_s:
+        try:
+            peak = max(peak, ps.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    if proc.poll() is None:
+        proc.kill()
+    out = proc.communicate(timeout=30)[0].decode(errors="replace")
+    return (proc.returncode if took < give_up_s else None), took, peak, out

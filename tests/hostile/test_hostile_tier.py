@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
-import psutil
 import pytest
 from hostile_servers import (
     FakeSGLang,
@@ -37,7 +34,7 @@ from hostile_servers import (
     labels_payload,
     log_line,
 )
-from pwtest import REPO, subprocess_env
+from pwtest import collect_measured, subprocess_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -117,24 +114,10 @@ def test_hostile_servers_blind_nobody(tmp_path: Path) -> None:
                                      f"#new_tokens_gained: {100 + n}, #new_token_ratio: 0.7000 -> 0.9000"))
                 written.append(n)
 
-        t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "dashboard", "collect", "--duration", str(DURATION_S)],
-                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         writer = threading.Thread(target=append_lines, daemon=True)
         writer.start()
-        ps = psutil.Process(proc.pid)
-        peak = 0
-        while proc.poll() is None and time.monotonic() - t0 < RETURN_WITHIN_S + 30:
-            try:
-                peak = max(peak, ps.memory_info().rss)
-            except psutil.NoSuchProcess:
-                break
-            time.sleep(0.2)
-        took = time.monotonic() - t0
+        code, took, peak, out = collect_measured(DURATION_S, env, RETURN_WITHIN_S + 30)
         stop_lines.set()
-        if proc.poll() is None:
-            proc.kill()
-        out = proc.communicate(timeout=30)[0].decode(errors="replace")
         served = sorted(healthy.served)
 
     ids = dict(_rows(db, "SELECT name, id FROM server"))
@@ -144,13 +127,13 @@ def test_hostile_servers_blind_nobody(tmp_path: Path) -> None:
     retract_rows = _rows(db, "SELECT raw, message FROM event WHERE server_id = ? AND kind = 'decode_retract'", hid)
     events = _rows(db, "SELECT server_id, kind, severity, message FROM event WHERE severity IN "
                        "('warning', 'error', 'critical')")
-    print(f"\nhostile tier: collect --duration {DURATION_S} returned {proc.returncode} after {took:.1f} s; "
+    print(f"\nhostile tier: collect --duration {DURATION_S} returned {code} after {took:.1f} s; "
           f"peak RSS {peak / 2**20:.0f} MiB; healthy scrapes served {len(served)}, stored {len(stored)}; "
           f"retraction lines {len(written)}, events {len(retract_rows)}")
     for sid, kind, sev, msg in events:
         print(f"  event [{sid}] {kind}/{sev}: {msg[:300]}")
 
-    assert proc.returncode == 0, out[-4000:]
+    assert code == 0, out[-4000:]
     assert took < RETURN_WITHIN_S, f"collect --duration {DURATION_S} took {took:.1f} s"
     assert peak < RSS_LIMIT, f"peak RSS {peak / 2**20:.0f} MiB"
 

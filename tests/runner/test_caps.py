@@ -7,15 +7,11 @@ The subprocess wait (35 s) is a generous deadline, not a speed claim beyond the 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 from hostile_http import HostileServer
-from pwtest import REPO, subprocess_env
+from pwtest import collect_measured, subprocess_env
 
 from storage import repo
 from storage.db import make_engine
@@ -38,24 +34,10 @@ def test_collect_is_bounded_by_deadlines_and_caps(tmp_path: Path) -> None:
         env = subprocess_env({"PITWALL_DATA_DIR": str(tmp_path / "data"),
                               "PITWALL_DATABASE_URL": f"sqlite:///{db}",
                               "PITWALL_CONFIG": str(cfg), "PITWALL_DEMO": "off"})
-        t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "dashboard", "collect", "--duration", str(DURATION_S)],
-                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        ps = psutil.Process(proc.pid)
-        peak = 0
-        while proc.poll() is None and time.monotonic() - t0 < EXIT_WITHIN_S:
-            try:
-                peak = max(peak, ps.memory_info().rss)
-            except psutil.NoSuchProcess:
-                break
-            time.sleep(0.2)
-        took = time.monotonic() - t0
-        if proc.poll() is None:
-            proc.kill()
-        out = proc.communicate(timeout=10)[0].decode(errors="replace")
-    print(f"collect --duration {DURATION_S}: exit {proc.returncode} after {took:.1f} s, "
+        code, took, peak, out = collect_measured(DURATION_S, env, EXIT_WITHIN_S)
+    print(f"collect --duration {DURATION_S}: exit {code} after {took:.1f} s, "
           f"peak RSS {peak / 2**20:.0f} MiB")
-    assert proc.returncode == 0, out[-3000:]
+    assert code == 0, out[-3000:]
     assert took < EXIT_WITHIN_S
     assert peak < RSS_LIMIT, f"peak RSS {peak / 2**20:.0f} MiB"
     engine = make_engine(f"sqlite:///{db}")
