@@ -45,6 +45,7 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
+from collectors.fanout import ServerPool
 from collectors.prometheus_api import (
     SGLANG_NAMES,
     PromClient,
@@ -53,11 +54,14 @@ from collectors.prometheus_api import (
     TooLarge,
     matchers,
 )
-from collectors.sglang.metrics import snapshot_rows
-from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
+from collectors.sglang.metrics import snapshot
+from collectors.sglang.metrics_notes import Episodes, notes_for
+from collectors.sglang.metrics_parse import DEFAULT_MAX_SERIES, ParsedMetrics, ParsedSample
+from collectors.sglang.metrics_window import DEFAULT_MAX_DETAIL_KEYS, Window
 
 SOURCE = "prometheus"
 STALENESS_KEY = "prometheus.staleness_s"
+WAIT_S = 2.0  # a poll waits this long for its servers; a slower read is handed in by a later poll
 TARGET_TTL_S = 300.0  # re-read a server's scrape target (interval, labels) this often, seconds
 
 
@@ -82,6 +86,25 @@ def snapshots(series: list[Series], strip: set[str], after: float) -> dict[float
     return out
 
 
+def cap_series(parsed: ParsedMetrics, max_series: int) -> ParsedMetrics:
+    """`parsed` with whole families left out once `max_series` samples are kept (as the direct
+    scrape's parser does: never part of a family, so no sum over only some ranks), each noted in
+    `.limits`. Pure; `parsed` itself when it is under the cap."""
+    if len(parsed.samples) <= max_series:
+        return parsed
+    families: dict[str, list[ParsedSample]] = {}
+    for sample in parsed.samples:
+        families.setdefault(sample.family, []).append(sample)
+    out = ParsedMetrics()
+    for family, samples in families.items():
+        if len(out.samples) + len(samples) > max_series:
+            out.limits.append(("series", f"family {family} has {len(samples):,} series, over the "
+                                         f"{max_series:,}-sample limit per scrape; it was skipped"))
+            continue
+        out.samples.extend(samples)
+    return out
+
+
 class PrometheusSourceCollector:
     """Reads the servers that have a `prometheus_url` through that Prometheus, each `interval_s`."""
 
@@ -102,29 +125,40 @@ class PrometheusSourceCollector:
         self._clients: dict[str, PromClient] = {}
         self._known: dict[tuple[str, str], _Known] = {}
         self._last_error: dict[int, str] = {}
+        self.max_series = DEFAULT_MAX_SERIES  # samples per server per scrape converted
+        self.max_rank_keys = DEFAULT_MAX_DETAIL_KEYS
+        self._servers = ServerPool(self.name)
+        self._episodes = Episodes()
 
     def state_key(self, server_id: int) -> str:
         return f"{self.name}:{server_id}"
 
     def poll(self, ctx: CollectorContext) -> PollResult:
-        result = PollResult()
-        failures: list[str] = []
         servers = [s for s in ctx.servers if s.prometheus_url and s.serving]
-        for server in servers:
-            try:
-                result.extend(self._poll_server(ctx, server))
-            except CollectorError as exc:
-                failures.append(str(exc))
-                self._known.pop(self._known_key(server), None)  # re-read the target next time
-                if self._last_error.get(server.id) != str(exc):
-                    self._last_error[server.id] = str(exc)
-                    result.events.append(EventRow(ctx.now(), server.id, "collector_error", str(exc),
-                                                  "warning", launch_id=server.launch_id))
-                continue
+        # every server at once; a read still running after WAIT_S is handed in by a later poll
+        fan = self._servers.poll_servers(ctx, servers, self._poll_server, wait_s=WAIT_S)
+        result = fan.result
+        failures: list[str] = []
+        for server, exc in fan.failed:
+            msg = str(exc) if isinstance(exc, CollectorError) else (
+                f"Server {server.name!r}: reading it through Prometheus failed "
+                f"({type(exc).__name__}: {exc}).")
+            failures.append(msg)
+            self._known.pop(self._known_key(server), None)  # re-read the target next time
+            if self._last_error.get(server.id) != msg:
+                self._last_error[server.id] = msg
+                result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
+                                              "warning", launch_id=server.launch_id))
+        for server in fan.done:
             self._last_error.pop(server.id, None)
         if failures and len(failures) == len(servers) and not result.samples:
             raise CollectorError("; ".join(failures))
         return result
+
+    def configure(self, runner: dict[str, Any]) -> None:
+        """The `runner.metrics_max_series` / `_max_rank_keys` settings, as the direct scrape."""
+        self.max_series = int(runner.get("metrics_max_series", self.max_series))
+        self.max_rank_keys = int(runner.get("metrics_max_rank_keys", self.max_rank_keys))
 
     def _client(self, url: str) -> PromClient:
         if url not in self._clients:
@@ -177,9 +211,20 @@ class PrometheusSourceCollector:
         if end > start:
             series = self._read(client, server, selector, start, end, target.interval_s)
             snaps = snapshots(series, set(target.labels), start)
+            seen = ParsedMetrics()  # what this read left out, for the events
+            nonfinite: set[str] = set()
+            capped: set[str] = set()
             for ts in sorted(snaps):
-                rows, window = snapshot_rows(server, snaps[ts], window, ts)
-                out.samples.extend(rows)
+                parsed = cap_series(snaps[ts], self.max_series)
+                seen.limits.extend(lim for lim in parsed.limits if lim not in seen.limits)
+                snap = snapshot(server, parsed, window, ts, self.max_rank_keys)
+                window = snap.state
+                out.samples.extend(snap.rows)
+                nonfinite.update(snap.window.nonfinite)
+                capped.update(snap.window.capped)
+            notes = notes_for(f"Server {server.name!r} through Prometheus", seen,
+                              Window({}, {}, sorted(nonfinite), sorted(capped)), self.max_rank_keys)
+            out.events.extend(self._episodes.events(server, notes, now))
             if snaps:
                 last = max(snaps)
             elif last is None and end - since >= 3 * target.interval_s:
@@ -227,6 +272,7 @@ class PrometheusSourceCollector:
         )
 
     def close(self) -> None:
+        self._servers.close()
         for c in self._clients.values():
             c.close()
         self._clients.clear()

@@ -61,11 +61,14 @@ def _canary(groups: dict[str, dict[str, Any]]) -> Collector:
     return CanaryCollector(interval_s=float(probe.get("canary_interval_s", 30.0)))
 
 
-def _prometheus_source(_: dict[str, dict[str, Any]]) -> Collector:
-    """Reads servers with a `prometheus_url` through that Prometheus; idle when none has one."""
+def _prometheus_source(groups: dict[str, dict[str, Any]]) -> Collector:
+    """Reads servers with a `prometheus_url` through that Prometheus; idle when none has one.
+    Takes the same `runner.metrics_*` caps as the direct scrape."""
     from collectors.prometheus_source import PrometheusSourceCollector
 
-    return PrometheusSourceCollector()
+    collector = PrometheusSourceCollector()
+    collector.configure(groups.get("runner") or {})
+    return collector
 
 
 COLLECTORS: tuple[tuple[str, Callable[[dict[str, dict[str, Any]]], Collector]], ...] = (

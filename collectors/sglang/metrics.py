@@ -76,6 +76,7 @@ from collectors.base import (
 )
 from collectors.fanout import ServerPool
 from collectors.http import DeadlineExceeded, auth_headers, capped_client, get_capped
+from collectors.sglang.metrics_notes import Episodes, notes_for
 from collectors.sglang.metrics_parse import ParsedMetrics, ParseLimits, parse_metrics
 from collectors.sglang.metrics_window import (
     DEFAULT_MAX_DETAIL_KEYS,
@@ -144,11 +145,6 @@ def snapshot_rows(
     return snap.rows, snap.state
 
 
-def _names(items: list[str], most: int = 5) -> str:
-    head = ", ".join(items[:most])
-    return head + (f" and {len(items) - most} more" if len(items) > most else "")
-
-
 class SGLangMetricsCollector:
     """Scrapes `{base_url}/metrics` of every server each `interval_s` seconds, all at once, except
     servers with a `prometheus_url`: those are read through Prometheus (prometheus_source.py)."""
@@ -175,7 +171,7 @@ class SGLangMetricsCollector:
         self._client = capped_client(timeout_s)
         self._servers = ServerPool(self.name, max_workers=max(1, workers))
         self._last_error: dict[int, str] = {}
-        self._episodes: dict[tuple[int, str], bool] = {}  # (server id, limit kind) -> reported
+        self._episodes = Episodes()  # one event per server per limit per episode
 
     def configure(self, runner: dict[str, Any]) -> None:
         """Take the `runner.metrics_*` settings (dashboard/settings.py); missing keys keep defaults.
@@ -277,45 +273,8 @@ class SGLangMetricsCollector:
         snap = snapshot(server, parsed, ctx.load_state(key), ts, self.max_rank_keys)
         out.samples = snap.rows
         ctx.save_state(key, snap.state)
-        who = f"Server {server.name!r} /metrics"
-        notes: dict[str, tuple[str, str | None]] = {}
-        if parsed.errors:
-            notes["malformed"] = (
-                f"{who}: {len(parsed.errors)} malformed line(s) were skipped (first: "
-                f"{parsed.errors[0]}); the rest was read. Fix the exporter.",
-                "\n".join(parsed.errors[:20]))
-        series = [text for kind, text in parsed.limits if kind == "series"]
-        if series:
-            notes["series"] = (
-                f"{who}: {series[0]} (runner.metrics_max_series, the limit); figures of the "
-                "skipped families are missing until it is raised or the exporter's label explosion "
-                "is fixed.", "\n".join(series[:20]))
-        budget = [text for kind, text in parsed.limits if kind == "budget"]
-        if budget:
-            notes["budget"] = (
-                f"{who}: {budget[0]} (runner.metrics_parse_budget_s, the limit); figures after "
-                "that point are missing until the payload shrinks or the budget is raised.", None)
-        if snap.window.capped:
-            notes["ranks"] = (
-                f"{who}: {_names(snap.window.capped)} passed {self.max_rank_keys} per-rank keys "
-                "per figure (runner.metrics_max_rank_keys, the limit); keys past it were dropped, "
-                "the aggregate over every rank is kept.", None)
-        if snap.window.nonfinite:
-            notes["nonfinite"] = (
-                f"{who}: non-finite values (+Inf, -Inf or NaN) in {_names(snap.window.nonfinite)}; "
-                "those series are skipped until they read a number again (a bug in the exporter).",
-                "\n".join(snap.window.nonfinite[:20]))
-        for kind in ("malformed", "series", "budget", "ranks", "nonfinite"):
-            episode = (server.id, kind)
-            if kind not in notes:
-                self._episodes.pop(episode, None)  # the episode ended: a new one is reported
-                continue
-            if self._episodes.get(episode):
-                continue
-            self._episodes[episode] = True
-            message, raw = notes[kind]
-            out.events.append(EventRow(ts, server.id, "collector_error", message, "warning",
-                                       raw=raw, launch_id=server.launch_id))
+        notes = notes_for(f"Server {server.name!r} /metrics", parsed, snap.window, self.max_rank_keys)
+        out.events = self._episodes.events(server, notes, ts)
         return out
 
     def close(self) -> None:

@@ -133,7 +133,7 @@ def test_written_paths_stay_in_the_data_folder(tmp_path) -> None:
 
 
 def test_a_model_in_the_runners_home_is_read_but_its_secret_folders_are_not(tmp_path, monkeypatch) -> None:
-    """A runner started as root keeps its models in /root/.cache: a home is no system folder,
+    """A runner started as root keeps its models in its ~/.cache: a home is no system folder,
     its ~/.ssh is (the real-SGLang tier's model lives there, and was refused once)."""
     from collectors.sglang import sandbox
 
@@ -143,7 +143,7 @@ def test_a_model_in_the_runners_home_is_read_but_its_secret_folders_are_not(tmp_
     monkeypatch.setenv("HOME", str(home))
     ctx = sandbox.Context(data_dir=tmp_path / "data")
     assert sandbox.check_profile(str(home / ".cache" / "model"), {}, {}, ctx) == []
-    assert sandbox.check_profile("/root/.cache/pitwall/model", {}, {}, ctx) == []
+    assert sandbox.check_profile(str(Path("/root") / ".cache" / "pitwall" / "model"), {}, {}, ctx) == []
     (issue,) = sandbox.check_profile(str(home / ".ssh"), {}, {}, ctx)
     assert "system folder" in issue.message
 
