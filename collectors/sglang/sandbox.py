@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.sglang.flags import Issue
+from collectors.sglang.flags import table_for as flag_table
 
 HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
@@ -370,21 +371,30 @@ def check_profile(model_path: str, flags: dict[str, Any], env: dict[str, Any], c
         if issue is not None:
             issues.append(issue)
     ports: dict[str, Any] = {}
+    names = flag_table(flags)
     for table, deny in ((flags, DENY_FLAGS), (env, DENY_ENV)):
         for key, value in table.items():
-            rule = deny.get(str(key))
+            key = str(key)
+            # an alias is judged as the flag it spells (speculative-draft-model is
+            # speculative-draft-model-path to SGLang's parser)
+            spec = names.get(key) if table is flags else None
+            canon = spec.name if spec is not None else key
+            allowed = ctx.allowed | (frozenset({key}) if canon in ctx.allowed else frozenset())
+            if table is flags and canon in REMOTE_LOAD_FLAGS and str(value) in REMOTE_LOAD_FORMATS \
+                    and key not in allowed:
+                issues.append(Issue("error", key, f"{key} = {value!r} is refused: it loads weights from a remote service ({allow_hint(key)})."))
+            rule = deny.get(key) or deny.get(canon)
             if rule is None:
                 continue
             if rule.kind == "port":
-                ports[str(key)] = value
+                ports[key] = value
             elif table is flags or rule.kind not in ("code", "remote"):  # env code/remote: check_env
-                issues.extend(check_rule(str(key), rule, value, allowed=ctx.allowed, base=ctx.data_dir,
+                issues.extend(check_rule(key, rule, value, allowed=allowed, base=ctx.data_dir,
                                          data_dir=ctx.data_dir))
-            if table is flags and key == "load-format" and str(value) in REMOTE_LOAD_FORMATS and key not in ctx.allowed:
-                issues.append(Issue("error", "load-format", f"load-format = {value!r} is refused: it loads weights from a remote service ({allow_hint('load-format')})."))
     issues.extend(check_ports(ports, own_port=ctx.own_port, server=ctx.server, reserved=ctx.reserved_ports or {}))
     return issues
 
 
-#: --load-format values that fetch weights from another machine or service.
+#: the flags that take a load format, and the values that fetch weights from another machine or service.
+REMOTE_LOAD_FLAGS: frozenset[str] = frozenset({"load-format", "speculative-draft-load-format"})
 REMOTE_LOAD_FORMATS: frozenset[str] = frozenset({"remote", "remote_instance", "private", "runai_streamer"})

@@ -245,3 +245,29 @@ def test_the_simulator_merges_config_as_sglang_does(tmp_path) -> None:
                       (("--config", str(cfg), "--config", str(cfg)), "Multiple config files")):
         proc = _sim(*args)
         assert proc.returncode == 1 and why in proc.stderr
+
+
+def test_an_alias_of_a_denied_flag_is_judged_as_the_flag_it_spells(tmp_path) -> None:
+    """SGLang's parser takes every alias of a flag (speculative-draft-model is
+    speculative-draft-model-path): each alias of a denied flag in the bundled 0.5.23 table is
+    refused as that flag is, and a remote load format is refused on both load-format flags."""
+    from collectors.sglang import flags, sandbox
+
+    ctx = sandbox.Context(data_dir=tmp_path / "data", reserved_ports={8501: ("the dashboard", None)})
+    values = {"port": 8501, "code": True, "remote": "http://example.invalid/x", "model": "/etc",
+              "read": "/etc/shadow", "write": "/etc/cron.d", "never": "/tmp/x.yaml"}
+    checked = 0
+    for spec in {id(s): s for s in flags.bundled_table().values()}.values():
+        rule = sandbox.DENY_FLAGS.get(spec.name)
+        if rule is None or rule.kind not in values:
+            continue
+        for alias in spec.aliases:
+            if alias == spec.name:
+                continue
+            issues = sandbox.check_profile("org/m", {alias: values[rule.kind]}, {}, ctx)
+            assert issues, (alias, spec.name, rule.kind)
+            checked += 1
+    assert checked >= 2  # grpc-http-sidecar-port, speculative-draft-model at least
+    for flag in ("load-format", "speculative-draft-load-format"):
+        (issue,) = sandbox.check_profile("org/m", {flag: "remote"}, {}, ctx)
+        assert issue.flag == flag and "remote service" in issue.message
