@@ -96,9 +96,6 @@ class CollectorContext:
     now: Callable[[], float] = time.time
     #: called by collectors that learn facts about a launch (server args, version)
     update_launch: Callable[[int, dict[str, Any]], None] | None = None
-    #: True once the runner is stopping: a poll that waits on several servers returns what has
-    #: come in so far instead of waiting out a stalled server's deadline (nothing answered is lost)
-    stopping: Callable[[], bool] = lambda: False
 
 
 class Collector(Protocol):

@@ -236,7 +236,7 @@ class Runner:
 
         ctx = CollectorContext(
             servers=targets, load_state=self.writer.load_state, save_state=save_state,
-            update_launch=update_launch, stopping=self._stop.is_set,
+            update_launch=update_launch,
         )
         result = slot.collector.poll(ctx)
         self.writer.put(Batch(list(result.samples), list(result.events), staged))
@@ -326,7 +326,6 @@ class Runner:
                 if housekeeping and self.alerting is not None:
                     self.alerting.tick()
                 if duration_s is not None and now_m - started >= duration_s:
-                    self._stop.set()  # polls in flight see ctx.stopping() and hand in what they have
                     break
                 expected = time.monotonic() + self.tick_s
                 self._stop.wait(self.tick_s)

@@ -74,7 +74,7 @@ from collectors.base import (
     SampleRow,
     ServerTarget,
 )
-from collectors.fanout import ServerPool
+from collectors.fanout import WORKERS, ServerPool
 from collectors.http import DeadlineExceeded, auth_headers, capped_client, get_capped
 from collectors.sglang.metrics_notes import Episodes, notes_for
 from collectors.sglang.metrics_parse import ParsedMetrics, ParseLimits, parse_metrics
@@ -103,7 +103,6 @@ __all__ = [
 ]
 
 SOURCE = "metrics"
-WORKERS = 8  # servers scraped at once
 WAIT_S = 2.0  # a poll waits this long for its scrapes; a slower one is handed in by a later poll
 
 
@@ -159,7 +158,7 @@ class SGLangMetricsCollector:
         *,
         limits: ParseLimits | None = None,
         max_rank_keys: int = DEFAULT_MAX_DETAIL_KEYS,
-        workers: int = WORKERS,
+        workers: int = WORKERS,  # servers scraped at once (collectors/fanout.py)
     ) -> None:
         """`timeout_s`: per socket read, seconds; `deadline_s`: a whole poll (every server's
         scrape and parse), seconds; `limits`: series and CPU time per payload; `max_rank_keys`:
