@@ -1,0 +1,91 @@
+"""The measured spread of a figure, and the one rule that calls two figures a tie.
+
+A load level is measured once per sweep, but a verdict needs to know how much a figure moves when
+nothing changed. The level's measured requests, in start order, are cut into `REPEATS`
+consecutive slices. Each slice ran under the same load (closed loop: the same number of workers;
+open loop: the same rate), so each is a repeat of the level. The figure computed on each slice
+gives `REPEATS` values; the spread is their [min, max], together with the whole level's figure.
+
+A slice needs `MIN_PER_SLICE` requests; a level with fewer than `REPEATS × MIN_PER_SLICE`
+measured requests has no spread (None): the verdict then says the spread is unknown, it never
+pretends the level was repeated.
+
+Two figures are a **tie** when their spreads overlap, or, where either spread is unknown, when
+they differ by less than `FLOOR_REL` of the baseline (a floor below which no verdict is made
+even with a narrow spread). Cross-check: `pitwall probe ... --json` prints each level's
+`spread` block; a tie's two [lo, hi] ranges share a point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+REPEATS = 3
+MIN_PER_SLICE = 3
+#: below this relative difference no verdict is made even when both spreads are narrower
+FLOOR_REL = 0.01
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Spread:
+    lo: float
+    hi: float
+    repeats: int  # how many slices gave a value
+
+    def as_list(self) -> list[float]:
+        return [self.lo, self.hi]
+
+
+def slices(items: Sequence[T], repeats: int = REPEATS) -> list[list[T]]:
+    """`items` (already in start order) cut into `repeats` consecutive slices of near-equal size;
+    [] when a slice would hold fewer than MIN_PER_SLICE items."""
+    n = len(items)
+    if repeats < 2 or n < repeats * MIN_PER_SLICE:
+        return []
+    bounds = [round(i * n / repeats) for i in range(repeats + 1)]
+    return [list(items[bounds[i]:bounds[i + 1]]) for i in range(repeats)]
+
+
+def spread_of(items: Sequence[T], figure: Callable[[list[T]], float | None],
+              repeats: int = REPEATS) -> Spread | None:
+    """The [min, max] of `figure` over the slices of `items` (None: too few items, or fewer than
+    two slices gave a value)."""
+    values = [v for part in slices(items, repeats) if (v := figure(part)) is not None]
+    if len(values) < 2:
+        return None
+    return Spread(min(values), max(values), len(values))
+
+
+def widen(spread: Spread | None, value: float | None) -> Spread | None:
+    """`spread` stretched to include the whole level's own figure (a slice's min and max need not
+    bracket the figure of all requests together, a percentile in particular)."""
+    if spread is None or value is None:
+        return spread
+    return Spread(min(spread.lo, value), max(spread.hi, value), spread.repeats)
+
+
+def is_tie(base: float, other: float, base_spread: Sequence[float] | None,
+           other_spread: Sequence[float] | None) -> bool:
+    """True when `other` against `base` is inside the measured noise: the two [lo, hi] ranges
+    overlap, or, with a spread unknown, the relative difference is under FLOOR_REL."""
+    if base == other:
+        return True
+    rel = abs(other - base) / abs(base) if base != 0 else float("inf")
+    if rel < FLOOR_REL:
+        return True
+    if base_spread is None or other_spread is None:
+        return False
+    (a_lo, a_hi), (b_lo, b_hi) = sorted(base_spread), sorted(other_spread)
+    return a_lo <= b_hi and b_lo <= a_hi
+
+
+def describe(spread: Sequence[float] | None, fmt: Callable[[float], str]) -> str:
+    """'3.1–3.4 req/s over 3 repeats' style range text, or 'spread not measured'."""
+    if spread is None:
+        return "spread not measured (too few requests to repeat)"
+    lo, hi = sorted(spread)
+    return f"{fmt(lo)}–{fmt(hi)} over {REPEATS} repeats"
