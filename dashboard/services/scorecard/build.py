@@ -10,8 +10,9 @@ inputs through storage.repo (the only SQL) and hands them to compute.py (pure). 
 | since_s | now - since_s -> now | newest finished run that started inside the window |
 
 GPU model and driver come from CollectorState `gpu:<server_id>:info` (or `gpu:info`) when the GPU
-collector wrote one ({"name": ..., "driver": ...} or {"gpus": [{"name", "driver"}, ...]}), else
-"unknown". A card in MIG mode (`gpu.<i>.mig<GPU_I_ID>.*` beside the card's `gpu.<i>.*`:
+collector wrote one ({"name": ..., "driver": ...} or {"gpus": [{"index", "name"}, ...]}: only the
+server's own cards, its gpu_indices, else those its `gpu.*` samples name), else "unknown". A card
+in MIG mode (`gpu.<i>.mig<GPU_I_ID>.*` beside the card's `gpu.<i>.*`:
 services/gpu_entries.py) counts once: GPU count, GPU-hours and energy read the card's `<i>`; its
 memory total is the card's own `mem_total_bytes`, else the sum of its instances' (never both).
 Cross-check a scorecard's figures with `pitwall probe` (latency, throughput) and
@@ -98,13 +99,18 @@ def _window_label(since: float, until: float) -> str:
     return f"{span:.0f} s"
 
 
-def _gpu_info(engine: Engine, server_id: int) -> tuple[str, str]:
+def _gpu_info(engine: Engine, server_id: int, cards: list[int] | None = None) -> tuple[str, str]:
+    """(GPU model, driver) of the server's own `cards` (its gpu_indices, else the cards its
+    `gpu.*` samples name): the host's `gpu:info` lists every GPU of the host, and one server's
+    scorecard must not name another server's GPU (issue 30)."""
     for key in (f"gpu:{server_id}:info", "gpu:info"):
         info = repo.load_state(engine, key=key)
         if not info:
             continue
         raw = info.get("gpus")
         gpus: list[Any] = raw if isinstance(raw, list) else [info]
+        if cards:
+            gpus = [g for g in gpus if isinstance(g, dict) and g.get("index", cards[0]) in cards]
         names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
         driver = info.get("driver") or next(
             (g.get("driver") for g in gpus if isinstance(g, dict) and g.get("driver")), None)
@@ -275,7 +281,7 @@ def gather_inputs(
     events_df = repo.list_events(engine, server_id=sid, since=since, until=until, limit=EVENT_LIMIT)
     series_df = repo.bucketed_series(engine, server_id=sid, metrics=SERIES_KEYS, since=since,
                                      until=until, max_points=SERIES_POINTS)
-    gpu_model, gpu_driver = _gpu_info(engine, sid)
+    gpu_model, gpu_driver = _gpu_info(engine, sid, list(srv.gpu_indices or seen))
     subject = {
         "server": srv.name,
         "server_kind": srv.kind,
