@@ -143,6 +143,7 @@ def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, actor: Calla
             data=_maker(engine, fmt, list(cards), actor),
             file_name=formats.default_filename(fmt, cards),
             mime=formats.MEDIA_TYPES[fmt],
+            help=formats.FORMAT_HELP[fmt],
             key=f"{key}-{fmt}",
             on_click="ignore",
             width="stretch",

@@ -1,5 +1,7 @@
 """The HTML export in headless Chromium with every network request blocked: it must open offline,
-ask for nothing outside itself, and show the four dimensions and the charts (screenshot saved)."""
+ask for nothing outside itself, show the four dimensions and the charts, and lead with the
+verdict: at 1400x900 the first screen holds the comparison's verdict and the grades, and the
+provenance (workload, server args) is folded at the end (screenshot saved)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def _open(html_path: Path, shot: Path) -> tuple[dict, list[str]]:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
                                     args=["--headless", "--no-sandbox", "--disable-gpu"])
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.set_default_timeout(20_000)
             own = html_path.as_uri()
 
@@ -42,7 +44,10 @@ def _open(html_path: Path, shot: Path) -> tuple[dict, list[str]]:
             page.wait_for_load_state("load")
             facts = page.evaluate("""() => ({
                 dims: [...document.querySelectorAll('[data-dimension]')].map(e => e.dataset.dimension),
-                headings: [...document.querySelectorAll('h2')].map(e => e.textContent),
+                headings: [...document.querySelectorAll('h2, h3')].map(e => e.textContent),
+                top: Object.fromEntries(['#verdict', 'table.summary', 'details', 'table.prov']
+                    .map(q => [q, document.querySelector(q).getBoundingClientRect().top])),
+                folded: !document.querySelector('details').open,
                 charts: [...document.querySelectorAll('[data-chart] svg')].length,
                 marks: [...document.querySelectorAll('[data-chart] svg path, [data-chart] svg line')].length,
                 text: document.body.innerText,
@@ -70,8 +75,13 @@ def test_html_export_offline_in_chromium(engine, tmp_path):
     facts, requested = _open(path, shot)
     assert requested == []
     assert facts["dims"] == ["latency", "throughput", "cost", "stability"] * 2
-    for h in ("Latency", "Throughput", "Cost", "Stability", "Comparison", "Charts"):
+    for h in ("Verdict", "Grades", "Deltas", "Latency", "Throughput", "Cost", "Stability",
+              "Charts", "Provenance"):
         assert h in facts["headings"]
+    # the verdict and the grades on the first screen; the provenance folded, after everything
+    assert facts["top"]["#verdict"] < facts["top"]["table.summary"] < 900, facts["top"]
+    assert facts["folded"] and facts["top"]["details"] > facts["top"]["table.summary"] + 900
+    assert "Server args" not in facts["text"] and "chunked_prefill_size" not in facts["text"]
     # comparison bars + per card: latency vs load, throughput vs load, batch and queue
     assert facts["charts"] == 1 + 2 * 3
     assert facts["marks"] > 20

@@ -4,13 +4,76 @@ legends read in words (the Server page's series labels), never internal keys."""
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
 from gpu_seed import FIXTURES, MIG_FIXTURE, T0, store_dcgm
+from scorecard_seed import seed_alpha
 
 from dashboard.services.export import formats
+from dashboard.services.export.charts import card_charts, export_spec
 from dashboard.services.scorecard.build import build_scorecard
 from storage import repo
+
+
+@pytest.fixture
+def cards(engine):
+    a = seed_alpha(engine, name="a")
+    b = seed_alpha(engine, name="b", ttft_scale=2.0)
+    return [build_scorecard(engine, run_id=a["run_id"], settings_slo={"ttft_p99_s": 0.5}),
+            build_scorecard(engine, run_id=b["run_id"], settings_slo={"ttft_p99_s": 0.5})]
+
+
+def _before(text: str, *needles: str) -> None:
+    """Each needle occurs in `text`, each first occurrence after the one before it."""
+    at = [text.find(n) for n in needles]
+    assert -1 not in at, dict(zip(needles, at, strict=True))
+    assert at == sorted(at), dict(zip(needles, at, strict=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# order: verdict, figures, provenance
+
+
+def test_markdown_puts_grades_before_figures_before_provenance(cards):
+    md = formats.render("md", cards[:1]).decode()
+    _before(md, "## Grades", "| Latency | PASS |", "## Latency", "TTFT p50", "## Provenance",
+            "Workload spec", "Server args", "chunked_prefill_size")
+    assert md.rstrip().endswith(md[md.index("## Provenance"):].rstrip())  # the final section
+
+
+def test_html_puts_grades_before_figures_and_folds_provenance(cards):
+    html = formats.render("html", cards[:1]).decode()
+    _before(html, 'data-dimension="latency"', 'id="latency"', 'data-chart=', "<details",
+            "Workload spec", "chunked_prefill_size")
+    folded = html[html.index("<details"):html.index("</details>")]
+    assert "Server args" in folded and "Workload" in folded
+    assert "chunked_prefill_size" not in html[:html.index("<details")]
+
+
+def test_comparison_leads_with_its_verdict_naming_what_it_compares(cards):
+    a, b = cards
+    md = formats.render("md", cards).decode()
+    # the verdict line names both sides, then per-metric verdicts, then each card's figures
+    _before(md, "## Verdict", f"{b.title} against {a.title}", "TTFT p50", "## Grades",
+            "## Deltas", "## Config diff", "# Provenance", "Server args")
+    verdict = md[md.index("## Verdict"):md.index("## Grades")]
+    assert "Worse:" in verdict and "TTFT p50" in verdict.split("Worse:")[1]
+    assert "Same workload" in verdict
+    html = formats.render("html", cards).decode()
+    _before(html, "Verdict", f"{b.title} against {a.title}", 'data-dimension="latency"',
+            "<details", "chunked_prefill_size")
+
+
+def test_json_leads_with_the_comparison_and_each_card_with_its_grades(cards):
+    doc = json.loads(formats.render("json", cards))
+    assert list(doc)[:4] == ["schema_version", "kind", "generated_at", "comparison"]
+    card = doc["scorecards"][0]
+    keys = list(card)
+    assert keys.index("dimensions") < keys.index("figures") < keys.index("provenance")
+    assert keys[-2:] == ["provenance", "schema_version"]
+
 
 # ---------------------------------------------------------------------------------------------
 # each server its own GPU
@@ -39,3 +102,43 @@ def test_two_servers_on_different_gpus_export_each_its_own(engine, tmp_path):
     assert len(gpu_lines) == 2
     assert "H200" in gpu_lines[0] and "B300" not in gpu_lines[0]
     assert "B300" in gpu_lines[1] and "H200" not in gpu_lines[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# legends in words
+
+
+def _legend_values(spec: dict) -> set[str]:
+    """Every string of the chart's data rows under `metric` (what the colour legend lists)."""
+    found: set[str] = set()
+
+    def walk(obj: object) -> None:
+        if isinstance(obj, dict):
+            if isinstance(obj.get("metric"), str):
+                found.add(obj["metric"])
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    walk(spec.get("datasets", {}))
+    return found
+
+
+def test_chart_legends_use_labels_not_keys(cards, engine):
+    charts = card_charts(cards[0])
+    shown = _legend_values(export_spec(charts["batch_and_queue"]))
+    assert shown == {"running", "queued"}
+    html = formats.render("html", cards[:1]).decode()
+    drawn = "".join(re.findall(r'<div class="chart".*?</svg></div>', html, flags=re.S))
+    assert drawn.count("<svg") == 3 and ">queued<" in drawn and ">running<" in drawn
+    assert "log." not in drawn and "queue_req" not in drawn and "running_req" not in drawn
+
+
+def test_png_title_carries_the_grades(cards):
+    from dashboard.services.export.formats import png_title
+
+    title = png_title(cards[:1])
+    assert any("Latency PASS" in line for line in title["subtitle"])
+

@@ -15,6 +15,9 @@ milliseconds.
 | tune_pareto | profile, status, cost, p99_ms, winner | a tune's candidates: cost against p99 latency, SLO dashed |
 
 card_charts(card) / all_charts(cards) pick the charts of one scorecard or a comparison, by name.
+Their legends name series in words: a series key (`log.queue_req`) becomes the label the Server
+page's legend shows for it ("queued"; SERIES_LABELS, read from views/timeseries.py PANELS, the
+one table of series labels), so a review reads the same words as the dashboard.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ import pandas as pd
 from dashboard.services.format import SERIES_COLORS, SEVERITY_COLORS
 from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY
 from dashboard.services.scorecard.model import Scorecard
+from dashboard.services.views.timeseries import PANELS
 from storage.redact import redact_obj
 
 WIDTH, HEIGHT = 520, 220
 PCT_COLORS = {"p50": SERIES_COLORS[0], "p95": SERIES_COLORS[1], "p99": SERIES_COLORS[2]}
+#: series key -> the legend label the Server page gives it (views/timeseries.py PANELS)
+SERIES_LABELS: dict[str, str] = {key: label for p in PANELS for key, label in (*p.series, *p.fallback)}
 
 
 def _empty(title: str) -> alt.Chart:
@@ -133,7 +139,8 @@ def throughput_vs_load(
             .mark_line(point=True, color=SERIES_COLORS[(i + 4) % len(SERIES_COLORS)])
             .encode(
                 x=alt.X("level:Q", title=x_title, axis=alt.Axis(format="~g")),
-                y=alt.Y(f"{col}:Q", title=col.replace("_", " ")),
+                y=alt.Y(f"{col}:Q", title=SPECS_BY_KEY[col].label if col in SPECS_BY_KEY
+                        else col.replace("_", " ")),
                 tooltip=["level:Q", alt.Tooltip(f"{col}:Q", format=",.2f")],
             )
             .properties(width=WIDTH // len(have) - 20, height=HEIGHT)
@@ -189,6 +196,11 @@ def levels_frame(card: Scorecard) -> pd.DataFrame:
     return pd.DataFrame(card.levels)
 
 
+def _labelled(series: pd.DataFrame) -> pd.DataFrame:
+    """`series` with each key in `metric` replaced by its legend label (a key without one stays)."""
+    return series.assign(metric=series["metric"].map(lambda k: SERIES_LABELS.get(k, k)))
+
+
 def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
     """The charts of one scorecard, by name; empty data gives a 'no data' panel."""
     x = "rate (req/s)" if card.subject.get("level_mode") == "rate" else "concurrency"
@@ -196,7 +208,7 @@ def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
     image = card.subject.get("server_kind") == "image"
     series = pd.DataFrame(card.series, columns=["metric", "ts", "value"])
     events = pd.DataFrame(card.events, columns=["ts", "kind", "severity", "message"])
-    load = series[series["metric"].isin(["log.running_req", "log.queue_req"])]
+    load = _labelled(series[series["metric"].isin(["log.running_req", "log.queue_req"])])
     out: dict[str, alt.TopLevelMixin] = {
         "latency_vs_load": latency_vs_load(levels, stat="image" if image else "ttft", x_title=x),
         "throughput_vs_load": throughput_vs_load(
@@ -205,7 +217,7 @@ def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
         "batch_and_queue": time_series(load, title="Running batch and queue",
                                        y_title="requests", events=events),
     }
-    canary = series[series["metric"] == "canary.ttft_s"]
+    canary = _labelled(series[series["metric"] == "canary.ttft_s"])
     if not canary.empty:
         out["canary_ttft"] = time_series(canary, title="Canary TTFT", y_title="ms",
                                          events=events, scale=1000.0)

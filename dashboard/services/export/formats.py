@@ -1,5 +1,11 @@
 """Review exports of one scorecard or a comparison: Markdown, CSV, JSON, PNG (HTML: html.py).
 
+Every format reads top down (issue 30): the verdict first (verdict.py: the grades; for a
+comparison one sentence per candidate naming both sides and their load levels, then per-metric
+verdicts, the grades side by side, the deltas and the config diff), then the figures (and
+charts), then the provenance: Markdown's final section, HTML's folded <details>, JSON's last key
+of each scorecard (the comparison before the scorecards), PNG's title block the grades.
+
 Every format carries the provenance (provenance_rows: Pitwall and SGLang versions, server
 args, GPU model and driver, workload fingerprint and spec, window and its resolution, client
 self-check). The resolution is "raw", or the rollup tiers ("1-minute rollup", "15-minute rollup")
@@ -28,6 +34,7 @@ import math
 import numbers
 import os
 import tempfile
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,13 +43,17 @@ from typing import Any
 import altair as alt
 from sqlalchemy.engine import Engine
 
+from dashboard.services.export import verdict
 from dashboard.services.export.charts import all_charts, chart_png
 from dashboard.services.export.escape import csv_writer, md_table, md_text
+from dashboard.services.export.verdict import GRADE_MARK
+from dashboard.services.export.verdict import words as verdict_words
 from dashboard.services.format import fmt_ts, fmt_value
 from dashboard.services.scorecard.compare import Comparison, compare
 from dashboard.services.scorecard.metric_specs import (
     DIMENSION_LABELS,
     DIMENSIONS,
+    METRIC_SPECS,
     SPECS_BY_KEY,
     specs_of,
 )
@@ -59,7 +70,14 @@ MEDIA_TYPES = {
     "json": "application/json",
     "png": "image/png",
 }
-GRADE_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "none": "—"}
+#: what each export holds, in a line (the download buttons' help)
+FORMAT_HELP = {
+    "md": "Markdown for a review: the verdict first, then the figures, the provenance last",
+    "html": "One offline page: the verdict, the figures and charts, the provenance folded",
+    "csv": "One row per scorecard and figure, in base units",
+    "json": "Everything, schema-checked: the comparison first, each card's grades first",
+    "png": "The charts in one image, the grades and the verdict in its title",
+}
 CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dimension", "key",
                "label", "value", "unit", "display", "status", "source", "grade", "target",
                "note", "resolution")
@@ -154,9 +172,9 @@ def delta_rows(cmp: Comparison) -> list[list[str]]:
     for d in cmp.deltas:
         spec = SPECS_BY_KEY[d.key]
         cells = [spec.label, fmt_value(d.values[0], spec.unit)]
-        for v, rel, verdict in zip(d.values[1:], d.rel[1:], d.verdicts[1:], strict=True):
+        for v, rel, said in zip(d.values[1:], d.rel[1:], d.verdicts[1:], strict=True):
             pct = "" if rel is None else f" ({rel * 100:+.1f} %)"
-            cells.append(f"{fmt_value(v, spec.unit)}{pct} {verdict}")
+            cells.append(f"{fmt_value(v, spec.unit)}{pct} {verdict_words(said)}")
         rows.append(cells)
     return rows
 
@@ -166,49 +184,71 @@ def delta_rows(cmp: Comparison) -> list[list[str]]:
 
 
 def to_markdown(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> str:
+    """The verdict first (a comparison's, then the grades), then the figures, then the
+    provenance as the final section (module docstring of verdict.py)."""
     parts: list[str] = []
-    for card in cards:
+    if comparison is None:
+        card = cards[0]
         parts.append(f"# Pitwall scorecard: {md_text(card.title)}\n")
+        parts.append(md_text(verdict.subject_line(card)) + "\n")
+        parts.extend(_md_card(card))
+    else:
+        parts.append("# Pitwall comparison: " + md_text(" vs ".join(comparison.titles)) + "\n")
+        for i, card in enumerate(cards):
+            role = "Baseline" if i == 0 else "Candidate"
+            parts.append(f"- {role}: {md_text(verdict.subject_line(card))}")
+        parts.extend(_md_comparison(cards, comparison))
+        for card in cards:
+            parts.append(f"\n# Scorecard: {md_text(card.title)}\n")
+            parts.extend(_md_card(card))
+    parts.append("\n# Provenance\n" if comparison is not None else "\n## Provenance\n")
+    for card in cards:
+        if comparison is not None:
+            parts.append(f"\n## {md_text(card.title)}\n")
         parts.append(md_table(["field", "value"], provenance_rows(card)))
-        parts.append("\n## Grades\n")
-        parts.append(md_table(
-            ["dimension", "grade", "why"],
-            [[DIMENSION_LABELS[d], GRADE_MARK[card.dimensions[d].grade],
-              "; ".join(card.dimensions[d].reasons)] for d in DIMENSIONS]))
-        for note in card.notes:
-            parts.append(f"\n> {md_text(note)}")
-        for d in DIMENSIONS:
-            parts.append(f"\n## {DIMENSION_LABELS[d]}\n")
-            parts.append(md_table(["metric", "value", "grade", "target", "note"],
-                                   figure_rows(card, d)))
-            if d == "stability" and card.errors_by_kind:
-                parts.append("\nErrors by kind: " + ", ".join(
-                    f"{md_text(k)} {md_text(n)}" for k, n in sorted(card.errors_by_kind.items())))
-        if card.levels:
-            head, rows = level_rows(card)
-            parts.append("\n## Load levels\n")
-            parts.append(md_table(head, rows))
-        parts.append("")
-    if comparison is not None:
-        parts.append("# Comparison\n")
-        parts.append(md_table(["scorecard", "fingerprint"],
-                               [[t, fp or "—"] for t, fp in zip(comparison.titles,
-                                                                comparison.fingerprints,
-                                                                strict=True)]))
-        if comparison.comparable:
-            parts.append("\nSame workload: the deltas are comparable.")
-        else:
-            parts.append("\n**Workloads differ: probe deltas are not comparable.**\n")
-            for title, lines in zip(comparison.titles[1:], comparison.workload_diff, strict=True):
-                for line in lines:
-                    parts.append(f"- {md_text(title)}: {md_text(line)}")
-        parts.append("\n## Config diff\n")
-        parts.append(md_table(["setting", *comparison.titles],
-                               [[r["key"], *r["values"]] for r in comparison.config_diff])
-                     if comparison.config_diff else "No flag or env differs.")
-        parts.append("\n## Figures\n")
-        parts.append(md_table(["metric", *comparison.titles], delta_rows(comparison)))
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _md_card(card: Scorecard) -> list[str]:
+    parts = ["\n## Grades\n", md_table(
+        ["dimension", "grade", "why"],
+        [[DIMENSION_LABELS[d], GRADE_MARK[card.dimensions[d].grade],
+          "; ".join(card.dimensions[d].reasons)] for d in DIMENSIONS])]
+    for note in card.notes:
+        parts.append(f"\n> {md_text(note)}")
+    for d in DIMENSIONS:
+        parts.append(f"\n## {DIMENSION_LABELS[d]}\n")
+        parts.append(md_table(["metric", "value", "grade", "target", "note"],
+                              figure_rows(card, d)))
+        if d == "stability" and card.errors_by_kind:
+            parts.append("\nErrors by kind: " + ", ".join(
+                f"{md_text(k)} {md_text(n)}" for k, n in sorted(card.errors_by_kind.items())))
+    if card.levels:
+        head, rows = level_rows(card)
+        parts.append("\n## Load levels\n")
+        parts.append(md_table(head, rows))
+    return parts
+
+
+def _md_comparison(cards: Sequence[Scorecard], cmp: Comparison) -> list[str]:
+    parts = ["\n## Verdict\n"]
+    for i in range(1, len(cards)):
+        parts.append(f"**{md_text(verdict.lead_sentence(cmp, cards, i))}**\n")
+        for _, title, items in verdict.verdict_groups(cmp, i):
+            parts.append(f"- {md_text(title)}: {md_text(', '.join(items))}")
+        parts.append("")
+    sentence, lines = verdict.comparability(cmp)
+    parts.append(md_text(sentence) if cmp.comparable else f"**{md_text(sentence)}**\n")
+    parts.extend(f"- {md_text(line)}" for line in lines)
+    parts.append("\n## Grades\n")
+    parts.append(md_table(["dimension", *cmp.titles], verdict.grade_rows(cards)))
+    parts.append("\n## Deltas\n")
+    parts.append(md_table(["metric", *cmp.titles], delta_rows(cmp)))
+    parts.append("\n## Config diff\n")
+    parts.append(md_table(["setting", *cmp.titles],
+                          [[r["key"], *r["values"]] for r in cmp.config_diff])
+                 if cmp.config_diff else "No flag or env differs.")
+    return parts
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,9 +259,10 @@ def to_csv(cards: Sequence[Scorecard]) -> str:
     buf = io.StringIO()
     w = csv_writer(buf)  # every cell through escape.csv_cell: no formula from a server's text
     w.writerow(CSV_COLUMNS)
-    for card in cards:
-        for spec_key, f in card.figures.items():
-            spec = SPECS_BY_KEY[spec_key]
+    for card in cards:  # METRIC_SPECS order: dimension by dimension, as every other format
+        for spec in METRIC_SPECS:
+            if (f := card.figures.get(spec.key)) is None:
+                continue
             w.writerow([
                 card.title, card.subject.get("server"), card.subject.get("launch_id"),
                 card.subject.get("run_id"), card.provenance.get("fingerprint"), spec.dimension,
@@ -233,14 +274,24 @@ def to_csv(cards: Sequence[Scorecard]) -> str:
     return buf.getvalue()
 
 
+#: a scorecard's keys in JSON in reading order: what it is, its verdict, figures, provenance last
+CARD_KEY_ORDER = ("title", "subject", "dimensions", "figures", "errors_by_kind", "levels", "notes",
+                  "series", "events", "provenance")
+
+
 def json_document(cards: Sequence[Scorecard], comparison: Comparison | None = None
                   ) -> dict[str, Any]:
+    """The JSON export: the comparison (the verdict) before the scorecards, each scorecard's
+    grades before its figures and its provenance last; same keys as always, only their order."""
+    def ordered(d: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: d[k] for k in CARD_KEY_ORDER if k in d}, **d}
+
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "pitwall.scorecards",
         "generated_at": time.time(),
-        "scorecards": [c.to_dict() for c in cards],
         "comparison": None if comparison is None else comparison.to_dict(),
+        "scorecards": [ordered(c.to_dict()) for c in cards],
     }
 
 
@@ -274,11 +325,26 @@ def load_schema() -> dict[str, Any]:
 # PNG (the charts are charts.py's, shared with the HTML export)
 
 
-def to_png(cards: Sequence[Scorecard]) -> bytes:
-    """Every chart of the export stacked in one PNG."""
+PNG_TITLE_CHARS = 110  # a title line wider than the stacked charts would be cut off
+
+
+def png_title(cards: Sequence[Scorecard], comparison: Comparison | None = None
+              ) -> dict[str, Any]:
+    """The PNG's title block: what is scored, then the verdict in words (each card's grades;
+    for a comparison, each candidate's sentence against the baseline) as subtitle lines."""
+    lines = [f"{c.title}: " + ", ".join(f"{r[0]} {r[1]}" for r in verdict.grade_rows([c]))
+             for c in cards]
+    if comparison is not None:
+        lines = [verdict.lead_sentence(comparison, cards, i) for i in range(1, len(cards))] + lines
+    lines = [part for line in lines for part in textwrap.wrap(line, PNG_TITLE_CHARS)]
+    return {"text": " vs ".join(c.title for c in cards), "subtitle": lines, "anchor": "start",
+            "fontSize": 16, "subtitleFontSize": 12, "subtitleColor": "#495057", "offset": 12}
+
+
+def to_png(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> bytes:
+    """Every chart of the export stacked in one PNG, under a title block with the verdict."""
     parts: list[Any] = [c for _, c in all_charts(cards)]
-    stacked = alt.vconcat(*parts).properties(
-        title=" vs ".join(c.title for c in cards))
+    stacked = alt.vconcat(*parts).properties(title=alt.TitleParams(**png_title(cards, comparison)))
     return chart_png(stacked)
 
 
@@ -293,7 +359,7 @@ def render(fmt: str, cards: Sequence[Scorecard]) -> bytes:
         raise ExportError("Nothing to export: no scorecard.")
     cmp = compare(list(cards)) if len(cards) > 1 else None
     if fmt == "png":
-        return to_png(cards)
+        return to_png(cards, cmp)
     if fmt == "md":
         text = to_markdown(cards, cmp)
     elif fmt == "csv":

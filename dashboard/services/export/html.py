@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from dashboard.services.export import verdict
 from dashboard.services.export.charts import all_charts, chart_svg
 from dashboard.services.export.formats import (
     GRADE_MARK,
@@ -39,6 +40,11 @@ th{background:#f1f3f5}
 .note{background:#fff3bf;padding:6px 10px;border-radius:4px;margin:6px 0}
 .warn{background:#ffe3e3;padding:6px 10px;border-radius:4px;margin:6px 0}
 .chart{margin:12px 0}.muted{color:#868e96;font-size:.85em}
+.subject{color:#495057;margin:2px 0}.verdict{border-left:4px solid #495057;padding:2px 12px;
+margin:10px 0}.verdict .lead{font-weight:600;font-size:1.05em}
+table.prov td:first-child{white-space:nowrap}
+table.prov td:last-child{font-family:ui-monospace,monospace;font-size:.85em;word-break:break-word}
+details{margin:8px 0}summary{cursor:pointer;color:#495057}
 """
 
 
@@ -79,57 +85,95 @@ def _delta_table(cmp: Comparison) -> str:
     out = [f"<table><thead><tr>{head}</tr></thead><tbody>"]
     for d, row in zip(cmp.deltas, delta_rows(cmp), strict=True):
         cells = [f"<td>{_e(row[0])}</td>", f"<td>{_e(row[1])}</td>"]
-        for text, verdict in zip(row[2:], d.verdicts[1:], strict=True):
-            color = VERDICT_COLORS.get(verdict, "inherit")
+        for text, said in zip(row[2:], d.verdicts[1:], strict=True):
+            color = VERDICT_COLORS.get(said, "inherit")
             cells.append(f'<td style="color:{color}">{_e(text)}</td>')
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
     return "".join(out)
 
 
+def _grade_cards(card: Scorecard) -> str:
+    out = ['<div class="grades">']
+    for d in DIMENSIONS:
+        dim = card.dimensions[d]
+        color = GRADE_COLORS.get(dim.grade, GRADE_COLORS["none"])[1]
+        reasons = "".join(f"<li>{_e(r)}</li>" for r in dim.reasons)
+        out.append(f'<div class="grade" style="background:{color}" data-dimension="{d}">'
+                   f"<h3>{_e(DIMENSION_LABELS[d])}: {_e(GRADE_MARK[dim.grade])}</h3>"
+                   f"<ul>{reasons}</ul></div>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def _grade_summary(cards: Sequence[Scorecard], titles: Sequence[str]) -> str:
+    head = "".join(f"<th>{_e(t)}</th>" for t in ["dimension", *titles])
+    out = [f'<table class="summary"><thead><tr>{head}</tr></thead><tbody>']
+    for row in verdict.grade_rows(cards):
+        cells = "".join(f'<td style="color:{_grade_color(m)};font-weight:600">{_e(m)}</td>'
+                        for m in row[1:])
+        out.append(f"<tr><td>{_e(row[0])}</td>{cells}</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _comparison_lead(cards: Sequence[Scorecard], cmp: Comparison) -> list[str]:
+    """The comparison's verdict: one sentence per candidate with its grouped per-metric
+    verdicts, whether the workloads match, the grades side by side, the deltas, the config diff."""
+    body = ['<h2 id="verdict">Verdict</h2>']
+    for i in range(1, len(cards)):
+        groups = "".join(
+            f'<li><b style="color:{VERDICT_COLORS.get(key, "inherit")}">'
+            f"{_e(title)}:</b> {_e(', '.join(items))}</li>"
+            for key, title, items in verdict.verdict_groups(cmp, i))
+        body.append(f'<div class="verdict"><p class="lead">'
+                    f"{_e(verdict.lead_sentence(cmp, cards, i))}</p><ul>{groups}</ul></div>")
+    sentence, lines = verdict.comparability(cmp)
+    if cmp.comparable:
+        body.append(f"<p>{_e(sentence)}</p>")
+    else:
+        items = "".join(f"<li>{_e(line)}</li>" for line in lines)
+        body.append(f'<div class="warn"><b>{_e(sentence)}</b><ul>{items}</ul></div>')
+    body.append("<h2>Grades</h2>" + _grade_summary(cards, cmp.titles))
+    body.append("<h2>Deltas</h2>" + _delta_table(cmp))
+    body.append("<h3>Config diff</h3>")
+    body.append(_table(["setting", *cmp.titles], [[r["key"], *r["values"]] for r in cmp.config_diff])
+                if cmp.config_diff else "<p>No flag or env differs.</p>")
+    return body
+
+
+def _card_body(card: Scorecard, level: int) -> list[str]:
+    h = f"h{level}"
+    body = [f"<{h}>Grades</{h}>" + _grade_cards(card)]
+    body += [f'<p class="note">{_e(note)}</p>' for note in card.notes]
+    for d in DIMENSIONS:
+        body.append(f'<{h} id="{d}">{_e(DIMENSION_LABELS[d])}</{h}>')
+        body.append(_figure_table(figure_rows(card, d)))
+        if d == "stability" and card.errors_by_kind:
+            body.append("<p>Errors by kind: " + _e(", ".join(
+                f"{k} {n}" for k, n in sorted(card.errors_by_kind.items()))) + "</p>")
+    if card.levels:
+        head, rows = level_rows(card)
+        body.append(f"<{h}>Load levels</{h}>" + _table(head, rows))
+    return body
+
+
 def to_html(cards: Sequence[Scorecard], comparison: Comparison | None = None) -> str:
-    title = "Pitwall scorecard: " + " vs ".join(c.title for c in cards)
+    """The verdict first (a comparison's, then the grades), the figures and charts, then the
+    provenance folded in a <details> (verdict.py's module docstring)."""
+    title = ("Pitwall comparison: " if comparison else "Pitwall scorecard: ") + " vs ".join(
+        c.title for c in cards)
     body: list[str] = [f"<h1>{_e(title)}</h1>"]
-    for card in cards:
-        if len(cards) > 1:
-            body.append(f"<h2>{_e(card.title)}</h2>")
-        body.append(_table(["field", "value"], provenance_rows(card), "prov"))
-        body.append('<h2>Grades</h2><div class="grades">')
-        for d in DIMENSIONS:
-            dim = card.dimensions[d]
-            color = GRADE_COLORS.get(dim.grade, GRADE_COLORS["none"])[1]
-            reasons = "".join(f"<li>{_e(r)}</li>" for r in dim.reasons)
-            body.append(f'<div class="grade" style="background:{color}" data-dimension="{d}">'
-                        f"<h3>{_e(DIMENSION_LABELS[d])}: {_e(GRADE_MARK[dim.grade])}</h3>"
-                        f"<ul>{reasons}</ul></div>")
-        body.append("</div>")
-        for note in card.notes:
-            body.append(f'<p class="note">{_e(note)}</p>')
-        for d in DIMENSIONS:
-            body.append(f'<h2 id="{d}">{_e(DIMENSION_LABELS[d])}</h2>')
-            body.append(_figure_table(figure_rows(card, d)))
-            if d == "stability" and card.errors_by_kind:
-                body.append("<p>Errors by kind: " + _e(", ".join(
-                    f"{k} {n}" for k, n in sorted(card.errors_by_kind.items()))) + "</p>")
-        if card.levels:
-            head, rows = level_rows(card)
-            body.append("<h2>Load levels</h2>" + _table(head, rows))
+    for i, card in enumerate(cards):
+        role = "" if comparison is None else ("Baseline: " if i == 0 else "Candidate: ")
+        body.append(f'<p class="subject">{_e(role + verdict.subject_line(card))}</p>')
     if comparison is not None:
-        body.append("<h2>Comparison</h2>")
-        if comparison.comparable:
-            body.append("<p>Same workload fingerprint: the deltas are comparable.</p>")
-        else:
-            items = "".join(
-                f"<li>{_e(t)}: {_e(line)}</li>"
-                for t, lines in zip(comparison.titles[1:], comparison.workload_diff, strict=True)
-                for line in lines)
-            body.append('<div class="warn"><b>Workloads differ: probe deltas are not '
-                        f"comparable.</b><ul>{items}</ul></div>")
-        body.append("<h3>Config diff</h3>")
-        body.append(_table(["setting", *comparison.titles],
-                           [[r["key"], *r["values"]] for r in comparison.config_diff])
-                    if comparison.config_diff else "<p>No flag or env differs.</p>")
-        body.append("<h3>Figures</h3>" + _delta_table(comparison))
+        body += _comparison_lead(cards, comparison)
+        for card in cards:
+            body.append(f'<h2 class="card">{_e(card.title)}</h2>')
+            body += _card_body(card, 3)
+    else:
+        body += _card_body(cards[0], 2)
     body.append('<h2 id="charts">Charts</h2>')
     heading = None
     for name, chart in all_charts(cards):
@@ -138,6 +182,13 @@ def to_html(cards: Sequence[Scorecard], comparison: Comparison | None = None) ->
             heading = idx
             body.append(f"<h3>{_e(cards[int(idx)].title)}</h3>")
         body.append(f'<div class="chart" data-chart="{_e(name)}">{chart_svg(chart)}</div>')
+    body.append('<h2 id="provenance">Provenance</h2><details><summary>Versions, window, '
+                "workload, server args and GPU of each scorecard</summary>")
+    for card in cards:
+        if comparison is not None:
+            body.append(f"<h3>{_e(card.title)}</h3>")
+        body.append(_table(["field", "value"], provenance_rows(card), "prov"))
+    body.append("</details>")
     body.append('<p class="muted">Generated by Pitwall. Self-contained: no scripts, no network.</p>')
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
