@@ -142,3 +142,13 @@ def test_png_title_carries_the_grades(cards):
     title = png_title(cards[:1])
     assert any("Latency PASS" in line for line in title["subtitle"])
 
+
+
+def test_a_verdict_across_load_levels_says_so(cards):
+    """Headline figures read at different load levels are named as such, not set side by side
+    silently (the issue's "p50 −66 %" was concurrency 1 against concurrency 2)."""
+    cards[1].subject["level"] = 1.0  # the candidate's headline level: 1, the baseline's: 4
+    md = formats.render("md", cards).decode()
+    lead = md[md.index("## Verdict"):md.index("## Grades")]
+    assert "at concurrency 1 against concurrency 4: different load levels" in lead
+    assert "both at" not in lead
