@@ -102,3 +102,44 @@ def seed_canary_only(engine, *, name: str = "beta") -> int:
     with engine.begin() as conn:
         repo.insert_samples(conn, rows=rows)
     return int(srv.id)
+
+
+def seed_levels(engine, *, name: str, levels: dict[float, tuple[float, float]],
+                fingerprint: str = "fp-lv", detail: dict[str, Any] | None = None,
+                attached: bool = True, n: int = 9, jitter: float = 0.02,
+                t0: float = T0) -> dict[str, int | None]:
+    """A sweep over several concurrency levels: `levels` maps a level to (gap_s, ttft_s). Each
+    level has `n` measured requests starting every gap_s seconds, TTFT ttft_s × (1 - jitter) in
+    the first third, ttft_s in the second, ttft_s × (1 + jitter) in the last, and e2e = TTFT + 0.05 s, so its requests/s is about
+    1 / gap_s (steady window: the requests that finished by the last start, over (n-1)·gap_s)
+    and its TTFT spread over 3 repeats is ttft_s × [1 - jitter, 1 + jitter]. `attached=False`
+    stores the run with no server (what `pitwall probe` does against an unknown address)."""
+    srv_id = launch_id = None
+    if attached:
+        srv = repo.upsert_server(engine, name=name, base_url="http://127.0.0.1:3", kind="llm",
+                                 gpu_indices=[0], gpu_hourly_usd=2.0)
+        launch = repo.create_launch(
+            engine, server_id=srv.id, profile_name="prof-" + name, profile_hash="l" * 16,
+            argv=["python", "-m", "sglang.launch_server"], env={}, sglang_version="0.5.23",
+            server_args={"tp_size": 1}, status="ready", started_at=t0 - 100)
+        srv_id, launch_id = srv.id, launch.id
+    spec_levels = sorted(levels)
+    run = repo.create_probe_run(
+        engine, server_id=srv_id, launch_id=launch_id, url="http://127.0.0.1:3", api="generate",
+        name=f"{name} sweep", spec={}, fingerprint=fingerprint,
+        fingerprint_detail=detail or dict(DETAIL_A, levels=spec_levels,
+                                          requests_per_level=[n] * len(spec_levels),
+                                          warmup_per_level=[0] * len(spec_levels)),
+        status="done", started_at=t0, finished_at=t0 + 1000, trusted=True,
+        report={"levels": []})
+    rows, start = [], t0
+    for level in spec_levels:
+        gap, ttft = levels[level]
+        for seq in range(n):
+            t = ttft * (1.0 + jitter * (seq * 3 // n - 1))  # thirds: 1 - j, 1, 1 + j
+            rows.append(_req(run.id, level=level, seq=seq, start=start + seq * gap, ttft=t,
+                             e2e=t + 0.05))
+        start += n * gap + 10.0
+    with engine.begin() as conn:
+        repo.insert_probe_requests(conn, rows=rows)
+    return {"server_id": srv_id, "launch_id": launch_id, "run_id": int(run.id)}

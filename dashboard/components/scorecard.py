@@ -19,7 +19,9 @@ from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, 
 from dashboard.services.export import formats
 from dashboard.services.scorecard import slo
 from dashboard.services.scorecard.compare import Comparison
+from dashboard.services.scorecard.compute import level_name
 from dashboard.services.scorecard.image_check import ImageCheck
+from dashboard.services.scorecard.matched import verdict_words
 from dashboard.services.scorecard.metric_specs import (
     DIMENSION_LABELS,
     DIMENSIONS,
@@ -32,7 +34,7 @@ VERDICT_STYLE = {
     "better": f"color: {GRADE_COLORS['pass'][1]}; font-weight: 600",
     "worse": f"color: {GRADE_COLORS['fail'][1]}; font-weight: 600",
     "not comparable": f"color: {GRADE_COLORS['warn'][1]}",
-}
+}  # a tie and every verdict-less figure stay uncoloured: the words carry the verdict
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>:~$])")
@@ -95,15 +97,57 @@ def scorecard_view(card: Scorecard, *, key: str = "sc", expanded: bool = True) -
                      hide_index=True, width="stretch")
 
 
+def _delta_cell(value: float | None, base: float | None, unit: str, verdict: str, key: str,
+                spreads: Sequence[list[float] | None], i: int) -> str:
+    pct = "—" if unit == "verdict" else fmt_delta_pct(base, value)  # a category has no delta
+    b_spread = spreads[0] if spreads else None
+    o_spread = spreads[i] if len(spreads) > i else None
+    return f"{fmt_value(value, unit)} ({pct}) {verdict_words(key, verdict, b_spread, o_spread)}"
+
+
+def _styled(rows: list[dict[str, str]], styles: list[dict[str, str]]) -> None:
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return
+    style_df = pd.DataFrame(styles, columns=df.columns)
+    st.dataframe(df.style.apply(lambda _: style_df, axis=None), hide_index=True,
+                 width="stretch", height=min(35 * (len(df) + 1) + 3, 720))
+
+
 def comparison_view(cmp: Comparison) -> None:
-    """Workload check, config diff and coloured deltas of a comparison."""
-    if cmp.comparable:
-        st.success("Same workload fingerprint: the deltas are comparable.")
+    """What differs (one sentence), the refusal or the per-level deltas at matched load, the
+    config diff and every figure's delta with its verdict in words."""
+    if cmp.comparable and not cmp.refusal:
+        st.info(md_escape(cmp.summary))
     else:
-        lines = [f"- {md_escape(t)}: {md_escape(line)}" for t, ls in zip(cmp.titles[1:], cmp.workload_diff, strict=True)
-                 for line in ls]
-        st.warning("Workloads differ, so probe deltas are marked not comparable:\n\n"
-                   + "\n".join(lines))
+        st.warning(md_escape(cmp.summary))
+    if any(cmp.workload_diff):
+        with st.expander("What differs in the workload"):
+            st.markdown("\n".join(f"- {md_escape(t)}: {md_escape(line)}"
+                                   for t, ls in zip(cmp.titles[1:], cmp.workload_diff, strict=True)
+                                   for line in ls))
+    if cmp.refusal:
+        st.warning(md_escape(cmp.refusal))
+    specs = {s.key: s for s in METRIC_SPECS}
+    if cmp.level_deltas:
+        shown = ", ".join(level_name(cmp.level_mode, v) for v in cmp.shared_levels)
+        st.markdown("##### At each shared load level")
+        st.caption(f"Each level against the baseline's same level ({md_escape(shown)}); a "
+                   "difference inside the measured spread (the level's requests cut into "
+                   "repeats) is a tie.")
+        rows, styles = [], []
+        for ld in cmp.level_deltas:
+            spec = specs[ld.key]
+            row = {"level": level_name(cmp.level_mode, ld.level), "metric": spec.label,
+                   cmp.titles[0]: fmt_value(ld.values[0], spec.unit)}
+            style = {c: "" for c in row}
+            for i, title in enumerate(cmp.titles[1:], start=1):
+                row[title] = _delta_cell(ld.values[i], ld.values[0], spec.unit, ld.verdicts[i],
+                                         ld.key, ld.spreads, i)
+                style[title] = VERDICT_STYLE.get(ld.verdicts[i], "")
+            rows.append(row)
+            styles.append(style)
+        _styled(rows, styles)
     st.markdown("##### Config diff")
     if cmp.config_diff:
         st.dataframe(pd.DataFrame([[r["key"], *r["values"]] for r in cmp.config_diff],
@@ -112,24 +156,24 @@ def comparison_view(cmp: Comparison) -> None:
     else:
         st.caption("No flag or env differs.")
     st.markdown("##### Figures")
-    specs = {s.key: s for s in METRIC_SPECS}
+    if cmp.matched_level is not None:
+        st.caption(f"Probe figures at {level_name(cmp.level_mode, cmp.matched_level)}, the "
+                   "highest load level every run measured.")
+    for note in cmp.notes:
+        st.caption(md_escape(note))
     rows, styles = [], []
     for d in cmp.deltas:
         spec = specs[d.key]
         row = {"dimension": spec.dimension, "metric": spec.label,
                cmp.titles[0]: fmt_value(d.values[0], spec.unit)}
         style = {c: "" for c in row}
-        for title, v, verdict in zip(cmp.titles[1:], d.values[1:], d.verdicts[1:], strict=True):
-            pct = "—" if spec.unit == "verdict" else fmt_delta_pct(d.values[0], v)  # a category
-            row[title] = f"{fmt_value(v, spec.unit)} ({pct}) {verdict}"
-            style[title] = VERDICT_STYLE.get(verdict, "")
+        for i, title in enumerate(cmp.titles[1:], start=1):
+            row[title] = _delta_cell(d.values[i], d.values[0], spec.unit, d.verdicts[i], d.key,
+                                     d.spreads, i)
+            style[title] = VERDICT_STYLE.get(d.verdicts[i], "")
         rows.append(row)
         styles.append(style)
-    df = pd.DataFrame(rows)
-    if not df.empty:
-        style_df = pd.DataFrame(styles, columns=df.columns)
-        st.dataframe(df.style.apply(lambda _: style_df, axis=None), hide_index=True,
-                     width="stretch", height=min(35 * (len(df) + 1) + 3, 720))
+    _styled(rows, styles)
 
 
 def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, actor: Callable[[], str],

@@ -1,7 +1,13 @@
 """Compare: scorecards of probe runs or launches side by side, config diff, workload check, exports.
 
 With nothing picked it shows the scorecard of the sidebar's server over the sidebar's window.
-The first pick is the baseline every delta is measured against.
+The first pick is the baseline every delta is measured against; probe figures are compared at
+the load levels the runs share (services/scorecard/matched.py), never across levels.
+
+Query parameters preselect what to compare, so another page can link straight to a comparison:
+`?runs=12,15` (probe run ids, the baseline first) or `?launches=3,4` (launch ids, the baseline
+first). They are read on the first visit of a session; ids that are not offered are named in a
+warning and left out.
 """
 
 from __future__ import annotations
@@ -47,12 +53,37 @@ def _image_check(url: str, run_a: int, run_b: int, ssim_min: float) -> ImageChec
     return image_check(session.engine_for(url), run_a=run_a, run_b=run_b, ssim_min=ssim_min)
 
 
+def _preselect(options: list[tuple[int, str]], raw: str, key: str) -> None:
+    """Seed the multiselect `key` from a comma-separated id list (once per session)."""
+    if key in st.session_state:
+        return
+    known = {i for i, _ in options}
+    ids, unknown = [], []
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part.lstrip("#").isdigit() and int(part.lstrip("#")) in known:
+            ids.append(int(part.lstrip("#")))
+        else:
+            unknown.append(part)
+    if unknown:
+        st.warning(f"Not offered to compare, left out: {', '.join(unknown)} (only finished probe "
+                   "runs and recorded launches can be compared; check the ids in the link).")
+    st.session_state[key] = list(dict.fromkeys(ids))
+
+
 settings = session.settings()
+_linked = {"run": st.query_params.get("runs"), "launch": st.query_params.get("launches")}
+if "cmp_what" not in st.session_state and (_linked["run"] or _linked["launch"]):
+    st.session_state["cmp_what"] = "Probe runs" if _linked["run"] else "Launches"
 what = st.segmented_control("Compare", ["Probe runs", "Launches"], default="Probe runs",
                             key="cmp_what") or "Probe runs"
 kind = "run" if what == "Probe runs" else "launch"
 options = _choices(ctx.url, kind)
 labels = dict(options)
+if _linked[kind]:
+    _preselect(options, str(_linked[kind]), f"cmp_pick_{kind}")
 picked = st.multiselect(
     f"{what} (the first is the baseline)", [i for i, _ in options],
     format_func=lambda i: labels.get(i, str(i)), key=f"cmp_pick_{kind}",
@@ -101,6 +132,10 @@ if len(cards) > 1:
             if line:
                 st.markdown(f"**{sc_view.md_escape(card.title)}** against the baseline: "
                             f"{sc_view.md_escape(line)}")
+            elif comparison.refusal:
+                st.markdown(f"**{sc_view.md_escape(card.title)}** against the baseline: no "
+                            "headline (no load level in common, and no goodput within an SLO "
+                            "on both sides).")
         sc_view.comparison_view(comparison)
     runs = [c.subject.get("run_id") for c in cards[:2]]
     if kind == "image" and None not in runs and runs[0] != runs[1]:

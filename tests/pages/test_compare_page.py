@@ -49,8 +49,8 @@ def test_two_runs_side_by_side_with_diff_and_downloads(app_env):
     assert any("Nothing picked" in str(c.value) for c in at.caption)
     at.multiselect(key="cmp_pick_run").set_value([a["run_id"], b["run_id"]]).run()
     _ok(at)
-    warnings = " ".join(str(w.value) for w in at.warning)
-    assert "Workloads differ" in warnings and "levels" in warnings
+    warnings = " ".join(str(w.value) for w in at.warning).replace("\\", "")
+    assert "These runs differ in load levels ([4] vs [8])" in warnings
     frames = [d.value for d in at.dataframe]
     config = next(f for f in frames if "setting" in getattr(f, "columns", []))
     assert "flag.tp_size" in list(config["setting"])
@@ -97,3 +97,48 @@ def test_image_ab_shows_the_headline_and_the_image_check(app_env):
     assert "different pictures (4 of 4)" in text.replace("\\", ""), [m.value for m in at.markdown if "check" in m.value]
     assert "prompt **b01**" in text and "PSNR 36." in text  # MSE ≈ 16: 10·log10(65025 / 16) = 36.1 dB
     assert len(at.get("image")) == 8  # four pairs side by side
+
+
+def test_matched_load_states_refusal_ties_and_a_run_without_server(app_env):
+    from scorecard_seed import seed_levels
+
+    eng = _engine(app_env)
+    base = seed_levels(eng, name="a", levels={1.0: (1.0, 0.30), 2.0: (0.5, 0.50)}, jitter=0.05)
+    tie = seed_levels(eng, name="b", levels={1.0: (1.0, 0.309), 2.0: (0.5, 0.515)},
+                      jitter=0.05, t0=1_700_010_000.0)
+    far = seed_levels(eng, name="c", levels={4.0: (0.25, 0.2)}, fingerprint="fp-4",
+                      t0=1_700_020_000.0)
+    orphan = seed_levels(eng, name="cli", levels={2.0: (0.5, 0.35)}, attached=False,
+                         fingerprint="fp-cli", t0=1_700_030_000.0)
+    eng.dispose()
+    # a link from another page preselects the runs, the baseline first
+    at = _run(server="a", runs=f"{base['run_id']},{tie['run_id']}")
+    _ok(at)
+    assert at.multiselect(key="cmp_pick_run").value == [base["run_id"], tie["run_id"]]
+    text = " ".join(str(m.value) for m in at.markdown).replace("\\", "")
+    assert "at concurrency 2: TTFT p50 +3 % (tie)" in text
+    cells = " ".join(str(v) for d in at.dataframe for v in getattr(d.value, "values", []).ravel())
+    assert "tie (inside the measured spread" in cells
+    assert any("At each shared load level" in str(m.value) for m in at.markdown)
+    # no level in common: refused in words, no headline across levels
+    at.multiselect(key="cmp_pick_run").set_value([base["run_id"], far["run_id"]]).run()
+    _ok(at)
+    warnings = " ".join(str(w.value) for w in at.warning).replace("\\", "")
+    assert "share no load level" in warnings and "ran concurrency 4" in warnings
+    assert "at concurrency" not in " ".join(str(m.value) for m in at.markdown)
+    # a `pitwall probe` run attached to no server is scored, and says why server figures are absent
+    at.multiselect(key="cmp_pick_run").set_value([base["run_id"], orphan["run_id"]]).run()
+    _ok(at)
+    assert not any("is not known" in str(e.value) for e in at.error)
+    infos = " ".join(str(i.value) for i in at.info).replace("\\", "")
+    assert "attached to no server" in infos
+
+
+def test_a_link_with_unknown_ids_says_so(app_env):
+    eng = _engine(app_env)
+    ids = seed_alpha(eng, name="a")
+    eng.dispose()
+    at = _run(server="a", runs=f"{ids['run_id']},999")
+    _ok(at)
+    assert at.multiselect(key="cmp_pick_run").value == [ids["run_id"]]
+    assert any("999" in str(w.value) for w in at.warning)

@@ -9,6 +9,10 @@ inputs through storage.repo (the only SQL) and hands them to compute.py (pure). 
 | launch_id | launch started_at -> ended_at (now while running) | newest finished run of that launch |
 | since_s | now - since_s -> now | newest finished run that started inside the window |
 
+A probe run attached to no server (`server_id` NULL: `pitwall probe` against an address no
+configured server has) is scored from its own requests alone (run_only_inputs); its
+server-side figures are absent and each says so.
+
 GPU model and driver come from CollectorState `gpu:<server_id>:info` (or `gpu:info`) when the GPU
 collector wrote one ({"name": ..., "driver": ...} or {"gpus": [{"index", "name"}, ...]}: only the
 server's own cards, its gpu_indices, else those its `gpu.*` samples name), else "unknown". A card
@@ -39,6 +43,7 @@ from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard import slo as slo_mod
 from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
 from dashboard.services.scorecard.image import DIFFUSION_KEYS, diffusion_inputs
+from dashboard.services.scorecard.metric_specs import METRIC_SPECS
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.scorecard.window_reads import WindowReads
 from storage import repo
@@ -185,25 +190,9 @@ def resolve_subject(
     return srv, launch, run, since, until
 
 
-def gather_inputs(
-    engine: Engine,
-    *,
-    srv: Server,
-    launch: Launch | None,
-    run: ProbeRun | None,
-    since: float,
-    until: float,
-    electricity_usd_per_kwh: float | None = None,
-    level: float | None = None,
-    retention: dict[str, Any] | None = None,
-    now: float | None = None,
-) -> ScorecardInputs:
-    """Everything the scorecard of [since, until) is computed from. Series are read raw where
-    the samples are kept and from rollups where `retention` (settings `retention.*_days`; None:
-    what is stored decides) has removed them: window_reads.py says which figures that leaves
-    unavailable, and the subject names the resolution per series and for the window."""
-    assert srv.id is not None
-    sid = srv.id
+def _probe_parts(engine: Engine, run: ProbeRun | None) -> tuple[
+        Any, dict[str, Any], int, str, dict[str, Any] | None]:
+    """(requests, fingerprint detail, images per request, load mode, self-check) of a run."""
     reqs = repo.probe_requests(engine, run_id=run.id) if run is not None and run.id else None
     detail = (run.fingerprint_detail or {}) if run is not None else {}
     images_per_request = int((detail.get("image") or {}).get("n") or 1)
@@ -223,6 +212,61 @@ def gather_inputs(
     elif run is not None:
         self_check = {"trusted": run.trusted}
 
+    return reqs, detail, images_per_request, mode, self_check
+
+
+def run_only_inputs(engine: Engine, run: ProbeRun, *, now: float | None = None) -> ScorecardInputs:
+    """The inputs of a probe run attached to no server (`pitwall probe --url ...` against an
+    address no configured server has): its own requests only; every server-side figure is
+    absent and says why."""
+    reqs, detail, images_per_request, mode, self_check = _probe_parts(engine, run)
+    since = run.started_at or run.created_at
+    until = run.finished_at or (time.time() if now is None else now)
+    why = ("absent: the run is attached to no server (its address matched no configured "
+           "server), so there are no server-side samples")
+    url = redact_url(run.url)
+    kind = "image" if run.api == "images" else "llm"
+    subject: dict[str, Any] = {
+        "server": f"no server ({url})", "server_kind": kind,
+        "base_url": url, "launch_id": None, "profile_name": None, "profile_hash": None,
+        "run_id": run.id, "run_name": run.name, "since": since, "until": until,
+        "window_label": _window_label(since, until), "resolution": "raw",
+        "series_resolution": {}, "no_server": True,
+    }
+    provenance: dict[str, Any] = {
+        "pitwall_version": __version__, "sglang_version": "unknown", "server_args": {},
+        "argv": [], "env": {}, "gpu_model": "unknown", "gpu_driver": "unknown", "gpu_count": 1,
+        "fingerprint": run.fingerprint, "fingerprint_detail": redact_obj(detail) or None,
+        "workload_spec": redact_obj(run.spec) if run.spec is not None else None,
+        "self_check": self_check, "generated_at": time.time(),
+    }
+    return ScorecardInputs(
+        subject=subject, provenance=provenance, kind=kind,
+        gpu_count_note="no server", probe_requests=reqs, probe_mode=mode,
+        images_per_request=images_per_request, image_steps=(detail.get("image") or {}).get("steps"),
+        unavailable={s.key: why for s in METRIC_SPECS})
+
+
+def gather_inputs(
+    engine: Engine,
+    *,
+    srv: Server,
+    launch: Launch | None,
+    run: ProbeRun | None,
+    since: float,
+    until: float,
+    electricity_usd_per_kwh: float | None = None,
+    level: float | None = None,
+    retention: dict[str, Any] | None = None,
+    now: float | None = None,
+) -> ScorecardInputs:
+    """Everything the scorecard of [since, until) is computed from. Series are read raw where
+    the samples are kept and from rollups where `retention` (settings `retention.*_days`; None:
+    what is stored decides) has removed them: window_reads.py says which figures that leaves
+    unavailable, and the subject names the resolution per series and for the window."""
+    assert srv.id is not None
+    sid = srv.id
+    reqs, detail, images_per_request, mode, self_check = _probe_parts(engine, run)
     reads = WindowReads(engine, server_id=sid, since=since, until=until, retention=retention, now=now)
     canary_keys = [f"{n}_p{p}_s" for n in ("ttft", "e2e", "image") for p in sm.PCTS] + ["ttft_p99_p50_ratio"]
 
@@ -381,13 +425,19 @@ def build_scorecard(
 
     Raises ScorecardError (unknown subject) or slo.SloError (bad [slo] table), both one sentence.
     """
-    srv, launch, run, since, until = resolve_subject(
-        engine, server=server, run_id=run_id, launch_id=launch_id, since_s=since_s, now=now,
-        use_probes=use_probes)
-    slo_set = slo_mod.resolve(srv.name, settings_slo, slo_mod.load_overrides(engine))
-    inputs = gather_inputs(engine, srv=srv, launch=launch, run=run, since=since, until=until,
-                           electricity_usd_per_kwh=electricity_usd_per_kwh, level=level,
-                           retention=retention, now=now)
+    orphan = repo.get_probe_run(engine, run_id=run_id) if run_id is not None and server is None else None
+    if orphan is not None and orphan.server_id is None:  # `pitwall probe` against no known server
+        slo_set = slo_mod.resolve(None, settings_slo, slo_mod.load_overrides(engine))
+        inputs = run_only_inputs(engine, orphan, now=now)
+        inputs.level = level
+    else:
+        srv, launch, run, since, until = resolve_subject(
+            engine, server=server, run_id=run_id, launch_id=launch_id, since_s=since_s, now=now,
+            use_probes=use_probes)
+        slo_set = slo_mod.resolve(srv.name, settings_slo, slo_mod.load_overrides(engine))
+        inputs = gather_inputs(engine, srv=srv, launch=launch, run=run, since=since, until=until,
+                               electricity_usd_per_kwh=electricity_usd_per_kwh, level=level,
+                               retention=retention, now=now)
     try:
         return compute_scorecard(inputs, slo_set)
     except ValueError as exc:  # an unknown headline level

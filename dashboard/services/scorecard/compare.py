@@ -1,30 +1,55 @@
-"""Compare two or more scorecards: figure deltas against the first (the baseline), the config diff
-(launch flags and env) and the workload check.
+"""Compare two or more scorecards: figure deltas against the first (the baseline) at matched
+load, the per-level delta table, the config diff (launch flags and env) and the workload check.
 
-Deltas are coloured by METRIC_SPECS direction: for a `lower` metric a smaller value is `better`.
-Changes within SAME_TOLERANCE (relative) read `same`. Probe-derived figures of two scorecards are
-comparable only when their workload fingerprints match; otherwise the comparison lists exactly
-what differs (collectors.probe.fingerprint.diff_fingerprints) and marks those deltas
-`not comparable` instead of better/worse. Latency from the canary against latency from a probe is
-likewise not comparable (one request at a time versus a load level).
+- **Matched load** (matched.py): probe figures (latency percentiles, throughput, cost per unit)
+  are set against each other only at a load level every run measured; the headline deltas take
+  them from the highest shared level and name it. Runs with no level in common get a refusal in
+  words (`refusal`) and no cross-level delta; goodput within the SLO needs no shared level.
+- **Verdicts** by METRIC_SPECS direction: `better` / `worse`, `same` (equal), `tie` (inside the
+  measured spread of collectors/probe/spread.py, or under 1 % without one). No verdict where
+  the figures cannot be set against each other: `not comparable` (workload fingerprints differ:
+  collectors.probe.fingerprint.diff_fingerprints says what), `different levels` (no shared
+  level), `different sources` (probe sweep vs canary vs server log vs /metrics histogram),
+  `canary only` (one request at a time) and `no sweep` (latency and throughput of a run with
+  no probe sweep: its load is unknown). `notes` says why, once per reason.
+- **What differs** (`summary`): one sentence naming the workload and config differences and
+  what to do.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from dashboard.services.format import fmt_ts
+from dashboard.services.scorecard import matched
+from dashboard.services.scorecard.compute import level_name
+from dashboard.services.scorecard.matched import LevelDelta
 from dashboard.services.scorecard.metric_specs import METRIC_SPECS
-from dashboard.services.scorecard.model import Scorecard
+from dashboard.services.scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
 from storage import repo
 
-SAME_TOLERANCE = 0.01  # |Δ| / |baseline| below 1 % is noise, not a verdict
 #: Figures that depend on the probe workload (the others come from server samples and events).
 WORKLOAD_SOURCES = ("probe", "canary")
+#: verdicts that set nothing against anything: shown without colour, explained in `notes`
+NO_VERDICT = ("not comparable", "different levels", "different sources", "canary only",
+              "no sweep")
+NOTES = {
+    "different levels": "Figures of a load level are only set against the same level: these "
+                        "runs share none, so they carry no verdict.",
+    "different sources": "Figures measured by different sources (probe sweep, canary, scheduler "
+                         "log, /metrics histogram) are shown side by side without a verdict: "
+                         "one source's number is not the other's.",
+    "canary only": "Canary figures (one request at a time, no load) are shown without a "
+                   "verdict: run a probe sweep on each side to compare latency under load.",
+    "no sweep": "A side has no probe sweep, so its latency and throughput were measured under "
+                "whatever load the server had: shown without a verdict. Run a sweep "
+                "(Benchmarks) on each side to compare them at matched load.",
+}
 
 
 @dataclass
@@ -33,7 +58,8 @@ class Delta:
     values: list[float | None]  # one per scorecard, baseline first
     deltas: list[float | None]  # value - baseline (None for the baseline or missing values)
     rel: list[float | None]  # (value - baseline) / |baseline|
-    verdicts: list[str]  # baseline | better | worse | same | n/a | not comparable
+    verdicts: list[str]  # baseline | better | worse | same | tie | n/a | one of NO_VERDICT
+    spreads: list[list[float] | None] = field(default_factory=list)  # [lo, hi] or None per card
 
 
 @dataclass
@@ -45,6 +71,15 @@ class Comparison:
     config_diff: list[dict[str, Any]]  # {key, values: [...]} for every flag/env that differs
     deltas: list[Delta] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: matched load (matched.py): the mode and levels every run measured, the headline level
+    level_mode: str | None = None
+    shared_levels: list[float] = field(default_factory=list)
+    matched_level: float | None = None
+    level_deltas: list[LevelDelta] = field(default_factory=list)
+    refusal: str | None = None  # why no level is compared, and what to do
+    goodput: list[dict[str, Any]] = field(default_factory=list)  # per card: {level, rps, why}
+    summary: str = ""  # what differs, in one sentence with what to do
+    notes: list[str] = field(default_factory=list)  # why some figures carry no verdict
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,14 +121,72 @@ def config_diff(cards: list[Scorecard]) -> list[dict[str, Any]]:
     return rows
 
 
-def _verdict(better: str, base: float, other: float) -> str:
-    if better == "none":
-        return "n/a"
-    rel = (other - base) / abs(base) if base != 0 else (0.0 if other == base else float("inf"))
-    if abs(rel) < SAME_TOLERANCE:
-        return "same"
-    lower_is_better = better == "lower"
-    return "better" if (other < base) == lower_is_better else "worse"
+#: workload fields in words, for the one-sentence summary (the first dotted part decides)
+FIELD_WORDS = {
+    "max_new_tokens": "output length", "input_lengths": "input length", "levels": "load levels",
+    "mode": "load mode", "prompt_set": "prompt set", "prompts_hash": "prompts",
+    "requests_per_level": "requests per level", "warmup_per_level": "warm-up requests",
+    "sampling": "sampling", "model": "model", "api": "API", "ignore_eos": "ignore_eos",
+    "image.size": "image size", "image.steps": "steps", "image.n": "images per request",
+    "image.guidance": "guidance", "image.seed": "seed",
+}
+_DIFF_LINE = re.compile(r"^(?P<key>[^:]+): (?P<a>.*) -> (?P<b>.*)$")
+
+
+def _field_words(line: str) -> str:
+    m = _DIFF_LINE.match(line)
+    if m is None:
+        return line
+    key = m["key"]
+    name = FIELD_WORDS.get(key) or FIELD_WORDS.get(key.split(".")[0]) or key
+    return f"{name} ({m['a']} vs {m['b']})"
+
+
+def summary(workload_diff: list[list[str]], config: list[dict[str, Any]], no_sweep: list[str],
+            refused: bool = False) -> str:
+    """What differs, in one sentence with what to do."""
+    if no_sweep:
+        return (f"No probe sweep behind {', '.join(no_sweep)}: latency, throughput and cost are "
+                "not measured at a known load; run a sweep (Benchmarks) on each side, then "
+                "compare the runs.")
+    words: list[str] = []
+    for lines in workload_diff:
+        for w in (_field_words(line) for line in lines):
+            if w not in words:
+                words.append(w)
+    if refused and not any(w.startswith("load levels") for w in words):
+        words.append("load levels")
+    settings = [r["key"].removeprefix("flag.").removeprefix("env.") for r in config]
+    if words:
+        what = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
+        return (f"These runs differ in {what}; rerun the candidate with the baseline's workload "
+                "(Benchmarks → Rerun) to compare them.")
+    if settings:
+        shown = ", ".join(settings[:4]) + (f" and {len(settings) - 4} more" if len(settings) > 4 else "")
+        return (f"Same workload; the launches differ in {shown}: the deltas below are what "
+                "that change does.")
+    return "Same workload and the same launch settings: any delta below is run-to-run noise."
+
+
+def _source(fig: Figure | None) -> str:
+    """Where a figure was measured: its source, and for server figures which series (a log
+    mean and a /metrics histogram of the same quantity are different sources)."""
+    if fig is None:
+        return ""
+    if fig.source != "server":
+        return fig.source
+    return re.sub(r"[\d.]+", "#", fig.note.split(";")[0])
+
+
+def _at_level(card: Scorecard, key: str, level: float | None) -> tuple[float | None, Any]:
+    """(value, spread) of a level figure at `level`; the card's own figure when it has no
+    probe levels or the figure is not applicable / not configured."""
+    fig = card.figures.get(key)
+    if fig is None or level is None or not card.levels or fig.status in (
+            NOT_APPLICABLE, NOT_CONFIGURED):
+        return (None if fig is None else fig.value), None
+    lv = matched.levels_of(card).get(level) or {}
+    return lv.get(key), (lv.get("spread") or {}).get(key)
 
 
 def compare(cards: list[Scorecard]) -> Comparison:
@@ -102,38 +195,47 @@ def compare(cards: list[Scorecard]) -> Comparison:
         raise ValueError("a comparison needs at least two scorecards")
     base = cards[0]
     fps = [c.provenance.get("fingerprint") for c in cards]
+    no_sweep = [c.title for c in cards if c.subject.get("latency_source") != "probe"]
     workload_diff: list[list[str]] = []
     warnings: list[str] = []
     comparable = True
     for c in cards[1:]:
         lines: list[str] = []
-        if c.provenance.get("fingerprint") != base.provenance.get("fingerprint"):
+        swept = [x.title for x in (base, c) if x.subject.get("latency_source") == "probe"]
+        if len(swept) == 1:  # one side has no sweep: one line, not every field "(absent)"
+            lines = [f"probe sweep: only {swept[0]} has one"]
+        elif c.provenance.get("fingerprint") != base.provenance.get("fingerprint"):
             lines = diff_details(base.provenance.get("fingerprint_detail"),
                                  c.provenance.get("fingerprint_detail"))
-            if not lines:  # hashes differ but details agree (or one side has no probe run)
+            if not lines:  # hashes differ but details agree
                 lines = [f"fingerprint: {base.provenance.get('fingerprint')} -> "
                          f"{c.provenance.get('fingerprint')}"]
-        src_a, src_b = base.subject.get("latency_source"), c.subject.get("latency_source")
-        if src_a != src_b:
-            lines.append(f"latency source: {src_a} -> {src_b}")
         if lines:
             comparable = False
             warnings.append(f"{c.title}: workload differs from {base.title}; probe and canary "
                             "deltas are marked not comparable")
         workload_diff.append(lines)
+    mode, shared = matched.shared_levels(cards)
+    level = shared[-1] if shared else None
+    refused = matched.refusal(cards)
+    used: list[str] = []
     deltas = []
     for spec in METRIC_SPECS:
         figs = [c.figures.get(spec.key) for c in cards]
-        values = [f.value if f else None for f in figs]
+        at_level = spec.key in matched.LEVEL_KEYS
+        got = [_at_level(c, spec.key, level) if at_level else
+               ((f.value if f else None), None) for c, f in zip(cards, figs, strict=True)]
+        values = [v for v, _ in got]
+        spreads = [s for _, s in got]
         if all(v is None for v in values):
-            continue
+            continue  # absent on every side: the summary says what is missing
         d: list[float | None] = [None]
         rel: list[float | None] = [None]
         verdicts = ["baseline"]
         b = values[0]
         for i, v in enumerate(values[1:], start=1):
-            workload_bound = any(f is not None and f.source in WORKLOAD_SOURCES
-                                 for f in (figs[0], figs[i]))
+            pair = (figs[0], figs[i])
+            workload_bound = any(f is not None and f.source in WORKLOAD_SOURCES for f in pair)
             if spec.dimension == "cost" and spec.key != "gpu_usd_per_hour":
                 # cost per token / image / request is price ÷ measured throughput: it inherits
                 # the workload of the throughput it was divided by
@@ -150,13 +252,30 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 rel.append(None)
                 verdicts.append("same" if v == b else "n/a")
                 continue
+            if at_level and refused and workload_bound:
+                d.append(None)  # never a delta across load levels
+                rel.append(None)
+                verdicts.append("different levels")
+                continue
             d.append(v - b)
             rel.append((v - b) / abs(b) if b != 0 else None)
             if workload_diff[i - 1] and workload_bound:
-                verdicts.append("not comparable")
+                verdict = "not comparable"
+            elif (no_sweep and spec.dimension in ("latency", "throughput", "cost")
+                  and spec.key != "gpu_usd_per_hour"
+                  and not all(f is not None and f.source == "canary" for f in pair)):
+                verdict = "no sweep"
+            elif _source(pair[0]) != _source(pair[1]):
+                verdict = "different sources"
+            elif any(f is not None and f.source == "canary" for f in pair):
+                verdict = "canary only"
             else:
-                verdicts.append(_verdict(spec.better, b, v))
-        deltas.append(Delta(spec.key, values, d, rel, verdicts))
+                verdict = matched.judge(spec, b, v, spreads[0], spreads[i])
+            verdicts.append(verdict)
+            if verdict in NOTES and verdict not in used:
+                used.append(verdict)
+        deltas.append(Delta(spec.key, values, d, rel, verdicts, spreads))
+    kind = str(base.subject.get("server_kind") or "llm")
     return Comparison(
         titles=[c.title for c in cards],
         fingerprints=fps,
@@ -165,6 +284,14 @@ def compare(cards: list[Scorecard]) -> Comparison:
         config_diff=config_diff(cards),
         deltas=deltas,
         warnings=warnings,
+        level_mode=mode,
+        shared_levels=shared,
+        matched_level=level,
+        level_deltas=matched.level_deltas(cards, kind),
+        refusal=refused,
+        goodput=[matched.goodput(c) for c in cards],
+        summary=summary(workload_diff, config_diff(cards), no_sweep, refused is not None),
+        notes=[NOTES[v] for v in used],
     )
 
 
@@ -188,15 +315,28 @@ LLM_HEADLINE = (("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"),
                 ("output_tok_s", "output tok/s"), ("usd_per_1m_output_tok", "$/1M tok"))
 
 
+def _goodput_clause(cmp: Comparison, index: int) -> str:
+    if len(cmp.goodput) <= index:
+        return ""
+    a, b = cmp.goodput[0], cmp.goodput[index]
+    if a.get("rps") is None or b.get("rps") is None:
+        return ""
+    rel = (b["rps"] - a["rps"]) / abs(a["rps"]) if a["rps"] else None
+    pct = "" if rel is None else f" ({rel * 100:+.0f} %)".replace("-", "−")
+    return f"goodput within the SLO {a['rps']:.2f} → {b['rps']:.2f} req/s{pct}"
+
+
 def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
-    """One line of the deltas that matter, card `index` against the baseline: relative for
-    times, rates and prices ("p50 −42 %"), absolute for memory ("peak memory +3.0 GiB")."""
+    """One line of the deltas that matter, card `index` against the baseline, at the matched
+    level it names ("at concurrency 2: p50 −30 %, …"): relative for times, rates and prices,
+    absolute for memory ("peak memory +3.0 GiB"); a tie says so. Figures without a verdict
+    (NO_VERDICT) are left out; with no shared level only goodput within the SLO is offered."""
     by_key = {d.key: d for d in cmp.deltas}
     parts = []
     for key, short in IMAGE_HEADLINE if kind == "image" else LLM_HEADLINE:
         d = by_key.get(key)
         delta, rel = (None, None) if d is None else (d.deltas[index], d.rel[index])
-        if d is None or delta is None:
+        if d is None or delta is None or d.verdicts[index] in NO_VERDICT:
             continue
         if key == "peak_mem_bytes":
             parts.append(f"{short} {delta / (1 << 30):+.1f} GiB")
@@ -204,9 +344,13 @@ def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
             parts.append(f"{short} {rel * 100:+.0f} %".replace("-", "−"))
         else:
             continue
-        if d.verdicts[index] == "not comparable":
-            parts[-1] += " (not comparable)"
-    return ", ".join(parts)
+        if d.verdicts[index] == "tie":
+            parts[-1] += " (tie)"
+    line = ", ".join(parts)
+    if line and cmp.matched_level is not None:
+        line = f"at {level_name(cmp.level_mode, cmp.matched_level)}: {line}"
+    good = _goodput_clause(cmp, index)
+    return "; ".join(p for p in (line, good) if p)
 
 
 # ---------------------------------------------------------------------------------------------

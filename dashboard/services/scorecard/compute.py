@@ -8,6 +8,12 @@ level with the highest successful requests/s; ties go to the lower level) and st
 throughput, batch, radix hit rate, energy, events, queue) come from the window, which for a probe
 run is the run's own start -> finish. Without probes, latency comes from the canary (labelled
 "canary only"; ITL/TPOT are then missing) and throughput from the server's own counters.
+
+Each probe level also carries `spread`: figure key -> [lo, hi], the measured spread of that
+figure (collectors/probe/spread.py: the level's measured requests in start order cut into
+consecutive repeats, each repeat scored by the same `level_figures`, widened to the whole
+level's figure). A key is absent when the level has too few requests to repeat. Compare reads it
+to call a difference inside the spread a tie.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collectors.probe import spread as spread_mod
 from collectors.probe.report import steady_window
 from dashboard.services.format import fmt_value
 from dashboard.services.scorecard import math as sm
@@ -41,9 +48,14 @@ from dashboard.services.scorecard.model import (
 )
 from dashboard.services.scorecard.walls import wall_figures
 
-__all__ = ["ScorecardInputs", "compute_scorecard", "grade_figures", "headline", "probe_levels"]
+__all__ = ["ScorecardInputs", "compute_scorecard", "grade_figures", "headline", "level_name",
+           "probe_levels"]
 
 LATENCY_STATS = ("ttft", "itl", "tpot", "e2e")
+#: level figures that get a measured spread (latency percentiles, throughput, cost per unit)
+SPREAD_KEYS = tuple(f"{n}_p{p}_s" for n in (*LATENCY_STATS, "image") for p in sm.PCTS) + (
+    "rps", "output_tok_s", "input_tok_s", "images_per_min", "usd_per_1m_output_tok",
+    "usd_per_1m_total_tok", "usd_per_image", "usd_per_1k_requests")
 SERVER_HIST = ("ttft", "itl", "e2e")
 
 
@@ -100,6 +112,33 @@ def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
     return out
 
 
+def level_spread(rows: pd.DataFrame, whole: dict[str, Any], **kwargs: Any) -> dict[str, list[float]]:
+    """SPREAD_KEYS -> [lo, hi] of one level (collectors/probe/spread.py): its measured rows in
+    start order, cut into repeats, each scored by level_figures(**kwargs); a key without a
+    spread (too few requests, or no value in two repeats) is left out."""
+    ordered = rows.sort_values("start_ts", kind="stable")
+    scored: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def figures(part: list[int]) -> dict[str, Any]:
+        span = (part[0], part[-1])
+        if span not in scored:  # each repeat scored once, whatever the number of keys
+            scored[span] = level_figures(ordered.iloc[part[0]:part[-1] + 1], **kwargs)
+        return scored[span]
+
+    out: dict[str, list[float]] = {}
+    positions = list(range(len(ordered)))
+    for key in SPREAD_KEYS:
+
+        def figure(part: list[int], key: str = key) -> float | None:
+            value = figures(part).get(key)
+            return None if value is None else float(value)
+
+        got = spread_mod.widen(spread_mod.spread_of(positions, figure), whole.get(key))
+        if got is not None:
+            out[key] = got.as_list()
+    return out
+
+
 def probe_levels(inp: ScorecardInputs) -> list[dict[str, Any]]:
     df = inp.probe_requests
     if df is None or df.empty:
@@ -110,11 +149,19 @@ def probe_levels(inp: ScorecardInputs) -> list[dict[str, Any]]:
     for level, rows in measured.groupby("level", sort=True):
         w = warm[warm["level"] == level]
         w_ends = (w["start_ts"].astype(float) + pd.to_numeric(w["e2e_s"], errors="coerce").fillna(0.0)).tolist()
-        figs = level_figures(rows, kind=inp.kind, images_per_request=inp.images_per_request,
-                             gpu_usd_per_hour=hourly(inp), warm_ends=w_ends,
-                             closed_loop=inp.probe_mode == "concurrency")
-        out.append({"level": float(level), "mode": inp.probe_mode, **figs})
+        kwargs: dict[str, Any] = {
+            "kind": inp.kind, "images_per_request": inp.images_per_request,
+            "gpu_usd_per_hour": hourly(inp), "warm_ends": w_ends,
+            "closed_loop": inp.probe_mode == "concurrency"}
+        figs = level_figures(rows, **kwargs)
+        out.append({"level": float(level), "mode": inp.probe_mode, **figs,
+                    "spread": level_spread(rows, figs, **kwargs)})
     return out
+
+
+def level_name(mode: str | None, value: float) -> str:
+    """A load level in words: "concurrency 16", "rate 4 req/s"."""
+    return f"rate {value:g} req/s" if mode == "rate" else f"concurrency {value:g}"
 
 
 def headline(levels: list[dict[str, Any]], wanted: float | None) -> dict[str, Any] | None:
@@ -324,14 +371,19 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
     subject["level"] = None if lv is None else lv["level"]
     subject["level_mode"] = None if lv is None else inp.probe_mode
     notes = []
+    if subject.get("no_server"):
+        notes.append("This probe run is attached to no server, so the server-side figures "
+                     "(scheduler log, /metrics, GPU, events) are absent: only what the client "
+                     "measured is scored. Probe a configured server to get them.")
     if source == "canary only":
         notes.append("No probe run in this window: latency is from the canary only (one request "
                      "at a time), throughput from the server's counters.")
     elif source == "none":
         notes.append("No probe run and no canary samples in this window: latency is missing.")
     if lv is not None and len(levels) > 1:
-        notes.append(f"Headline figures are from load level {lv['level']:g} of {len(levels)} "
-                     "(the highest requests/s); every level is in the levels table.")
+        notes.append(f"Headline figures are from {level_name(inp.probe_mode, lv['level'])} "
+                     f"(the highest requests/s of the {len(levels)} levels); every level is in "
+                     "the levels table, and Compare sets levels against the same level.")
     resolution = str(inp.subject.get("resolution") or "raw")
     if resolution != "raw":
         gone = sorted(k for k, f in figs.items() if k in inp.unavailable and f.status == MISSING)
