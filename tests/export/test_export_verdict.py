@@ -9,7 +9,7 @@ import re
 
 import pytest
 from gpu_seed import FIXTURES, MIG_FIXTURE, T0, store_dcgm
-from scorecard_seed import seed_alpha
+from scorecard_seed import seed_alpha, seed_levels
 
 from dashboard.services.export import formats
 from dashboard.services.export.charts import card_charts, export_spec
@@ -144,11 +144,27 @@ def test_png_title_carries_the_grades(cards):
 
 
 
-def test_a_verdict_across_load_levels_says_so(cards):
-    """Headline figures read at different load levels are named as such, not set side by side
-    silently (the issue's "p50 −66 %" was concurrency 1 against concurrency 2)."""
-    cards[1].subject["level"] = 1.0  # the candidate's headline level: 1, the baseline's: 4
+def test_the_export_verdict_is_read_at_a_level_both_ran(engine):
+    """The issue's "p50 −66 %" set concurrency 1 against concurrency 2. The export's lead sentence
+    is compare.headline at the matched level: baseline 1 and 2 req/s, candidate 4 and 2 req/s at
+    concurrency 1 and 2 (each run's own headline level differs); at concurrency 2 TTFT p50 is
+    0.50 -> 0.35 s = −30 %, where across levels (0.50 -> 0.20) it would read −60 %."""
+    base = {1.0: (1.0, 0.30), 2.0: (0.5, 0.50)}
+    cand = {1.0: (0.25, 0.20), 2.0: (0.5, 0.35)}
+    a = seed_levels(engine, name="a", levels=base)
+    b = seed_levels(engine, name="b", levels=cand, t0=1_700_010_000.0)
+    cards = [build_scorecard(engine, run_id=s["run_id"]) for s in (a, b)]
     md = formats.render("md", cards).decode()
     lead = md[md.index("## Verdict"):md.index("## Grades")]
-    assert "at concurrency 1 against concurrency 4: different load levels" in lead
-    assert "both at" not in lead
+    assert "at concurrency 2: TTFT p50 −30 %" in lead
+    assert "−60" not in lead
+
+
+def test_an_export_of_runs_with_no_shared_level_says_so(engine):
+    a = seed_levels(engine, name="a", levels={1.0: (1.0, 0.30), 2.0: (0.5, 0.50)})
+    b = seed_levels(engine, name="b", levels={4.0: (0.25, 0.2), 8.0: (0.125, 0.4)},
+                    fingerprint="fp-48", t0=1_700_010_000.0)
+    cards = [build_scorecard(engine, run_id=s["run_id"]) for s in (a, b)]
+    html = formats.render("html", cards).decode()
+    assert "ran concurrency 1, 2" in html and "ran concurrency 4, 8" in html
+    assert "TTFT p50 −" not in html[:html.index('data-dimension="latency"')]

@@ -7,7 +7,8 @@ module owns the words of the verdict; the scores and deltas themselves are the s
 scorecard/compare.py's (Comparison), read as they are.
 
 - A verdict says what it compares: each sentence names both scorecards and the load level each
-  headline figure was read at, and says so when the two levels differ.
+  headline figure was read at (the level both ran: scorecard/matched.py), or the refusal when
+  they share none.
 - A tie is called a tie: compare.py's `same` (a change inside the noise: under
   compare.SAME_TOLERANCE, or inside the measured spread, collectors/probe/spread.py) reads "tie".
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dashboard.services.format import fmt_ts
-from dashboard.services.scorecard.compare import Comparison, headline
+from dashboard.services.scorecard.compare import NO_VERDICT, Comparison, headline
 from dashboard.services.scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS, SPECS_BY_KEY
 from dashboard.services.scorecard.model import Scorecard
 
@@ -70,19 +71,16 @@ def grade_rows(cards: Sequence[Scorecard]) -> list[list[str]]:
 
 
 def lead_sentence(cmp: Comparison, cards: Sequence[Scorecard], index: int) -> str:
-    """"B against A (baseline), at concurrency 4 both: TTFT p50 +100 %, ..." for card `index`."""
-    base, other = cards[0], cards[index]
-    la, lb = level_text(base), level_text(other)
-    if la is None and lb is None:
-        where = ""
-    elif la == lb:
-        where = f", both at {la}"
-    else:
-        where = (f", at {lb or 'no probe level'} against {la or 'no probe level'}: different "
-                 "load levels, so the headline figures are not like for like")
-    kind = str(base.subject.get("server_kind") or "llm")
-    line = headline(cmp, kind, index) or "no headline figure on both sides"
-    return f"{cmp.titles[index]} against {cmp.titles[0]} (baseline){where}: {line}"
+    """"B against A (baseline), at concurrency 4: TTFT p50 +100 %, ..." for card `index`: the
+    headline is read at a load level both ran (compare.headline names it), or, with none shared,
+    the refusal says so and only goodput within the SLO is offered."""
+    kind = str(cards[0].subject.get("server_kind") or "llm")
+    line = headline(cmp, kind, index)
+    if not line:
+        line = cmp.refusal or "no headline figure on both sides"
+    elif cmp.refusal:
+        line = f"{line} ({cmp.refusal})"
+    return f"{cmp.titles[index]} against {cmp.titles[0]} (baseline): {line}"
 
 
 def verdict_groups(cmp: Comparison, index: int) -> list[tuple[str, str, list[str]]]:
@@ -91,6 +89,8 @@ def verdict_groups(cmp: Comparison, index: int) -> list[tuple[str, str, list[str
     found: dict[str, list[str]] = {}
     for d in cmp.deltas:
         verdict = words(d.verdicts[index])
+        if verdict in NO_VERDICT:  # different levels, sources, canary only, no sweep
+            verdict = "not comparable"
         if verdict in ("n/a", "baseline"):
             continue
         rel = d.rel[index]  # a figure not comparable is never set against the baseline's
@@ -108,6 +108,10 @@ def verdict_groups(cmp: Comparison, index: int) -> list[tuple[str, str, list[str
 
 def comparability(cmp: Comparison) -> tuple[str, list[str]]:
     """(one sentence, the lines of what differs) about whether the workloads match."""
+    if cmp.summary:
+        lines = [f"{t}: {line}" for t, lines in zip(cmp.titles[1:], cmp.workload_diff, strict=True)
+                 for line in lines]
+        return cmp.summary, lines + list(cmp.notes)
     if cmp.comparable:
         return "Same workload fingerprint: the probe deltas are comparable.", []
     lines = [f"{t}: {line}" for t, lines in zip(cmp.titles[1:], cmp.workload_diff, strict=True)
