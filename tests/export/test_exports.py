@@ -70,7 +70,8 @@ def test_markdown_renders_tables_with_provenance_and_four_dimensions(cards):
 def test_markdown_comparison_says_what_differs(cards):
     md = formats.render("md", cards).decode()
     shown = MarkdownIt("commonmark").enable("table").render(md)  # escaped text reads as written
-    assert "Workloads differ" in md and "levels: [4] -&gt; [8]" in shown
+    assert "These runs differ in load levels" in md and "levels: [4] -&gt; [8]" in shown
+    assert "no headline figure is comparable" in md
     figures = next(t for t in _tables(md) if t[0][0] == "metric" and len(t[0]) == 3)  # deltas
     row = next(r for r in figures if r[0] == "TTFT p50")
     assert row[1] == "250.0 ms" and "not comparable" in row[2]

@@ -77,7 +77,8 @@ def lead_sentence(cmp: Comparison, cards: Sequence[Scorecard], index: int) -> st
     kind = str(cards[0].subject.get("server_kind") or "llm")
     line = headline(cmp, kind, index)
     if not line:
-        line = cmp.refusal or "no headline figure on both sides"
+        line = cmp.refusal or ("no headline figure on both sides" if cmp.comparable else
+                               "no headline figure is comparable (what differs is said below)")
     elif cmp.refusal:
         line = f"{line} ({cmp.refusal})"
     return f"{cmp.titles[index]} against {cmp.titles[0]} (baseline): {line}"
