@@ -8,18 +8,23 @@ Flow (DESIGN.md "pages never do slow work"):
 3. The page reads ProbeRun rows (`list_runs`, `curves`, `tradeoff`) and draws them.
 
 Figures per level come from ProbeRun.report["levels"] (collectors/probe/report.py): latencies in
-seconds ({p50, p95, p99, mean, max}), throughput.output_tok_s and .rps, self_check.trusted.
-A level whose self-check failed is drawn hollow and labelled "NOT trusted" everywhere.
+seconds ({p50, p95, p99, mean, max}), throughput.output_tok_s and .rps, self_check.trusted; an
+image server's runs (Server.kind "image", the images API) add the `image` block: per-image
+latency and seconds per denoising step (seconds), and throughput.images_per_min.
+A level whose self-check failed is drawn hollow; `trust_note` says once per run which levels
+and why (the measured loop lag against its bound, or the client's CPU), the tables a short mark.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from collectors.probe.report import LAG_FLOOR_S, LAG_SHARE_MAX
 from dashboard.services import shown
 from storage import repo
 from storage.models import Intent, ProbeRun
@@ -27,6 +32,10 @@ from storage.models import Intent, ProbeRun
 POLL_S = 1.0
 PROMPT_SETS = ("builtin", "synthetic", "shared-prefix")
 LATENCY_KEYS = {"ttft_s": "TTFT", "itl_s": "ITL", "tpot_s": "TPOT", "e2e_s": "E2E"}
+IMAGE_SIZES = ("512x512", "768x768", "1024x1024", "1328x1328")
+#: curve metric -> (report path in a level, label): image runs only, seconds or images/min
+IMAGE_KEYS = {"per_image_s": ("image", "per_image_s", "per-image latency"),
+              "s_per_step": ("image", "inference_s_per_step", "s/step")}
 
 
 class SweepRequestError(ValueError):
@@ -48,6 +57,7 @@ class SweepRequest:
     image_size: str = "1024x1024"
     image_steps: int | None = None
     image_guidance: float | None = None
+    images_per_request: int = 1
 
 
 def parse_levels(text: str) -> list[int]:
@@ -73,6 +83,7 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
         raise SweepRequestError("Requests per level must be between 1 and 100,000.")
     if req.prompt_set not in PROMPT_SETS:
         raise SweepRequestError(f"Workload {req.prompt_set!r} is unknown; use one of {list(PROMPT_SETS)}.")
+    _check_api(req, server.name, server.kind)
     launch = repo.latest_launch(engine, server_id=server.id)
     launch_id = launch.id if launch is not None and launch.ended_at is None else None
     spec: dict[str, Any] = {
@@ -93,7 +104,8 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
     }
     if req.api == "images":
         spec["workload"].update(image_size=req.image_size, image_steps=req.image_steps,
-                                image_guidance=req.image_guidance)
+                                image_guidance=req.image_guidance,
+                                images_per_request=int(req.images_per_request))
     run = repo.create_probe_run(
         engine,
         server_id=server.id,
@@ -115,8 +127,33 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
     assert intent.id is not None
     repo.add_audit(engine, actor=requested_by, action="sweep_start", target=req.server,
                    detail={"run_id": run.id, "intent_id": intent.id, "levels": list(req.levels),
-                           "requests": int(req.requests), "prompt_set": req.prompt_set})
+                           "requests": int(req.requests), "prompt_set": req.prompt_set,
+                           "api": req.api})
     return run.id, intent.id
+
+
+def _check_api(req: SweepRequest, name: str, kind: str | None) -> None:
+    """Refuse a request whose API does not fit the server's kind (an LLM sweep against an image
+    server fails every request with HTTP 404), and image settings out of range."""
+    if kind == "image" and req.api != "images":
+        raise SweepRequestError(f"{name} is an image server; sweep it with the images API "
+                                "(image size, steps, images per request).")
+    if kind != "image" and req.api == "images":
+        raise SweepRequestError(f"{name} is an LLM server; the images API is for image servers.")
+    if req.api != "images":
+        return
+    if not re.fullmatch(r"[1-9][0-9]{1,4}x[1-9][0-9]{1,4}", req.image_size):
+        raise SweepRequestError(f"Image size {req.image_size!r} is not WIDTHxHEIGHT; use e.g. 1024x1024.")
+    if req.image_steps is not None and not 1 <= req.image_steps <= 1000:
+        raise SweepRequestError("Steps must be between 1 and 1,000 (or left to the server).")
+    if not 1 <= req.images_per_request <= 16:
+        raise SweepRequestError("Images per request must be between 1 and 16.")
+
+
+def server_kind(engine: Engine, name: str) -> str:
+    """The server's kind, "llm" or "image" (Server.kind), which picks the sweep form and charts."""
+    s = repo.get_server(engine, name=name)
+    return "image" if s is not None and s.kind == "image" else "llm"
 
 
 def server_id(engine: Engine, name: str) -> int | None:
@@ -172,12 +209,13 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
                 "levels": ", ".join(f"{v:g}" for v in spec.get("levels", [])),
                 "requests": spec.get("requests"),
                 "trusted": r.trusted,
+                "trust": _run_mark(r.trusted, levels),
                 "fingerprint": (r.fingerprint or "")[:12],
                 "error": r.error,
             }
         )
     cols = ["id", "name", "success_rate", "status", "progress", "created_at", "api", "workload",
-            "levels", "requests", "trusted", "fingerprint", "error"]
+            "levels", "requests", "trusted", "trust", "fingerprint", "error"]
     return shown.frame(pd.DataFrame(rows, columns=cols), ("error",))
 
 
@@ -193,7 +231,8 @@ def _level_value(lv: dict[str, Any]) -> float | None:
 def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
     """Long table for the concurrency curves of the chosen runs.
 
-    Columns: run, series ("run 3 · TTFT p99"), level, metric (ttft_s…/output_tok_s/rps),
+    Columns: run, series ("run 3 · TTFT p99"), level, metric (ttft_s…/output_tok_s/rps; image
+    runs: per_image_s, s_per_step (seconds), images_per_min),
     stat (p50/p95/p99/-), value (base units), trusted (the level's self-check).
     """
     rows = []
@@ -211,9 +250,14 @@ def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
                     if st.get(p) is not None:
                         rows.append((rid, f"{label} · {short} {p}", level, key, p, float(st[p]), trusted))
             tp = lv.get("throughput") or {}
-            for key in ("output_tok_s", "rps"):
+            for key in ("output_tok_s", "rps", "images_per_min"):
                 if tp.get(key) is not None:
                     rows.append((rid, label, level, key, "-", float(tp[key]), trusted))
+            for key, (block, field, short) in IMAGE_KEYS.items():
+                st = (lv.get(block) or {}).get(field) or {}
+                for p in ("p50", "p99"):
+                    if st.get(p) is not None:
+                        rows.append((rid, f"{label} · {short} {p}", level, key, p, float(st[p]), trusted))
     return pd.DataFrame(rows, columns=["run", "series", "level", "metric", "stat", "value", "trusted"])
 
 
@@ -253,7 +297,12 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
                 "e2e_p99_s": (lv.get("e2e_s") or {}).get("p99"),
                 "output_tok_s": tp.get("output_tok_s"),
                 "rps": tp.get("rps"),
+                "per_image_p50_s": ((lv.get("image") or {}).get("per_image_s") or {}).get("p50"),
+                "per_image_p99_s": ((lv.get("image") or {}).get("per_image_s") or {}).get("p99"),
+                "s_per_step_p50": ((lv.get("image") or {}).get("inference_s_per_step") or {}).get("p50"),
+                "images_per_min": tp.get("images_per_min"),
                 "trusted": sc.get("trusted"),
+                "trust": _level_mark(sc),
                 "why_not_trusted": "; ".join(sc.get("reasons") or []),
                 "errors": ", ".join(f"{k}={n}" for k, n in (lv.get("errors") or {}).items()),
             }
@@ -272,3 +321,79 @@ def step_table(run: ProbeRun) -> pd.DataFrame:
             df.insert(0, "step", [f"{name} {r.get(name)}" for r in rows])
             return df
     return pd.DataFrame()
+
+
+# -- the client self-check, said once per run --------------------------------------------------
+def _level_label(lv: dict[str, Any]) -> str:
+    if "concurrency" in lv:
+        return f"c={lv['concurrency']}"
+    return f"r={float(lv.get('rate') or 0):g}/s"
+
+
+def _causes(sc: dict[str, Any]) -> list[str]:
+    """Short names of why a level's self-check failed: lag, CPU, pacing (from its reasons)."""
+    out = []
+    for reason in sc.get("reasons") or []:
+        name = "lag" if "loop lag" in reason else "CPU" if "CPU" in reason else "pacing"
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _level_mark(sc: dict[str, Any]) -> str:
+    """A table cell: "yes", "no: lag", "no: CPU", "no: lag, CPU" or "—" (not checked)."""
+    if sc.get("trusted") is None:
+        return "—"
+    return "yes" if sc["trusted"] else "no: " + (", ".join(_causes(sc)) or "see note")
+
+
+def _run_mark(trusted: bool | None, levels: list[dict[str, Any]]) -> str:
+    """A runs-table cell: "yes", "no (c=4, c=8)" naming the untrusted levels, or "—"."""
+    if trusted is None:
+        return "—"
+    bad = [_level_label(lv) for lv in levels if (lv.get("self_check") or {}).get("trusted") is False]
+    return "yes" if trusted and not bad else "no (" + (", ".join(bad) or "see run") + ")"
+
+
+def _ms(v: float) -> str:
+    return f"{v * 1000:,.1f} ms"
+
+
+def trust_note(run: ProbeRun) -> str | None:
+    """One plain-words sentence per run on why some of its levels are not trusted (None when all
+    are): which levels, the loop lag each measured against its bound (relative to the level's
+    own p50 latency, collectors/probe/report.py), the client's CPU when that was the cause."""
+    levels = _levels(run)
+    bad = [lv for lv in levels if (lv.get("self_check") or {}).get("trusted") is False]
+    if not bad:
+        return None
+    parts: list[str] = []
+    lagged = [lv for lv in bad if "lag" in _causes(lv["self_check"])]
+    if lagged:
+        figs = []
+        for lv in lagged:
+            sc = lv["self_check"]
+            lag, bound = sc.get("loop_lag_p99_s"), sc.get("lag_bound_s")
+            if lag is not None and bound is not None:
+                basis = (f" ({LAG_SHARE_MAX:.0%} of its {sc['lag_basis']}, at least "
+                         f"{LAG_FLOOR_S * 1000:g} ms)" if sc.get("lag_basis") else "")
+                figs.append(f"{_level_label(lv)}: {_ms(lag)} against a bound of {_ms(bound)}{basis}")
+            elif lag is not None:
+                figs.append(f"{_level_label(lv)}: {_ms(lag)}")
+        parts.append("the probe client's event loop ran late (lag p99 " + "; ".join(figs) +
+                     "), so each latency it timed there can be late by about that much")
+    busy = [lv for lv in bad if "CPU" in _causes(lv["self_check"])]
+    if busy:
+        cpu = max(float(lv["self_check"].get("client_cpu_pct") or 0) for lv in busy)
+        parts.append(f"the probe client used up to {cpu:.0f} % of one core (over "
+                     f"{float(busy[0]['self_check'].get('cpu_max_pct') or 70):g} %), so it was "
+                     "overloaded and queued its own work")
+    paced = [lv for lv in bad if "pacing" in _causes(lv["self_check"])]
+    if paced:
+        parts.append("requests started behind their schedule at " +
+                     ", ".join(_level_label(lv) for lv in paced) + ", so the rate asked was not met")
+    names = ", ".join(_level_label(lv) for lv in bad)
+    which = "every level" if len(bad) == len(levels) else f"{len(bad)} of {len(levels)} levels ({names})"
+    text = "; ".join(parts)
+    return (f"Not trusted: {which}. " + text[:1].upper() + text[1:] +
+            ". Read their figures as upper bounds, or run those levels again on a quieter client.")
