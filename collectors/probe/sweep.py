@@ -267,7 +267,8 @@ async def run_sweep(
                 writer.cancel()
             why = all_failed(report["levels"], spec.api) if status != "failed" else None
             if why is not None:  # nothing succeeded: no figure of this run means anything
-                status, error = "failed", why
+                stopped = f"; the sweep stopped at {state['label']}" if status == "aborted" else ""
+                status, error = "failed", why + stopped
             report["status"], report["error"] = status, error
             report["trusted"] = bool(report["levels"]) and all(
                 lv["self_check"]["trusted"] for lv in report["levels"])
@@ -298,7 +299,8 @@ def all_failed(levels: list[dict[str, Any]], api: str) -> str | None:
     named = [(f"HTTP {k[5:]}" if k.startswith("http_") else k.replace("_", " "), n) for k, n in ranked]
     what = ", ".join(name if len(named) == 1 else f"{name} ×{n}" for name, n in named) or "no answer"
     hint = _failure_hint(ranked[0][0] if ranked else "", api)
-    return f"all {sent} requests failed: {what}" + (f" ({hint})" if hint else "")
+    head = "its only request failed" if sent == 1 else f"all {sent} requests failed"
+    return f"{head}: {what}" + (f" ({hint})" if hint else "")
 
 
 def _failure_hint(kind: str, api: str) -> str:
