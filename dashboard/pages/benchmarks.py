@@ -46,8 +46,7 @@ def _sec(v: object) -> str:
     return "—" if v is None or v != v else f"{float(v):,.3g} s"  # type: ignore[arg-type]
 
 
-def _chart(col: DeltaGenerator, df: pd.DataFrame, unit: str, title: str,
-           empty: str) -> None:
+def _chart(col: DeltaGenerator, df: pd.DataFrame, unit: str, title: str, empty: str) -> None:
     with col:
         if df.empty:
             st.caption(empty)
@@ -111,7 +110,7 @@ if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.ac
     with st.form("sweep_form", border=True):
         what = "image server: images API" if kind == "image" else "LLM server"
         st.markdown(f"**New sweep against {md_escape(name)}** ({what}; server picked in the sidebar)")
-        c1, c2, c3, c4 = st.columns(4)
+        c1, c2, c3, c4, *c5 = st.columns(5 if kind == "image" else 4)
         default_levels = ",".join(str(v) for v in ctx.settings.probe.get("concurrency", [1, 4, 8, 16]))
         img_steps: float | None = None  # images only; None leaves them to the server
         if kind == "image":
@@ -122,7 +121,7 @@ if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.ac
                                        step=1, key="bm_requests")
             img_steps = c4.number_input("Steps", min_value=1, max_value=1000, value=20, key="bm_img_steps",
                                     help="denoising steps per image (num_inference_steps)")
-            n_images = c1.number_input("Images per request", min_value=1, max_value=16, value=1,
+            n_images = c5[0].number_input("Images per request", min_value=1, max_value=16, value=1,
                                        key="bm_img_n")
             workload, max_new = "builtin", 1
         else:
@@ -135,7 +134,9 @@ if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.ac
             max_new = c4.number_input("Max new tokens", min_value=1, max_value=32_768,
                                       value=int(ctx.settings.probe.get("max_new_tokens", 128)), key="bm_max_new")
             size, n_images = "1024x1024", 1
-        run_name = st.text_input("Name (optional)", key="bm_name", placeholder="e.g. radix on, c=1..16")
+        run_name = st.text_input("Name (optional)", key="bm_name",
+                                 placeholder="e.g. torch compile on, c=1..2" if kind == "image" else
+                                 "e.g. radix on, c=1..16")
         submitted = st.form_submit_button("Start sweep…", type="primary")
     if submitted:
         try:
@@ -209,6 +210,10 @@ st.dataframe(
     width="stretch",
 )
 
+latest = runs.iloc[0]
+if latest["status"] == "failed" and latest["error"]:  # the reason in full, not a clipped cell
+    st.error(f"The latest run, {md_escape(str(latest['name']))}, failed: {md_escape(str(latest['error']))}")
+
 done = runs[runs["status"].isin(["done", "aborted"])]
 if done.empty:
     st.caption("Curves appear when a sweep finishes.")
@@ -230,13 +235,17 @@ if curves.empty:
     st.stop()
 
 if curves["metric"].isin(["per_image_s", "images_per_min", "s_per_step"]).any():
-    a, b, c = st.columns(3)
+    a, b = st.columns(2)  # two a row, as the LLM charts: room for whole legends at 1400 px
     _chart(a, curves[curves["metric"] == "per_image_s"], "sec", "Per-image latency (s) vs concurrency",
            "No per-image latency.")
     _chart(b, curves[curves["metric"] == "images_per_min"], "img_min", "Images/min vs concurrency",
            "No images/min.")
+    c, d = st.columns(2)
     _chart(c, curves[curves["metric"] == "s_per_step"], "s_step", "Seconds per step vs concurrency",
            "No s/step: the steps were left to the server, or it did not report inference_time_s.")
+    d.caption("Per-image latency: a request's end-to-end time ÷ its images, as the client saw it "
+              "(queueing included). Seconds per step: the server's own inference_time_s ÷ steps, an "
+              "upper bound on one denoising step (text encoding and decoding are inside it).")
 else:
     lat_metric = st.segmented_control(
         "Latency", ["ttft_s", "itl_s", "tpot_s", "e2e_s"], default="ttft_s",

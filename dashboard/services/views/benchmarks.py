@@ -33,9 +33,8 @@ POLL_S = 1.0
 PROMPT_SETS = ("builtin", "synthetic", "shared-prefix")
 LATENCY_KEYS = {"ttft_s": "TTFT", "itl_s": "ITL", "tpot_s": "TPOT", "e2e_s": "E2E"}
 IMAGE_SIZES = ("512x512", "768x768", "1024x1024", "1328x1328")
-#: curve metric -> (report path in a level, label): image runs only, seconds or images/min
-IMAGE_KEYS = {"per_image_s": ("image", "per_image_s", "per-image latency"),
-              "s_per_step": ("image", "inference_s_per_step", "s/step")}
+#: curve metric -> (block, key) in a level's report: image runs only, seconds
+IMAGE_KEYS = {"per_image_s": ("image", "per_image_s"), "s_per_step": ("image", "inference_s_per_step")}
 
 
 class SweepRequestError(ValueError):
@@ -205,7 +204,7 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
                 "progress": float(r.progress or 0.0),
                 "created_at": r.created_at,
                 "api": r.api,
-                "workload": wl.get("prompt_set", "—"),
+                "workload": _workload_label(r.api, wl),
                 "levels": ", ".join(f"{v:g}" for v in spec.get("levels", [])),
                 "requests": spec.get("requests"),
                 "trusted": r.trusted,
@@ -217,6 +216,15 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
     cols = ["id", "name", "success_rate", "status", "progress", "created_at", "api", "workload",
             "levels", "requests", "trusted", "trust", "fingerprint", "error"]
     return shown.frame(pd.DataFrame(rows, columns=cols), ("error",))
+
+
+def _workload_label(api: str | None, wl: dict[str, Any]) -> str:
+    """The runs table's workload cell: the prompt set, and for image runs size and steps."""
+    if api != "images":
+        return str(wl.get("prompt_set", "—"))
+    steps = f"{wl['image_steps']} steps" if wl.get("image_steps") else "server's steps"
+    n = int(wl.get("images_per_request") or 1)
+    return f"{wl.get('image_size', '?')}, {steps}" + (f", {n} images" if n > 1 else "")
 
 
 def _levels(run: ProbeRun) -> list[dict[str, Any]]:
@@ -241,6 +249,8 @@ def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
         if run is None:
             continue
         label = run.name or f"run {rid}"
+        # one run plotted: its name is in the picker, the legend says only the figure
+        named = (lambda what: what) if len(run_ids) == 1 else (lambda what, lb=label: f"{lb} · {what}")
         for lv in _levels(run):
             level = _level_value(lv)
             trusted = bool((lv.get("self_check") or {}).get("trusted", False))
@@ -248,16 +258,17 @@ def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
                 st = lv.get(key) or {}
                 for p in ("p50", "p95", "p99"):
                     if st.get(p) is not None:
-                        rows.append((rid, f"{label} · {short} {p}", level, key, p, float(st[p]), trusted))
+                        rows.append((rid, named(f"{short} {p}"), level, key, p, float(st[p]), trusted))
             tp = lv.get("throughput") or {}
             for key in ("output_tok_s", "rps", "images_per_min"):
                 if tp.get(key) is not None:
                     rows.append((rid, label, level, key, "-", float(tp[key]), trusted))
-            for key, (block, field, short) in IMAGE_KEYS.items():
+            for key, (block, field) in IMAGE_KEYS.items():
                 st = (lv.get(block) or {}).get(field) or {}
                 for p in ("p50", "p99"):
                     if st.get(p) is not None:
-                        rows.append((rid, f"{label} · {short} {p}", level, key, p, float(st[p]), trusted))
+                        # one metric a chart (its title names it): the series is run and stat
+                        rows.append((rid, named(p), level, key, p, float(st[p]), trusted))
     return pd.DataFrame(rows, columns=["run", "series", "level", "metric", "stat", "value", "trusted"])
 
 
