@@ -38,6 +38,7 @@ from sqlalchemy.engine import Engine
 from collectors.probe.report import format_table, format_workload, public_report
 from collectors.probe.structured import KINDS, StructuredError, load_spec
 from collectors.probe.sweep import SweepSpec, run_sweep
+from collectors.probe.trust import run_note
 from collectors.probe.workloads import APIS, WorkloadError, WorkloadSpec
 from storage.redact import redact_text, redact_url
 
@@ -273,6 +274,9 @@ def probe_cli(argv: list[str]) -> int:
         if attached:
             print(f"run {report.get('run_id')} {attached}")
         print(format_table(report))
+        note = run_note(report.get("levels") or [])
+        if note:
+            print(note)
         extra = format_workload(report)
         if extra:
             print(extra)

@@ -244,6 +244,8 @@ def _ms(v: float | None) -> str:
 
 def format_table(full: dict[str, Any]) -> str:
     """A fixed-width text table of a sweep report (milliseconds for latencies)."""
+    from collectors.probe.trust import level_mark  # trust.py reads this module's thresholds
+
     head = (f"{'level':>9} {'req':>5} {'ok':>5} {'TTFT p50/p99 ms':>17} {'ITL p50/p99 ms':>16} "
             f"{'TPOT p50 ms':>11} {'E2E p50/p99 ms':>17} {'rps':>8} {'tok/s':>9} trusted")
     lines = [head]
@@ -254,8 +256,7 @@ def format_table(full: dict[str, Any]) -> str:
         tok = tp.get("output_tok_s")
         tok_s = f"{tok:.1f}" if tok is not None else (
             f"{tp['images_per_min']:.1f}/m" if tp.get("images_per_min") is not None else "-")
-        sc = lv["self_check"]
-        trusted = "yes" if sc["trusted"] else "NO: " + "; ".join(sc.get("reasons", []))
+        trusted = level_mark(lv["self_check"])  # why: one note under the table (`pitwall probe`)
         lines.append(
             f"{label:>9} {lv['requests']:>5} {lv['ok']:>5} "
             f"{_ms(lv['ttft_s']['p50']) + '/' + _ms(lv['ttft_s']['p99']):>17} "

@@ -165,3 +165,25 @@ def test_benchmarks_and_scorecard_share_one_throughput_definition() -> None:
     # ends 3.0, 4.0, 5.0, 6.0 fall in [2.0, 6.5]: 4 requests over 6.5 - 2.0 = 4.5 s
     assert report["rps"] == pytest.approx(4 / 4.5) and card["rps"] == pytest.approx(report["rps"])
     assert card["output_tok_s"] == pytest.approx(report["output_tok_s"])
+
+
+def test_untrusted_levels_are_said_once_per_run_with_the_measured_lag_and_its_bound() -> None:
+    from collectors.probe.report import format_table
+    from collectors.probe.trust import run_note
+
+    ok = _lag_level(5.0, None, 0.005)  # 5 ms on 5 s: trusted
+    late = _lag_level(0.05, 0.010, 0.005)  # 5 ms on a 10 ms TTFT: not
+    levels = []
+    for c, sc in ((1, ok), (4, late), (8, late)):
+        lv = level_report(LevelResult(LevelPlan("concurrency", c, requests=1, warmup=0)))
+        levels.append({**lv, "self_check": sc})
+    assert run_note(levels) == (
+        "Not trusted: 2 of 3 levels (c=4, c=8). The probe client's event loop ran late (lag p99 "
+        "c=4: 5.0 ms against a bound of 2.0 ms (5% of its TTFT p50, at least 2 ms); c=8: 5.0 ms "
+        "against a bound of 2.0 ms (5% of its TTFT p50, at least 2 ms)), so each latency it timed "
+        "there can be late by about that much. Read their figures as upper bounds, or run those "
+        "levels again on a quieter client.")
+    table = format_table({"levels": levels})
+    assert [line.split()[-1] for line in table.splitlines()[1:]] == ["yes", "lag", "lag"]  # "no: lag"
+    assert "event-loop" not in table  # the reason is not repeated on every level
+    assert run_note(levels[:1]) is None

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from collectors.probe.report import LAG_FLOOR_S, LAG_SHARE_MAX
+from collectors.probe import trust
 from dashboard.services import shown
 from storage import repo
 from storage.models import Intent, ProbeRun
@@ -208,7 +208,7 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
                 "levels": ", ".join(f"{v:g}" for v in spec.get("levels", [])),
                 "requests": spec.get("requests"),
                 "trusted": r.trusted,
-                "trust": _run_mark(r.trusted, levels),
+                "trust": "—" if r.status == "failed" else trust.run_mark(r.trusted, levels),
                 "fingerprint": (r.fingerprint or "")[:12],
                 "error": r.error,
             }
@@ -313,7 +313,7 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
                 "s_per_step_p50": ((lv.get("image") or {}).get("inference_s_per_step") or {}).get("p50"),
                 "images_per_min": tp.get("images_per_min"),
                 "trusted": sc.get("trusted"),
-                "trust": _level_mark(sc),
+                "trust": trust.level_mark(sc),
                 "why_not_trusted": "; ".join(sc.get("reasons") or []),
                 "errors": ", ".join(f"{k}={n}" for k, n in (lv.get("errors") or {}).items()),
             }
@@ -334,77 +334,7 @@ def step_table(run: ProbeRun) -> pd.DataFrame:
     return pd.DataFrame()
 
 
-# -- the client self-check, said once per run --------------------------------------------------
-def _level_label(lv: dict[str, Any]) -> str:
-    if "concurrency" in lv:
-        return f"c={lv['concurrency']}"
-    return f"r={float(lv.get('rate') or 0):g}/s"
-
-
-def _causes(sc: dict[str, Any]) -> list[str]:
-    """Short names of why a level's self-check failed: lag, CPU, pacing (from its reasons)."""
-    out = []
-    for reason in sc.get("reasons") or []:
-        name = "lag" if "loop lag" in reason else "CPU" if "CPU" in reason else "pacing"
-        if name not in out:
-            out.append(name)
-    return out
-
-
-def _level_mark(sc: dict[str, Any]) -> str:
-    """A table cell: "yes", "no: lag", "no: CPU", "no: lag, CPU" or "—" (not checked)."""
-    if sc.get("trusted") is None:
-        return "—"
-    return "yes" if sc["trusted"] else "no: " + (", ".join(_causes(sc)) or "see note")
-
-
-def _run_mark(trusted: bool | None, levels: list[dict[str, Any]]) -> str:
-    """A runs-table cell: "yes", "no (c=4, c=8)" naming the untrusted levels, or "—"."""
-    if trusted is None:
-        return "—"
-    bad = [_level_label(lv) for lv in levels if (lv.get("self_check") or {}).get("trusted") is False]
-    return "yes" if trusted and not bad else "no (" + (", ".join(bad) or "see run") + ")"
-
-
-def _ms(v: float) -> str:
-    return f"{v * 1000:,.1f} ms"
-
-
 def trust_note(run: ProbeRun) -> str | None:
-    """One plain-words sentence per run on why some of its levels are not trusted (None when all
-    are): which levels, the loop lag each measured against its bound (relative to the level's
-    own p50 latency, collectors/probe/report.py), the client's CPU when that was the cause."""
-    levels = _levels(run)
-    bad = [lv for lv in levels if (lv.get("self_check") or {}).get("trusted") is False]
-    if not bad:
-        return None
-    parts: list[str] = []
-    lagged = [lv for lv in bad if "lag" in _causes(lv["self_check"])]
-    if lagged:
-        figs = []
-        for lv in lagged:
-            sc = lv["self_check"]
-            lag, bound = sc.get("loop_lag_p99_s"), sc.get("lag_bound_s")
-            if lag is not None and bound is not None:
-                basis = (f" ({LAG_SHARE_MAX:.0%} of its {sc['lag_basis']}, at least "
-                         f"{LAG_FLOOR_S * 1000:g} ms)" if sc.get("lag_basis") else "")
-                figs.append(f"{_level_label(lv)}: {_ms(lag)} against a bound of {_ms(bound)}{basis}")
-            elif lag is not None:
-                figs.append(f"{_level_label(lv)}: {_ms(lag)}")
-        parts.append("the probe client's event loop ran late (lag p99 " + "; ".join(figs) +
-                     "), so each latency it timed there can be late by about that much")
-    busy = [lv for lv in bad if "CPU" in _causes(lv["self_check"])]
-    if busy:
-        cpu = max(float(lv["self_check"].get("client_cpu_pct") or 0) for lv in busy)
-        parts.append(f"the probe client used up to {cpu:.0f} % of one core (over "
-                     f"{float(busy[0]['self_check'].get('cpu_max_pct') or 70):g} %), so it was "
-                     "overloaded and queued its own work")
-    paced = [lv for lv in bad if "pacing" in _causes(lv["self_check"])]
-    if paced:
-        parts.append("requests started behind their schedule at " +
-                     ", ".join(_level_label(lv) for lv in paced) + ", so the rate asked was not met")
-    names = ", ".join(_level_label(lv) for lv in bad)
-    which = "every level" if len(bad) == len(levels) else f"{len(bad)} of {len(levels)} levels ({names})"
-    text = "; ".join(parts)
-    return (f"Not trusted: {which}. " + text[:1].upper() + text[1:] +
-            ". Read their figures as upper bounds, or run those levels again on a quieter client.")
+    """One plain-words note per run on why some of its levels are not trusted (None when all
+    are): collectors/probe/trust.py, shared with `pitwall probe`."""
+    return trust.run_note(_levels(run))
