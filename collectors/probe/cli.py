@@ -13,7 +13,11 @@ environment (PITWALL_API_KEY, or the older PITWALL_PROBE_API_KEY); `--api-key KE
 but puts the key where `ps` shows it to every user, so it warns once on stderr.
 
 Shows a progress bar on stderr, stores the run (ProbeRun + ProbeRequest rows) unless --no-store,
-prints a table, or with --json exactly `report.public_report()`. Exit codes: 0 done, 1 the sweep
+prints a table, or with --json exactly `report.public_report()`. A stored run is attached to the
+configured server whose base URL is the one probed (same scheme, host and port; `localhost` is
+127.0.0.1) and to that server's current launch, so Compare and the scorecard find it; a URL that
+no configured server has, or that several have, leaves the run unattached. Which one it was is
+said on stdout (on stderr with --json). Exit codes: 0 done, 1 the sweep
 was aborted (error rate) or failed, 2 bad arguments.
 """
 
@@ -27,12 +31,14 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
 from collectors.probe.report import format_table, format_workload, public_report
 from collectors.probe.structured import KINDS, StructuredError, load_spec
 from collectors.probe.sweep import SweepSpec, run_sweep
+from collectors.probe.trust import run_note
 from collectors.probe.workloads import APIS, WorkloadError, WorkloadSpec
 from storage.redact import redact_text, redact_url
 
@@ -53,6 +59,43 @@ def open_engine(url: str) -> Engine:
     from storage.db import make_engine
 
     return make_engine(url)
+
+
+def _address(url: str) -> tuple[str, str, int | None, str]:
+    """(scheme, host, port, path) of a base URL, compared the same however it is spelled."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ("", url, None, "")
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    host = "127.0.0.1" if host in ("localhost", "::1") else host
+    return (scheme, host, port or {"http": 80, "https": 443}.get(scheme), parts.path.rstrip("/"))
+
+
+def attach(engine: Engine, url: str) -> tuple[int | None, int | None, str]:
+    """(server_id, launch_id, a sentence saying which) for a run that probed `url`: the one
+    configured server with that base URL and its current launch (None when it has none running);
+    (None, None, why) when no server or more than one has that address."""
+    from storage import repo
+
+    want = _address(url)
+    found = [s for s in repo.list_servers(engine) if s.base_url and _address(s.base_url) == want]
+    if not found:
+        return None, None, (f"not attached to a server: no configured server has the address "
+                            f"{redact_url(url)}; Compare lists it as a run without a server.")
+    if len(found) > 1:
+        names = ", ".join(s.name for s in found)
+        return None, None, (f"not attached to a server: {names} all have the address "
+                            f"{redact_url(url)}; give each server its own base_url.")
+    server = found[0]
+    assert server.id is not None
+    launch = repo.latest_launch(engine, server_id=server.id)
+    if launch is None or launch.ended_at is not None:
+        return server.id, None, f"attached to server {server.name} (it has no current launch)."
+    return server.id, launch.id, (f"attached to server {server.name} and its current launch "
+                                  f"(profile {launch.profile_name or 'none'}).")
 
 
 def _levels(text: str, kind: type) -> list[float]:
@@ -202,6 +245,9 @@ def probe_cli(argv: list[str]) -> int:
             print(f"pitwall probe: cannot open the database {redact_url(args.db)} "
                   f"({redact_text(str(exc))}); pass --db or --no-store.", file=sys.stderr)
             return 2
+    attached = ""
+    if engine is not None:
+        spec.server_id, spec.launch_id, attached = attach(engine, spec.url)
     bar = ProgressBar(enabled=not args.no_progress and sys.stderr.isatty())
     try:
         report: dict[str, Any] = asyncio.run(run_sweep(spec, engine=engine, on_progress=bar))
@@ -221,9 +267,16 @@ def probe_cli(argv: list[str]) -> int:
     bar.close()
     if args.json:
         print(json.dumps(public_report(report), indent=2))
+        if attached:
+            print(f"pitwall probe: run {report.get('run_id')} {attached}", file=sys.stderr)
     else:
         print(f"fingerprint {report['fingerprint']}  run {report.get('run_id') or '(not stored)'}  status {report['status']}")
+        if attached:
+            print(f"run {report.get('run_id')} {attached}")
         print(format_table(report))
+        note = run_note(report.get("levels") or [])
+        if note:
+            print(note)
         extra = format_workload(report)
         if extra:
             print(extra)

@@ -37,6 +37,7 @@ from collectors.probe.images import CHECK_PROMPTS, check_entry
 from collectors.probe.pacing import LevelPlan, run_level
 from collectors.probe.report import level_report
 from collectors.probe.workloads import (
+    API_PATHS,
     APIS,
     Prompt,
     WorkloadSpec,
@@ -264,6 +265,10 @@ async def run_sweep(
         finally:
             if writer is not None:
                 writer.cancel()
+            why = all_failed(report["levels"], spec.api) if status != "failed" else None
+            if why is not None:  # nothing succeeded: no figure of this run means anything
+                stopped = f"; the sweep stopped at {state['label']}" if status == "aborted" else ""
+                status, error = "failed", why + stopped
             report["status"], report["error"] = status, error
             report["trusted"] = bool(report["levels"]) and all(
                 lv["self_check"]["trusted"] for lv in report["levels"])
@@ -276,6 +281,37 @@ async def run_sweep(
                     progress=1.0 if status == "done" else state["done"] / max(total, 1),
                     finished_at=time.time(), report=_jsonable(report), trusted=report["trusted"])
     return report
+
+
+def all_failed(levels: list[dict[str, Any]], api: str) -> str | None:
+    """One sentence when every measured request of every level failed (None otherwise): how
+    many, the error kinds / HTTP statuses with their counts, and what the commonest one most
+    likely means, e.g. "all 8 requests failed: HTTP 404 (the server does not serve /generate;
+    is it an image server?)"."""
+    sent = sum(int(lv.get("requests") or 0) for lv in levels)
+    if sent == 0 or any(int(lv.get("ok") or 0) for lv in levels):
+        return None
+    counts: dict[str, int] = {}
+    for lv in levels:
+        for kind, n in (lv.get("errors") or {}).items():
+            counts[kind] = counts.get(kind, 0) + int(n)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    named = [(f"HTTP {k[5:]}" if k.startswith("http_") else k.replace("_", " "), n) for k, n in ranked]
+    what = ", ".join(name if len(named) == 1 else f"{name} ×{n}" for name, n in named) or "no answer"
+    hint = _failure_hint(ranked[0][0] if ranked else "", api)
+    head = "its only request failed" if sent == 1 else f"all {sent} requests failed"
+    return f"{head}: {what}" + (f" ({hint})" if hint else "")
+
+
+def _failure_hint(kind: str, api: str) -> str:
+    other = "an LLM server" if api == "images" else "an image server"
+    return {
+        "http_404": f"the server does not serve {API_PATHS.get(api, api)}; is it {other}?",
+        "http_401": "the server wants an API key; set api_key for this server",
+        "http_403": "the server refused the API key; check api_key for this server",
+        "connect_refused": "nothing answers at the server's address; is it up?",
+        "timeout": "no answer within the request timeout; is the server overloaded or stuck?",
+    }.get(kind, "")
 
 
 async def _grammar_backend(session: Any, base: str) -> str | None:

@@ -27,6 +27,10 @@ DISPLAY: dict[str, tuple[float, str, str]] = {
     "bytes": (1.0 / 2**30, "GiB", ",.1f"),
     "w": (1.0, "W", ",.0f"),
     "c": (1.0, "°C", ".0f"),
+    # image sweeps (Benchmarks): seconds stay seconds, an image takes seconds, not milliseconds
+    "sec": (1.0, "s", ",.3~f"),
+    "s_step": (1.0, "s/step", ",.3~f"),
+    "img_min": (1.0, "images/min", ",.1f"),
 }
 SPARSE_POINTS = 200  # below this many points a `points` series also gets dots
 EVENT_KINDS_MARKED = (

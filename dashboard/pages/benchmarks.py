@@ -4,15 +4,21 @@ Starting a sweep is a control: only the operator `auth.control_gate` lets throug
 and the sweep is recorded in Audit with the operator signed in when Start arrives
 (`auth.actor_at_click`, views.benchmarks.start_sweep).
 
+The form follows the server's kind: an LLM server is swept with LLM requests (workload, max new
+tokens), an image server with the images API (image size, denoising steps, images per request).
+
 Curves come from each run's stored per-level report: latency vs concurrency, throughput vs
-concurrency, and the latency/throughput trade-off across runs. A level whose client self-check
-failed is drawn hollow and labelled NOT trusted: its latencies include the client's own queueing.
+concurrency, and the latency/throughput trade-off across runs; for image runs per-image latency
+(seconds), images/min and seconds per step. After a sweep finishes the newest run is the one
+plotted. A level whose client self-check failed is drawn hollow; one note per run says which
+levels and why, the table marks them ("no: lag").
 """
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_value
@@ -35,6 +41,19 @@ def _curves(url: str, run_ids: tuple[int, ...]) -> tuple[pd.DataFrame, pd.DataFr
     return bm.curves(engine, run_ids=list(run_ids)), bm.tradeoff(engine, run_ids=list(run_ids))
 
 
+def _sec(v: object) -> str:
+    """Seconds as seconds (an image takes seconds; fmt_value would switch to ms below 1 s)."""
+    return "—" if v is None or v != v else f"{float(v):,.3g} s"  # type: ignore[arg-type]
+
+
+def _chart(col: DeltaGenerator, df: pd.DataFrame, unit: str, title: str, empty: str) -> None:
+    with col:
+        if df.empty:
+            st.caption(empty)
+        else:
+            st.altair_chart(curves_chart(df, x="level", y="value", unit=unit, title=title), width="stretch")
+
+
 def _forget_pending() -> None:
     st.session_state.pop("bm_pending", None)
 
@@ -46,9 +65,14 @@ def confirm(req: bm.SweepRequest) -> None:
     if status != "up":
         st.warning(f"{req.server} is {status} right now: requests will fail until it is up "
                    "(see Overview / Events).")
+    what = "requests"
+    if req.api == "images":
+        steps = f"{req.image_steps} steps" if req.image_steps else "the server's default steps"
+        what = (f"image requests ({req.image_size}, {steps}, {req.images_per_request} "
+                f"image{'s' if req.images_per_request > 1 else ''} each)")
     st.write(
-        f"This sends about {total:,} requests (plus warm-up) to **{md_escape(req.server)}** at concurrency "
-        f"{', '.join(map(str, req.levels))}. Live traffic on that server will see extra load."
+        f"This sends about {total:,} {what} (plus warm-up) to **{md_escape(req.server)}** at "
+        f"concurrency {', '.join(map(str, req.levels))}. Live traffic on that server will see extra load."
     )
     a, b = st.columns(2)
     if a.button("Start sweep", type="primary", key="bm_confirm"):
@@ -81,26 +105,46 @@ if server_id is None:
     st.stop()
 
 # A sweep loads a server: it is a control, behind the one gate (components.auth).
+kind = bm.server_kind(ctx.engine, name)
 if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.actor_at_click
     with st.form("sweep_form", border=True):
-        st.markdown(f"**New sweep against {md_escape(name)}** (server picked in the sidebar)")
-        c1, c2, c3, c4 = st.columns(4)
-        workload = c1.selectbox("Workload", bm.PROMPT_SETS, key="bm_workload",
-                                help="builtin: 24 short prompts · synthetic: fixed input length · "
-                                     "shared-prefix: templated prompts that exercise the radix cache")
+        what = "image server: images API" if kind == "image" else "LLM server"
+        st.markdown(f"**New sweep against {md_escape(name)}** ({what}; server picked in the sidebar)")
+        c1, c2, c3, c4, *c5 = st.columns(5 if kind == "image" else 4)
         default_levels = ",".join(str(v) for v in ctx.settings.probe.get("concurrency", [1, 4, 8, 16]))
-        levels_text = c2.text_input("Concurrency levels", value=default_levels, key="bm_levels")
-        requests = c3.number_input("Requests per level", min_value=1, max_value=100_000, value=50,
-                                   step=10, key="bm_requests")
-        max_new = c4.number_input("Max new tokens", min_value=1, max_value=32_768,
-                                  value=int(ctx.settings.probe.get("max_new_tokens", 128)), key="bm_max_new")
-        run_name = st.text_input("Name (optional)", key="bm_name", placeholder="e.g. radix on, c=1..16")
+        img_steps: float | None = None  # images only; None leaves them to the server
+        if kind == "image":
+            size = c1.selectbox("Image size", bm.IMAGE_SIZES, index=bm.IMAGE_SIZES.index("1024x1024"),
+                                key="bm_img_size", help="width x height in pixels")
+            levels_text = c2.text_input("Concurrency levels", value="1,2", key="bm_levels")
+            requests = c3.number_input("Requests per level", min_value=1, max_value=100_000, value=8,
+                                       step=1, key="bm_requests")
+            img_steps = c4.number_input("Steps", min_value=1, max_value=1000, value=20, key="bm_img_steps",
+                                    help="denoising steps per image (num_inference_steps)")
+            n_images = c5[0].number_input("Images per request", min_value=1, max_value=16, value=1,
+                                       key="bm_img_n")
+            workload, max_new = "builtin", 1
+        else:
+            workload = c1.selectbox("Workload", bm.PROMPT_SETS, key="bm_workload",
+                                    help="builtin: 24 short prompts · synthetic: fixed input length · "
+                                         "shared-prefix: templated prompts that exercise the radix cache")
+            levels_text = c2.text_input("Concurrency levels", value=default_levels, key="bm_levels")
+            requests = c3.number_input("Requests per level", min_value=1, max_value=100_000, value=50,
+                                       step=10, key="bm_requests")
+            max_new = c4.number_input("Max new tokens", min_value=1, max_value=32_768,
+                                      value=int(ctx.settings.probe.get("max_new_tokens", 128)), key="bm_max_new")
+            size, n_images = "1024x1024", 1
+        run_name = st.text_input("Name (optional)", key="bm_name",
+                                 placeholder="e.g. torch compile on, c=1..2" if kind == "image" else
+                                 "e.g. radix on, c=1..16")
         submitted = st.form_submit_button("Start sweep…", type="primary")
     if submitted:
         try:
             req = bm.SweepRequest(
                 server=name, levels=bm.parse_levels(levels_text), requests=int(requests),
                 prompt_set=str(workload), max_new_tokens=int(max_new), name=run_name or None,
+                api="images" if kind == "image" else "generate", image_size=str(size),
+                image_steps=int(img_steps) if img_steps else None, images_per_request=int(n_images),
             )
         except bm.SweepRequestError as exc:
             st.error(str(exc))
@@ -156,7 +200,7 @@ shown = runs.assign(
     error=runs["error"].fillna(""),
     progress=[f"{p:.0%}" for p in runs["progress"]],
     created=[fmt_age(t) for t in runs["created_at"]],
-    trusted=runs["trusted"].map({True: "yes", False: "NOT trusted"}).fillna("—"),
+    trusted=runs["trust"],
 )
 st.subheader("Runs")
 st.dataframe(
@@ -166,13 +210,22 @@ st.dataframe(
     width="stretch",
 )
 
+latest = runs.iloc[0]
+if latest["status"] == "failed" and latest["error"]:  # the reason in full, not a clipped cell
+    st.error(f"The latest run, {md_escape(str(latest['name']))}, failed: {md_escape(str(latest['error']))}")
+
 done = runs[runs["status"].isin(["done", "aborted"])]
 if done.empty:
     st.caption("Curves appear when a sweep finishes.")
     st.stop()
 labels = {int(r.id): f"{r.name} ({r.status})" for r in done.itertuples()}
-default = [int(done["id"].iloc[0])]
-picked = st.multiselect("Runs to plot", list(labels), default=default, format_func=labels.get, key="bm_pick")
+# The newest finished run is the one drawn: when a newer one appears (a sweep just finished) or
+# the server changes, the pick moves to it; otherwise the operator's own pick stays.
+newest = (server_id, int(done["id"].iloc[0]))
+if st.session_state.get("bm_newest") != newest or not set(st.session_state.get("bm_pick") or []) <= set(labels):
+    st.session_state["bm_newest"] = newest
+    st.session_state["bm_pick"] = [newest[1]]
+picked = st.multiselect("Runs to plot", list(labels), format_func=labels.get, key="bm_pick")
 if not picked:
     st.caption("Pick at least one run to see its curves.")
     st.stop()
@@ -181,32 +234,30 @@ if curves.empty:
     st.info("These runs have no per-level results (all levels failed?). See their errors above.")
     st.stop()
 
-lat_metric = st.segmented_control(
-    "Latency", ["ttft_s", "itl_s", "tpot_s", "e2e_s"], default="ttft_s",
-    format_func=bm.LATENCY_KEYS.get, key="bm_lat",
-) or "ttft_s"
-a, b = st.columns(2)
-lat = curves[(curves["metric"] == lat_metric) & curves["stat"].isin(["p50", "p99"])]
-with a:
-    if lat.empty:
-        st.caption("No latency figures for this metric.")
-    else:
-        st.altair_chart(
-            curves_chart(lat, x="level", y="value", unit="s",
-                         title=f"{bm.LATENCY_KEYS[lat_metric]} vs concurrency"),
-            width="stretch",
-        )
-thr = curves[curves["metric"] == "output_tok_s"]
-with b:
-    if thr.empty:
-        st.caption("No throughput figures.")
-    else:
-        st.altair_chart(
-            curves_chart(thr, x="level", y="value", unit="tok_s", title="Output throughput vs concurrency"),
-            width="stretch",
-        )
-if not trade.empty:
-    st.altair_chart(tradeoff_chart(trade), width="stretch")
+if curves["metric"].isin(["per_image_s", "images_per_min", "s_per_step"]).any():
+    a, b = st.columns(2)  # two a row, as the LLM charts: room for whole legends at 1400 px
+    _chart(a, curves[curves["metric"] == "per_image_s"], "sec", "Per-image latency (s) vs concurrency",
+           "No per-image latency.")
+    _chart(b, curves[curves["metric"] == "images_per_min"], "img_min", "Images/min vs concurrency",
+           "No images/min.")
+    c, d = st.columns(2)
+    _chart(c, curves[curves["metric"] == "s_per_step"], "s_step", "Seconds per step vs concurrency",
+           "No s/step: the steps were left to the server, or it did not report inference_time_s.")
+    d.caption("Per-image latency: a request's end-to-end time ÷ its images, as the client saw it "
+              "(queueing included). Seconds per step: the server's own inference_time_s ÷ steps, an "
+              "upper bound on one denoising step (text encoding and decoding are inside it).")
+else:
+    lat_metric = st.segmented_control(
+        "Latency", ["ttft_s", "itl_s", "tpot_s", "e2e_s"], default="ttft_s",
+        format_func=bm.LATENCY_KEYS.get, key="bm_lat",
+    ) or "ttft_s"
+    a, b = st.columns(2)
+    lat = curves[(curves["metric"] == lat_metric) & curves["stat"].isin(["p50", "p99"])]
+    _chart(a, lat, "s", f"{bm.LATENCY_KEYS[lat_metric]} vs concurrency", "No latency figures for this metric.")
+    _chart(b, curves[curves["metric"] == "output_tok_s"], "tok_s", "Output throughput vs concurrency",
+           "No throughput figures.")
+    if not trade.empty:
+        st.altair_chart(tradeoff_chart(trade), width="stretch")
 
 for rid in picked:
     run = bm.get_run(ctx.engine, run_id=rid)
@@ -215,30 +266,34 @@ for rid in picked:
     table = bm.level_table(run)
     if table.empty:
         continue
-    untrusted = table[table["trusted"] == False]  # noqa: E712 - pandas element-wise
     head = f"{md_escape(run.name or 'run ' + str(run.id))} — fingerprint {run.fingerprint[:12] or '—'}"
     with st.expander(head, expanded=len(picked) == 1):
         if (table["ok"].fillna(0) == 0).all():
             st.error("No request of this run succeeded — the server was down or refused them "
                      "(errors below). Check the server on the Overview, then run it again.")
-        if run.trusted is False or not untrusted.empty:
-            st.warning("Some levels are NOT trusted: the probe client was overloaded, so their "
-                       "latencies include its own queueing. " + "; ".join(untrusted["why_not_trusted"].unique()))
-        pretty = pd.DataFrame({
-            "level": table["level"],
-            "requests": table["requests"],
-            "ok": table["ok"],
-            "success": [fmt_value(v, "ratio") for v in table["success_rate"]],
-            "TTFT p50": [fmt_value(v, "s") for v in table["ttft_p50_s"]],
-            "TTFT p99": [fmt_value(v, "s") for v in table["ttft_p99_s"]],
-            "ITL p50": [fmt_value(v, "s") for v in table["itl_p50_s"]],
-            "E2E p99": [fmt_value(v, "s") for v in table["e2e_p99_s"]],
-            "output tok/s": [fmt_value(v, "count") for v in table["output_tok_s"]],
-            "req/s": [fmt_value(v, "rps") for v in table["rps"]],
-            "trusted": table["trusted"].map({True: "yes", False: "NOT trusted"}).fillna("—"),
-            "errors": table["errors"],
-        })
-        st.dataframe(pretty, hide_index=True, width="stretch")
+        note = bm.trust_note(run)
+        if note:
+            st.warning(note)  # once per run; the table's "trusted" column only marks the levels
+        figures = {"level": table["level"], "requests": table["requests"], "ok": table["ok"],
+                   "success": [fmt_value(v, "ratio") for v in table["success_rate"]]}
+        if run.api == "images":
+            figures.update({
+                "per image p50 (s)": [_sec(v) for v in table["per_image_p50_s"]],
+                "per image p99 (s)": [_sec(v) for v in table["per_image_p99_s"]],
+                "s/step p50": [_sec(v) for v in table["s_per_step_p50"]],
+                "images/min": [fmt_value(v, "count") for v in table["images_per_min"]],
+            })
+        else:
+            figures.update({
+                "TTFT p50": [fmt_value(v, "s") for v in table["ttft_p50_s"]],
+                "TTFT p99": [fmt_value(v, "s") for v in table["ttft_p99_s"]],
+                "ITL p50": [fmt_value(v, "s") for v in table["itl_p50_s"]],
+                "E2E p99": [fmt_value(v, "s") for v in table["e2e_p99_s"]],
+                "output tok/s": [fmt_value(v, "count") for v in table["output_tok_s"]],
+            })
+        figures.update({"req/s": [fmt_value(v, "rps") for v in table["rps"]],
+                        "trusted": table["trust"], "errors": table["errors"]})
+        st.dataframe(pd.DataFrame(figures), hide_index=True, width="stretch")
         steps = bm.step_table(run)
         if not steps.empty:
             st.caption("Per turn / branch: the radix cache's reuse (server-reported cached tokens).")

@@ -139,9 +139,15 @@ def test_benchmarks_shows_runs_trust_flag_and_curves(seeded):
     at = _run("dashboard/pages/benchmarks.py", server="alpha", window="6h")
     _no_exception(at)
     runs = at.dataframe[0].value
-    assert list(runs["trusted"]) == ["NOT trusted"]
+    assert list(runs["trusted"]) == ["no (c=4)"]  # a short mark naming the untrusted level
     assert len(at.get("vega_lite_chart")) == 3  # latency, throughput, trade-off
-    assert any("NOT trusted" in w.value for w in at.warning)
+    # one note for the run, in words, naming the level and the measured cause against its bound
+    notes = [w.value for w in at.warning if "Not trusted" in w.value]
+    assert notes == ["Not trusted: 1 of 2 levels (c=4). The probe client used up to 85 % of one core "
+                     "(over 70 %), so it was overloaded and queued its own work. Read their figures "
+                     "as upper bounds, or run those levels again on a quieter client."], notes
+    levels = at.dataframe[1].value
+    assert list(levels["trusted"]) == ["yes", "no: CPU"]
 
 
 def test_benchmarks_start_sweep_records_run_and_intent(seeded, app_env):

@@ -118,3 +118,60 @@ def test_same_pixels_same_thumbnail_bytes() -> None:
     assert images.decode_thumb(base64.b64encode(images.thumbnail(raw)).decode()).shape == (171, 256, 3)  # 200 × 256/300 = 170.7, rounded
 
 
+
+
+def _page_sweep(url: str, db: Path, req_fields: dict) -> tuple[object, int, int]:
+    """The Benchmarks page's path: the image server configured, start_sweep records the run and
+    the intent, the runner's probe lane (a real sweep process) carries it out."""
+    from dashboard.services.views import benchmarks as bm
+    from runner.sweeps import Sweeps
+
+    engine = open_engine(f"sqlite:///{db}")
+    repo.upsert_server(engine, name="demo-image", base_url=url, kind="image", gpu_indices=[0])
+    run_id, intent_id = bm.start_sweep(engine, bm.SweepRequest(server="demo-image", **req_fields))
+    intent = next(it for it in repo.list_intents(engine, kinds=["probe"]) if it.id == intent_id)
+    Sweeps(engine, f"sqlite:///{db}", timeout_s=120).handle(intent)
+    return engine, run_id, intent_id
+
+
+def test_the_image_form_sends_the_images_api_and_the_run_has_image_figures(image_sim: str,
+                                                                           tmp_path: Path) -> None:
+    from dashboard.services.views import benchmarks as bm
+
+    engine, run_id, intent_id = _page_sweep(image_sim, tmp_path / "p.db", dict(
+        levels=[1, 2], requests=3, api="images", image_size="512x512", image_steps=8))
+    run = repo.get_probe_run(engine, run_id=run_id)
+    assert run.status == "done", run.error
+    rows = repo.probe_requests(engine, run_id=run_id)
+    assert rows["ok"].astype(bool).all() and (rows["http_status"] == 200).all()
+    for lv in run.report["levels"]:
+        img = lv["image"]
+        assert img["steps"] == 8 and img["per_image_s"]["p50"] > 0
+        assert img["inference_s_per_step"]["p50"] > 0 and lv["throughput"]["images_per_min"] > 0
+    curves = bm.curves(engine, run_ids=[run_id])
+    assert {"per_image_s", "images_per_min", "s_per_step"} <= set(curves["metric"])
+    intent = next(it for it in repo.list_intents(engine, kinds=["probe"]) if it.id == intent_id)
+    assert intent.state == "done"
+
+
+def test_an_llm_sweep_whose_every_request_fails_is_failed_with_the_reason(image_sim: str,
+                                                                           tmp_path: Path) -> None:
+    # what the page sent to demo-image before: LLM requests, 8 of 8 answered HTTP 404
+    engine = open_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    report = asyncio.run(run_sweep(SweepSpec(url=image_sim, api="generate", levels=[1], requests=8,
+                                             warmup=1), engine=engine))
+    why = ("all 8 requests failed: HTTP 404 (the server does not serve /generate; "
+           "is it an image server?)")
+    assert (report["status"], report["error"]) == ("failed", why)
+    run = repo.get_probe_run(engine, run_id=report["run_id"])
+    assert (run.status, run.error) == ("failed", why)
+
+
+def test_an_llm_sweep_of_an_image_server_is_refused_by_the_page(tmp_path: Path) -> None:
+    from dashboard.services.views import benchmarks as bm
+
+    engine = open_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    repo.upsert_server(engine, name="demo-image", base_url="http://127.0.0.1:9", kind="image")
+    with pytest.raises(bm.SweepRequestError, match="image server; sweep it with the images API"):
+        bm.start_sweep(engine, bm.SweepRequest(server="demo-image", levels=[1], requests=8))
+    assert not repo.list_intents(engine, kinds=["probe"])

@@ -24,6 +24,7 @@ from collectors.probe.sse import hash_output
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import Prompt, WorkloadSpec, request_body
 from runner.sweeps import Sweeps
+from storage import repo
 
 pytestmark = pytest.mark.timeout(120)
 SHORT = {"max_new_tokens": 8}  # 8 tokens x 5 ms keeps each request short
@@ -123,9 +124,11 @@ def test_failures_become_error_kinds_and_run_is_stored(
 ) -> None:
     spec = SweepSpec(url=stub + suffix, api=api, levels=[2], requests=3, warmup=0, timeout_s=timeout, workload=WorkloadSpec(**SHORT))
     report = asyncio.run(run_sweep(spec, engine=engine))
-    assert report["status"] == "done" and report["levels"][0]["errors"] == {kind: 3}
+    # every request failed: the run is failed, saying how many and why (issue 30)
+    assert report["status"] == "failed" and report["levels"][0]["errors"] == {kind: 3}
+    assert report["error"].startswith("all 3 requests failed: "), report["error"]
     run = store.get_run(engine, run_id=report["run_id"])
-    assert run is not None and run["status"] == "done" and run["progress"] == 1.0
+    assert run is not None and run["status"] == "failed" and run["progress"] == 1.0
     rows = store.output_rows(engine, run_id=report["run_id"])
     assert len(rows) == 3 and not any(ok for _s, ok, _h in rows)
 
@@ -134,6 +137,8 @@ def test_server_down_is_connect_refused(engine: Engine) -> None:
     spec = SweepSpec(url=f"http://127.0.0.1:{_closed_port()}", levels=[1], requests=2, warmup=0)
     report = asyncio.run(run_sweep(spec, engine=engine))
     assert report["levels"][0]["errors"] == {"connect_refused": 2}
+    assert report["error"] == ("all 2 requests failed: connect refused (nothing answers at the "
+                               "server's address; is it up?)")
 
 
 def test_server_killed_mid_stream(engine: Engine) -> None:
@@ -146,15 +151,19 @@ def test_server_killed_mid_stream(engine: Engine) -> None:
         proc.wait(timeout=10)
     # the server process exits after its second chunk: the connection is lost mid-stream
     assert report["levels"][0]["errors"] == {"stream_broken": 1}
-    assert store.get_run(engine, run_id=report["run_id"])["status"] == "done"  # type: ignore[index]
+    # its only request failed: the run is failed, with the reason
+    run = store.get_run(engine, run_id=report["run_id"])
+    assert run is not None and (run["status"], run["error"]) == ("failed", "its only request failed: stream broken")
 
 
 def test_abort_on_error_rate(stub: str, engine: Engine) -> None:
     spec = SweepSpec(url=stub + "/mode/status500", levels=[1, 2], requests=40, warmup=0, abort_min_requests=5, workload=WorkloadSpec(**SHORT))
     report = asyncio.run(run_sweep(spec, engine=engine))
-    assert report["status"] == "aborted" and len(report["levels"]) == 1
+    # stopped at the first level; none of its requests succeeded, so the run is failed, saying so
+    assert report["status"] == "failed" and len(report["levels"]) == 1
     run = store.get_run(engine, run_id=report["run_id"])
-    assert run is not None and run["status"] == "aborted" and "failed" in run["error"]
+    assert run is not None and run["status"] == "failed"
+    assert run["error"].startswith("all ") and run["error"].endswith("HTTP 500; the sweep stopped at c=1")
     assert 5 <= store.request_count(engine, run_id=report["run_id"]) < 40
 
 
@@ -174,6 +183,33 @@ def test_cli_json_shape_stores_run(stub: str, tmp_path: Path, capsys: pytest.Cap
     assert run is not None and run["fingerprint"] == out["fingerprint"] and run["status"] == "done"
     assert run["fingerprint_detail"]["model"] == "stub-model"  # asked from /v1/models
     assert store.request_count(engine, run_id=1) == (4 + 1) + (4 + 2)  # measured + warm-up per level
+
+
+def test_cli_probe_attaches_to_the_server_whose_address_it_hit(
+        stub: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    engine = open_engine(db)
+    port = stub.rsplit(":", 1)[1]
+    srv = repo.upsert_server(engine, name="stubby", base_url=f"http://localhost:{port}/")
+    repo.upsert_server(engine, name="elsewhere", base_url="http://127.0.0.1:1")
+    old = repo.create_launch(engine, server_id=srv.id, profile_name="p0", status="exited",
+                             argv=[], env={}, started_at=1.0)
+    repo.update_launch(engine, launch_id=old.id, ended_at=2.0)
+    now = repo.create_launch(engine, server_id=srv.id, profile_name="p1", status="ready",
+                             argv=[], env={}, started_at=3.0)
+    args = ["--api", "completions", "--concurrency", "1", "--requests", "2", "--max-new-tokens", "2",
+            "--db", db, "--no-progress"]
+    assert probe_cli(["--url", stub, *args]) == 0  # the same address, spelled 127.0.0.1, no slash
+    out = capsys.readouterr().out
+    assert "run 1 attached to server stubby and its current launch (profile p1)." in out
+    run = repo.get_probe_run(engine, run_id=1)
+    assert (run.server_id, run.launch_id) == (srv.id, now.id)
+    # a URL no configured server has stays unattached, and says so
+    repo.upsert_server(engine, name="stubby", base_url="http://127.0.0.1:1/elsewhere")
+    assert probe_cli(["--url", stub, *args]) == 0
+    assert "run 2 not attached to a server: no configured server has the address" in capsys.readouterr().out
+    run = repo.get_probe_run(engine, run_id=2)
+    assert (run.server_id, run.launch_id) == (None, None)
 
 
 def test_cli_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

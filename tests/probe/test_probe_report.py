@@ -66,11 +66,36 @@ def test_level_report_from_records() -> None:
 
 
 def test_self_check_thresholds() -> None:
-    assert self_check([0.001] * 100, 50.0)["trusted"] is True
-    lagged = self_check([0.001] * 90 + [0.02] * 10, 10.0)  # p99 = 20 ms > 5 ms
+    assert self_check([0.001] * 100, 50.0)["trusted"] is True  # 1 ms: under the 2 ms floor
+    lagged = self_check([0.001] * 90 + [0.02] * 10, 10.0)  # p99 = 20 ms > the 2 ms floor
     assert lagged["trusted"] is False and "lag" in lagged["reasons"][0]
+    assert "overloaded" not in lagged["reasons"][0]  # a lagging loop is not a busy CPU
     busy = self_check([0.0] * 10, 85.0)
-    assert busy["trusted"] is False and "CPU" in busy["reasons"][0]
+    assert busy["trusted"] is False and "CPU" in busy["reasons"][0] and "overloaded" in busy["reasons"][0]
+    assert self_check([0.0] * 10, 5.0)["trusted"] is True  # 5 % CPU is no reason at all
+
+
+def _lag_level(e2e: float, ttft: float | None, lag: float) -> dict:
+    recs = [RequestRecord(level=1, seq=i, warmup=False, t_start=i * e2e, t_end=(i + 1) * e2e,
+                          ttft_s=ttft, e2e_s=e2e, ok=True) for i in range(10)]
+    res = LevelResult(LevelPlan("concurrency", 1, requests=10, warmup=0), records=recs,
+                      loop_lag_s=[lag] * 100, cpu_pct=5.0, wall_s=10 * e2e)
+    return level_report(res)["self_check"]
+
+
+def test_self_check_is_relative_to_the_latency_it_measures() -> None:
+    # 5 ms of loop lag on 5 s image requests: bound max(2 ms, 5 % x 5 s = 250 ms) -> trusted
+    slow = _lag_level(5.0, None, 0.005)
+    assert slow["trusted"] is True, slow["reasons"]
+    assert slow["lag_bound_s"] == pytest.approx(0.25) and slow["lag_basis"] == "E2E p50"
+    # the same 5 ms on 10 ms TTFTs: bound max(2 ms, 5 % x 10 ms = 0.5 ms) = 2 ms -> not trusted
+    fast = _lag_level(0.05, 0.010, 0.005)
+    assert fast["trusted"] is False and fast["lag_basis"] == "TTFT p50"
+    assert fast["lag_bound_s"] == pytest.approx(0.002)
+    assert fast["reasons"] == ["client event-loop lag p99 5.0 ms > 2.0 ms (5% of TTFT p50 10.0 ms, "
+                               "at least 2 ms)"]
+    # microsecond noise never counts, even on sub-millisecond requests (the floor)
+    assert _lag_level(0.0005, 0.0002, 0.0015)["trusted"] is True
 
 
 def _detail(**over: object) -> dict:
@@ -140,3 +165,25 @@ def test_benchmarks_and_scorecard_share_one_throughput_definition() -> None:
     # ends 3.0, 4.0, 5.0, 6.0 fall in [2.0, 6.5]: 4 requests over 6.5 - 2.0 = 4.5 s
     assert report["rps"] == pytest.approx(4 / 4.5) and card["rps"] == pytest.approx(report["rps"])
     assert card["output_tok_s"] == pytest.approx(report["output_tok_s"])
+
+
+def test_untrusted_levels_are_said_once_per_run_with_the_measured_lag_and_its_bound() -> None:
+    from collectors.probe.report import format_table
+    from collectors.probe.trust import run_note
+
+    ok = _lag_level(5.0, None, 0.005)  # 5 ms on 5 s: trusted
+    late = _lag_level(0.05, 0.010, 0.005)  # 5 ms on a 10 ms TTFT: not
+    levels = []
+    for c, sc in ((1, ok), (4, late), (8, late)):
+        lv = level_report(LevelResult(LevelPlan("concurrency", c, requests=1, warmup=0)))
+        levels.append({**lv, "self_check": sc})
+    assert run_note(levels) == (
+        "Not trusted: 2 of 3 levels (c=4, c=8). The probe client's event loop ran late (lag p99 "
+        "c=4: 5.0 ms against a bound of 2.0 ms (5% of its TTFT p50, at least 2 ms); c=8: 5.0 ms "
+        "against a bound of 2.0 ms (5% of its TTFT p50, at least 2 ms)), so each latency it timed "
+        "there can be late by about that much. Read their figures as upper bounds, or run those "
+        "levels again on a quieter client.")
+    table = format_table({"levels": levels})
+    assert [line.split()[-1] for line in table.splitlines()[1:]] == ["yes", "lag", "lag"]  # "no: lag"
+    assert "event-loop" not in table  # the reason is not repeated on every level
+    assert run_note(levels[:1]) is None

@@ -8,18 +8,23 @@ Flow (DESIGN.md "pages never do slow work"):
 3. The page reads ProbeRun rows (`list_runs`, `curves`, `tradeoff`) and draws them.
 
 Figures per level come from ProbeRun.report["levels"] (collectors/probe/report.py): latencies in
-seconds ({p50, p95, p99, mean, max}), throughput.output_tok_s and .rps, self_check.trusted.
-A level whose self-check failed is drawn hollow and labelled "NOT trusted" everywhere.
+seconds ({p50, p95, p99, mean, max}), throughput.output_tok_s and .rps, self_check.trusted; an
+image server's runs (Server.kind "image", the images API) add the `image` block: per-image
+latency and seconds per denoising step (seconds), and throughput.images_per_min.
+A level whose self-check failed is drawn hollow; `trust_note` says once per run which levels
+and why (the measured loop lag against its bound, or the client's CPU), the tables a short mark.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from collectors.probe import trust
 from dashboard.services import shown
 from storage import repo
 from storage.models import Intent, ProbeRun
@@ -27,6 +32,9 @@ from storage.models import Intent, ProbeRun
 POLL_S = 1.0
 PROMPT_SETS = ("builtin", "synthetic", "shared-prefix")
 LATENCY_KEYS = {"ttft_s": "TTFT", "itl_s": "ITL", "tpot_s": "TPOT", "e2e_s": "E2E"}
+IMAGE_SIZES = ("512x512", "768x768", "1024x1024", "1328x1328")
+#: curve metric -> (block, key) in a level's report: image runs only, seconds
+IMAGE_KEYS = {"per_image_s": ("image", "per_image_s"), "s_per_step": ("image", "inference_s_per_step")}
 
 
 class SweepRequestError(ValueError):
@@ -48,6 +56,7 @@ class SweepRequest:
     image_size: str = "1024x1024"
     image_steps: int | None = None
     image_guidance: float | None = None
+    images_per_request: int = 1
 
 
 def parse_levels(text: str) -> list[int]:
@@ -73,6 +82,7 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
         raise SweepRequestError("Requests per level must be between 1 and 100,000.")
     if req.prompt_set not in PROMPT_SETS:
         raise SweepRequestError(f"Workload {req.prompt_set!r} is unknown; use one of {list(PROMPT_SETS)}.")
+    _check_api(req, server.name, server.kind)
     launch = repo.latest_launch(engine, server_id=server.id)
     launch_id = launch.id if launch is not None and launch.ended_at is None else None
     spec: dict[str, Any] = {
@@ -93,7 +103,8 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
     }
     if req.api == "images":
         spec["workload"].update(image_size=req.image_size, image_steps=req.image_steps,
-                                image_guidance=req.image_guidance)
+                                image_guidance=req.image_guidance,
+                                images_per_request=int(req.images_per_request))
     run = repo.create_probe_run(
         engine,
         server_id=server.id,
@@ -115,8 +126,33 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
     assert intent.id is not None
     repo.add_audit(engine, actor=requested_by, action="sweep_start", target=req.server,
                    detail={"run_id": run.id, "intent_id": intent.id, "levels": list(req.levels),
-                           "requests": int(req.requests), "prompt_set": req.prompt_set})
+                           "requests": int(req.requests), "prompt_set": req.prompt_set,
+                           "api": req.api})
     return run.id, intent.id
+
+
+def _check_api(req: SweepRequest, name: str, kind: str | None) -> None:
+    """Refuse a request whose API does not fit the server's kind (an LLM sweep against an image
+    server fails every request with HTTP 404), and image settings out of range."""
+    if kind == "image" and req.api != "images":
+        raise SweepRequestError(f"{name} is an image server; sweep it with the images API "
+                                "(image size, steps, images per request).")
+    if kind != "image" and req.api == "images":
+        raise SweepRequestError(f"{name} is an LLM server; the images API is for image servers.")
+    if req.api != "images":
+        return
+    if not re.fullmatch(r"[1-9][0-9]{1,4}x[1-9][0-9]{1,4}", req.image_size):
+        raise SweepRequestError(f"Image size {req.image_size!r} is not WIDTHxHEIGHT; use e.g. 1024x1024.")
+    if req.image_steps is not None and not 1 <= req.image_steps <= 1000:
+        raise SweepRequestError("Steps must be between 1 and 1,000 (or left to the server).")
+    if not 1 <= req.images_per_request <= 16:
+        raise SweepRequestError("Images per request must be between 1 and 16.")
+
+
+def server_kind(engine: Engine, name: str) -> str:
+    """The server's kind, "llm" or "image" (Server.kind), which picks the sweep form and charts."""
+    s = repo.get_server(engine, name=name)
+    return "image" if s is not None and s.kind == "image" else "llm"
 
 
 def server_id(engine: Engine, name: str) -> int | None:
@@ -168,17 +204,27 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
                 "progress": float(r.progress or 0.0),
                 "created_at": r.created_at,
                 "api": r.api,
-                "workload": wl.get("prompt_set", "—"),
+                "workload": _workload_label(r.api, wl),
                 "levels": ", ".join(f"{v:g}" for v in spec.get("levels", [])),
                 "requests": spec.get("requests"),
                 "trusted": r.trusted,
+                "trust": "—" if r.status == "failed" else trust.run_mark(r.trusted, levels),
                 "fingerprint": (r.fingerprint or "")[:12],
                 "error": r.error,
             }
         )
     cols = ["id", "name", "success_rate", "status", "progress", "created_at", "api", "workload",
-            "levels", "requests", "trusted", "fingerprint", "error"]
+            "levels", "requests", "trusted", "trust", "fingerprint", "error"]
     return shown.frame(pd.DataFrame(rows, columns=cols), ("error",))
+
+
+def _workload_label(api: str | None, wl: dict[str, Any]) -> str:
+    """The runs table's workload cell: the prompt set, and for image runs size and steps."""
+    if api != "images":
+        return str(wl.get("prompt_set", "—"))
+    steps = f"{wl['image_steps']} steps" if wl.get("image_steps") else "server's steps"
+    n = int(wl.get("images_per_request") or 1)
+    return f"{wl.get('image_size', '?')}, {steps}" + (f", {n} images" if n > 1 else "")
 
 
 def _levels(run: ProbeRun) -> list[dict[str, Any]]:
@@ -193,7 +239,8 @@ def _level_value(lv: dict[str, Any]) -> float | None:
 def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
     """Long table for the concurrency curves of the chosen runs.
 
-    Columns: run, series ("run 3 · TTFT p99"), level, metric (ttft_s…/output_tok_s/rps),
+    Columns: run, series ("run 3 · TTFT p99"), level, metric (ttft_s…/output_tok_s/rps; image
+    runs: per_image_s, s_per_step (seconds), images_per_min),
     stat (p50/p95/p99/-), value (base units), trusted (the level's self-check).
     """
     rows = []
@@ -202,6 +249,8 @@ def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
         if run is None:
             continue
         label = run.name or f"run {rid}"
+        # one run plotted: its name is in the picker, the legend says only the figure
+        named = (lambda what: what) if len(run_ids) == 1 else (lambda what, lb=label: f"{lb} · {what}")
         for lv in _levels(run):
             level = _level_value(lv)
             trusted = bool((lv.get("self_check") or {}).get("trusted", False))
@@ -209,11 +258,17 @@ def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
                 st = lv.get(key) or {}
                 for p in ("p50", "p95", "p99"):
                     if st.get(p) is not None:
-                        rows.append((rid, f"{label} · {short} {p}", level, key, p, float(st[p]), trusted))
+                        rows.append((rid, named(f"{short} {p}"), level, key, p, float(st[p]), trusted))
             tp = lv.get("throughput") or {}
-            for key in ("output_tok_s", "rps"):
+            for key in ("output_tok_s", "rps", "images_per_min"):
                 if tp.get(key) is not None:
                     rows.append((rid, label, level, key, "-", float(tp[key]), trusted))
+            for key, (block, field) in IMAGE_KEYS.items():
+                st = (lv.get(block) or {}).get(field) or {}
+                for p in ("p50", "p99"):
+                    if st.get(p) is not None:
+                        # one metric a chart (its title names it): the series is run and stat
+                        rows.append((rid, named(p), level, key, p, float(st[p]), trusted))
     return pd.DataFrame(rows, columns=["run", "series", "level", "metric", "stat", "value", "trusted"])
 
 
@@ -253,7 +308,12 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
                 "e2e_p99_s": (lv.get("e2e_s") or {}).get("p99"),
                 "output_tok_s": tp.get("output_tok_s"),
                 "rps": tp.get("rps"),
+                "per_image_p50_s": ((lv.get("image") or {}).get("per_image_s") or {}).get("p50"),
+                "per_image_p99_s": ((lv.get("image") or {}).get("per_image_s") or {}).get("p99"),
+                "s_per_step_p50": ((lv.get("image") or {}).get("inference_s_per_step") or {}).get("p50"),
+                "images_per_min": tp.get("images_per_min"),
                 "trusted": sc.get("trusted"),
+                "trust": trust.level_mark(sc),
                 "why_not_trusted": "; ".join(sc.get("reasons") or []),
                 "errors": ", ".join(f"{k}={n}" for k, n in (lv.get("errors") or {}).items()),
             }
@@ -272,3 +332,9 @@ def step_table(run: ProbeRun) -> pd.DataFrame:
             df.insert(0, "step", [f"{name} {r.get(name)}" for r in rows])
             return df
     return pd.DataFrame()
+
+
+def trust_note(run: ProbeRun) -> str | None:
+    """One plain-words note per run on why some of its levels are not trusted (None when all
+    are): collectors/probe/trust.py, shared with `pitwall probe`."""
+    return trust.run_note(_levels(run))
