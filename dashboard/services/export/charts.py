@@ -97,15 +97,18 @@ def latency_vs_load(
     levels: pd.DataFrame, *, stat: str = "ttft", x_title: str = "concurrency",
     title: str | None = None,
 ) -> alt.Chart:
-    """p50/p95/p99 of one latency stat (ttft, itl, tpot, e2e, image) in ms against load level."""
+    """p50/p95/p99 of one latency stat (ttft, itl, tpot, e2e in ms; image in s) against load
+    level, the axis from zero."""
     title = title or f"{stat.upper()} vs {x_title}"
     cols = {f"{stat}_p{p}_s": f"p{p}" for p in (50, 95, 99)}
     have = [c for c in cols if c in levels.columns] if levels is not None else []
     if levels is None or levels.empty or not have:
         return _empty(title)
     long = levels.melt(id_vars=["level"], value_vars=have, var_name="col", value_name="s")
+    # per-image latency is seconds everywhere (an image takes seconds); token latencies are ms
+    scale, unit = (1.0, "s") if stat == "image" else (1000.0, "ms")
     long = long.dropna(subset=["s"]).assign(pct=lambda d: d["col"].map(cols),
-                                            ms=lambda d: d["s"].astype(float) * 1000)
+                                            ms=lambda d: d["s"].astype(float) * scale)
     if long.empty:
         return _empty(title)
     return (
@@ -114,7 +117,8 @@ def latency_vs_load(
         .encode(
             x=alt.X("level:Q", title=x_title, axis=alt.Axis(
                 format="~g", tickMinStep=1 if x_title == "concurrency" else alt.Undefined)),
-            y=alt.Y("ms:Q", title="per-image latency (ms)" if stat == "image" else f"{stat.upper()} (ms)"),
+            y=alt.Y("ms:Q", title=("per-image latency" if stat == "image" else stat.upper())
+                    + f" ({unit})", scale=alt.Scale(zero=True)),
             color=alt.Color("pct:N", title=None, scale=alt.Scale(
                 domain=list(PCT_COLORS), range=list(PCT_COLORS.values()))),
             tooltip=["level:Q", "pct:N", alt.Tooltip("ms:Q", format=",.1f")],
