@@ -296,6 +296,8 @@ def request(
             f"{server_name} already has a {busy.kind} in progress (intent #{busy.id}"
             + (f", profile {prof}" if prof else "") + f", requested by {busy.requested_by}); wait for it to finish."
         )
+    if kind == "relaunch" and not profile:
+        profile = current_profile(engine, server)
     if kind != "stop" and not (profile or server.profile):
         raise LauncherError(f"{server_name} has no default profile; pass one with --profile NAME.")
     payload: dict[str, Any] = {"profile": profile or (server.profile if kind != "stop" else None)}
@@ -305,6 +307,16 @@ def request(
     repo.add_audit(engine, actor=actor, action=kind, target=server_name,
                    detail={"intent_id": intent.id, "profile": payload.get("profile")})
     return intent
+
+
+def current_profile(engine: Engine, server: Server) -> str | None:
+    """The profile `server` runs under now: its latest launch's that did not fail (a rollback's
+    launch names the profile it went back to), else its configured one."""
+    assert server.id is not None
+    for launch in repo.list_launches(engine, server_id=server.id, limit=20):
+        if launch.status != "failed" and launch.profile_name:
+            return launch.profile_name
+    return server.profile
 
 
 def follow(

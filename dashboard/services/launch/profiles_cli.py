@@ -171,7 +171,9 @@ def _lifecycle_parser(kind: str) -> argparse.ArgumentParser:
     )
     p.add_argument("server", metavar="SERVER")
     if kind != "stop":
-        p.add_argument("--profile", required=kind == "relaunch", help="profile name (default: the server's own)")
+        p.add_argument("--profile", help="profile name (default: the server's current profile, the one its "
+                                         "latest launch runs under; else its configured one)"
+                       if kind == "relaunch" else "profile name (default: the server's configured one)")
         p.add_argument("--ready-timeout", type=float, default=None,
                        help="seconds the new server has to become ready (default 600)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to follow progress (default 900)")
