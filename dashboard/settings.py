@@ -245,6 +245,12 @@ class Settings:
     def exports_dir(self) -> Path:
         return self.data_dir / "exports"
 
+    @property
+    def user_profiles_dir(self) -> Path:
+        """Profiles Pitwall writes itself (the Doctor's candidates): under the data folder, never
+        the source tree; listed and mirrored beside profiles_dir's."""
+        return self.data_dir / "profiles"
+
 
 def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
     where = f"{spec.key} ({origin})"

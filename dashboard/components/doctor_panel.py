@@ -36,8 +36,10 @@ def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> Non
             if (can_act and st.button("Make candidate profile", key=f"doctor_{f.rule}")
                     and auth.actor_at_click(ctx.settings) is not None):
                 try:
-                    name = doctor.make_candidate(ctx.engine, ctx.settings.profiles_dir, server, f)
+                    name = doctor.make_candidate(ctx.engine, ctx.settings.profiles_dir,
+                                                  ctx.settings.user_profiles_dir, server, f)
                 except TuneRequestError as exc:
                     st.error(str(exc))
                 else:
-                    st.success(f"Profile {name} written; pick it on the Tune page as a candidate.")
+                    st.success(f"Profile {name} written to {ctx.settings.user_profiles_dir}; "
+                               "pick it on the Tune page as a candidate.")

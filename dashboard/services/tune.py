@@ -172,8 +172,10 @@ def _grid_value(text: str) -> Any:
     return text
 
 
-def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: list[dict[str, str]]) -> list[str]:
-    """Write one profile per grid combination, derived from `base`; returns their names."""
+def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: list[dict[str, str]],
+                        *, out_dir: Path | None = None) -> list[str]:
+    """Write one profile per grid combination, derived from `base` (in profiles_dir), into out_dir
+    (default profiles_dir); returns their names."""
     import tomllib
 
     from dashboard.services.launch.profiles import sync_profiles
@@ -197,9 +199,11 @@ def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: l
         if data.get("env"):
             lines.append("\n[env]")
             lines += [f"{k} = {_toml_value(str(v))}" for k, v in data["env"].items()]
-        (Path(profiles_dir) / f"{name}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        target = Path(out_dir or profiles_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / f"{name}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
         names.append(name)
-    _, errors = sync_profiles(engine, profiles_dir)
+    _, errors = sync_profiles(engine, Path(out_dir or profiles_dir))
     if errors:
         raise TuneRequestError(f"A grid profile could not be read: {errors[0]}")
     return names
