@@ -1,8 +1,11 @@
 """One Settings object from `pitwall.toml` plus `PITWALL_*` environment variables.
 
 Read by entry points only (CLI, app.py, runner); everything else receives values. Precedence:
-environment variable > pitwall.toml > default. The file is `./pitwall.toml`, or the path in
-`PITWALL_CONFIG`. Every setting is declared once in SETTINGS (the README's settings table is
+environment variable > pitwall.toml > default. The file is the path in `PITWALL_CONFIG`, else
+`./pitwall.toml`, else the checkout's own `pitwall.toml` (beside app.py: the one `make run` and the
+page read), so a command run from another folder reads the same database as the page; a
+`PITWALL_CONFIG` set empty turns that last fallback off. A relative `data_dir` in the file is
+relative to the file's folder (from the environment: to the current folder). Every setting is declared once in SETTINGS (the README's settings table is
 checked against it by a meta-test). An invalid value raises SettingsError naming the key and
 the expected form; the CLI turns it into one line and exit code 2.
 """
@@ -409,6 +412,8 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
             )
     elif (cwd / "pitwall.toml").exists():
         config_path = cwd / "pitwall.toml"
+    elif "PITWALL_CONFIG" not in env and (REPO_ROOT / "pitwall.toml").exists():
+        config_path = REPO_ROOT / "pitwall.toml"  # the checkout's: what `make run` reads
     if config_path is not None:
         try:
             data = tomllib.loads(config_path.read_text(encoding="utf-8"))
@@ -439,7 +444,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         raise SettingsError(f"Setting port is {values['port']}; expected 1-65535.")
     data_dir: Path = values["data_dir"]
     if not data_dir.is_absolute():
-        data_dir = (cwd / data_dir).resolve()
+        from_file = config_path is not None and env.get("PITWALL_DATA_DIR") in (None, "") \
+            and _lookup(data, "data_dir") is not None
+        data_dir = ((config_path.parent if from_file and config_path else cwd) / data_dir).resolve()
     database_url = values["database_url"] or f"sqlite:///{data_dir / 'pitwall.db'}"
     profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}

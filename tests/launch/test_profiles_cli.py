@@ -69,8 +69,11 @@ def test_profiles_list_validate_diff(cli_env, capsys) -> None:
 
 def test_lifecycle_without_runner_says_how_to_start_it(cli_env, capsys) -> None:
     assert main(["relaunch", "demo", "--profile", "one"]) == 1
-    assert capsys.readouterr().err.strip() == (
-        "pitwall: No runner is alive to carry this out; start the runner with `pitwall up`.")
+    err = capsys.readouterr().err.strip()
+    # it names the database it looked in, so a CLI reading another database than the page shows it
+    assert err.startswith("pitwall: No runner is alive on the database sqlite:///") and "\n" not in err
+    assert err.endswith("start the runner with `pitwall up`, or point this command at the page's "
+                        "pitwall.toml with PITWALL_CONFIG.")
 
 
 def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> None:

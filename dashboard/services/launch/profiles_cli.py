@@ -195,7 +195,9 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
         raise _Fail(f"Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall {kind}` is refused; "
                     "unset it to change servers.", EXIT_USAGE)
     if not health.runner_alive(engine):
-        raise _Fail("No runner is alive to carry this out; start the runner with `pitwall up`.")
+        raise _Fail(f"No runner is alive on the database {health.shown_url(settings.database_url)} "
+                    f"(config: {settings.config_path or 'none'}) to carry this out; start the runner with "
+                    "`pitwall up`, or point this command at the page's pitwall.toml with PITWALL_CONFIG.")
     try:
         intent = launcher.request(engine, kind=kind, server_name=args.server, actor=_actor(),
                                   profile=getattr(args, "profile", None),
