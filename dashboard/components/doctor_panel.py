@@ -12,6 +12,7 @@ from dashboard.components import auth, session
 from dashboard.components.format import fmt_ts
 from dashboard.components.scorecard import md_escape
 from dashboard.services import doctor
+from dashboard.services.launch.profiles import candidates_dir
 from dashboard.services.tune import TuneRequestError
 
 
@@ -37,9 +38,9 @@ def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> Non
                     and auth.actor_at_click(ctx.settings) is not None):
                 try:
                     name = doctor.make_candidate(ctx.engine, ctx.settings.profiles_dir,
-                                                  ctx.settings.user_profiles_dir, server, f)
+                                                  candidates_dir(ctx.settings.data_dir), server, f)
                 except TuneRequestError as exc:
                     st.error(str(exc))
                 else:
-                    st.success(f"Profile {name} written to {ctx.settings.user_profiles_dir}; "
+                    st.success(f"Profile {name} written to {candidates_dir(ctx.settings.data_dir)}; "
                                "pick it on the Tune page as a candidate.")

@@ -270,7 +270,7 @@ def gather(engine: Engine, server: str, *, since: float, until: float) -> Eviden
 
 def make_candidate(engine: Engine, profiles_dir: Path, out_dir: Path, server: str, finding: Finding) -> str:
     """Write the finding's change as a profile derived from the server's own (read from
-    `profiles_dir`, else `out_dir`) into `out_dir` (Settings.user_profiles_dir: the data folder,
+    `profiles_dir`, else `out_dir`) into `out_dir` (launch.profiles.candidates_dir: the data folder,
     never the source tree) and return its name: the candidate for `pitwall tune` / the Tune page."""
     from dashboard.services.tune import TuneRequestError, write_grid_profiles
 

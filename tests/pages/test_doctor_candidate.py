@@ -1,5 +1,5 @@
 """AppTest of the Server page's Doctor: "Make candidate profile" writes the candidate under the
-data folder (Settings.user_profiles_dir), never into the profiles folder it read the base from
+data folder (launch.profiles.candidates_dir), never into the profiles folder it read the base from
 (the repository's profiles/ by default: the source tree)."""
 
 from __future__ import annotations

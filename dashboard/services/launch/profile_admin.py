@@ -112,8 +112,8 @@ def _plain(text: str) -> str:
 def profile_table(settings: Settings) -> tuple[pd.DataFrame, list[ProfileSpec], list[str]]:
     """(table, profiles as shown, errors); hashes are those of the files as stored."""
     specs, errors = profiles.load_dir(settings.profiles_dir)
-    if settings.user_profiles_dir.is_dir():  # the Doctor's candidates
-        mine, more = profiles.load_dir(settings.user_profiles_dir)
+    if profiles.candidates_dir(settings.data_dir).is_dir():  # the Doctor's candidates
+        mine, more = profiles.load_dir(profiles.candidates_dir(settings.data_dir))
         specs, errors = specs + mine, errors + more
     rows = [
         {"name": s.name, "hash": s.content_hash, "model": s.model_path, "entrypoint": s.entrypoint,
