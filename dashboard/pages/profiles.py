@@ -14,6 +14,7 @@ import streamlit as st
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age
 from dashboard.components.scorecard import md_escape
+from dashboard.services.format import request_label
 from dashboard.services.launch import launcher, profile_admin, profiles
 
 ctx = session.bootstrap()
@@ -61,7 +62,7 @@ def status_panel() -> None:
     if launch is not None:
         st.markdown(
             f"**{md_escape(server_name)}** runs profile **{md_escape(launch.profile_name or '—')}** "
-            f"(`{launch.profile_hash or '—'}`), launch #{launch.id}, {launch.status}, "
+            f"(`{launch.profile_hash or '—'}`), {profile_admin.launch_name(ctx.engine, server_name, launch)}, {launch.status}, "
             f"started {fmt_age(launch.started_at)}."
         )
     else:
@@ -72,7 +73,7 @@ def status_panel() -> None:
         return
     prog = intent.progress or {}
     stage = prog.get("stage") or intent.state
-    head = (f"{intent.kind} #{intent.id} ({md_escape((intent.payload or {}).get('profile') or '—')}) "
+    head = (f"{request_label(intent.id, intent.kind, start=True)} ({md_escape((intent.payload or {}).get('profile') or '—')}) "
             f"by {md_escape(intent.requested_by)}: **{md_escape(stage)}**")
     # intent messages can end in a raw log line: escaped, so log text is shown as text
     message = md_escape(intent.message or "")

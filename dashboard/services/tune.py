@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services.format import request_label
 from runner import tune_rank
 from storage import repo
 from storage.models import Intent
@@ -95,7 +96,7 @@ def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[
         raise TuneRequestError(f"Unknown profile(s) {unknown}; known: {known}.")
     open_tunes = repo.list_intents(engine, server_id=srv.id, kinds=("tune",), states=("pending", "running"), limit=1)
     if open_tunes:
-        raise TuneRequestError(f"Tune #{open_tunes[0].id} of {server} is still {open_tunes[0].state}; "
+        raise TuneRequestError(f"{request_label(open_tunes[0].id, 'tune', start=True)} of {server} is still {open_tunes[0].state}; "
                                "wait for it or stop it first.")
     intent = repo.create_intent(engine, kind="tune", server_id=srv.id, requested_by=requested_by,
                                 payload={"server": server, "profiles": names, "sweep": sweep_fragment(sweep),
@@ -110,7 +111,7 @@ def stop_tune(engine: Engine, intent_id: int, *, actor: str) -> bool:
 
     ok = request_stop(engine, intent_id)
     if ok:
-        repo.add_audit(engine, actor=actor, action="tune_stop", target=f"tune #{intent_id}")
+        repo.add_audit(engine, actor=actor, action="tune_stop", target=request_label(intent_id, "tune"))
     return ok
 
 
@@ -309,7 +310,7 @@ def apply_winner(engine: Engine, intent_id: int, *, actor: str) -> Intent:
     tune_intent = repo.get_intent(engine, intent_id=intent_id)
     result = (tune_intent.result if tune_intent is not None else None) or {}
     if not result.get("winner"):
-        raise TuneRequestError(f"Tune #{intent_id} has no winner to apply.")
+        raise TuneRequestError(f"{request_label(intent_id, 'tune', start=True)} has no winner to apply.")
     try:
         sub = launcher.request(engine, kind="relaunch", server_name=str(result.get("server")), actor=actor,
                                profile=str(result["winner"]))

@@ -119,7 +119,7 @@ def test_stop_dialog_records_intent_and_shows_its_progress(page_env) -> None:
     repo.update_intent(page_env, intent_id=intent.id, state="running",
                        progress={"stage": "stopping", "fraction": 0.4, "detail": "SIGTERM to sim (pid 1)"})
     at.run()
-    assert f"stop #{intent.id}" in _text(at) and "**stopping**" in _text(at)
+    assert f"Stop R-{intent.id}" in _text(at) and "**stopping**" in _text(at)
     assert at.get("progress") and at.get("progress")[0].proto.text == "SIGTERM to sim (pid 1)"
 
 
@@ -135,7 +135,7 @@ def test_relaunch_dialog_records_intent_and_audit(page_env) -> None:
     (intent,) = repo.list_intents(page_env, kinds=["relaunch"])
     assert intent.payload["profile"] == "two" and intent.requested_by == "local"
     assert [(a.actor, a.action) for a in repo.list_audit(page_env)] == [("local", "relaunch")]
-    assert "relaunch #" in _text(at)  # the live status panel follows it
+    assert "Relaunch R-" in _text(at)  # the live status panel follows it, by its request name
 
 
 def test_exposed_without_password_refuses_controls(page_env, monkeypatch) -> None:
@@ -227,3 +227,28 @@ def test_page_warns_what_pitwall_toml_lets_profiles_do(page_env, tmp_path, monke
     assert len(warnings) == 1
     assert "trust-remote-code: allowed although it runs the model repository" in warnings[0]
     assert "CUDA\\_INJECTION64\\_PATH" in warnings[0]
+
+
+def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
+    """Issue 30: "launch #1" and "launch #3" on one page named one launch (a row id and a request
+    id). Launches are numbered per server ("sim launch 2"), requests read "R-<id>"."""
+    from dashboard.services.scorecard.compare import launch_choices
+    from storage import repo
+
+    other = repo.upsert_server(page_env, name="other", base_url="http://127.0.0.1:8")
+    for _ in range(2):  # row ids 2 and 3 belong to another server
+        repo.create_launch(page_env, server_id=other.id, profile_id=None, profile_name="x", profile_hash="h",
+                           argv=["py"], env={}, pid=None, status="stopped", started_at=0.5)
+    sim = repo.get_server(page_env, name="sim")
+    latest = repo.create_launch(page_env, server_id=sim.id, profile_id=None, profile_name="one", profile_hash="h",
+                                argv=["py"], env={}, pid=None, status="ready", ready_at=2.0, started_at=1.5)
+    assert latest.id == 4 and repo.launch_numbers(page_env, [1, 2, 3, 4]) == {1: 1, 2: 1, 3: 2, 4: 2}
+    for _ in range(3):  # request ids 1..3, so the relaunch is R-3 while the running launch is sim's 2nd
+        intent = repo.create_intent(page_env, kind="relaunch", server_id=sim.id, payload={"profile": "one"},
+                                    requested_by="t")
+        repo.update_intent(page_env, intent_id=intent.id, state="done", message="ok")
+    labels = dict(launch_choices(page_env))
+    assert labels[4].startswith("sim launch 2 · one") and labels[3].startswith("other launch 2 ·")
+    text = _text(_run())
+    assert "sim launch 2" in text and "Relaunch R-3" in text
+    assert "launch #" not in text and "relaunch #" not in text

@@ -32,6 +32,7 @@ from collectors.engines import get_engine
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang.flags import Issue
 from collectors.sglang.launch import SECRET_FLAGS, config_text, flag_args, split_secrets
+from dashboard.services.format import request_label
 from dashboard.services.launch import guardrails, profiles
 from dashboard.services.launch.profiles import ProfileSpec
 from dashboard.services.launch.sandbox import (
@@ -293,7 +294,7 @@ def request(
     if busy is not None:
         prof = (busy.payload or {}).get("profile")
         raise LauncherError(
-            f"{server_name} already has a {busy.kind} in progress (intent #{busy.id}"
+            f"{server_name} already has a {busy.kind} in progress ({request_label(busy.id, busy.kind)}"
             + (f", profile {prof}" if prof else "") + f", requested by {busy.requested_by}); wait for it to finish."
         )
     if kind == "relaunch" and not profile:

@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 
 from collectors.sglang import flags as sglang_flags
 from dashboard.services import shown
+from dashboard.services.format import launch_label
 from dashboard.services.launch import guardrails, launcher, preflight, profiles, sandbox
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
@@ -79,6 +80,12 @@ def current_launch(engine: Engine, server_name: str) -> Launch | None:
     if server is None or server.id is None:
         return None
     return shown.launch(launcher.running_launch(engine, server.id))
+
+
+def launch_name(engine: Engine, server_name: str, launch: Launch) -> str:
+    """"demo launch 3": the launch by its number among its server's (format.launch_label)."""
+    number = repo.launch_numbers(engine, [launch.id]).get(launch.id) if launch.id is not None else None
+    return launch_label(server_name, number)
 
 
 def latest_intent(engine: Engine, server_name: str) -> Intent | None:

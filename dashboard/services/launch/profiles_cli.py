@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from dashboard.services.format import request_label
 from storage.redact import redact_obj, redact_text, redact_url
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -205,7 +206,7 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
     except launcher.LauncherError as exc:
         raise _Fail(str(exc)) from None
     assert intent.id is not None
-    print(f"{kind} of {args.server} requested (intent #{intent.id}).", flush=True)
+    print(f"{kind} of {args.server} requested ({request_label(intent.id, kind)}).", flush=True)
     if args.no_wait:
         return EXIT_OK
 
@@ -217,7 +218,7 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
 
     final = launcher.follow(engine, intent.id, timeout_s=args.timeout, on_progress=show)
     if final is None or final.state not in launcher.FINAL_STATES:
-        raise _Fail(f"Intent #{intent.id} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; follow it on the Profiles page.")
+        raise _Fail(f"{request_label(intent.id, kind, start=True)} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; follow it on the Profiles page.")
     if final.state == "done":
         print(redact_text(final.message or "done"))
         return EXIT_OK
