@@ -252,3 +252,60 @@ def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
     text = _text(_run())
     assert "sim launch 2" in text and "Relaunch R-3" in text
     assert "launch #" not in text and "relaunch #" not in text
+
+
+def test_after_a_relaunch_rerun_the_baseline_workload_then_compare(page_env) -> None:
+    """Issue 30: after a relaunch, "Rerun the baseline workload" records a sweep of the new launch
+    with the workload of the server's last sweep before the relaunch (the Benchmarks path: a
+    pending ProbeRun and a probe intent), and once it is done links to Compare with both runs,
+    baseline first."""
+    from storage import repo
+
+    sim = repo.get_server(page_env, name="sim")
+    now = time.time()
+    spec = {"url": sim.base_url, "api": "generate", "mode": "concurrency", "levels": [1.0, 4.0], "requests": 12,
+            "server_id": sim.id, "launch_id": 1, "name": None,
+            "workload": {"prompt_set": "shared-prefix", "max_new_tokens": 32, "input_tokens": 256, "ignore_eos": True}}
+    base = repo.create_probe_run(page_env, server_id=sim.id, launch_id=1, url=sim.base_url, api="generate",
+                                 spec=spec, status="done", created_at=now - 600)
+    repo.create_probe_run(page_env, server_id=sim.id, launch_id=1, url=sim.base_url, api="generate",
+                          spec=spec, status="failed", created_at=now - 500)  # not a baseline: it failed
+    intent = repo.create_intent(page_env, kind="relaunch", server_id=sim.id, payload={"profile": "two"},
+                                requested_by="t")
+    repo.update_intent(page_env, intent_id=intent.id, state="done", message="sim is ready under profile two",
+                       progress={"stage": "ready", "fraction": 1.0, "detail": "ready"})
+    at = _run()
+    assert f"run {base.id}: shared-prefix, levels 1, 4, 12 requests a level" in _text(at).replace("\\", "")
+    assert not at.get("progress")  # the relaunch is done: no bar left behind
+    at.button(key="pw_rerun").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    new = repo.list_probe_runs(page_env, server_id=sim.id, limit=1)[0]
+    assert new.id != base.id and new.status == "pending" and new.baseline_run_id == base.id
+    assert new.spec["levels"] == [1.0, 4.0] and new.spec["requests"] == 12
+    assert new.spec["workload"] == {**spec["workload"]} and new.spec["baseline_run_id"] == base.id
+    (probe,) = repo.list_intents(page_env, kinds=["probe"])
+    assert probe.payload == {"run_id": new.id}
+    assert "rerun of the baseline workload" in at.get("progress")[0].proto.text
+    repo.update_probe_run(page_env, run_id=new.id, status="done", progress=1.0)
+    at.run()
+    (link,) = [el for el in at.get("page_link") if "Compare run" in el.proto.label]
+    assert link.proto.page.endswith("compare") or "compare" in link.proto.page
+    assert f"runs={base.id}%2C{new.id}" in link.proto.query_string or f"runs={base.id},{new.id}" in link.proto.query_string
+
+
+
+def test_the_status_panel_is_drawn_where_the_relaunch_was_clicked(page_env) -> None:
+    """Issue 30: the status panel sat above the profiles table and the diff, off-screen after a
+    click on Relaunch… further down; it is drawn right under the buttons now."""
+
+    def walk(node):
+        yield node
+        for child in getattr(node, "children", {}).values():
+            yield from walk(child)
+
+    at = _run()
+    order = list(walk(at.main))
+    button = next(i for i, n in enumerate(order) if getattr(n, "label", None) == "Relaunch…")
+    status = next(i for i, n in enumerate(order) if "runs profile" in str(getattr(n, "value", "")))
+    table = next(i for i, n in enumerate(order) if type(n).__name__ == "Dataframe")
+    assert table < button < status
