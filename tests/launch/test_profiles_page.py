@@ -252,6 +252,12 @@ def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
     text = _text(_run())
     assert "sim launch 2" in text and "Relaunch R-3" in text
     assert "launch #" not in text and "relaunch #" not in text
+    at = AppTest.from_file(APP, default_timeout=60)  # the Server page's header names it alike
+    at.query_params["server"] = "sim"
+    at.run()
+    at.switch_page("dashboard/pages/server.py")
+    at.run()
+    assert any(c.value.startswith("sim launch 2: ready") for c in at.caption), [c.value for c in at.caption]
 
 
 def test_after_a_relaunch_rerun_the_baseline_workload_then_compare(page_env) -> None:
