@@ -168,7 +168,7 @@ if spec is not None and server_name is not None:
 
 
 CONFIRM = "pw_confirm"  # which confirmation dialog is open (UI state of this browser tab)
-SEEN = "pw_seen_intent"  # the (request, state) this tab last drew, to notice one finishing
+SEEN = f"pw_seen_intent-{server_name}"  # the (request, state) this tab last drew of this server
 
 
 def _close_confirm() -> None:
