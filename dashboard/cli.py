@@ -180,6 +180,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     engine = _engine(settings, create=False)
     ttl_s = float(settings.runner.get("lease_ttl_s", 15.0))
     report = health.runner_health(engine, settings.database_url, host=settings.runner.get("host"))
+    print(f"config     {settings.config_path or 'none (defaults and PITWALL_* variables only)'}")
     print(f"database   {health.shown_url(settings.database_url)}  "
           f"({health.fmt_bytes(report.db_bytes, missing='size n/a')})")
     print(f"runner     {report.summary}")

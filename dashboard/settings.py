@@ -1,10 +1,11 @@
 """One Settings object from `pitwall.toml` plus `PITWALL_*` environment variables.
 
 Read by entry points only (CLI, app.py, runner); everything else receives values. Precedence:
-environment variable > pitwall.toml > default. The file is `./pitwall.toml`, or the path in
-`PITWALL_CONFIG`. Every setting is declared once in SETTINGS (the README's settings table is
-checked against it by a meta-test). An invalid value raises SettingsError naming the key and
-the expected form; the CLI turns it into one line and exit code 2.
+environment variable > pitwall.toml > default. The file is `PITWALL_CONFIG`, else `./pitwall.toml`,
+else the checkout's (beside app.py, what `make run` reads), so every command reads the page's
+database; a relative `data_dir` in it is relative to the file. Every setting is declared once in
+SETTINGS (the README's table is checked against it by a meta-test). An invalid value raises
+SettingsError naming the key and the expected form; the CLI prints it as one line, exit code 2.
 """
 
 from __future__ import annotations
@@ -57,8 +58,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("port", "PITWALL_PORT", "int", 8501, "Dashboard port."),
     SettingSpec("demo", "PITWALL_DEMO", "str", "auto",
                 "`auto` starts the bundled simulator when no server is configured; `on`; `off`."),
-    SettingSpec("demo_port", "PITWALL_DEMO_PORT", "int", 30100,
-                "Port of the demo server (the bundled simulator) when the demo runs."),
+    SettingSpec("demo_port", "PITWALL_DEMO_PORT", "int", 30100, "Port of the demo server (the bundled simulator) when the demo runs."),
     SettingSpec("profiles_dir", "PITWALL_PROFILES_DIR", "path", None,
                 "Folder of launch profiles (one TOML each); default: the repository's `profiles/`."),
     SettingSpec("password", "PITWALL_PASSWORD", "str", None,
@@ -88,8 +88,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Start a managed server again when it exits on its own (crash, OOM), with backoff."),
     SettingSpec("runner.restart_budget", None, "int", 3,
                 "Auto-restarts allowed per server within `runner.restart_window_s`; past it the server stays down."),
-    SettingSpec("runner.restart_window_s", None, "float", 3600.0,
-                "Window of the restart budget, seconds."),
+    SettingSpec("runner.restart_window_s", None, "float", 3600.0, "Window of the restart budget, seconds."),
     SettingSpec("runner.host", "PITWALL_RUNNER_HOST", "str", None,
                 "Name of this runner's host in a fleet (default: the machine's host name). The "
                 "runner supervises, collects from and carries out the requests of the servers of "
@@ -107,12 +106,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Days of raw samples kept (only minutes already rolled up are deleted); 0 keeps them forever."),
     SettingSpec("retention.rollups_days", None, "float", 90.0,
                 "Days of minute rollups kept (only quarters already written are deleted); 0 keeps them forever."),
-    SettingSpec("retention.quarters_days", None, "float", 730.0,
-                "Days of 15-minute rollups kept; 0 keeps them forever."),
+    SettingSpec("retention.quarters_days", None, "float", 730.0, "Days of 15-minute rollups kept; 0 keeps them forever."),
     SettingSpec("retention.probes_days", None, "float", 365.0,
                 "Days of probe runs and their requests kept (by the run's created_at); 0 keeps them forever."),
-    SettingSpec("retention.events_days", None, "float", 365.0,
-                "Days of events kept; 0 keeps them forever."),
+    SettingSpec("retention.events_days", None, "float", 365.0, "Days of events kept; 0 keeps them forever."),
     SettingSpec("retention.launch_logs_mb", None, "float", 1024.0,
                 "MB of managed servers' launch logs kept in the data folder's logs/ (each launch "
                 "starts a fresh file; the oldest ended ones go first, never a live one); 0 keeps them all."),
@@ -403,6 +400,8 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
             )
     elif (cwd / "pitwall.toml").exists():
         config_path = cwd / "pitwall.toml"
+    elif "PITWALL_CONFIG" not in env and (REPO_ROOT / "pitwall.toml").exists():
+        config_path = REPO_ROOT / "pitwall.toml"  # the checkout's: what `make run` reads
     if config_path is not None:
         try:
             data = tomllib.loads(config_path.read_text(encoding="utf-8"))
@@ -433,7 +432,8 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         raise SettingsError(f"Setting port is {values['port']}; expected 1-65535.")
     data_dir: Path = values["data_dir"]
     if not data_dir.is_absolute():
-        data_dir = (cwd / data_dir).resolve()
+        from_file = config_path and not env.get("PITWALL_DATA_DIR") and _lookup(data, "data_dir") is not None
+        data_dir = ((config_path.parent if from_file and config_path else cwd) / data_dir).resolve()
     database_url = values["database_url"] or f"sqlite:///{data_dir / 'pitwall.db'}"
     profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}

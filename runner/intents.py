@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from storage import repo
-from storage.kinds import INTENT_KINDS, LANES
+from storage.kinds import INTENT_KINDS, LANES, request_label
 from storage.models import Intent
 
 log = logging.getLogger("pitwall.runner")
@@ -75,7 +75,7 @@ class IntentLanes:
             log.warning("could not expire old intents (will retry): %s", exc)
             return 0
         for it in expired:
-            what = f"{it.kind} #{it.id}"
+            what = request_label(it.id, it.kind)
             prof = (it.payload or {}).get("profile")
             if prof:
                 what += f" (profile {prof})"

@@ -43,6 +43,7 @@ from runner.launch_plan import (
 )
 from storage import repo
 from storage.files import open_private, private_dir
+from storage.kinds import launch_label
 from storage.models import Intent, Launch, Server
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,11 @@ class Lifecycle:
     _closing: threading.Event
     _restart_at: dict[int, tuple[float, int]]
     logs_dir: Path | None
+
+    def _launch_name(self, server: Server, launch_id: int | None) -> str:
+        """"demo launch 3": a launch by its number among its server's (storage/kinds.py)."""
+        number = repo.launch_numbers(self.engine, [launch_id]).get(launch_id) if launch_id is not None else None
+        return launch_label(server.name, number)
 
     def _progress(self, intent_id: int | None, stage: str, fraction: float, detail: str) -> None:
         if intent_id is not None:
@@ -129,7 +135,7 @@ class Lifecycle:
             current = self._procs.get(server.id)
         if kind == "launch" and current is not None:
             self._finish(intent_id, "failed",
-                         f"{server.name} is already running (launch #{current.launch_id}); use relaunch to change its profile.")
+                         f"{server.name} is already running ({self._launch_name(server, current.launch_id)}); use relaunch to change its profile.")
             return
         replacing = current is not None
         self._progress(intent_id, "starting", 0.02, "validating the profile")
@@ -150,7 +156,7 @@ class Lifecycle:
         t0 = time.monotonic()
         if current is not None:
             self._note_in_flight(intent_id, replaced_launch_id=current.launch_id)
-            self._progress(intent_id, "stopping", 0.05, f"stopping launch #{current.launch_id} (pid {current.proc.pid})")
+            self._progress(intent_id, "stopping", 0.05, f"stopping {self._launch_name(server, current.launch_id)} (pid {current.proc.pid})")
             self._stop(current, reason=f"relaunched under profile {plan.profile_name}")
         ok, m, why, excerpt = self._start(plan, intent_id)
         if ok:

@@ -46,7 +46,7 @@ from runner import procs
 from runner.launch_plan import LaunchPlan, PlanError, Planner, read_from, tail_lines
 from runner.lifecycle import Lifecycle, Managed
 from storage import repo
-from storage.kinds import CONTROL_KINDS
+from storage.kinds import CONTROL_KINDS, request_label
 from storage.models import Intent
 
 __all__ = ["CONTROL_KINDS", "LaunchPlan", "PlanError", "Planner", "ProcessSupervisor"]
@@ -192,7 +192,7 @@ class ProcessSupervisor(Lifecycle):
                 and other.finished_at is not None
                 and other.finished_at >= intent.created_at
             ):
-                what = f"{other.kind} #{other.id}"
+                what = request_label(other.id, other.kind)
                 prof = (other.payload or {}).get("profile")
                 if prof:
                     what += f" (profile {prof})"
@@ -299,8 +299,9 @@ class ProcessSupervisor(Lifecycle):
         name = server.name if server else f"server #{intent.server_id}"
         result = dict(intent.result or {})
         profile = result.get("profile") or "?"
-        how = ("the runner carrying it out was interrupted (killed) while the server started; launch "
-               f"#{launch_id} came up ready and was adopted by the runner that started next")
+        how = ("the runner carrying it out was interrupted (killed) while the server started; "
+               f"{self._launch_name(server, launch_id) if server else 'its launch'} came up ready and was "
+               "adopted by the runner that started next")
         if result.get("rollback"):  # the new profile had failed; the rollback is what came up
             self._finish(intent.id, "failed", f"Profile {(intent.payload or {}).get('profile')} failed to come up, "
                          f"so {name} was rolled back to profile {profile}; {how}.",

@@ -35,7 +35,7 @@ from sqlalchemy.engine import Engine
 from runner import tune_rank
 from runner.sweeps import Sweeps
 from storage import repo
-from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES
+from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES, request_label
 from storage.models import Intent, Server
 
 #: (probe run id, server name) -> {"scorecard": {dimension: {...}}, "slo": {key: target}, "image": bool}
@@ -85,7 +85,7 @@ class Tunes:
             why = ("names no candidate profile" if server is not None and server.managed and not profiles
                    else f"names server {payload.get('server')!r}, which is not a managed server")
             repo.update_intent(self.engine, intent_id=intent.id, state="failed",
-                               message=f"Tune #{intent.id} {why}; start it again with a managed server and profiles.")
+                               message=f"{request_label(intent.id, 'tune', start=True)} {why}; start it again with a managed server and profiles.")
             return
         state = dict(intent.result or {})
         if "original_profile" not in state:
@@ -163,7 +163,7 @@ class Tunes:
     def _relaunch(self, intent: Intent, server: Server, profile: str) -> tuple[bool, int | None, str]:
         """Relaunch through the control lane and wait: (ready, launch id, why not)."""
         assert server.id is not None
-        by = f"{intent.requested_by} (tune #{intent.id})"
+        by = f"{intent.requested_by} ({request_label(intent.id, 'tune')})"
         # a lifecycle action still under way (the server's own first launch when the tune was
         # requested right after `pitwall up`, or a relaunch this tune requested before a runner
         # restart): let it run out first, or ours would be refused as a second action for the server
@@ -178,7 +178,7 @@ class Tunes:
         if self._closing.is_set() or (final is not None and "runner is stopping" in (final.message or "")):
             raise _Interrupted
         if final is None:
-            return False, None, f"the relaunch (intent #{sub.id}) did not finish within {self.relaunch_wait_s:.0f} s"
+            return False, None, f"the relaunch ({request_label(sub.id, 'relaunch')}) did not finish within {self.relaunch_wait_s:.0f} s"
         result = final.result or {}
         if final.state != "done":
             return False, result.get("launch_id"), final.message or final.state
@@ -201,7 +201,7 @@ class Tunes:
         assert intent.id is not None
         spec = dict((intent.payload or {}).get("sweep") or {})
         spec.update(url=server.base_url, server_id=server.id, launch_id=launch_id,
-                    name=f"tune #{intent.id}: {where[2]}")
+                    name=f"{request_label(intent.id, 'tune')}: {where[2]}")
         run = repo.create_probe_run(self.engine, server_id=server.id, launch_id=launch_id, url=server.base_url,
                                     api=str(spec.get("api") or "generate"), name=spec["name"], spec=spec,
                                     status="pending")

@@ -87,3 +87,23 @@ def check_intent_kind(kind: str) -> str:
         known = ", ".join(INTENT_KINDS)
         raise ValueError(f"Unknown intent kind {kind!r}; known: {known}.")
     return kind
+
+
+# -- names of launches and requests: one wording everywhere (issue 30) ----------------------------
+# A launch is numbered per server ("demo launch 3": its third launch; storage/repo/inventory.py
+# launch_numbers derives the number); a request (an Intent: launch, stop, relaunch, probe,
+# validate, tune) is "R-<id>", a visibly different name, so "launch 3" and "relaunch R-3" are never
+# read as one. dashboard/services/format.py re-exports both for the pages.
+
+
+def launch_label(server: str | None, number: int | None) -> str:
+    """"demo launch 3" (None for the server: "launch 3"); "launch —" when the number is unknown."""
+    name = f"{server} " if server else ""
+    return f"{name}launch {number if number is not None else '—'}"
+
+
+def request_label(intent_id: int | None, kind: str = "request", *, start: bool = False) -> str:
+    """"request R-17", or with the request's kind: "relaunch R-17", "tune R-17"; `start` for
+    the start of a sentence ("Tune R-17")."""
+    word = kind[:1].upper() + kind[1:] if start else kind
+    return f"{word} R-{intent_id if intent_id is not None else '—'}"

@@ -12,6 +12,7 @@ from dashboard.components import auth, session
 from dashboard.components.format import fmt_ts
 from dashboard.components.scorecard import md_escape
 from dashboard.services import doctor
+from dashboard.services.launch.profiles import candidates_dir
 from dashboard.services.tune import TuneRequestError
 
 
@@ -36,8 +37,10 @@ def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> Non
             if (can_act and st.button("Make candidate profile", key=f"doctor_{f.rule}")
                     and auth.actor_at_click(ctx.settings) is not None):
                 try:
-                    name = doctor.make_candidate(ctx.engine, ctx.settings.profiles_dir, server, f)
+                    name = doctor.make_candidate(ctx.engine, ctx.settings.profiles_dir,
+                                                  candidates_dir(ctx.settings.data_dir), server, f)
                 except TuneRequestError as exc:
                     st.error(str(exc))
                 else:
-                    st.success(f"Profile {name} written; pick it on the Tune page as a candidate.")
+                    st.success(f"Profile {name} written to {candidates_dir(ctx.settings.data_dir)}; "
+                               "pick it on the Tune page as a candidate.")

@@ -75,8 +75,8 @@ def draw_denoise_wall(stage: dict[str, Any] | None) -> None:
     rows = {r["card"]: r for r in stage["what_if"]}
     pick = st.selectbox("What if this ran on", list(rows), key="gpu_wall_what_if")
     row = rows.get(pick or "") or stage["what_if"][0]
-    speed = f"{row['speedup']:.2f}× the speed" if row["speedup"] else None
+    # the words carry the direction ("2.04× slower"); the arrow follows them, never up for a slowdown
     st.metric(f"Seconds per step on {row['card']} (what-if)", fmt_value(row["step_s"], "s"),
-              delta=speed, delta_color="off")
+              delta=row["speed"], delta_color="off", delta_arrow=row["direction"])
     st.caption(f"Now {fmt_value(stage['step_s'], 's')} per step on {stage['spec']} "
                f"({stage['step_source']}). Assumption: {row['note']}.")

@@ -1,5 +1,8 @@
 """Events: everything that happened, filterable by kind, server and time; raw excerpts as text.
 
+The server is the sidebar's (one source of truth, as on every page); "All servers" widens it.
+The kinds offered are storage/kinds.py EVENT_KINDS, the one table every writer is checked against.
+
 Messages and raw log excerpts are shown only through st.dataframe and st.code, which render text
 literally: a log line holding `<script>` or markdown is shown as typed, never interpreted.
 """
@@ -19,7 +22,6 @@ ctx = session.bootstrap()
 st.title("Events")
 
 EVENT_KINDS = ts.EVENT_KINDS  # storage/kinds.py, the one table of event kinds
-ALL = "All servers"
 LIMIT = 1000
 
 
@@ -37,21 +39,28 @@ def _server_ids(url: str) -> dict[str, int]:
 
 with session.guard("Events"):
     ids = _server_ids(ctx.url)
-    names = [ALL, *ids]
+    sidebar_names = session.server_names(ctx.url)  # the sidebar's order: its default is the first
+    wanted = session.selected_server(ctx)
+    sidebar_server = wanted if wanted in ids else (sidebar_names[0] if sidebar_names else None)
     f1, f2, f3 = st.columns([1, 2, 1])
-    # All servers by default: an incident often spans several; narrow down here.
-    server = f1.selectbox("Server", names, index=0, key="ev_server")
+    # the sidebar's server by default (the page never contradicts it); an incident often spans
+    # several servers: widen here
+    every = f1.toggle("All servers", value=sidebar_server is None, key="ev_all",
+                      help=f"off: only {sidebar_server}, the server picked in the sidebar" if sidebar_server
+                      else "no server yet")
+    server = None if every or sidebar_server is None else sidebar_server
     kinds = f2.multiselect("Kinds", EVENT_KINDS, default=[], key="ev_kinds", placeholder="All kinds")
     severities = f3.multiselect(
         "Severity", list(SEVERITY_COLORS), default=[], key="ev_sev", placeholder="All"
     )
     window_s = session.selected_window_s()
     since = float(int(_time.time() // 5) * 5 - window_s)
-    df = _events(ctx.url, ids.get(server) if server != ALL else None, tuple(kinds), since, LIMIT)
+    df = _events(ctx.url, ids.get(server) if server is not None else None, tuple(kinds), since, LIMIT)
     if severities:
         df = df[df["severity"].isin(severities)]
     st.caption(
-        f"{len(df)} events in the last {fmt_window(window_s)} (change the window in the sidebar)"
+        f"{len(df)} events of {server or 'every server'} in the last {fmt_window(window_s)} "
+        "(change the server and the window in the sidebar)"
         + (f"; showing the newest {LIMIT}" if len(df) >= LIMIT else "")
     )
     if df.empty:

@@ -9,12 +9,16 @@ hidden in read-only mode (components.auth has the rules).
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age
 from dashboard.components.scorecard import md_escape
-from dashboard.services.launch import launcher, profile_admin, profiles
+from dashboard.services.format import request_label
+from dashboard.services.launch import launcher, profile_admin, profiles, rerun
+from dashboard.services.views.benchmarks import SweepRequestError
 
 ctx = session.bootstrap()
 st.title("Profiles")
@@ -61,7 +65,7 @@ def status_panel() -> None:
     if launch is not None:
         st.markdown(
             f"**{md_escape(server_name)}** runs profile **{md_escape(launch.profile_name or '—')}** "
-            f"(`{launch.profile_hash or '—'}`), launch #{launch.id}, {launch.status}, "
+            f"(`{launch.profile_hash or '—'}`), {profile_admin.launch_name(ctx.engine, server_name, launch)}, {launch.status}, "
             f"started {fmt_age(launch.started_at)}."
         )
     else:
@@ -70,9 +74,10 @@ def status_panel() -> None:
     if intent is None:
         st.caption("No launch, stop or relaunch requested yet.")
         return
+    _refresh_when_finished(int(intent.id or 0), intent.state)
     prog = intent.progress or {}
     stage = prog.get("stage") or intent.state
-    head = (f"{intent.kind} #{intent.id} ({md_escape((intent.payload or {}).get('profile') or '—')}) "
+    head = (f"{request_label(intent.id, intent.kind, start=True)} ({md_escape((intent.payload or {}).get('profile') or '—')}) "
             f"by {md_escape(intent.requested_by)}: **{md_escape(stage)}**")
     # intent messages can end in a raw log line: escaped, so log text is shown as text
     message = md_escape(intent.message or "")
@@ -91,9 +96,51 @@ def status_panel() -> None:
                 st.code(excerpt, language=None)
     else:
         st.error(f"{head} — {message}")
+    if intent.kind == "relaunch" and intent.state == "done":
+        rerun_panel(intent)
 
 
-status_panel()
+def _refresh_when_finished(intent_id: int, state: str) -> None:
+    """A lifecycle request that finishes while this tab watches reruns the whole page, so the
+    diff against what runs (drawn outside this panel) is not left stale."""
+    seen = st.session_state.get(SEEN)
+    st.session_state[SEEN] = (intent_id, state)
+    if seen is not None and seen != (intent_id, state) and state not in ("pending", "running"):
+        st.rerun()
+
+
+def rerun_panel(intent: Any) -> None:
+    """After a relaunch: rerun the server's last sweep before it on the new launch, then Compare."""
+    rs = rerun.state(ctx.engine, intent)
+    if rs.baseline is None:
+        st.caption("No finished sweep of this server before the relaunch, so there is no baseline "
+                   "workload to rerun; start a sweep on the Benchmarks page.")
+        return
+    if rs.rerun is None:
+        st.caption(f"Baseline before the relaunch: {md_escape(rerun.workload_words(rs.baseline))}.")
+        if show_controls and st.button("Rerun the baseline workload", disabled=not can_act, key="pw_rerun",
+                                       help="the same sweep on the new launch, then Compare both runs"
+                                       if can_act else NEEDS_SIGN_IN):
+            actor = auth.actor_at_click(ctx.settings)
+            if actor is not None and server_name is not None:
+                try:
+                    rerun.rerun_baseline(ctx.engine, server_name, rs.baseline, actor=actor)
+                except SweepRequestError as exc:
+                    st.error(str(exc))
+                else:
+                    st.rerun()
+        return
+    run = rs.rerun
+    if rs.compare_params is not None:
+        st.success(f"Rerun done: run {run.id} on the new launch, baseline run {rs.baseline.id}.")
+        st.page_link("dashboard/pages/compare.py", label=f"Compare run {rs.baseline.id} (before) with run {run.id} (after)",
+                     icon=":material/compare_arrows:", query_params=rs.compare_params)
+    elif run.status in ("pending", "running"):
+        st.progress(min(max(float(run.progress or 0.0), 0.0), 1.0),
+                    text=f"rerun of the baseline workload: run {run.id}, {run.status}")
+    else:
+        st.error(f"The rerun (run {run.id}) {run.status}: {md_escape(run.error or 'no reason recorded')}; "
+                 "see the Benchmarks page.")
 
 # -- profiles -----------------------------------------------------------------------------------
 st.subheader("Profiles")
@@ -121,6 +168,7 @@ if spec is not None and server_name is not None:
 
 
 CONFIRM = "pw_confirm"  # which confirmation dialog is open (UI state of this browser tab)
+SEEN = f"pw_seen_intent-{server_name}"  # the (request, state) this tab last drew of this server
 
 
 def _close_confirm() -> None:
@@ -223,6 +271,9 @@ def validation_panel(profile: str) -> None:
         {"error": st.error, "warning": st.warning}.get(issue.get("severity"), st.info)(
             md_escape(str(issue.get("message"))))
 
+
+# the live status right under the buttons that were clicked, not above the fold
+status_panel()
 
 if spec is not None:
     validation_panel(spec.name)

@@ -108,7 +108,7 @@ st.markdown(
 )
 if detail.launch is not None:
     st.caption(
-        f"Launch {detail.launch.id}: {detail.launch.status}, started {fmt_ts(detail.launch.started_at)}"
+        f"{md_escape(detail.launch_name or 'launch')}: {detail.launch.status}, started {fmt_ts(detail.launch.started_at)}"
         f" ({fmt_age(detail.launch.started_at)})"
         + (f", ended {fmt_ts(detail.launch.ended_at)}: {detail.launch.end_reason or ''}"
            if detail.launch.ended_at else "")

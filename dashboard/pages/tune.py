@@ -19,6 +19,7 @@ from dashboard.components.scorecard import md_escape
 from dashboard.services import tune
 from dashboard.services.export import tune_doc
 from dashboard.services.export.charts import tune_pareto
+from dashboard.services.format import request_label
 from dashboard.services.views import benchmarks as bm
 
 ctx = session.bootstrap()
@@ -97,7 +98,7 @@ def progress() -> None:
     it = active[0]
     st.session_state["tune_watching"] = it.id
     prog = it.progress or {}
-    st.markdown(f"**Tune #{it.id}** · {md_escape(str(prog.get('detail') or it.state))}")
+    st.markdown(f"**{request_label(it.id, 'tune', start=True)}** · {md_escape(str(prog.get('detail') or it.state))}")
     st.progress(float(prog.get("fraction") or 0.0), text=tune.eta_text(prog) or "estimating the time left…")
     if can_act and st.button("Stop after this step", key=f"tune_stop_{it.id}"):
         actor = auth.actor_at_click(ctx.settings)
@@ -114,7 +115,7 @@ finished = [r for r in runs if r.result and r.result.get("candidates")]
 if not finished:
     st.caption("No tune with results yet for this server.")
     st.stop()
-labels = {f"#{r.id} · {r.state} · {', '.join((r.payload or {}).get('profiles') or [])}": r for r in finished}
+labels = {f"{request_label(r.id, 'tune')} · {r.state} · {', '.join((r.payload or {}).get('profiles') or [])}": r for r in finished}
 chosen = labels[st.selectbox("Tune run", list(labels), key="tune_pick")]
 result = chosen.result or {}
 open_run = chosen.state in ("pending", "running")
@@ -166,7 +167,7 @@ if (can_act and result.get("winner") and chosen.state == "done"
             try:
                 if actor is not None:
                     sub = tune.apply_winner(ctx.engine, int(chosen.id or 0), actor=actor)
-                    st.success(f"Relaunch requested (intent #{sub.id}); follow it on the Profiles page.")
+                    st.success(f"Relaunch requested ({request_label(sub.id, 'relaunch')}); follow it on the Profiles page.")
             except tune.TuneRequestError as exc:
                 st.error(str(exc))
         if b.button("Cancel", key="tune_apply_no"):

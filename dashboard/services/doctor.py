@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -267,9 +268,10 @@ def gather(engine: Engine, server: str, *, since: float, until: float) -> Eviden
     return ev
 
 
-def make_candidate(engine: Engine, profiles_dir: Any, server: str, finding: Finding) -> str:
-    """Write the finding's change as a profile derived from the server's own (the tune grid's
-    writer) and return its name: the candidate for `pitwall tune` / the Tune page."""
+def make_candidate(engine: Engine, profiles_dir: Path, out_dir: Path, server: str, finding: Finding) -> str:
+    """Write the finding's change as a profile derived from the server's own (read from
+    `profiles_dir`, else `out_dir`) into `out_dir` (launch.profiles.candidates_dir: the data folder,
+    never the source tree) and return its name: the candidate for `pitwall tune` / the Tune page."""
     from dashboard.services.tune import TuneRequestError, write_grid_profiles
 
     srv = repo.get_server(engine, name=server)
@@ -278,4 +280,7 @@ def make_candidate(engine: Engine, profiles_dir: Any, server: str, finding: Find
     base = running or (srv.profile if srv is not None else None)  # the settings the evidence is about
     if not base:
         raise TuneRequestError(f"Server {server!r} has no profile to derive a candidate from.")
-    return write_grid_profiles(engine, profiles_dir, base, [{k: str(v) for k, v in finding.flags.items()}])[0]
+    if not (Path(profiles_dir) / f"{base}.toml").is_file() and (Path(out_dir) / f"{base}.toml").is_file():
+        profiles_dir = out_dir  # a candidate derived from an earlier candidate
+    return write_grid_profiles(engine, profiles_dir, base, [{k: str(v) for k, v in finding.flags.items()}],
+                               out_dir=out_dir)[0]

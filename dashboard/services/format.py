@@ -18,6 +18,10 @@ import math
 import time
 from datetime import UTC, datetime
 
+# The names of launches ("demo launch 3") and requests ("relaunch R-17") are worded where the
+# intent kinds are declared (the runner writes them too, and cannot import dashboard/).
+from storage.kinds import launch_label, request_label  # noqa: F401  (re-exported)
+
 # Streamlit badge colour names and hex values for charts; the two columns stay in step.
 GRADE_COLORS: dict[str, tuple[str, str]] = {
     "pass": ("green", "#2f9e44"),

@@ -137,6 +137,33 @@ def what_ifs(step_s: float, bandwidth_share: float, compute_share: float, curren
     rows = []
     for other in others:
         seconds, note = what_if(step_s, bandwidth_share, here, other, compute_share)
-        rows.append({"card": other.name, "step_s": seconds, "speedup": step_s / seconds if seconds else None,
-                     "note": f"from {here.name} to {other.name}: {note}"})
+        speedup = step_s / seconds if seconds else None
+        rows.append({"card": other.name, "step_s": seconds, "speedup": speedup, "speed": speed_words(speedup),
+                     "direction": speed_direction(speedup), "note": f"from {here.name} to {other.name}: {note}"})
     return rows
+
+
+#: Within this factor of 1 the what-if reads "about the same speed" (a 1 % change of a step is
+#: below what the model behind it can tell apart).
+SAME_SPEED = 0.01
+
+
+def speed_direction(speedup: float | None) -> str:
+    """"up" for a faster card, "down" for a slower one, "off" for about the same or unknown:
+    never an up arrow for a slowdown."""
+    if speedup is None or abs(speedup - 1) < SAME_SPEED:
+        return "off"
+    return "up" if speedup > 1 else "down"
+
+
+def speed_words(speedup: float | None) -> str | None:
+    """The what-if's speed in words, always as a factor ≥ 1: a speedup of 2.03 reads "2.03× faster",
+    one of 0.49 reads "2.04× slower" (1 / 0.49), and within 1 % "about the same speed"."""
+    if speedup is None or speedup <= 0:
+        return None
+    direction = speed_direction(speedup)
+    if direction == "off":
+        return "about the same speed"
+    if direction == "up":
+        return f"{speedup:.2f}× faster"
+    return f"{1 / speedup:.2f}× slower"

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from dashboard.services.format import request_label
 from runner import tune_rank
 from storage import repo
 from storage.models import Intent
@@ -95,7 +96,7 @@ def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[
         raise TuneRequestError(f"Unknown profile(s) {unknown}; known: {known}.")
     open_tunes = repo.list_intents(engine, server_id=srv.id, kinds=("tune",), states=("pending", "running"), limit=1)
     if open_tunes:
-        raise TuneRequestError(f"Tune #{open_tunes[0].id} of {server} is still {open_tunes[0].state}; "
+        raise TuneRequestError(f"{request_label(open_tunes[0].id, 'tune', start=True)} of {server} is still {open_tunes[0].state}; "
                                "wait for it or stop it first.")
     intent = repo.create_intent(engine, kind="tune", server_id=srv.id, requested_by=requested_by,
                                 payload={"server": server, "profiles": names, "sweep": sweep_fragment(sweep),
@@ -110,7 +111,7 @@ def stop_tune(engine: Engine, intent_id: int, *, actor: str) -> bool:
 
     ok = request_stop(engine, intent_id)
     if ok:
-        repo.add_audit(engine, actor=actor, action="tune_stop", target=f"tune #{intent_id}")
+        repo.add_audit(engine, actor=actor, action="tune_stop", target=request_label(intent_id, "tune"))
     return ok
 
 
@@ -172,8 +173,10 @@ def _grid_value(text: str) -> Any:
     return text
 
 
-def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: list[dict[str, str]]) -> list[str]:
-    """Write one profile per grid combination, derived from `base`; returns their names."""
+def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: list[dict[str, str]],
+                        *, out_dir: Path | None = None) -> list[str]:
+    """Write one profile per grid combination, derived from `base` (in profiles_dir), into out_dir
+    (default profiles_dir); returns their names."""
     import tomllib
 
     from dashboard.services.launch.profiles import sync_profiles
@@ -197,9 +200,11 @@ def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: l
         if data.get("env"):
             lines.append("\n[env]")
             lines += [f"{k} = {_toml_value(str(v))}" for k, v in data["env"].items()]
-        (Path(profiles_dir) / f"{name}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        target = Path(out_dir or profiles_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / f"{name}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
         names.append(name)
-    _, errors = sync_profiles(engine, profiles_dir)
+    _, errors = sync_profiles(engine, Path(out_dir or profiles_dir))
     if errors:
         raise TuneRequestError(f"A grid profile could not be read: {errors[0]}")
     return names
@@ -305,7 +310,7 @@ def apply_winner(engine: Engine, intent_id: int, *, actor: str) -> Intent:
     tune_intent = repo.get_intent(engine, intent_id=intent_id)
     result = (tune_intent.result if tune_intent is not None else None) or {}
     if not result.get("winner"):
-        raise TuneRequestError(f"Tune #{intent_id} has no winner to apply.")
+        raise TuneRequestError(f"{request_label(intent_id, 'tune', start=True)} has no winner to apply.")
     try:
         sub = launcher.request(engine, kind="relaunch", server_name=str(result.get("server")), actor=actor,
                                profile=str(result["winner"]))

@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+from dashboard.services.format import request_label
 from dashboard.services.launch.profiles_cli import (
     EXIT_OK,
     EXIT_USAGE,
@@ -101,13 +102,13 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
     except tune.TuneRequestError as exc:
         raise _Fail(str(exc)) from None
     assert intent.id is not None
-    print(f"tune of {args.server} requested (intent #{intent.id}): {', '.join(profiles)}", file=sys.stderr, flush=True)
+    print(f"tune of {args.server} requested ({request_label(intent.id, 'tune')}): {', '.join(profiles)}", file=sys.stderr, flush=True)
     if args.no_wait:
         return EXIT_OK
     bar = _Bar(enabled=not args.no_progress)
     final = launcher.follow(engine, intent.id, timeout_s=args.timeout, on_progress=bar, poll_s=0.5)
     if final is None or final.state not in launcher.FINAL_STATES:
-        raise _Fail(f"Tune #{intent.id} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; "
+        raise _Fail(f"{request_label(intent.id, 'tune', start=True)} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; "
                     "follow it on the Benchmarks page.")
     if args.json:
         print(json.dumps(tune.tune_json(final), indent=2))

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col
@@ -186,6 +186,21 @@ def latest_launch(engine: Engine, *, server_id: int) -> Launch | None:
     with Session(engine, expire_on_commit=False) as s:
         q = select(Launch).where(col(Launch.server_id) == server_id).order_by(col(Launch.id).desc())
         return s.execute(q).scalars().first()
+
+
+def launch_numbers(engine: Engine, launch_ids: Iterable[int]) -> dict[int, int]:
+    """{launch id: its number among its server's launches} (1 = the server's first launch):
+    derived, not stored, so it needs no schema step and cannot drift. One query."""
+    ids = sorted({int(i) for i in launch_ids if i is not None})
+    if not ids:
+        return {}
+    other = Launch.__table__.alias("other")  # type: ignore[attr-defined]
+    number = (select(func.count()).select_from(other)
+              .where(other.c.server_id == col(Launch.server_id), other.c.id <= col(Launch.id))
+              .scalar_subquery())
+    with engine.connect() as conn:
+        rows = conn.execute(select(col(Launch.id), number).where(col(Launch.id).in_(ids))).all()
+    return {int(r[0]): int(r[1]) for r in rows}
 
 
 def list_launches(engine: Engine, *, server_id: int | None = None, limit: int = 100) -> list[Launch]:

@@ -238,7 +238,7 @@ def test_relaunch_under_another_profile_then_compare_both(page, pitwall):
     body = ""
     while time.time() < deadline:
         body = page.inner_text("body")
-        tail = body.split("relaunch #", 1)[1][:400] if "relaunch #" in body else ""
+        tail = body.split("Relaunch R-", 1)[1][:400] if "Relaunch R-" in body else ""
         if "ready under profile demo-radix-off" in tail or "failed" in tail or "rolled back" in tail:
             break
         page.wait_for_timeout(2000)

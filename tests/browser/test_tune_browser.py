@@ -36,10 +36,10 @@ def test_a_tune_started_from_the_page_is_watched_then_ranked(page, pitwall):  # 
     page.get_by_label("Max new tokens").fill("16")
     page.get_by_role("button", name="Start tune…").click()
     page.get_by_role("button", name="Start tune", exact=True).click()
-    live = _wait_text(page, r"Tune #\d+ · candidate", 90)
+    live = _wait_text(page, r"Tune R-\d+ · candidate", 90)
     shot(page, pitwall, "tune-01-live")
     no_traceback(page)
-    assert "Tune #" in live
+    assert "Tune R-" in live
     # the result view shows up once the run has candidates; wait for the tune to finish
     text = _wait_text(page, r"Winner: (?!in progress)\S+ · running now: \S+", 780)
     page.locator("[data-testid='stVegaLiteChart']").first.wait_for(timeout=60_000)

@@ -27,7 +27,7 @@ def _seed(engine, result: dict) -> int:
 def test_markdown_document_ranks_explains_and_cites(engine) -> None:
     tid = _seed(engine, RESULT)
     text = tune_doc.tune_document(engine, tid, "md", actor="tester").decode()
-    assert text.startswith(f"# Tune #{tid} of demo")
+    assert text.startswith(f"# Tune R-{tid} of demo")
     assert "| winner | demo |" in text and "| workload fingerprint | c5a51946a0c122d4 |" in text
     ranking = text.split("## Ranking", 1)[1].split("##", 1)[0]
     assert ranking.index("| 1 | demo |") < ranking.index("| 2 | demo-radix-off | slo_missed")
@@ -49,7 +49,7 @@ def test_html_document_is_one_file_with_the_pareto_chart_and_escapes_names(engin
 
 
 def test_unknown_run_or_format_says_what_to_do(engine) -> None:
-    with pytest.raises(ValueError, match="No tune run #99"):
+    with pytest.raises(ValueError, match="No tune R-99"):
         tune_doc.tune_document(engine, 99, "md", actor="tester")
     with pytest.raises(ValueError, match="use one of md, html"):
         tune_doc.tune_document(engine, 1, "pdf", actor="tester")

@@ -67,6 +67,7 @@ def test_status_runs_on_a_new_database(data_env, capsys):
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert "runner     not running" in out
+    assert "config     none (defaults and PITWALL_* variables only)" in out  # which settings it read
 
 
 def test_no_command_prints_help_and_exits_2(capsys):

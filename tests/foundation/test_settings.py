@@ -57,3 +57,28 @@ def test_invalid_settings_name_key_and_form(tmp_path, toml, env, needle):
 def test_missing_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(SettingsError, match="does not exist"):
         load_settings(env={"PITWALL_CONFIG": str(tmp_path / "nope.toml")}, cwd=Path(tmp_path))
+
+
+def test_the_cli_from_another_folder_reads_the_pages_database(tmp_path, monkeypatch):
+    """Issue 30: the page (started from the checkout by `make run`) read the checkout's
+    pitwall.toml, a CLI command run from the home folder found no ./pitwall.toml and read the
+    default database. Now both read the checkout's file, and its relative data_dir is relative
+    to the file, not to where the command runs."""
+    import dashboard.settings as settings_mod
+
+    checkout, home = tmp_path / "checkout", tmp_path / "home"
+    checkout.mkdir()
+    home.mkdir()
+    (checkout / "pitwall.toml").write_text('data_dir = "data"\nport = 8600\n')
+    monkeypatch.setattr(settings_mod, "REPO_ROOT", checkout)
+    page = load_settings(env={}, cwd=checkout)
+    cli = load_settings(env={}, cwd=home)
+    assert page.database_url == cli.database_url == f"sqlite:///{checkout / 'data' / 'pitwall.db'}"
+    assert cli.config_path == checkout / "pitwall.toml" and cli.port == 8600
+    # the same file named through PITWALL_CONFIG from elsewhere: still the file's data folder
+    named = load_settings(env={"PITWALL_CONFIG": str(checkout / "pitwall.toml")}, cwd=home)
+    assert named.database_url == page.database_url
+    # PITWALL_CONFIG set empty (the tests' isolation) reads only ./pitwall.toml
+    assert load_settings(env={"PITWALL_CONFIG": "", "PITWALL_DATA_DIR": str(home)}, cwd=home).config_path is None
+    # a relative PITWALL_DATA_DIR stays relative to the current folder
+    assert load_settings(env={"PITWALL_DATA_DIR": "d"}, cwd=home).data_dir == home / "d"

@@ -69,8 +69,11 @@ def test_profiles_list_validate_diff(cli_env, capsys) -> None:
 
 def test_lifecycle_without_runner_says_how_to_start_it(cli_env, capsys) -> None:
     assert main(["relaunch", "demo", "--profile", "one"]) == 1
-    assert capsys.readouterr().err.strip() == (
-        "pitwall: No runner is alive to carry this out; start the runner with `pitwall up`.")
+    err = capsys.readouterr().err.strip()
+    # it names the database it looked in, so a CLI reading another database than the page shows it
+    assert err.startswith("pitwall: No runner is alive on the database sqlite:///") and "\n" not in err
+    assert err.endswith("start the runner with `pitwall up`, or point this command at the page's "
+                        "pitwall.toml with PITWALL_CONFIG.")
 
 
 def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> None:
@@ -105,13 +108,16 @@ def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> No
         out = capsys.readouterr().out
         # the final line is the contract; which progress stages a poll happens to see is not
         assert "sim is ready under profile two" in out
+        # no --profile: the help says it defaults to the server's current profile (two, not one)
+        assert main(["relaunch", "sim", "--timeout", "60"]) == 0
+        assert "sim is ready under profile two" in capsys.readouterr().out
         sid = repo.get_server(engine, name="sim").id
-        assert [la.status for la in repo.list_launches(engine, server_id=sid)][:2] == ["ready", "stopped"]
+        assert [la.status for la in repo.list_launches(engine, server_id=sid)][:3] == ["ready", "stopped", "stopped"]
         assert main(["stop", "sim", "--timeout", "60"]) == 0
         assert repo.latest_launch(engine, server_id=repo.get_server(engine, name="sim").id).status == "stopped"
         kinds = set(repo.list_events(engine)["kind"])
         assert "bad_cli_flag" in kinds
-        assert [a.action for a in repo.list_audit(engine)] == ["stop", "relaunch", "relaunch", "launch"]
+        assert [a.action for a in repo.list_audit(engine)] == ["stop", "relaunch", "relaunch", "relaunch", "launch"]
     finally:
         runner.stop()
         thread.join(30)

@@ -119,7 +119,7 @@ def test_stop_dialog_records_intent_and_shows_its_progress(page_env) -> None:
     repo.update_intent(page_env, intent_id=intent.id, state="running",
                        progress={"stage": "stopping", "fraction": 0.4, "detail": "SIGTERM to sim (pid 1)"})
     at.run()
-    assert f"stop #{intent.id}" in _text(at) and "**stopping**" in _text(at)
+    assert f"Stop R-{intent.id}" in _text(at) and "**stopping**" in _text(at)
     assert at.get("progress") and at.get("progress")[0].proto.text == "SIGTERM to sim (pid 1)"
 
 
@@ -135,7 +135,7 @@ def test_relaunch_dialog_records_intent_and_audit(page_env) -> None:
     (intent,) = repo.list_intents(page_env, kinds=["relaunch"])
     assert intent.payload["profile"] == "two" and intent.requested_by == "local"
     assert [(a.actor, a.action) for a in repo.list_audit(page_env)] == [("local", "relaunch")]
-    assert "relaunch #" in _text(at)  # the live status panel follows it
+    assert "Relaunch R-" in _text(at)  # the live status panel follows it, by its request name
 
 
 def test_exposed_without_password_refuses_controls(page_env, monkeypatch) -> None:
@@ -227,3 +227,91 @@ def test_page_warns_what_pitwall_toml_lets_profiles_do(page_env, tmp_path, monke
     assert len(warnings) == 1
     assert "trust-remote-code: allowed although it runs the model repository" in warnings[0]
     assert "CUDA\\_INJECTION64\\_PATH" in warnings[0]
+
+
+def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
+    """Issue 30: "launch #1" and "launch #3" on one page named one launch (a row id and a request
+    id). Launches are numbered per server ("sim launch 2"), requests read "R-<id>"."""
+    from dashboard.services.scorecard.compare import launch_choices
+    from storage import repo
+
+    other = repo.upsert_server(page_env, name="other", base_url="http://127.0.0.1:8")
+    for _ in range(2):  # row ids 2 and 3 belong to another server
+        repo.create_launch(page_env, server_id=other.id, profile_id=None, profile_name="x", profile_hash="h",
+                           argv=["py"], env={}, pid=None, status="stopped", started_at=0.5)
+    sim = repo.get_server(page_env, name="sim")
+    latest = repo.create_launch(page_env, server_id=sim.id, profile_id=None, profile_name="one", profile_hash="h",
+                                argv=["py"], env={}, pid=None, status="ready", ready_at=2.0, started_at=1.5)
+    assert latest.id == 4 and repo.launch_numbers(page_env, [1, 2, 3, 4]) == {1: 1, 2: 1, 3: 2, 4: 2}
+    for _ in range(3):  # request ids 1..3, so the relaunch is R-3 while the running launch is sim's 2nd
+        intent = repo.create_intent(page_env, kind="relaunch", server_id=sim.id, payload={"profile": "one"},
+                                    requested_by="t")
+        repo.update_intent(page_env, intent_id=intent.id, state="done", message="ok")
+    labels = dict(launch_choices(page_env))
+    assert labels[4].startswith("sim launch 2 · one") and labels[3].startswith("other launch 2 ·")
+    text = _text(_run())
+    assert "sim launch 2" in text and "Relaunch R-3" in text
+    assert "launch #" not in text and "relaunch #" not in text
+    at = AppTest.from_file(APP, default_timeout=60)  # the Server page's header names it alike
+    at.query_params["server"] = "sim"
+    at.run()
+    at.switch_page("dashboard/pages/server.py")
+    at.run()
+    assert any(c.value.startswith("sim launch 2: ready") for c in at.caption), [c.value for c in at.caption]
+
+
+def test_after_a_relaunch_rerun_the_baseline_workload_then_compare(page_env) -> None:
+    """Issue 30: after a relaunch, "Rerun the baseline workload" records a sweep of the new launch
+    with the workload of the server's last sweep before the relaunch (the Benchmarks path: a
+    pending ProbeRun and a probe intent), and once it is done links to Compare with both runs,
+    baseline first."""
+    from storage import repo
+
+    sim = repo.get_server(page_env, name="sim")
+    now = time.time()
+    spec = {"url": sim.base_url, "api": "generate", "mode": "concurrency", "levels": [1.0, 4.0], "requests": 12,
+            "server_id": sim.id, "launch_id": 1, "name": None,
+            "workload": {"prompt_set": "shared-prefix", "max_new_tokens": 32, "input_tokens": 256, "ignore_eos": True}}
+    base = repo.create_probe_run(page_env, server_id=sim.id, launch_id=1, url=sim.base_url, api="generate",
+                                 spec=spec, status="done", created_at=now - 600)
+    repo.create_probe_run(page_env, server_id=sim.id, launch_id=1, url=sim.base_url, api="generate",
+                          spec=spec, status="failed", created_at=now - 500)  # not a baseline: it failed
+    intent = repo.create_intent(page_env, kind="relaunch", server_id=sim.id, payload={"profile": "two"},
+                                requested_by="t")
+    repo.update_intent(page_env, intent_id=intent.id, state="done", message="sim is ready under profile two",
+                       progress={"stage": "ready", "fraction": 1.0, "detail": "ready"})
+    at = _run()
+    assert f"run {base.id}: shared-prefix, levels 1, 4, 12 requests a level" in _text(at).replace("\\", "")
+    assert not at.get("progress")  # the relaunch is done: no bar left behind
+    at.button(key="pw_rerun").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    new = repo.list_probe_runs(page_env, server_id=sim.id, limit=1)[0]
+    assert new.id != base.id and new.status == "pending" and new.baseline_run_id == base.id
+    assert new.spec["levels"] == [1.0, 4.0] and new.spec["requests"] == 12
+    assert new.spec["workload"] == {**spec["workload"]} and new.spec["baseline_run_id"] == base.id
+    (probe,) = repo.list_intents(page_env, kinds=["probe"])
+    assert probe.payload == {"run_id": new.id}
+    assert "rerun of the baseline workload" in at.get("progress")[0].proto.text
+    repo.update_probe_run(page_env, run_id=new.id, status="done", progress=1.0)
+    at.run()
+    (link,) = [el for el in at.get("page_link") if "Compare run" in el.proto.label]
+    assert link.proto.page.endswith("compare") or "compare" in link.proto.page
+    assert f"runs={base.id}%2C{new.id}" in link.proto.query_string or f"runs={base.id},{new.id}" in link.proto.query_string
+
+
+
+def test_the_status_panel_is_drawn_where_the_relaunch_was_clicked(page_env) -> None:
+    """Issue 30: the status panel sat above the profiles table and the diff, off-screen after a
+    click on Relaunch… further down; it is drawn right under the buttons now."""
+
+    def walk(node):
+        yield node
+        for child in getattr(node, "children", {}).values():
+            yield from walk(child)
+
+    at = _run()
+    order = list(walk(at.main))
+    button = next(i for i, n in enumerate(order) if getattr(n, "label", None) == "Relaunch…")
+    status = next(i for i, n in enumerate(order) if "runs profile" in str(getattr(n, "value", "")))
+    table = next(i for i, n in enumerate(order) if type(n).__name__ == "Dataframe")
+    assert table < button < status

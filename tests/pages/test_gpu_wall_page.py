@@ -113,6 +113,22 @@ def test_image_server_shows_denoising_share_and_the_what_if(app_env):
     assert not at.exception
     slower = _metrics(at)["Seconds per step on A100 SXM 80GB (what-if)"]
     assert slower.endswith("ms") and float(slower.split()[0]) > 400  # 2.04 TB/s: slower than now
+    # a slower card reads slower, with a down arrow: never "↑ 0.49× the speed"
+    metric = next(x for x in at.metric if x.label == "Seconds per step on A100 SXM 80GB (what-if)")
+    assert metric.delta.endswith("× slower") and float(metric.delta.split("×")[0]) > 1
+    assert metric.proto.direction == metric.proto.MetricDirection.DOWN
+    at.selectbox(key="gpu_wall_what_if").select("B300").run()
+    faster = next(x for x in at.metric if x.label == "Seconds per step on B300 (what-if)")
+    assert faster.delta.endswith("× faster") and faster.proto.direction == faster.proto.MetricDirection.UP
+
+
+def test_what_if_speed_reads_in_words_with_the_arrow_that_matches():
+    from dashboard.services.gpu_wall_stage import speed_direction, speed_words
+
+    assert (speed_words(0.49), speed_direction(0.49)) == ("2.04× slower", "down")  # 1 / 0.49 = 2.04
+    assert (speed_words(2.03), speed_direction(2.03)) == ("2.03× faster", "up")
+    assert (speed_words(1.004), speed_direction(1.004)) == ("about the same speed", "off")
+    assert (speed_words(None), speed_direction(None)) == (None, "off")
 
 
 def test_mig_card_shows_each_instance_as_a_gpu_of_its_own(app_env):

@@ -126,13 +126,34 @@ def test_events_render_raw_excerpt_literally(seeded):
 
 def test_events_filter_by_kind_and_server(seeded):
     at = _run("dashboard/pages/events.py", window="6h")
+    at.toggle(key="ev_all").set_value(True).run()
     at.multiselect(key="ev_kinds").set_value(["health_down"]).run()
     df = at.dataframe[0].value
     assert list(df["kind"]) == ["health_down"]
     at.multiselect(key="ev_kinds").set_value([]).run()
-    at.selectbox(key="ev_server").set_value("alpha").run()
+    at.toggle(key="ev_all").set_value(False).run()
+    at.sidebar.selectbox(key="sb_server").set_value("alpha").run()
     df = at.dataframe[0].value
     assert set(df["server"]) == {"alpha"} and len(df) == 2
+
+
+def test_events_follow_the_sidebar_server_and_offer_every_kind(seeded):
+    """Issue 30: the page's own server filter said "All servers" while the sidebar said beta;
+    now the sidebar's server is the filter (one source of truth) and "All servers" widens it.
+    The kinds offered are the one table of event kinds: relaunch, collector and alert kinds too."""
+    from storage.kinds import EVENT_KINDS
+
+    at = _run("dashboard/pages/events.py", server="beta", window="6h")
+    _no_exception(at)
+    assert at.sidebar.selectbox(key="sb_server").value == "beta"
+    assert set(at.dataframe[0].value["server"]) == {"beta"}
+    assert any("events of beta" in c.value for c in at.caption)
+    at.toggle(key="ev_all").set_value(True).run()
+    assert {"alpha", "beta"} <= set(at.dataframe[0].value["server"])
+    offered = set(at.multiselect(key="ev_kinds").options)
+    assert offered == set(EVENT_KINDS)
+    assert {"relaunch_started", "relaunch_done", "relaunch_failed", "rollback", "collector_error",
+            "alert_dropped"} <= offered
 
 
 def test_benchmarks_shows_runs_trust_flag_and_curves(seeded):
@@ -207,6 +228,7 @@ def test_a_broken_database_shows_a_sentence_not_a_traceback(seeded, app_env, mon
 
 def test_events_raw_pick_survives_a_filter_that_hides_it(seeded):
     at = _run("dashboard/pages/events.py", window="6h")
+    at.toggle(key="ev_all").set_value(True).run()  # alpha's oom has the excerpt, beta's health_down not
     assert at.selectbox(key="ev_raw_pick").value is not None
     at.multiselect(key="ev_kinds").set_value(["health_down"]).run()  # no raw excerpt among these
     _no_exception(at)

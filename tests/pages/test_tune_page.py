@@ -88,7 +88,7 @@ def test_live_panel_shows_the_candidate_stage_and_eta_and_stops(app_env):
     ids = _seed(app_env, running=True)
     at = _run()
     text = " ".join(str(m.value) for m in at.markdown)
-    assert f"Tune #{ids['live']}" in text and "candidate 2/2 demo" in text and "radix" in text
+    assert f"Tune R-{ids['live']}" in text and "candidate 2/2 demo" in text and "radix" in text
     at.button(key=f"tune_stop_{ids['live']}").click().run()
     from storage.db import make_engine
 

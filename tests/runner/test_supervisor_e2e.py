@@ -155,7 +155,7 @@ def test_two_concurrent_relaunch_requests_make_one_relaunch(rig) -> None:
     a = wait_for(lambda: _done(engine, first.id), what="first relaunch")
     b = wait_for(lambda: _done(engine, raced.id), what="second relaunch")
     assert a.state == "done"
-    assert b.state == "cancelled" and f"relaunch #{first.id}" in b.message
+    assert b.state == "cancelled" and f"relaunch R-{first.id}" in b.message
     assert len(repo.list_launches(engine, server_id=sid)) == n_launches + 1
     assert [e["kind"] for e in _events(engine, sid)].count("relaunch_started") == 1
 

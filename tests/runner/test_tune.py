@@ -147,7 +147,7 @@ def test_a_runner_killed_mid_tune_is_resumed_by_the_next(setup) -> None:
     assert cands[0]["probe_run_ids"] == recorded["probe_run_ids"]
     assert cands[1]["status"] in ("ok", "slo_missed") and cands[1]["probe_run_ids"], cands[1]["reason"]
     assert final.result["restored_profile"] == "fast-a"
-    relaunches = [i for i in repo.list_intents(engine, kinds=("relaunch",), limit=50) if "tune #" in i.requested_by]
+    relaunches = [i for i in repo.list_intents(engine, kinds=("relaunch",), limit=50) if "tune R-" in i.requested_by]
     assert sorted((i.payload or {}).get("profile") for i in relaunches).count("fast-a") >= 2  # candidate + restore
 
 

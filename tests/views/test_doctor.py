@@ -133,8 +133,10 @@ def test_a_finding_becomes_a_candidate_profile_derived_from_the_running_one(engi
     assert sync_profiles(engine, folder)[1] == []
     repo.upsert_server(engine, name="s", base_url="http://127.0.0.1:1", managed=True, profile="base")
     finding = doctor.Finding("radix_hit", "t", "e", "s", {"schedule-policy": "lpm", "disable-radix-cache": False})
-    name = doctor.make_candidate(engine, folder, "s", finding)
-    data = tomllib.loads((folder / f"{name}.toml").read_text())
+    mine = tmp_path / "data" / "profiles"
+    name = doctor.make_candidate(engine, folder, mine, "s", finding)
+    assert not (folder / f"{name}.toml").exists()  # never beside the base (the source tree)
+    data = tomllib.loads((mine / f"{name}.toml").read_text())
     assert data["flags"] == {"max-running-requests": 64, "disable-radix-cache": False, "schedule-policy": "lpm"}
     assert data["env"] == {"SGLANG_SIM_SPEED": "50"} and repo.get_profile(engine, name=name) is not None
     assert len(parse_grid("max-running-requests=2,4;schedule-policy=fcfs,lpm")) == 4

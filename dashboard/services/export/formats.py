@@ -48,7 +48,7 @@ from dashboard.services.export.charts import all_charts, chart_png
 from dashboard.services.export.escape import csv_writer, md_table, md_text
 from dashboard.services.export.verdict import GRADE_MARK
 from dashboard.services.export.verdict import words as verdict_words
-from dashboard.services.format import fmt_ts, fmt_value
+from dashboard.services.format import fmt_ts, fmt_value, launch_label
 from dashboard.services.scorecard.compare import Comparison, compare
 from dashboard.services.scorecard.metric_specs import (
     DIMENSION_LABELS,
@@ -103,7 +103,7 @@ def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
     args = p.get("server_args") or {}
     return [
         ("Server", f"{s.get('server')} ({s.get('server_kind')}, {s.get('base_url')})"),
-        ("Launch", "—" if s.get("launch_id") is None else f"#{s['launch_id']}"),
+        ("Launch", "—" if s.get("launch_id") is None else launch_label(s.get("server"), s.get("launch_number"))),
         ("Profile", f"{s.get('profile_name') or '—'}"
                     + (f" ({s['profile_hash'][:12]})" if s.get("profile_hash") else "")),
         ("Window", f"{fmt_ts(s.get('since'))} → {fmt_ts(s.get('until'))} ({s.get('window_label')})"),

@@ -20,6 +20,7 @@ from dashboard.services import tune
 from dashboard.services.export.charts import chart_svg, tune_pareto
 from dashboard.services.export.escape import md_table, md_text
 from dashboard.services.export.html import CSS, _table
+from dashboard.services.format import request_label
 from runner import tune_rank
 from storage import repo
 from storage.models import Intent
@@ -66,7 +67,7 @@ def _sources(result: dict[str, Any]) -> list[list[str]]:
 
 def _title(intent: Intent) -> str:
     server = (intent.result or {}).get("server") or (intent.payload or {}).get("server") or "?"
-    return f"Tune #{intent.id} of {server}"
+    return f"{request_label(intent.id, 'tune', start=True)} of {server}"
 
 
 def to_markdown(engine: Engine, intent: Intent) -> str:
@@ -107,7 +108,7 @@ def tune_document(engine: Engine, intent_id: int, fmt: str, *, actor: str) -> by
         raise ValueError(f"Unknown tune export format {fmt!r}; use one of {', '.join(TUNE_FORMATS)}.")
     intent = repo.get_intent(engine, intent_id=intent_id)
     if intent is None or intent.kind != "tune":
-        raise ValueError(f"No tune run #{intent_id}; pick one on the Tune page.")
+        raise ValueError(f"No {request_label(intent_id, 'tune')}; pick one on the Tune page.")
     text = to_markdown(engine, intent) if fmt == "md" else to_html(engine, intent)
     repo.add_audit(engine, actor=actor, action="export", target="download",
                    detail={"format": fmt, "tune": intent_id})

@@ -32,6 +32,7 @@ from collectors.engines import get_engine
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang.flags import Issue
 from collectors.sglang.launch import SECRET_FLAGS, config_text, flag_args, split_secrets
+from dashboard.services.format import request_label
 from dashboard.services.launch import guardrails, profiles
 from dashboard.services.launch.profiles import ProfileSpec
 from dashboard.services.launch.sandbox import (
@@ -293,9 +294,11 @@ def request(
     if busy is not None:
         prof = (busy.payload or {}).get("profile")
         raise LauncherError(
-            f"{server_name} already has a {busy.kind} in progress (intent #{busy.id}"
+            f"{server_name} already has a {busy.kind} in progress ({request_label(busy.id, busy.kind)}"
             + (f", profile {prof}" if prof else "") + f", requested by {busy.requested_by}); wait for it to finish."
         )
+    if kind == "relaunch" and not profile:
+        profile = current_profile(engine, server)
     if kind != "stop" and not (profile or server.profile):
         raise LauncherError(f"{server_name} has no default profile; pass one with --profile NAME.")
     payload: dict[str, Any] = {"profile": profile or (server.profile if kind != "stop" else None)}
@@ -305,6 +308,16 @@ def request(
     repo.add_audit(engine, actor=actor, action=kind, target=server_name,
                    detail={"intent_id": intent.id, "profile": payload.get("profile")})
     return intent
+
+
+def current_profile(engine: Engine, server: Server) -> str | None:
+    """The profile `server` runs under now: its latest launch's that did not fail (a rollback's
+    launch names the profile it went back to), else its configured one."""
+    assert server.id is not None
+    for launch in repo.list_launches(engine, server_id=server.id, limit=20):
+        if launch.status != "failed" and launch.profile_name:
+            return launch.profile_name
+    return server.profile
 
 
 def follow(

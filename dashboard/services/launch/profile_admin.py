@@ -23,6 +23,7 @@ from sqlalchemy.engine import Engine
 
 from collectors.sglang import flags as sglang_flags
 from dashboard.services import shown
+from dashboard.services.format import launch_label
 from dashboard.services.launch import guardrails, launcher, preflight, profiles, sandbox
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
@@ -81,6 +82,12 @@ def current_launch(engine: Engine, server_name: str) -> Launch | None:
     return shown.launch(launcher.running_launch(engine, server.id))
 
 
+def launch_name(engine: Engine, server_name: str, launch: Launch) -> str:
+    """"demo launch 3": the launch by its number among its server's (format.launch_label)."""
+    number = repo.launch_numbers(engine, [launch.id]).get(launch.id) if launch.id is not None else None
+    return launch_label(server_name, number)
+
+
 def latest_intent(engine: Engine, server_name: str) -> Intent | None:
     server = repo.get_server(engine, name=server_name)
     if server is None or server.id is None:
@@ -112,6 +119,9 @@ def _plain(text: str) -> str:
 def profile_table(settings: Settings) -> tuple[pd.DataFrame, list[ProfileSpec], list[str]]:
     """(table, profiles as shown, errors); hashes are those of the files as stored."""
     specs, errors = profiles.load_dir(settings.profiles_dir)
+    if profiles.candidates_dir(settings.data_dir).is_dir():  # the Doctor's candidates
+        mine, more = profiles.load_dir(profiles.candidates_dir(settings.data_dir))
+        specs, errors = specs + mine, errors + more
     rows = [
         {"name": s.name, "hash": s.content_hash, "model": s.model_path, "entrypoint": s.entrypoint,
          "flags": len(s.flags), "env": len(s.env), "description": s.description}

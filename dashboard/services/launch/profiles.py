@@ -147,6 +147,12 @@ def load_file(path: Path) -> ProfileSpec:
     return spec
 
 
+def candidates_dir(data_dir: Path) -> Path:
+    """Profiles Pitwall writes itself (the Doctor's candidates): under the data folder, never the
+    source tree's profiles/; listed and mirrored beside profiles_dir's."""
+    return Path(data_dir) / "profiles"
+
+
 def load_dir(folder: Path) -> tuple[list[ProfileSpec], list[str]]:
     """Every *.toml in folder -> (specs, one error sentence per bad file)."""
     specs: list[ProfileSpec] = []

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from dashboard.services.format import request_label
 from storage.redact import redact_obj, redact_text, redact_url
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -171,7 +172,9 @@ def _lifecycle_parser(kind: str) -> argparse.ArgumentParser:
     )
     p.add_argument("server", metavar="SERVER")
     if kind != "stop":
-        p.add_argument("--profile", required=kind == "relaunch", help="profile name (default: the server's own)")
+        p.add_argument("--profile", help="profile name (default: the server's current profile, the one its "
+                                         "latest launch runs under; else its configured one)"
+                       if kind == "relaunch" else "profile name (default: the server's configured one)")
         p.add_argument("--ready-timeout", type=float, default=None,
                        help="seconds the new server has to become ready (default 600)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds to follow progress (default 900)")
@@ -193,7 +196,9 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
         raise _Fail(f"Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall {kind}` is refused; "
                     "unset it to change servers.", EXIT_USAGE)
     if not health.runner_alive(engine):
-        raise _Fail("No runner is alive to carry this out; start the runner with `pitwall up`.")
+        raise _Fail(f"No runner is alive on the database {health.shown_url(settings.database_url)} "
+                    f"(config: {settings.config_path or 'none'}) to carry this out; start the runner with "
+                    "`pitwall up`, or point this command at the page's pitwall.toml with PITWALL_CONFIG.")
     try:
         intent = launcher.request(engine, kind=kind, server_name=args.server, actor=_actor(),
                                   profile=getattr(args, "profile", None),
@@ -201,7 +206,7 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
     except launcher.LauncherError as exc:
         raise _Fail(str(exc)) from None
     assert intent.id is not None
-    print(f"{kind} of {args.server} requested (intent #{intent.id}).", flush=True)
+    print(f"{kind} of {args.server} requested ({request_label(intent.id, kind)}).", flush=True)
     if args.no_wait:
         return EXIT_OK
 
@@ -213,7 +218,7 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
 
     final = launcher.follow(engine, intent.id, timeout_s=args.timeout, on_progress=show)
     if final is None or final.state not in launcher.FINAL_STATES:
-        raise _Fail(f"Intent #{intent.id} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; follow it on the Profiles page.")
+        raise _Fail(f"{request_label(intent.id, kind, start=True)} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; follow it on the Profiles page.")
     if final.state == "done":
         print(redact_text(final.message or "done"))
         return EXIT_OK

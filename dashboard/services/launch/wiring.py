@@ -40,6 +40,8 @@ def runner_parts(
 ) -> tuple[ProcessSupervisor, dict[str, Any]]:
     """(supervisor, {intent kind: handler}); mirrors profiles/ into storage first."""
     _, errors = profiles.sync_profiles(engine, settings.profiles_dir)
+    if profiles.candidates_dir(settings.data_dir).is_dir():  # the Doctor's candidates, under the data folder
+        errors += profiles.sync_profiles(engine, profiles.candidates_dir(settings.data_dir))[1]
     for err in errors:
         log.error(err)
         repo.add_event(engine, kind="bad_cli_flag", message=err, severity="warning")

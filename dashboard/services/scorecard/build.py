@@ -168,10 +168,10 @@ def resolve_subject(
     elif launch_id is not None:
         launch = repo.get_launch(engine, launch_id=launch_id)
         if launch is None:
-            raise ScorecardError(f"Launch #{launch_id} does not exist; the Compare page lists the launches.")
+            raise ScorecardError(f"No launch has id {launch_id}; the Compare page lists the launches.")
         srv = repo.get_server(engine, id=launch.server_id)
         if server is not None and (srv is None or srv.name != server):
-            raise ScorecardError(f"Launch #{launch_id} is not a launch of server {server!r}.")
+            raise ScorecardError(f"Launch id {launch_id} is not a launch of server {server!r}.")
         since, until = launch.started_at, launch.ended_at or now
     else:
         if server is None:
@@ -331,6 +331,7 @@ def gather_inputs(
         "server_kind": srv.kind,
         "base_url": redact_url(srv.base_url),
         "launch_id": launch.id if launch else None,
+        "launch_number": repo.launch_numbers(engine, [launch.id]).get(launch.id) if launch and launch.id else None,
         "profile_name": (launch.profile_name if launch else None) or srv.profile,
         "profile_hash": launch.profile_hash if launch else None,
         "run_id": run.id if run else None,

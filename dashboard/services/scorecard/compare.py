@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.format import fmt_ts
+from dashboard.services.format import fmt_ts, launch_label
 from dashboard.services.scorecard import matched
 from dashboard.services.scorecard.compute import level_name
 from dashboard.services.scorecard.matched import LevelDelta
@@ -371,8 +371,11 @@ def run_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
 
 
 def launch_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
-    """(launch id, label) of launches, newest first."""
+    """(launch id, label) of launches, newest first; a launch is named by its number among its
+    server's launches ("demo launch 3", format.launch_label), never by its row id."""
     names = {s.id: s.name for s in repo.list_servers(engine, include_retired=True)}
-    return [(la.id, f"#{la.id} {names.get(la.server_id, '?')} · {la.profile_name or '—'} · "
-                    f"{la.status} · {fmt_ts(la.started_at)}")
-            for la in repo.list_launches(engine, limit=limit) if la.id is not None]
+    launches = [la for la in repo.list_launches(engine, limit=limit) if la.id is not None]
+    numbers = repo.launch_numbers(engine, [la.id for la in launches if la.id is not None])
+    return [(la.id, f"{launch_label(names.get(la.server_id, '?'), numbers.get(la.id))} · "
+                    f"{la.profile_name or '—'} · {la.status} · {fmt_ts(la.started_at)}")
+            for la in launches if la.id is not None]

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dashboard.services.format import launch_label
 from dashboard.services.scorecard.metric_specs import DIMENSIONS, METRIC_SPECS
 
 SCHEMA_VERSION = 1
@@ -66,7 +67,7 @@ class Scorecard:
         if s.get("profile_name"):
             parts.append(f"profile {s['profile_name']}")
         if s.get("launch_id") is not None:
-            parts.append(f"launch #{s['launch_id']}")
+            parts.append(launch_label(None, s.get("launch_number")))
         if s.get("run_id") is not None:
             parts.append(f"run #{s['run_id']}")
         return " · ".join(parts)

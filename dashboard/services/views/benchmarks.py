@@ -57,6 +57,7 @@ class SweepRequest:
     image_steps: int | None = None
     image_guidance: float | None = None
     images_per_request: int = 1
+    baseline_run_id: int | None = None  # a rerun of that run's workload (its outputs are compared)
 
 
 def parse_levels(text: str) -> list[int]:
@@ -94,6 +95,7 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
         "server_id": server.id,
         "launch_id": launch_id,
         "name": req.name,
+        "baseline_run_id": req.baseline_run_id,
         "workload": {
             "prompt_set": req.prompt_set,
             "max_new_tokens": int(req.max_new_tokens),
@@ -114,6 +116,7 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
         name=req.name,
         spec=spec,
         status="pending",
+        baseline_run_id=req.baseline_run_id,
     )
     assert run.id is not None
     intent = repo.create_intent(

@@ -39,6 +39,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services import shown
+from dashboard.services.format import launch_label
 from dashboard.services.gpu_entries import gpu_entries
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
@@ -271,6 +272,7 @@ class ServerDetail:
     sglang_version: str | None
     server_args: dict[str, Any]
     argv: list[str]
+    launch_name: str | None = None  # "demo launch 3" (format.launch_label), never the row id
 
 
 def server_detail(engine: Engine, name: str, now: float | None = None) -> ServerDetail | None:
@@ -289,4 +291,6 @@ def server_detail(engine: Engine, name: str, now: float | None = None) -> Server
         sglang_version=launch.sglang_version if launch else None,
         server_args=dict(launch.server_args or {}) if launch else {},
         argv=list(launch.argv or []) if launch else [],
+        launch_name=launch_label(s.name, repo.launch_numbers(engine, [launch.id]).get(launch.id))
+        if launch is not None and launch.id is not None else None,
     )
