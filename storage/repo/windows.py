@@ -35,8 +35,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from storage.repo._common import QUARTER, QUARTER_S, ROLLUP, SAMPLE
 
-__all__ = ["RAW", "MINUTE_ROLLUP", "QUARTER_ROLLUP", "WindowAggregate", "older_rollups", "series_names", "tier_starts",
-           "window_aggregate"]
+__all__ = ["RAW", "MINUTE_ROLLUP", "QUARTER_ROLLUP", "WindowAggregate", "first_ts", "older_rollups", "series_names",
+           "tier_starts", "window_aggregate"]
 
 RAW = "raw"
 MINUTE_ROLLUP = "1-minute rollup"
@@ -79,6 +79,16 @@ def _edge(conn: Connection, table: Any, server_id: int, metric: str, *, oldest: 
     ts = conn.execute(select(agg(table.c.ts)).where(
         and_(table.c.server_id == server_id, table.c.metric == metric))).scalar()
     return None if ts is None else float(ts)
+
+
+def first_ts(engine: Engine, *, server_id: int, metrics: list[str]) -> float | None:
+    """Epoch seconds of the oldest value any of `metrics` holds in any tier (quarter, minute,
+    raw), None when none has one: where a server's data begin, so a young server's chart can
+    start there (one index seek per metric and tier)."""
+    with engine.connect() as conn:
+        edges = [t for table in (QUARTER, ROLLUP, SAMPLE) for m in metrics
+                 if (t := _edge(conn, table, server_id, m, oldest=True)) is not None]
+    return min(edges, default=None)
 
 
 def _begin(conn: Connection, table: Any, grain: int, server_id: int, metric: str, cutoff: float | None) -> float:
