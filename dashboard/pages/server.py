@@ -81,15 +81,17 @@ def _wall(url: str, server_id: int, kind: str, since: float, until: float) -> di
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _start(url: str, server_id: int, gpus: tuple[ts.GpuEntry, ...]) -> float | None:
-    """Where the server's charted data begin (a young server's window starts there)."""
-    return ts.data_start(session.engine_for(url), server_id=server_id, gpus=list(gpus))
+def _start(url: str, server_id: int, gpus: tuple[ts.GpuEntry, ...], panels: tuple[str, ...],
+           metrics: tuple[str, ...]) -> float | None:
+    """Where the drawn series' data begin (a young server's window starts there)."""
+    return ts.data_start(session.engine_for(url), server_id=server_id, gpus=list(gpus), panels=panels,
+                         metrics=metrics)
 
 
-def _window() -> tuple[float, float]:
-    """The sidebar's window, clamped to the server's data (services/views/timeseries.window)."""
+def _window(panels: tuple[str, ...] = (), metrics: tuple[str, ...] = ()) -> tuple[float, float]:
+    """The sidebar's window, clamped to the drawn series' data (services/views/timeseries.window)."""
     assert detail is not None and detail.server.id is not None
-    return ts.window(window_s, first_ts=_start(ctx.url, detail.server.id, tuple(gpus)))
+    return ts.window(window_s, first_ts=_start(ctx.url, detail.server.id, tuple(gpus), panels, metrics))
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -163,7 +165,8 @@ def charts() -> None:
         "GPU metric", [k for k, *_ in ts.GPU_PANELS], default="gpu_util",
         format_func={k: t for k, t, *_ in ts.GPU_PANELS}.get, key="server_gpu_metric",
     ) or "gpu_util"
-    since, until = _window()
+    drawn = [k for k in PANEL_LABELS if k != "gpu" and k in (shown or [])]
+    since, until = _window(tuple(drawn + ([gpu_metric] if "gpu" in (shown or []) else [])))
     probe, events, any_data = _extras(ctx.url, sid, tuple(gpus), since, until)
     ev = events if mark_events else None
     st.caption(
@@ -229,7 +232,7 @@ def charts() -> None:
 def image_charts() -> None:
     """Where an image request's time goes, s/step, memory against the card, queue and batch."""
     assert detail.server.id is not None
-    since, until = _window()
+    since, until = _window(("none",), image_panels.START_KEYS)
     frames = _image(ctx.url, detail.server.id, since, until)
     st.subheader("Image pipeline")
     if image_panels.is_empty(frames):
@@ -267,7 +270,7 @@ def image_charts() -> None:
 def gpu_wall() -> None:
     """Which wall each GPU hits (bandwidth / compute / neither), with its evidence and chart."""
     assert detail.server.id is not None
-    since, until = _window()
+    since, until = _window(("gpu_util",))  # GPM series start with the utilisation
     draw_wall(_wall(ctx.url, detail.server.id, detail.server.kind, since, until), since=since,
               until=until)
 

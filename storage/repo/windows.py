@@ -82,13 +82,22 @@ def _edge(conn: Connection, table: Any, server_id: int, metric: str, *, oldest: 
 
 
 def first_ts(engine: Engine, *, server_id: int, metrics: list[str]) -> float | None:
-    """Epoch seconds of the oldest value any of `metrics` holds in any tier (quarter, minute,
-    raw), None when none has one: where a server's data begin, so a young server's chart can
-    start there (one index seek per metric and tier)."""
+    """Epoch seconds where any of `metrics` begins, None when none has a value: its first raw
+    sample, or its oldest minute / quarter rollup where retention removed the rows before
+    (so a young server's chart can start there; one index seek per metric and tier)."""
+    starts = []
     with engine.connect() as conn:
-        edges = [t for table in (QUARTER, ROLLUP, SAMPLE) for m in metrics
-                 if (t := _edge(conn, table, server_id, m, oldest=True)) is not None]
-    return min(edges, default=None)
+        for m in metrics:
+            start = _edge(conn, SAMPLE, server_id, m, oldest=True)
+            # a rollup row starts at its minute / quarter, before the first sample in it: it
+            # moves the start only where retention removed the finer tier's older rows
+            for table, grain in ((ROLLUP, 60), (QUARTER, QUARTER_S)):
+                t = _edge(conn, table, server_id, m, oldest=True)
+                if t is not None and (start is None or t + grain <= start):
+                    start = t
+            if start is not None:
+                starts.append(start)
+    return min(starts, default=None)
 
 
 def _begin(conn: Connection, table: Any, grain: int, server_id: int, metric: str, cutoff: float | None) -> float:

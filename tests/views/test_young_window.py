@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dashboard.services.views import timeseries as ts
 from storage import repo
+from storage.repo._common import QUARTER
 
 NOW = 1_000_000.0  # on the 10-s and 60-s grids: until = NOW + step
 
@@ -37,6 +38,12 @@ def test_the_window_starts_where_a_young_servers_data_begin(engine):
     assert ts.window(3600, now=NOW, first_ts=NOW - 86400) == (NOW + 10.0 - 3600, NOW + 10.0)
     assert ts.window(3600, now=NOW, first_ts=None) == (NOW + 10.0 - 3600, NOW + 10.0)
     assert ts.window_caption(3600, NOW + 10.0 - 3600, NOW + 10.0, "demo") == "Window: last 1 h"
+    # the drawn series decide: GPU memory read while the server loaded does not start the window
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=[{"ts": NOW - 600, "server_id": srv.id, "launch_id": None, "source": "gpu",
+                                         "metric": "gpu.0.mem_used_bytes", "value": 1.0}])
+    assert ts.data_start(engine, server_id=srv.id, gpus=[0], panels=("batch", "gpu_util")) == NOW - 180.0
+    assert ts.data_start(engine, server_id=srv.id, gpus=[0], panels=("gpu_mem",)) == NOW - 600.0
     # a server seconds old still gets a minute of axis
     assert ts.window(3600, now=NOW, first_ts=NOW - 5)[0] == NOW + 10.0 - ts.MIN_SPAN_S
 
@@ -69,4 +76,20 @@ def test_data_start_reads_rollups_where_raw_samples_are_gone(engine):
                                          "source": "log", "metric": "log.running_req", "value": 1.0}])
     # retention kept only minutes from 5 days ago: the 7-day window starts there, not a minute ago
     assert ts.data_start(engine, server_id=srv.id) == NOW - 5 * 86400
+
+
+def test_a_rollup_of_the_first_minutes_does_not_move_the_start_back(engine):
+    # the rollup pass writes the first quarter hour's row at the quarter's start, up to 15 minutes
+    # before the first sample in it: the start stays the first sample (else the 7-day view of a
+    # 3-minute-old server was mostly blank)
+    srv = _young_server(engine, 180.0)
+    quarter = (NOW - 180.0) // 900 * 900
+    with engine.begin() as conn:
+        repo.insert_rollups(conn, rows=[{"ts": (NOW - 180.0) // 60 * 60, "server_id": srv.id,
+                                         "metric": "log.running_req", "count": 60, "avg": 1.0, "min": 0.0,
+                                         "max": 2.0}])
+        conn.execute(QUARTER.insert(), [{"ts": quarter, "server_id": srv.id, "metric": "log.running_req",
+                                         "count": 180, "avg": 1.0, "min": 0.0, "max": 2.0}])
+    assert quarter < NOW - 180.0 - 60
+    assert ts.data_start(engine, server_id=srv.id, panels=("batch",)) == NOW - 180.0
     assert ts.data_start(engine, server_id=srv.id + 1) is None

@@ -148,16 +148,20 @@ def window(window_s: float, now: float | None = None, first_ts: float | None = N
     until = float(int(now // step) * step + step)
     since = until - window_s
     if first_ts is not None and first_ts > since:
-        since = max(since, min(float(int(first_ts // 10) * 10), until - MIN_SPAN_S))
+        until = float(int(now // 10) * 10 + 10)  # a short span: a 60-s step would leave a blank tail
+        since = max(until - window_s, min(float(int(first_ts // 10) * 10), until - MIN_SPAN_S))
     return since, until
 
 
-def data_start(engine: Engine, *, server_id: int, gpus: Sequence[GpuEntry | int] = ()) -> float | None:
-    """Epoch seconds of the server's oldest charted value in any tier (raw, minute or quarter
-    rollup), None with no data yet: where a young server's window starts (`window`)."""
-    entries = [e if isinstance(e, GpuEntry) else GpuEntry(int(e)) for e in gpus]
-    keys = sorted({m for p in PANELS for m, _ in p.series + p.fallback}
-                  | {e.key(f) for e in entries for f in ("util_ratio", "mem_used_bytes", "power_w")})
+def data_start(engine: Engine, *, server_id: int, gpus: Sequence[GpuEntry | int] = (),
+               panels: Sequence[str] = (), metrics: Sequence[str] = ()) -> float | None:
+    """Epoch seconds of the oldest value in any tier (raw, minute or quarter rollup) of the
+    series drawn: those of the `panels` keys (every panel when none is named) and `metrics`;
+    None with no data yet. Where a young server's window starts (`window`): the drawn series,
+    not everything, so GPU memory read while the server loads does not leave the charts'
+    first minute blank."""
+    drawn = [p for p in list(PANELS) + gpu_panels(gpus) if not panels or p.key in panels]
+    keys = sorted({m for p in drawn for m, _ in p.series + p.fallback} | set(metrics))
     return repo.first_ts(engine, server_id=server_id, metrics=keys)
 
 
