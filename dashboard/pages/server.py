@@ -81,14 +81,14 @@ def _wall(url: str, server_id: int, kind: str, since: float, until: float) -> di
 
 
 @st.cache_data(ttl=30, show_spinner=False)
-def _start(url: str, server_id: int, gpus: tuple[ts.GpuEntry, ...], panels: tuple[str, ...],
+def _start(url: str, server_id: int, gpus: tuple[ts.GpuEntry, ...], panels: tuple[str, ...] | None,
            metrics: tuple[str, ...]) -> float | None:
     """Where the drawn series' data begin (a young server's window starts there)."""
     return ts.data_start(session.engine_for(url), server_id=server_id, gpus=list(gpus), panels=panels,
                          metrics=metrics)
 
 
-def _window(panels: tuple[str, ...] = (), metrics: tuple[str, ...] = ()) -> tuple[float, float]:
+def _window(panels: tuple[str, ...] | None = None, metrics: tuple[str, ...] = ()) -> tuple[float, float]:
     """The sidebar's window, clamped to the drawn series' data (services/views/timeseries.window)."""
     assert detail is not None and detail.server.id is not None
     return ts.window(window_s, first_ts=_start(ctx.url, detail.server.id, tuple(gpus), panels, metrics))
@@ -232,7 +232,7 @@ def charts() -> None:
 def image_charts() -> None:
     """Where an image request's time goes, s/step, memory against the card, queue and batch."""
     assert detail.server.id is not None
-    since, until = _window(("none",), image_panels.START_KEYS)
+    since, until = _window((), image_panels.START_KEYS)  # the requests' series, none of the LLM panels
     frames = _image(ctx.url, detail.server.id, since, until)
     st.subheader("Image pipeline")
     if image_panels.is_empty(frames):

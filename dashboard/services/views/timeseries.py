@@ -154,13 +154,13 @@ def window(window_s: float, now: float | None = None, first_ts: float | None = N
 
 
 def data_start(engine: Engine, *, server_id: int, gpus: Sequence[GpuEntry | int] = (),
-               panels: Sequence[str] = (), metrics: Sequence[str] = ()) -> float | None:
+               panels: Sequence[str] | None = None, metrics: Sequence[str] = ()) -> float | None:
     """Epoch seconds of the oldest value in any tier (raw, minute or quarter rollup) of the
-    series drawn: those of the `panels` keys (every panel when none is named) and `metrics`;
+    series drawn: those of the `panels` keys (every panel when None) and `metrics`;
     None with no data yet. Where a young server's window starts (`window`): the drawn series,
     not everything, so GPU memory read while the server loads does not leave the charts'
     first minute blank."""
-    drawn = [p for p in list(PANELS) + gpu_panels(gpus) if not panels or p.key in panels]
+    drawn = [p for p in list(PANELS) + gpu_panels(gpus) if panels is None or p.key in panels]
     keys = sorted({m for p in drawn for m, _ in p.series + p.fallback} | set(metrics))
     return repo.first_ts(engine, server_id=server_id, metrics=keys)
 
