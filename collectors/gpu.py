@@ -247,12 +247,13 @@ class GpuCollector:
 
     def _save_info(self, ctx: CollectorContext, readings: list[GpuReading]) -> None:
         """Keep GPU model and driver under state `gpu:info` for provenance (scorecards, exports)."""
-        if self._meta is None:
+        if self._meta is None and readings:  # an exporter still starting has no driver to tell yet
             meta_fn = getattr(self._backend, "meta", None)
             self._meta = meta_fn() if callable(meta_fn) else {}
+        meta = self._meta or {}
         info = {
-            "driver": self._meta.get("driver"),
-            "cuda_driver": self._meta.get("cuda_driver"),  # e.g. 12080 = CUDA 12.8 (preflight)
+            "driver": meta.get("driver"),
+            "cuda_driver": meta.get("cuda_driver"),  # e.g. 12080 = CUDA 12.8 (preflight)
             "gpus": [{"index": r.index, "name": r.name, "uuid": r.uuid}
                      | ({"mig_id": r.mig_id, "mig_profile": r.mig_profile} if r.mig_id is not None else {})
                      for r in readings],

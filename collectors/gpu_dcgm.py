@@ -52,6 +52,13 @@ exported both whole and per instance (`-d g` with `-i`) keeps its whole-card ser
 Several exporters (`gpu.dcgm_url` as a list: one per node, or one per simulator process) are one
 `DcgmFleet`: GPUs merged by their `gpu` label, which must not clash across exporters; each
 failing exporter (or clash) is one error, the others' readings stay.
+
+Start-up: an exporter starts with (or after) Pitwall (the demo's look-alikes start with the demo
+servers), so one that does not answer yet is waited for, not an error: for STARTUP_GRACE_S after
+the fleet is made, an exporter that has never answered and refuses or times out is "waiting for
+the exporter" (`waiting()`), no event and no failed poll. Past the grace it is one
+`collector_error` event per episode, whose advice (`advice`) fits how Pitwall was started: the
+demo's own exporters, `PITWALL_GPU_DCGM_URL`, or `gpu.dcgm_url` in the pitwall.toml read.
 Golden payloads: tests/fixtures/dcgm-exporter-*.prom.
 """
 
@@ -68,6 +75,8 @@ from collectors.http import MIB, get_capped
 from collectors.sglang.metrics_parse import parse_metrics
 
 DEADLINE_S = 3.0
+STARTUP_GRACE_S = 60.0  # an exporter not answering this long after start is an error, not a start-up race
+ADVICE = "check that it runs and that gpu.dcgm_url in pitwall.toml points at its /metrics."
 BODY_CAP = 16 * MIB  # 8 GPUs x ~80 fields is ~100 KiB; a k8s node with pod labels a few MiB
 
 #: DCGM field -> (raw field, sub-key or None, factor to NVML's unit)
@@ -251,24 +260,29 @@ def _describe_bad(url: str, host: str | None, fields: dict[str, dict[str, Any]])
 class DcgmBackend:
     """Reads one dcgm-exporter endpoint (e.g. http://127.0.0.1:9400/metrics) per `read_raw()`."""
 
-    def __init__(self, url: str, *, deadline_s: float = DEADLINE_S) -> None:
+    def __init__(self, url: str, *, deadline_s: float = DEADLINE_S, advice: str = ADVICE) -> None:
         self.url = url
         self.deadline_s = deadline_s
+        self.advice = advice  # what to check when it does not answer: fits where the URL came from
+        self.answered = False  # it has answered at least once (a start-up race is over)
+        self.unreachable = False  # the last read found nothing listening (refused, timed out)
         self._last_xid: dict[int, float] = {}
         self._driver: str | None = None
         self._bad: set[str] = set()  # fields set aside in the last read
         self._problems: list[str] = []
 
     def read_raw(self) -> list[dict[str, Any]]:
+        self.unreachable = False
         try:
             resp = get_capped(None, self.url, deadline_s=self.deadline_s, max_bytes=BODY_CAP)
         except CollectorError:
             raise
         except Exception as exc:
+            self.unreachable = True
             raise CollectorError(
-                f"dcgm-exporter at {self.url} did not answer ({type(exc).__name__}: {exc}); check "
-                "that it runs and that gpu.dcgm_url in pitwall.toml points at its /metrics."
+                f"dcgm-exporter at {self.url} did not answer ({type(exc).__name__}: {exc}); {self.advice}"
             ) from exc
+        self.answered = True
         if resp.status_code != 200:
             raise CollectorError(f"dcgm-exporter at {self.url} answered HTTP {resp.status_code}; "
                                  "check gpu.dcgm_url in pitwall.toml.")
@@ -335,20 +349,33 @@ class DcgmFleet:
     recovered and failed anew); when every exporter fails, `read_raw()` raises their errors.
     """
 
-    def __init__(self, urls: list[str], *, deadline_s: float = DEADLINE_S) -> None:
-        self.members = [DcgmBackend(u, deadline_s=deadline_s) for u in urls]
+    def __init__(self, urls: list[str], *, deadline_s: float = DEADLINE_S, grace_s: float = STARTUP_GRACE_S,
+                 advice: str = ADVICE, clock: Any = time.monotonic) -> None:
+        self.members = [DcgmBackend(u, deadline_s=deadline_s, advice=advice) for u in urls]
         self._errors: dict[str, str] = {}
         self._reported: dict[str, str] = {}
+        self._waiting: list[str] = []
+        self._clock = clock
+        self._grace_until = clock() + grace_s
+
+    def waiting(self) -> list[str]:
+        """URLs of the exporters not answering yet within the start-up grace (no error yet)."""
+        return list(self._waiting)
 
     def read_raw(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         owner: dict[int, DcgmBackend] = {}
         errors: dict[str, str] = {}
+        waiting: list[str] = []
+        in_grace = self._clock() < self._grace_until
         for member in self.members:
             try:
                 raws = member.read_raw()
             except CollectorError as exc:
-                errors[member.url] = str(exc)
+                if in_grace and member.unreachable and not member.answered:
+                    waiting.append(member.url)  # a start-up race: waiting for the exporter
+                else:
+                    errors[member.url] = str(exc)
                 continue
             for raw in raws:
                 index = raw["index"]
@@ -360,9 +387,9 @@ class DcgmFleet:
                         "host's exporter once and give simulated GPUs distinct SGLANG_SIM_GPU_INDEX.")
                     continue
                 out.append(raw)
-        self._errors = errors
-        if errors and not out:
-            raise CollectorError(" ".join(errors.values()))
+        self._errors, self._waiting = errors, waiting
+        # Every exporter failing is handed out through problems() like one failing among many:
+        # one event per episode, not one per retry.
         return sorted(out, key=lambda raw: (int(raw["index"]), raw.get("mig_id", -1)))
 
     def problems(self) -> list[str]:

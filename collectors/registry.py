@@ -50,8 +50,24 @@ def _gpu(groups: dict[str, dict[str, Any]]) -> Collector:
     if urls:
         from collectors.gpu_dcgm import DcgmFleet
 
-        return GpuCollector(backend_factory=lambda: DcgmFleet([str(u) for u in urls]))
+        advice = dcgm_advice(gpu.get("dcgm_origin"))
+        return GpuCollector(backend_factory=lambda: DcgmFleet([str(u) for u in urls], advice=advice))
     return GpuCollector()
+
+
+def dcgm_advice(origin: object) -> str:
+    """What to check when a dcgm-exporter does not answer, by where `gpu.dcgm_url` came from
+    (settings: "demo", the PITWALL_GPU_DCGM_URL variable, or the pitwall.toml file read)."""
+    if origin == "demo":
+        return ("it is the demo's simulated exporter, started with the demo servers: the Events of "
+                "demo and demo-image say why one did not start. To read a real exporter, set "
+                "PITWALL_GPU_DCGM_URL, or create a pitwall.toml in the folder you start Pitwall "
+                "from with dcgm_url under [gpu].")
+    if origin == "PITWALL_GPU_DCGM_URL":
+        return "check that it runs and that PITWALL_GPU_DCGM_URL points at its /metrics."
+    if origin:
+        return f"check that it runs and that dcgm_url under [gpu] in {origin} points at its /metrics."
+    return "check that it runs and that gpu.dcgm_url points at its /metrics."
 
 
 def _canary(groups: dict[str, dict[str, Any]]) -> Collector:

@@ -20,10 +20,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-#: SLO targets of the demo server, so its card grades all four dimensions out of the box
-#: (throughput and cost have no global defaults: they depend on model, hardware and price).
-#: A [slo.servers.demo] table in pitwall.toml overrides them.
-DEMO_SLO: dict[str, Any] = {"output_tok_s": 400.0, "usd_per_1m_output_tok": 5.0}
+#: Per demo server, the targets with no default (throughput, cost): both grade all four dimensions
+DEMO_SLO: dict[str, dict[str, Any]] = {"demo": {"output_tok_s": 400.0, "usd_per_1m_output_tok": 5.0},
+                                       "demo-image": {"images_per_min": 10.0, "usd_per_image": 0.02}}
 #: The demo servers' dcgm-exporter look-alikes listen at their server's port + this (the demo
 #: profiles set SGLANG_SIM_DCGM_PORT = "+100"): demo_port + 100 (demo, GPU 0) and + 101
 #: (demo-image, GPU 1). Read when the demo runs and gpu.dcgm_url is unset.
@@ -460,7 +459,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     demo_active = values["demo"] == "on" or (values["demo"] == "auto" and not servers)
     if demo_active:
         per_server = dict(slo.get("servers") or {})
-        per_server["demo"] = {**DEMO_SLO, **(per_server.get("demo") or {})}
+        per_server.update({n: {**t, **(per_server.get(n) or {})} for n, t in DEMO_SLO.items()})
         slo["servers"] = per_server
     gpu = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("gpu.")}
     runner["host"] = runner.get("host") or socket.gethostname()
@@ -468,8 +467,9 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     if prometheus["url"] and not str(prometheus["url"]).startswith(("http://", "https://")):
         raise SettingsError(f"Setting prometheus.url is {prometheus['url']!r}; expected a URL such as "
                             "http://127.0.0.1:9090.")
-    if demo_active and not gpu["dcgm_url"]:
-        gpu["dcgm_url"] = demo_dcgm_urls(values["demo_port"])
+    if demo_active and not gpu["dcgm_url"]:  # dcgm_origin: where the URLs came from (registry's advice)
+        gpu["dcgm_url"], gpu["dcgm_origin"] = demo_dcgm_urls(values["demo_port"]), "demo"
+    gpu.setdefault("dcgm_origin", "PITWALL_GPU_DCGM_URL" if env.get("PITWALL_GPU_DCGM_URL") else str(config_path))
     return Settings(
         data_dir=data_dir,
         database_url=database_url,

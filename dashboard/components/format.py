@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 GRADE_LABELS = {"pass": "pass", "warn": "warn", "fail": "fail", "none": "no grade yet"}
+NO_TARGET_LABEL = "no target set"  # a dimension none of whose figures has a target: no grade will come
 
 STATUS_BADGE = {
     "up": ("up", "green"),
@@ -46,7 +47,10 @@ STATUS_BADGE = {
 }
 
 
-def grade_badge(grade: str | None) -> tuple[str, str]:
-    """(label, streamlit colour) of a grade; unknown or missing grades read "no grade yet"."""
+def grade_badge(grade: str | None, *, no_target: bool = False) -> tuple[str, str]:
+    """(label, streamlit colour) of a grade; unknown or missing grades read "no grade yet", or
+    "no target set" when the dimension has no target (waiting would never grade it)."""
     key = grade if grade in GRADE_COLORS else "none"
+    if key == "none" and no_target:
+        return NO_TARGET_LABEL, GRADE_COLORS["none"][0]
     return GRADE_LABELS[key], GRADE_COLORS[key][0]

@@ -59,7 +59,7 @@ def grade_row(card: Scorecard) -> None:
     cols = st.columns(len(DIMENSIONS))
     for col, d in zip(cols, DIMENSIONS, strict=True):
         dim = card.dimensions[d]
-        label, color = grade_badge(dim.grade)
+        label, color = grade_badge(dim.grade, no_target=dim.no_target)
         with col.container(border=True):
             st.markdown(f"**{DIMENSION_LABELS[d]}** :{color}-badge[{label}]")
             for reason in dim.reasons[:4]:

@@ -98,8 +98,10 @@ def timeseries_spec(
         "type": "temporal",
         "title": None,
         "scale": {"type": "utc", "nice": False},
-        # one label format per window (Vega's default mixes "12:52" with "01 PM")
-        "axis": {"format": "%H:%M" if until - since <= 2 * 86400 else "%b %d", "labelOverlap": True},
+        # one label format per window (Vega's default mixes "12:52" with "01 PM"); seconds on a
+        # young server's few minutes (ticks 30 s apart would all read "14:35")
+        "axis": {"format": "%H:%M:%S" if until - since <= 900 else "%H:%M" if until - since <= 2 * 86400
+                 else "%b %d", "labelOverlap": True},
     }
     time_tip = {"field": "time", "type": "temporal", "title": "time (UTC)", "format": "%Y-%m-%d %H:%M:%S",
                 "formatType": "utc"}

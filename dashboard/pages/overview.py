@@ -83,9 +83,13 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
             st.error(text, icon=":material/notifications_active:")
     grades = st.columns(4)
     for col, dim in zip(grades, DIMENSIONS, strict=True):
-        g_label, g_color = grade_badge(card.grades.get(dim))
+        g_label, g_color = grade_badge(card.grades.get(dim), no_target=dim in card.no_target)
         col.markdown(f"**{dim.capitalize()}**  \n:{g_color}-badge[{g_label}]",
                      help=card.grade_reasons.get(dim))
+    if card.no_target:  # waiting would never grade these: say where targets are set
+        st.page_link("dashboard/pages/compare.py", label="Set SLO targets (Compare → SLO targets)",
+                     icon=":material/tune:", query_params=params,
+                     help=f"no target set for {', '.join(card.no_target)}; or under [slo] in pitwall.toml")
     if card.kind == "image":
         _image_figures(card)
     else:
@@ -119,16 +123,18 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
 
 
 def _llm_figures(card: ServerCard) -> None:
-    a, b, c, d = st.columns(4)
+    # three figures with a help icon a row: four in a card half the page wide clipped their labels
+    # at 1400 px ("Output to…", "USD / 1M t…")
+    a, b, c = st.columns(3)
     window = f"last {FIGURE_WINDOW_S // 60} min"
     a.metric("p99 TTFT", fmt_value(card.key.get("ttft_p99_s"), "s"), help=f"{source_label(card, 'ttft_p99_s')}, {window}")
     b.metric("Output tok/s", fmt_value(card.key.get("output_tok_s"), "count"),
              help=f"{source_label(card, 'output_tok_s')}, {window}")
     c.metric("USD / 1M tok", fmt_value(card.key.get("usd_per_mtok"), "usd"),
              help="GPU-hour price × GPUs ÷ output throughput; set gpu_hourly_usd to see it")
+    d, e, f, g = st.columns(4)
     d.metric("Success", fmt_value(card.key.get("success_rate"), "ratio"),
              help=f"{source_label(card, 'success_rate')}, {window}")
-    e, f, g = st.columns(3)
     e.metric("Running", fmt_value(card.figures.get("log.running_req"), "count"))
     f.metric("Queue", fmt_value(card.figures.get("log.queue_req"), "count"))
     g.metric("KV usage", fmt_value(card.figures.get("log.token_usage"), "ratio"))
@@ -138,18 +144,19 @@ def _image_figures(card: ServerCard) -> None:
     """An image server's figures: per-image latency, images/min, $/image, s/step, memory."""
     k = card.key
     window = f"scorecard, last {FIGURE_WINDOW_S // 60} min"
-    a, b, c, d = st.columns(4)
+    a, b, c = st.columns(3)  # three a row: four clipped "Peak memory" and "Energy / image"
     a.metric("Image p50", fmt_value(k.get("image_p50_s"), "s"),
              help=f"per-image latency, p99 {fmt_value(k.get('image_p99_s'), 's')} ({window})")
     b.metric("Images/min", fmt_value(k.get("images_per_min"), "count"), help=window)  # unit in the label
     c.metric("USD / image", fmt_value(k.get("usd_per_image"), "usd"),
              help="GPU-hour price × GPUs ÷ images per hour; set gpu_hourly_usd to see it")
+    d, e, f = st.columns(3)
     d.metric("Success", fmt_value(k.get("success_rate"), "ratio"), help=window)
-    e, f, g, h = st.columns(4)
     e.metric("s / step", fmt_value(k.get("image_step_s"), "s"),
              help="denoising seconds per step (diffusion log, else stage metrics or probes)")
     f.metric("Peak memory", fmt_bytes(k.get("peak_mem_bytes")),
              help=f"headroom {fmt_bytes(k.get('mem_headroom_bytes'))} at peak")
+    g, h, _ = st.columns(3)
     g.metric("Queue", fmt_value(card.figures.get("metrics.diffusion_num_queue_reqs"), "count"))
     h.metric("Energy / image", fmt_value(k.get("energy_j_per_image"), "j"),
              help="NVML energy counter deltas ÷ images (needs GPU telemetry)")

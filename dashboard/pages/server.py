@@ -14,7 +14,7 @@ import streamlit as st
 
 from dashboard.components import session
 from dashboard.components.doctor_panel import doctor_section
-from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts, fmt_window
+from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts
 from dashboard.components.gpu_wall import draw_denoise_wall, draw_wall
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import stage_chart, timeseries_spec
@@ -78,6 +78,20 @@ def _wall(url: str, server_id: int, kind: str, since: float, until: float) -> di
     """The GPU-wall panel's read model (verdict per GPU, GPM chart, per-stage share and what-if)."""
     return gpu_wall_panel.wall_panel(session.engine_for(url), server_id=server_id, kind=kind,
                                      since=since, until=until)
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _start(url: str, server_id: int, gpus: tuple[ts.GpuEntry, ...], panels: tuple[str, ...] | None,
+           metrics: tuple[str, ...]) -> float | None:
+    """Where the drawn series' data begin (a young server's window starts there)."""
+    return ts.data_start(session.engine_for(url), server_id=server_id, gpus=list(gpus), panels=panels,
+                         metrics=metrics)
+
+
+def _window(panels: tuple[str, ...] | None = None, metrics: tuple[str, ...] = ()) -> tuple[float, float]:
+    """The sidebar's window, clamped to the drawn series' data (services/views/timeseries.window)."""
+    assert detail is not None and detail.server.id is not None
+    return ts.window(window_s, first_ts=_start(ctx.url, detail.server.id, tuple(gpus), panels, metrics))
 
 
 @st.cache_data(ttl=30, show_spinner=False)
@@ -151,11 +165,12 @@ def charts() -> None:
         "GPU metric", [k for k, *_ in ts.GPU_PANELS], default="gpu_util",
         format_func={k: t for k, t, *_ in ts.GPU_PANELS}.get, key="server_gpu_metric",
     ) or "gpu_util"
-    since, until = ts.window(window_s)
+    drawn = [k for k in PANEL_LABELS if k != "gpu" and k in (shown or [])]
+    since, until = _window(tuple(drawn + ([gpu_metric] if "gpu" in (shown or []) else [])))
     probe, events, any_data = _extras(ctx.url, sid, tuple(gpus), since, until)
     ev = events if mark_events else None
     st.caption(
-        f"Window: last {fmt_window(window_s)} (until {fmt_ts(until)}), refreshed every "
+        f"{ts.window_caption(window_s, since, until, detail.server.name)} (until {fmt_ts(until)}), refreshed every "
         f"{live_every:.0f} s. Dashed lines are the server's histogram estimates; dots are canary "
         f"requests; vertical rules are events ({len(events)} in window)."
     )
@@ -217,7 +232,7 @@ def charts() -> None:
 def image_charts() -> None:
     """Where an image request's time goes, s/step, memory against the card, queue and batch."""
     assert detail.server.id is not None
-    since, until = ts.window(window_s)
+    since, until = _window((), image_panels.START_KEYS)  # the requests' series, none of the LLM panels
     frames = _image(ctx.url, detail.server.id, since, until)
     st.subheader("Image pipeline")
     if image_panels.is_empty(frames):
@@ -255,14 +270,16 @@ def image_charts() -> None:
 def gpu_wall() -> None:
     """Which wall each GPU hits (bandwidth / compute / neither), with its evidence and chart."""
     assert detail.server.id is not None
-    since, until = ts.window(window_s)
+    since, until = _window(("gpu_util",))  # GPM series start with the utilisation
     draw_wall(_wall(ctx.url, detail.server.id, detail.server.kind, since, until), since=since,
               until=until)
 
 
+# The time-series charts paint first (bench/dashboard_paint.py bounds their first paint); the
+# panels added since (image pipeline, GPU wall, doctor) draw below them.
+charts()
 if detail.server.kind == "image":
     image_charts()
 gpu_wall()
-charts()
 
 doctor_section(ctx, detail.server.name, window_s)

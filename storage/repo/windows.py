@@ -35,8 +35,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from storage.repo._common import QUARTER, QUARTER_S, ROLLUP, SAMPLE
 
-__all__ = ["RAW", "MINUTE_ROLLUP", "QUARTER_ROLLUP", "WindowAggregate", "older_rollups", "series_names", "tier_starts",
-           "window_aggregate"]
+__all__ = ["RAW", "MINUTE_ROLLUP", "QUARTER_ROLLUP", "WindowAggregate", "first_ts", "older_rollups", "series_names",
+           "tier_starts", "window_aggregate"]
 
 RAW = "raw"
 MINUTE_ROLLUP = "1-minute rollup"
@@ -79,6 +79,25 @@ def _edge(conn: Connection, table: Any, server_id: int, metric: str, *, oldest: 
     ts = conn.execute(select(agg(table.c.ts)).where(
         and_(table.c.server_id == server_id, table.c.metric == metric))).scalar()
     return None if ts is None else float(ts)
+
+
+def first_ts(engine: Engine, *, server_id: int, metrics: list[str]) -> float | None:
+    """Epoch seconds where any of `metrics` begins, None when none has a value: its first raw
+    sample, or its oldest minute / quarter rollup where retention removed the rows before
+    (so a young server's chart can start there; one index seek per metric and tier)."""
+    starts = []
+    with engine.connect() as conn:
+        for m in metrics:
+            start = _edge(conn, SAMPLE, server_id, m, oldest=True)
+            # a rollup row starts at its minute / quarter, before the first sample in it: it
+            # moves the start only where retention removed the finer tier's older rows
+            for table, grain in ((ROLLUP, 60), (QUARTER, QUARTER_S)):
+                t = _edge(conn, table, server_id, m, oldest=True)
+                if t is not None and (start is None or t + grain <= start):
+                    start = t
+            if start is not None:
+                starts.append(start)
+    return min(starts, default=None)
 
 
 def _begin(conn: Connection, table: Any, grain: int, server_id: int, metric: str, cutoff: float | None) -> float:

@@ -336,7 +336,9 @@ def grade_figures(figs: dict[str, Figure], slo: slo_mod.SloSet) -> dict[str, Dim
         dim.grade = slo_mod.worst([dim.grade, fig.grade])
     for d, dim in dims.items():
         if not dim.reasons:
-            dim.reasons.append(f"no {d} targets set: add them under [slo] or in the UI")
+            dim.no_target = True
+            dim.reasons.append(f"no {d} targets set: set them in Compare → SLO targets, or under "
+                               "[slo] in pitwall.toml")
         # the worst first: that is what the reader came for
         dim.reasons.sort(key=lambda r: -slo_mod.GRADE_ORDER.get(r.rsplit(": ", 1)[-1], 0))
     for key in ("gpu_usd_per_hour", "electricity_usd_per_1m_output_tok"):

@@ -45,6 +45,7 @@ class Figure:
 class DimensionGrade:
     grade: str = "none"
     reasons: list[str] = field(default_factory=list)
+    no_target: bool = False  # no figure of the dimension has a target: "no target set", not "no grade yet"
 
 
 @dataclass

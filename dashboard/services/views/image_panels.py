@@ -33,6 +33,10 @@ IMAGE_PANELS = {
 }
 
 
+#: the series whose first sample starts a young image server's window (requests and queue)
+START_KEYS: tuple[str, ...] = tuple(DIFFUSION_KEYS[k] for k in ("step_log", "peak_log", "queue", "running"))
+
+
 def labelled_frame(df: pd.DataFrame, labels: dict[str, str], scale: float = 1.0) -> pd.DataFrame:
     """The rows of a bucketed read (repo.bucketed_series) whose metric is in `labels`, as a chart
     frame (COLUMNS) labelled by `labels[metric]`, values × `scale`."""

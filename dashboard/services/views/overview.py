@@ -100,6 +100,7 @@ class ServerCard:
     key_sources: dict[str, str] = field(default_factory=dict)  # key figure -> SOURCE_LABELS key
     grades: dict[str, str] = field(default_factory=dict)  # dimension -> pass | warn | fail | none
     grade_reasons: dict[str, str] = field(default_factory=dict)
+    no_target: tuple[str, ...] = ()  # dimensions with no target set ("no target set", not "no grade yet")
     gpus: list[GpuFigure] = field(default_factory=list)
     gpu_telemetry: bool = False
     events: pd.DataFrame | None = None
@@ -167,14 +168,16 @@ def gpu_figures(engine: Engine, server: Server) -> list[GpuFigure]:
 
 def grades(
     engine: Engine, server: Server, now: float, settings: Any = None
-) -> tuple[dict[str, str], dict[str, str], dict[str, float | None], dict[str, str]]:
+) -> tuple[dict[str, str], dict[str, str], dict[str, float | None], dict[str, str], tuple[str, ...]]:
     """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}, {figure key:
-    source}) of the server's scorecard over the last FIGURE_WINDOW_S
-    (dashboard/services/scorecard/build.py); a source is the figure's own (probe, canary, server…).
+    source}, dimensions with no target set) of the server's scorecard over the last
+    FIGURE_WINDOW_S (dashboard/services/scorecard/build.py); a source is the figure's own
+    (probe, canary, server…).
 
     When the scorecard service is missing or cannot score the server every dimension reads
     "none"; its failures never break the Overview.
     """
+    unset: list[str] = []
     out = {d: "none" for d in DIMENSIONS}
     why: dict[str, str] = {}
     figs: dict[str, float | None] = {}
@@ -182,7 +185,7 @@ def grades(
     try:
         from dashboard.services.scorecard.build import build_scorecard
     except ImportError:
-        return out, why, figs, sources
+        return out, why, figs, sources, tuple(unset)
     try:
         card = build_scorecard(
             engine,
@@ -195,11 +198,13 @@ def grades(
     except Exception as exc:  # a scorecard bug or a bad [slo] table must not blank the Overview
         log.warning("scorecard for %s failed: %s", server.name, exc)
         why = {d: f"no scorecard: {exc}" for d in DIMENSIONS}
-        return out, why, figs, sources
+        return out, why, figs, sources, tuple(unset)
     for d in DIMENSIONS:
         dim = card.dimensions.get(d)
         if dim is not None:
             out[d] = dim.grade or "none"
+            if dim.no_target and out[d] == "none":
+                unset.append(d)
             if dim.reasons:
                 why[d] = "; ".join(dim.reasons[:4])
     for key in ("ttft_p99_s", "output_tok_s", "usd_per_1m_output_tok", "usd_per_image", "success_rate",
@@ -209,7 +214,7 @@ def grades(
         fig = card.figures.get(key)
         if fig is not None and fig.source:
             sources[key] = fig.source
-    return out, why, figs, sources
+    return out, why, figs, sources, tuple(unset)
 
 
 def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
@@ -226,7 +231,7 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
         latest = repo.latest_samples(engine, server_id=s.id, metrics=KEY_FIGURES, max_age_s=STALE_S * 5)
         launch = repo.latest_launch(engine, server_id=s.id)
         gpus = gpu_figures(engine, s)
-        g, why, sc, sc_sources = grades(engine, s, now, settings)
+        g, why, sc, sc_sources, unset = grades(engine, s, now, settings)
         key = key_figures(engine, s, now)
         key_sources = dict(KEY_SOURCES)
         # The scorecard's figures (probes when a sweep ran in the window, else canary) win, and
@@ -254,6 +259,7 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
                 key_sources=key_sources,
                 grades=g,
                 grade_reasons=why,
+                no_target=unset,
                 gpus=gpus,
                 gpu_telemetry=bool(gpus),
                 events=shown.frame(repo.list_events(engine, server_id=s.id, limit=5)),

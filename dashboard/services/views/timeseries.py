@@ -37,6 +37,7 @@ from sqlalchemy.engine import Engine
 
 from dashboard.services import gpu_entries as entries_svc
 from dashboard.services import shown
+from dashboard.services.format import fmt_window
 from dashboard.services.gpu_entries import CARD_FIELDS, GpuEntry
 from storage import repo
 from storage.kinds import EVENT_KINDS as _EVENT_KINDS
@@ -128,15 +129,58 @@ def gpu_panels(entries: Sequence[GpuEntry | int]) -> list[Panel]:
     return out
 
 
-def window(window_s: float, now: float | None = None) -> tuple[float, float]:
+#: the shortest span a window is clamped to (a server seconds old still gets a readable axis)
+MIN_SPAN_S = 60.0
+
+
+def window(window_s: float, now: float | None = None, first_ts: float | None = None) -> tuple[float, float]:
     """[since, until) with `until` on a grid, so reads within one step share a cache entry and
     an unchanged chart is not re-sent: 10 s for windows up to 6 h, 60 s beyond (their points are
     minutes or more, so a step of 60 s hides nothing; the 7-day view then moves once a minute,
-    not on every 30-s refresh)."""
+    not on every 30-s refresh).
+
+    With `first_ts` (where the server's data begin, `data_start`) a window reaching back before
+    it starts there instead (on a 10-s grid, at least MIN_SPAN_S long): a 3-minute-old server
+    fills the chart rather than the right-most sliver of a 1-hour axis, and its 7-day view reads
+    raw seconds rather than one 30-minute bucket (a single point, which a line cannot draw)."""
     now = time.time() if now is None else now
     step = 10 if window_s <= 6 * 3600 else 60
     until = float(int(now // step) * step + step)
-    return until - window_s, until
+    since = until - window_s
+    if first_ts is not None and first_ts > since:
+        until = float(int(now // 10) * 10 + 10)  # a short span: a 60-s step would leave a blank tail
+        since = max(until - window_s, min(float(int(first_ts // 10) * 10), until - MIN_SPAN_S))
+    return since, until
+
+
+def data_start(engine: Engine, *, server_id: int, gpus: Sequence[GpuEntry | int] = (),
+               panels: Sequence[str] | None = None, metrics: Sequence[str] = ()) -> float | None:
+    """Epoch seconds of the oldest value in any tier (raw, minute or quarter rollup) of the
+    series drawn: those of the `panels` keys (every panel when None) and `metrics`;
+    None with no data yet. Where a young server's window starts (`window`): the drawn series,
+    not everything, so GPU memory read while the server loads does not leave the charts'
+    first minute blank."""
+    drawn = [p for p in list(PANELS) + gpu_panels(gpus) if panels is None or p.key in panels]
+    keys = sorted({m for p in drawn for m, _ in p.series + p.fallback} | set(metrics))
+    return repo.first_ts(engine, server_id=server_id, metrics=keys)
+
+
+def window_caption(window_s: float, since: float, until: float, server: str) -> str:
+    """"Window: last 1 h" or, when `window` clamped it to a young server's data, "showing the
+    3 minutes since demo started; window 1 h"."""
+    chosen = fmt_window(window_s)
+    if until - since >= window_s:
+        return f"Window: last {chosen}"
+    return f"Showing the {_span_words(until - since)} since {server} started; window {chosen}"
+
+
+def _span_words(span_s: float) -> str:
+    """120 -> "2 minutes", 7200 -> "2 hours" (rounded to the unit)."""
+    for unit_s, word in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if span_s >= unit_s:
+            n = round(span_s / unit_s)
+            return f"{n} {word}{'s' if n != 1 else ''}"
+    return f"{round(span_s)} seconds"
 
 
 def read_series(
