@@ -44,12 +44,14 @@ DEMO_IMAGE_GPU_HOURLY_USD = 6.50
 
 
 def demo_image_sweep(name: str = "demo-image: first sweep") -> Any:
-    """The demo image sweep: Qwen-Image at 1024², 20 steps, concurrency 1 and 2, 4 requests each
-    (seed 0): short enough to finish within two minutes, and the same workload every time, so a
-    second run under demo-image-fast compares with it (fingerprints match)."""
+    """The demo image sweep: Qwen-Image at 1024², 20 steps, concurrency 1 and 2, 9 requests each
+    (seed 0): 9 is three repeats of 3, the fewest that give each figure a measured spread
+    (collectors/probe/spread.py), so the README's A/B can tell a tie from a change; short enough
+    to finish within two minutes, and the same workload every time, so a second run under
+    demo-image-fast compares with it (fingerprints match)."""
     from dashboard.services.views.benchmarks import SweepRequest
 
-    return SweepRequest(server=DEMO_IMAGE_SERVER, levels=[1, 2], requests=4, api="images",
+    return SweepRequest(server=DEMO_IMAGE_SERVER, levels=[1, 2], requests=9, api="images",
                         prompt_set="builtin", image_size="1024x1024", image_steps=20, name=name)
 
 
