@@ -24,6 +24,7 @@ from dashboard.components.format import (
     grade_badge,
 )
 from dashboard.components.scorecard import md_escape
+from dashboard.services import gpu_entries
 from dashboard.services.export.fleet import fleet_meta
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from dashboard.services.views.fleet import (
@@ -109,7 +110,7 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
                 text = f"{name} · {memory} · util {fmt_value(gpu.util_ratio, 'ratio')} · {power}"
             st.progress(min(max(mem if mem is not None else 0.0, 0.0), 1.0), text=text)
     else:
-        st.caption("No GPU telemetry on this host (NVML not available, or no GPUs assigned).")
+        st.caption(gpu_entries.absent_text(card.started_at, time.time()))
     if card.events is not None and not card.events.empty:
         ev = card.events.assign(when=[fmt_age(t) for t in card.events["ts"]])
         st.dataframe(

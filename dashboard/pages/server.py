@@ -9,6 +9,8 @@ through Prometheus gets its metrics.* series from that Prometheus for the window
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
@@ -18,6 +20,7 @@ from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts
 from dashboard.components.gpu_wall import draw_denoise_wall, draw_wall
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import stage_chart, timeseries_spec
+from dashboard.services import gpu_entries
 from dashboard.services.views import gpu_wall_panel, image_panels, prom_series
 from dashboard.services.views import timeseries as ts
 from dashboard.services.views.overview import ServerDetail, server_detail
@@ -151,6 +154,7 @@ live_every = session.LIVE_REFRESH_S if window_s <= 3600 else 30.0
 def charts() -> None:
     assert detail.server.id is not None
     sid = detail.server.id
+    started_at = detail.launch.started_at if detail.launch is not None else None
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     # an image server's pipeline has its own section above; of the LLM panels only GPUs apply
     labels = {"gpu": PANEL_LABELS["gpu"]} if detail.server.kind == "image" else PANEL_LABELS
@@ -175,7 +179,7 @@ def charts() -> None:
         f"requests; vertical rules are events ({len(events)} in window)."
     )
     if not any_data and probe.empty and detail.server.kind == "image":
-        st.caption("No GPU samples in this window (no NVML on this host, or no GPUs assigned).")
+        st.caption(gpu_entries.absent_text(started_at, time.time(), in_window=True))
         return
     if not any_data and probe.empty:
         st.info(
@@ -196,7 +200,7 @@ def charts() -> None:
             wanted.append((key, unit, title, (), ()))
     if "gpu" in (shown or []):
         if not gpus:
-            st.caption("No GPU telemetry on this host (NVML not available, or no GPUs assigned).")
+            st.caption(gpu_entries.absent_text(started_at, time.time()))
         else:
             for key, title, unit, _ in ts.GPU_PANELS:
                 if key == gpu_metric:
@@ -215,9 +219,8 @@ def charts() -> None:
         with cols[i % 2]:
             if df.empty:
                 st.markdown(f"**{title}**")
-                st.caption("No GPU telemetry in this window (NVML not available on this host, or the "
-                           "GPU collector is not running)." if key.startswith("gpu")
-                           else "No data in this window.")
+                st.caption(gpu_entries.absent_text(started_at, time.time(), in_window=True)
+                           if key.startswith("gpu") else "No data in this window.")
                 continue
             spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev, title=title,
                                    dashed=dashed, points=points)

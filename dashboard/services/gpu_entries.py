@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from collectors.gpu_dcgm import STARTUP_GRACE_S
 from storage import repo
 
 #: `gpu.<card>.` or `gpu.<card>.mig<GPU_I_ID>.` then the field (`mem_used_bytes`, `gpm.sm_util_ratio`)
@@ -118,3 +119,15 @@ def gpu_entries(engine: Engine, *, server_id: int, configured: Iterable[int] | N
 def has_instances(entries: Iterable[GpuEntry], index: int) -> bool:
     """True when card `index` shows MIG instances among `entries` (it is in MIG mode)."""
     return any(e.index == index and e.mig_id is not None for e in entries)
+
+
+def absent_text(started_at: float | None, now: float, *, in_window: bool = False) -> str:
+    """Why a server shows no GPU figures, in words: a server that started less than twice the
+    exporter's start-up grace ago (collectors/gpu_dcgm.STARTUP_GRACE_S) is waiting for its GPU
+    exporter, which is not an error; otherwise there is no telemetry to read."""
+    if started_at is not None and 0 <= now - started_at < 2 * STARTUP_GRACE_S:
+        return (f"Waiting for the GPU exporter: the server started {now - started_at:.0f} s ago; "
+                "its GPU figures appear once the exporter answers (within a minute).")
+    where = " in this window" if in_window else " on this host"
+    return (f"No GPU telemetry{where} (no NVML, no dcgm-exporter answering gpu.dcgm_url, "
+            "or no GPUs assigned).")

@@ -105,6 +105,7 @@ class ServerCard:
     gpu_telemetry: bool = False
     events: pd.DataFrame | None = None
     last_seen: float | None = None
+    started_at: float | None = None  # the current launch's start (epoch s): a young server's GPUs are awaited
 
 
 #: where key_figures() reads each figure when the scorecard has none
@@ -264,6 +265,7 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
                 gpu_telemetry=bool(gpus),
                 events=shown.frame(repo.list_events(engine, server_id=s.id, limit=5)),
                 last_seen=max((ts for ts, _ in latest.values()), default=None),
+                started_at=launch.started_at if launch is not None else None,
             )
         )
     return cards
