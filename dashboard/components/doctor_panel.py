@@ -26,7 +26,9 @@ def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> Non
     st.caption(f"Rules from SGLang's tuning guidance over {fmt_ts(since)} → {fmt_ts(until)} "
                "(the running launch only).")
     if not findings:
-        st.caption("No finding in this window: no rule's evidence is there.")
+        st.caption("No finding in this window: no rule's evidence is there. What each rule read:")
+        if ev is not None:  # the reading, so a quiet doctor is seen to have looked
+            st.markdown("\n".join(f"- {md_escape(line)}" for line in doctor.checked(ev)))
         return
     can_act = auth.operator(ctx.settings) is not None  # drawn; the click asks actor_at_click
     for f in findings:

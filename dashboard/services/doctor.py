@@ -284,3 +284,47 @@ def make_candidate(engine: Engine, profiles_dir: Path, out_dir: Path, server: st
         profiles_dir = out_dir  # a candidate derived from an earlier candidate
     return write_grid_profiles(engine, profiles_dir, base, [{k: str(v) for k, v in finding.flags.items()}],
                                out_dir=out_dir)[0]
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def checked(ev: Evidence) -> list[str]:
+    """What each rule measured in the window and where it would fire, one line a rule, so a
+    quiet Doctor shows its reading rather than nothing (an idle demo fires no rule: that is
+    the right answer, not a missing one)."""
+    queue, usage, running = ev.first(QUEUE_KEYS), ev.first(USAGE_KEYS), ev.first(RUNNING_KEYS)
+    out = []
+    if queue.size and usage.size:
+        out.append(f"Queue against KV cache: requests waited in {float(np.mean(queue > 0)) * 100:.0f} % "
+                   f"of {queue.size} samples, token usage p50 {_pct(usage, 50):.2f} (fires when they "
+                   "wait half the time with usage under 0.9).")
+    else:
+        out.append("Queue against KV cache: no queue or token-usage samples in the window.")
+    n = ev.events.get("decode_retract", 0)
+    usage_p90 = f"{_pct(usage, 90):.2f}" if usage.size else "not measured"
+    out.append(f"Decode retractions: {n} in {ev.minutes:.0f} min, token usage p90 {usage_p90} (fires "
+               f"above {RETRACT_PER_MIN:g}/min with usage p90 over 0.9).")
+    out.append(f"Prefill OOMs: {ev.events.get('prefill_oom', 0)} (fires on any).")
+    out.append(f"GPU memory headroom: the fullest GPU has {min(ev.gpu_free_bytes) / GIB:.1f} GiB free "
+               f"(fires under {HEADROOM_MIN_BYTES / GIB:.0f} GiB)." if ev.gpu_free_bytes
+               else "GPU memory headroom: no GPU memory figures.")
+    hits = ev.first(HIT_KEYS)
+    hit = f"{float(np.mean(hits)):.2f}" if hits.size else "not measured"
+    out.append(f"Radix cache: hit rate {hit} on a {ev.prompt_set or 'unknown'} workload (judged only on a "
+               f"shared-prefix sweep; fires under {LOW_HIT_RATE:g}).")
+    bs = _arg(ev, "cuda_graph_max_bs", "cuda_graph_max_bs_decode")
+    p90 = f"{_pct(running, 90):.0f}" if running.size else "not measured"
+    out.append(f"CUDA graphs: running requests p90 {p90} against cuda-graph max bs "
+               f"{bs if bs is not None else 'unknown'} (fires above it).")
+    if ev.gpu_walls:
+        worst = max(ev.gpu_walls, key=lambda g: g.get("shares", {}).get("neither", 0.0))
+        out.append(f"GPU wall: near neither wall in {worst.get('shares', {}).get('neither', 0.0) * 100:.0f} % of "
+                   f"{worst.get('samples', 0)} GPM samples while requests ran (fires at "
+                   f"{UNDERFED_SHARE * 100:.0f} %).")
+    if ev.stage_walls.get("available"):
+        idle = ev.stage_walls["shares"].get("neither", 0.0) + ev.stage_walls["shares"].get("idle", 0.0)
+        out.append(f"Denoising: {idle * 100:.0f} % of the stage near neither wall (fires at "
+                   f"{UNDERFED_SHARE * 100:.0f} %).")
+    return out

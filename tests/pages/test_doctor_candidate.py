@@ -49,3 +49,27 @@ def test_make_candidate_writes_under_the_data_folder(app_env, tmp_path, monkeypa
     data = tomllib.loads(written[0].read_text())
     assert data["flags"] == {"max-running-requests": 64, "mem-fraction-static": 0.8}
     assert any(str(tmp_path / "data" / "profiles") in s.value for s in at.success)
+
+
+def test_a_quiet_doctor_shows_what_each_rule_read(app_env):
+    from storage.db import make_engine
+
+    eng = make_engine(app_env["PITWALL_DATABASE_URL"])
+    srv = repo.upsert_server(eng, name="s", base_url="http://127.0.0.1:1", managed=True)
+    now = time.time()
+    # 80 GiB card with 20 GiB used: 60 GiB free, far above the 5 GiB headroom: no finding
+    with eng.begin() as conn:
+        repo.insert_samples(conn, rows=[
+            {"ts": now - 30 + i, "server_id": srv.id, "launch_id": None, "source": "gpu", "metric": m, "value": v}
+            for i in range(3)
+            for m, v in (("gpu.0.mem_total_bytes", 80 * GIB), ("gpu.0.mem_used_bytes", 20 * GIB))])
+    eng.dispose()
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["server"], at.query_params["window"] = "s", "15m"
+    at.run()
+    at.switch_page("dashboard/pages/server.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    text = "\n".join(m.value for m in at.markdown).replace("\\", "")  # markdown-escaped text
+    assert "GPU memory headroom: the fullest GPU has 60.0 GiB free" in text
+    assert "Prefill OOMs: 0" in text

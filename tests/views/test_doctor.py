@@ -162,3 +162,25 @@ def test_image_steps_near_neither_wall_are_far_slower_than_the_card_allows(engin
     assert "DenoisingStage ran near neither wall" in f.evidence and f.flags == {"enable-torch-compile": True}
     busy = doctor.gather(engine, "img-busy", since=t0 - 1, until=t0 + 60)
     assert busy.stage_walls["compute_share"] > 0.8 and doctor.rule_image_step_underfed(busy) is None
+
+
+def test_a_quiet_doctor_shows_what_each_rule_measured() -> None:
+    # an idle demo: the queue never waits (0 of 6 samples), usage p50 0.02, radix hit 0.07 on the
+    # canary's builtin prompts (not a shared-prefix sweep), 20.5 GiB free, no retractions or OOMs
+    e = ev(log__queue_req=[0] * 6, log__token_usage=[0.01, 0.02, 0.02, 0.03, 0.02, 0.02],
+           log__cache_hit_rate=[0.07] * 6, log__running_req=[1, 1, 1, 2, 1, 1])
+    e.gpu_free_bytes = [20.5 * doctor.GIB]
+    e.prompt_set = "builtin"
+    e.server_args = {"cuda_graph_max_bs": 8}
+    assert doctor.diagnose(e) == []
+    lines = doctor.checked(e)
+    text = "\n".join(lines)
+    assert "requests waited in 0 % of 6 samples, token usage p50 0.02" in text
+    assert "Decode retractions: 0 in 60 min" in text and "Prefill OOMs: 0" in text
+    assert "the fullest GPU has 20.5 GiB free (fires under 5 GiB)" in text
+    assert "hit rate 0.07 on a builtin workload (judged only on a shared-prefix sweep" in text
+    assert "running requests p90 2 against cuda-graph max bs 8" in text
+    # nothing measured reads as not measured, never as a zero
+    bare = "\n".join(doctor.checked(ev()))
+    assert "no queue or token-usage samples" in bare and "no GPU memory figures" in bare
+    assert "hit rate not measured" in bare and "max bs unknown" in bare
