@@ -134,9 +134,9 @@ def default_workload(engine: Engine, server: str) -> DefaultWorkload:
                            f"workload: {why} (no finished sweep of {server} yet)")
 
 
-def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[str, Any], apply: bool = False,
-               requested_by: str = "cli") -> Intent:
-    """Record a pending `tune` intent (and a `tune_start` audit row) for the runner."""
+def check_candidates(engine: Engine, *, server: str, profiles: list[str]) -> list[str]:
+    """The candidate names to tune `server` with, checked: a configured managed server, known
+    profiles named once each, of the server's kind. Raises TuneRequestError saying what to change."""
     srv = repo.get_server(engine, name=server)
     if srv is None or srv.id is None:
         raise TuneRequestError(f"Server {server!r} is not configured; pick one of the configured servers.")
@@ -156,10 +156,19 @@ def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[
     wrong = [n for n in names if profile_kind(getattr(repo.get_profile(engine, name=n), "flags", None)) != kind]
     if wrong:
         fit = ", ".join(profile_names(engine, kind=kind)) or "none yet"
+        article = "an image" if kind == "image" else "an LLM"
         raise TuneRequestError(
-            f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not {'an image' if kind == 'image' else 'an LLM'} "
-            f"profile, and {server} is {'an image' if kind == 'image' else 'an LLM'} server; "
-            f"pick candidates of its kind ({fit}).")
+            f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not {article} profile, and {server} is "
+            f"{article} server; pick candidates of its kind ({fit}).")
+    return names
+
+
+def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[str, Any], apply: bool = False,
+               requested_by: str = "cli") -> Intent:
+    """Record a pending `tune` intent (and a `tune_start` audit row) for the runner."""
+    names = check_candidates(engine, server=server, profiles=profiles)
+    srv = repo.get_server(engine, name=server)
+    assert srv is not None
     open_tunes = repo.list_intents(engine, server_id=srv.id, kinds=("tune",), states=("pending", "running"), limit=1)
     if open_tunes:
         raise TuneRequestError(f"Tune #{open_tunes[0].id} of {server} is still {open_tunes[0].state}; "

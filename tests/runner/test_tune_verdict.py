@@ -87,3 +87,20 @@ def test_the_default_workload_is_the_servers_last_sweep(engine) -> None:
     got = tune.default_workload(engine, "demo")
     assert got.run_id == done.id and got.text == f"workload: the last sweep of demo, run #{done.id}"
     assert got.sweep["levels"] == [2.0, 8.0] and "url" not in got.sweep and "server_id" not in got.sweep
+
+
+def test_the_cli_refuses_a_candidate_of_the_other_kind(data_env, capsys) -> None:
+    from dashboard.services.tune_cli import tune_cli
+    from storage.db import make_engine
+
+    eng = make_engine(data_env["PITWALL_DATABASE_URL"])
+    repo.upsert_server(eng, name="demo", base_url="http://127.0.0.1:1", managed=True, profile="demo")
+    repo.upsert_profile(eng, name="demo", model_path="m", entrypoint="simulator.launch_server", flags={}, env={})
+    repo.upsert_profile(eng, name="demo-image", model_path="m", entrypoint="simulator.launch_server",
+                        flags={"model-type": "diffusion"}, env={})
+    assert tune_cli(["demo", "--profiles", "demo,demo-image", "--no-wait"]) == 1
+    err = capsys.readouterr().err
+    assert "demo-image is not an LLM profile, and demo is an LLM server; pick candidates of its kind (demo)" in err
+    assert "last sweep" in err or "no finished sweep of demo yet" in err  # the workload it would have run
+    assert repo.list_intents(eng, kinds=("tune",)) == []
+    eng.dispose()
