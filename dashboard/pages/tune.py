@@ -71,9 +71,10 @@ if can_act:
     sets = list(bm.PROMPT_SETS) if d_set in bm.PROMPT_SETS else [d_set, *bm.PROMPT_SETS]
     with st.form(f"tune_form_{name}", border=True):
         st.markdown(f"**New tune of {md_escape(name)}** (server picked in the sidebar)")
-        profiles = st.multiselect(f"Candidate profiles ({'image' if kind == 'image' else 'LLM'} profiles, "
-                                  "the server's kind)", tune.profile_names(ctx.engine, kind=kind),
-                                  key=f"tune_profiles_{name}")
+        profiles = st.multiselect("Candidate profiles", tune.profile_names(ctx.engine, kind=kind),
+                                  key=f"tune_profiles_{name}",
+                                  help=f"Only {'image' if kind == 'image' else 'LLM'} profiles: "
+                                       f"{name} is {'an image' if kind == 'image' else 'an LLM'} server.")
         st.caption(md_escape(default.text) + "; change a field below to tune under another workload.")
         c1, c2, c3, c4 = st.columns(4)
         workload = c1.selectbox("Workload", sets, index=sets.index(d_set), key=f"tune_workload_{name}")
