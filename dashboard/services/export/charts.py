@@ -189,15 +189,16 @@ def tune_pareto(points: pd.DataFrame, *, slo_ms: float | None, cost_label: str) 
 def tune_goodput(frame: pd.DataFrame) -> alt.TopLevelMixin:
     """Goodput per candidate (req/s, axis from zero), its measured spread [lo, hi] as a whisker;
     `role` colours the winner, the tied candidates and the rest."""
-    base = alt.Chart(frame).encode(y=alt.Y("profile:N", title=None, sort=None))
-    bars = base.mark_bar(height=18).encode(
+    base = alt.Chart(frame).encode(y=alt.Y("profile:N", title=None, sort=None, axis=alt.Axis(labelLimit=260)))
+    bars = base.mark_bar(opacity=0.85).encode(
         x=alt.X("goodput_rps:Q", title="goodput (req/s within the SLO)", scale=alt.Scale(zero=True)),
-        color=alt.Color("role:N", title=None, scale=alt.Scale(domain=["winner", "tie", "other"],
-                                                               range=[SERIES_COLORS[4], SERIES_COLORS[1], SERIES_COLORS[0]])),
+        color=alt.Color("role:N", title=None, legend=alt.Legend(orient="top"),
+                        scale=alt.Scale(domain=["winner", "tie", "other"],
+                                        range=[SERIES_COLORS[4], SERIES_COLORS[1], SERIES_COLORS[0]])),
         tooltip=["profile", "goodput_rps", "lo", "hi", "role"])
     whiskers = base.mark_rule(strokeWidth=2, color="#212529").encode(x="lo:Q", x2="hi:Q")
-    return alt.layer(bars, whiskers).properties(height=max(90, 34 * len(frame)),
-                                                title="Goodput and its measured spread")
+    return alt.layer(bars, whiskers).properties(height=44 * max(len(frame), 1),
+                                                title="Goodput and its measured spread (whisker)")
 
 
 def levels_frame(card: Scorecard) -> pd.DataFrame:
