@@ -12,17 +12,23 @@ same way and a test can feed recorded figures.
   hour and the throughput measured at the goodput level; None when no price is configured.
 - **Stability**: errors, OOMs, decode retractions, crashes and queue spikes during the run; a
   candidate with any is ranked after the clean ones it ties with.
-- **Ties**: goodput within TIE_REL of the group's best is a tie (measurement noise on a busy
-  host); inside a tie the order is stability, then cost, then p99 TTFT at the goodput level, and
-  the reason says so.
+- **Ties** (collectors/probe/spread.py, the one tie rule): goodput is a tie with the best of
+  its group when the two goodput levels' measured rps spreads (`spread.rps` of the sweep report
+  level: [lo, hi] over 3 repeats) overlap, or, where a spread was not measured (an old report,
+  fewer than 9 requests at the level), when they differ by less than spread.FLOOR_REL. Inside a
+  tie the order is stability, then cost, then p99 TTFT at the goodput level, for display only:
+  **a tie at the top is not a winner** (`verdict`): nothing is crowned or applied, and the
+  sentence says which candidates tie, their goodput and the spread they fall inside.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
-TIE_REL = 0.05  # goodput within 5 % of the best of its group is a tie
+from collectors.probe import spread as spread_rule
+
 LATENCY_TARGETS = (("ttft_p99_s", "ttft_s", "p99 TTFT"), ("itl_p99_s", "itl_s", "p99 ITL"))
 STABILITY_KEYS = ("error_count", "oom_count", "retraction_count", "crash_count", "queue_above_threshold_s")
 
@@ -107,7 +113,8 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
 
     A candidate dict has `profile`, `status` ("failed" stays failed), `levels` (the report
     levels of its sweep) and `scorecard` ({latency, throughput, cost, stability} blocks).
-    Returns the winner's profile name (None when no candidate meets the SLO).
+    Returns the winner's profile name: None when no candidate meets the SLO, or when the best
+    goodput is a tie (`verdict`).
     """
     ok: list[dict[str, Any]] = []
     missed: list[dict[str, Any]] = []
@@ -122,7 +129,9 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
             continue
         usd_h = (c.get("scorecard") or {}).get("cost", {}).get("gpu_usd_per_hour")
         rps = (best.get("throughput") or {}).get("rps")
+        got = (best.get("spread") or {}).get("rps")
         c.update(status="ok", goodput_rps=float(rps) if rps is not None else 0.0,
+                 goodput_spread=[float(v) for v in got] if isinstance(got, list) and len(got) == 2 else None,
                  goodput_level=level_value(best), cost_at_goodput=cost_at(best, usd_h, image=image),
                  p99_at_goodput=_p99(best, "image" if image else "ttft_s"))
         ok.append(c)
@@ -135,16 +144,20 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
         if c.get("status") == "failed":
             n += 1
             c["rank"] = n
-    return ordered[0]["profile"] if ordered else None
+    return verdict(candidates).winner
+
+
+def _tied(lead: dict[str, Any], c: dict[str, Any]) -> bool:
+    return spread_rule.is_tie(lead["goodput_rps"], c["goodput_rps"], lead.get("goodput_spread"),
+                              c.get("goodput_spread"))
 
 
 def _order_ok(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Goodput groups (ties within TIE_REL), each ordered by stability, cost, p99 latency."""
+    """Goodput groups (ties with the group's best: `_tied`), each ordered by stability, cost, p99 latency."""
     by_goodput = sorted(ok, key=lambda c: -c["goodput_rps"])
     groups: list[list[dict[str, Any]]] = []
     for c in by_goodput:
-        lead = groups[-1][0]["goodput_rps"] if groups else None
-        if lead and c["goodput_rps"] >= lead * (1 - TIE_REL):
+        if groups and _tied(groups[-1][0], c):
             groups[-1].append(c)
         else:
             groups.append([c])
@@ -160,27 +173,91 @@ def _order_ok(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
             base = f"goodput {c['goodput_rps']:.2f} req/s at level {c['goodput_level']:g}"
             if len(group) > 1:
                 others = ", ".join(n for n in names if n != c["profile"])
-                base += (f"; a tie with {others} (goodput within {TIE_REL * 100:.0f} %), "
-                         "ordered by stability, cost, then p99 latency")
+                base += (f"; a tie with {others} ({_noise(group)}), "
+                         "listed by stability, cost, then p99 latency")
             c["reason"] = base
         out.extend(group)
     return out
 
 
-CANDIDATE_KEYS = ("profile", "status", "reason", "rank", "goodput_rps", "scorecard", "launch_id", "probe_run_ids")
+def _noise(group: list[dict[str, Any]]) -> str:
+    """Why a group is a tie, in words: the measured spread it falls inside, or the floor."""
+    spreads = [c.get("goodput_spread") for c in group]
+    if any(s is None for s in spreads):
+        return (f"goodput within {spread_rule.FLOOR_REL * 100:g} %, spread not measured")
+    lo = min(min(s) for s in spreads if s)
+    hi = max(max(s) for s in spreads if s)
+    return f"inside the measured spread {lo:.2f}–{hi:.2f} req/s"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a tune concludes: `winner` (None for a tie or when nothing met the SLO), `tied`
+    (the profiles tied at the top, best goodput first; empty when there is no tie) and `text`,
+    one sentence that says what was compared and what to do."""
+
+    winner: str | None
+    tied: tuple[str, ...]
+    text: str
+
+
+def verdict(candidates: list[dict[str, Any]]) -> Verdict:
+    """The verdict of ranked candidates (their `status`, `goodput_rps`, `goodput_spread`): the
+    best goodput wins only when no other candidate's goodput is a tie with it."""
+    ok = sorted((c for c in candidates if c.get("status") == "ok" and c.get("goodput_rps") is not None),
+                key=lambda c: (-float(c["goodput_rps"]), c.get("rank") or 0))
+    if not ok:
+        return Verdict(None, (), "No candidate met the SLO at any load level; keep the current profile.")
+    lead = ok[0]
+    tied = [lead] + [c for c in ok[1:] if _tied(lead, c)]
+    if len(tied) == 1:
+        nxt = ok[1] if len(ok) > 1 else None
+        vs = (f" vs {nxt['profile']} {nxt['goodput_rps']:.2f} req/s, outside the measured spread"
+              if nxt is not None else "")
+        if nxt is not None and (lead.get("goodput_spread") is None or nxt.get("goodput_spread") is None):
+            vs = (f" vs {nxt['profile']} {nxt['goodput_rps']:.2f} req/s (spread not measured: "
+                  f"more than {spread_rule.FLOOR_REL * 100:g} % apart)")
+        return Verdict(lead["profile"], (), f"{lead['profile']} wins: goodput {lead['goodput_rps']:.2f} req/s"
+                       f"{vs}.")
+    names = [str(c["profile"]) for c in tied]
+    who = ", ".join(names[:-1]) + f" and {names[-1]}"
+    figures = " vs ".join(f"{c['goodput_rps']:.2f}" for c in tied)
+    return Verdict(None, tuple(names), f"{who} tie: goodput {figures} req/s, {_noise(tied)}; "
+                   "keep the current profile (no winner to apply).")
+
+
+def state_verdict(state: dict[str, Any]) -> Verdict | None:
+    """The verdict of a tune's stored state (Intent.result); None before the candidates are ranked.
+    Recomputed from the ranked candidates when the state has no `verdict` (a tune recorded before
+    ties were measured is judged by the same rule, with the floor where no spread was kept)."""
+    if state.get("verdict"):
+        return Verdict(state.get("winner"), tuple(state.get("tie") or ()), str(state["verdict"]))
+    cands = state.get("candidates") or []
+    if not any(c.get("status") in ("ok", "slo_missed") for c in cands):
+        return None
+    return verdict(cands)
+
+
+CANDIDATE_KEYS = ("profile", "status", "reason", "rank", "goodput_rps", "goodput_spread", "scorecard", "launch_id",
+                  "probe_run_ids")
 
 
 def public_json(state: dict[str, Any]) -> dict[str, Any]:
     """The `pitwall tune --json` contract from a tune's stored state (Intent.result):
     {server, workload (the fingerprint), slo, candidates: [{profile, status ok|failed|slo_missed,
-    reason, rank, goodput_rps, scorecard {latency, throughput, cost, stability}, launch_id,
-    probe_run_ids}], winner, restored_profile}; candidates in rank order."""
+    reason, rank, goodput_rps, goodput_spread ([lo, hi] req/s or None), scorecard {latency,
+    throughput, cost, stability}, launch_id, probe_run_ids}], winner (None for a tie), tie (the
+    profiles tied at the top, [] if none), verdict (the sentence), restored_profile}; candidates
+    in rank order."""
     cands = sorted(state.get("candidates") or [], key=lambda c: c.get("rank") or 10**6)
+    v = state_verdict(state)
     return {
         "server": state.get("server"),
         "workload": state.get("workload"),
         "slo": state.get("slo") or {},
         "candidates": [{k: c.get(k) for k in CANDIDATE_KEYS} for c in cands],
-        "winner": state.get("winner"),
+        "winner": v.winner if v is not None else None,
+        "tie": list(v.tied) if v is not None else [],
+        "verdict": v.text if v is not None else None,
         "restored_profile": state.get("restored_profile"),
     }

@@ -13,7 +13,9 @@ Flow:
 3. A candidate that does not come up, whose server exits during the workload, or whose sweep
    fails is recorded `failed` with the cause, and the search goes on.
 4. At the end the candidates are ranked (runner/tune_rank.py) and the server is relaunched
-   under its original profile, or the winner with `apply`.
+   under its original profile, or the winner with `apply`. A tie at the top (goodput inside
+   the measured spread) has no winner: the original profile comes back even with `apply`, and
+   the state's `verdict` sentence says who tied and inside which spread.
 
 The state is the intent's `result`, written after every step: a runner that dies mid-tune
 leaves the intent `running`; the next runner puts it back to pending (storage/kinds.py
@@ -223,7 +225,8 @@ class Tunes:
     def _finish(self, intent: Intent, server: Server, state: dict[str, Any], apply: bool) -> None:
         assert intent.id is not None
         winner = tune_rank.rank(state["candidates"], state.get("slo") or {}, image=bool(state.get("image")))
-        state["winner"] = winner
+        said = tune_rank.verdict(state["candidates"])
+        state.update(winner=winner, tie=list(said.tied), verdict=said.text)
         target = winner if apply and winner else state["original_profile"]
         self._save(intent.id, state)
         n = len(state["candidates"])
@@ -232,7 +235,7 @@ class Tunes:
         state["restored_profile"] = target if ok else None
         self._save(intent.id, state)
         head = f"Tune of {server.name}: {n} candidate{'s' if n != 1 else ''}"
-        head += f", winner {winner}" if winner else ", no candidate met the SLO"
+        head += f": {said.text.rstrip('.')}"
         if state.get("stopped"):
             head += " (stopped early)"
         tail = (f"; running {target} again" if ok else f"; putting {target} back failed: {why}")

@@ -18,6 +18,7 @@ Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.repo
 | achieved | concurrency = Σ e2e / window (Little's law); rate = starts / start span; start lag p99 (open loop) |
 | success_rate | ok / requests |
 | self_check | loop_lag_p99_s, lag_bound_s, lag_basis, client_cpu_pct (% of one core), cpu_max_pct, trusted, reasons |
+| spread | {rps, output_tok_s, images_per_min, ttft_p99_s, itl_p99_s, image_p99_s, e2e_p99_s}: each [lo, hi] in the figure's unit, or None (not this API, or fewer than 9 measured requests): the level's measured requests in start order cut into 3 consecutive repeats (collectors/probe/spread.py), the figure on each repeat, widened to the whole level's figure. Throughput per repeat is the steady-window definition on the repeat's own window (its first start -> the next repeat's first start; the last one ends at the last measured start), counting every successful request that finished inside it, so the repeats' windows add up to the level's |
 
 Client self-check (`self_check`): a level is `trusted: false` when the client's own delay is a
 visible share of what it measured, judged RELATIVE to the level's latency:
@@ -41,10 +42,12 @@ The stored self_check carries the figures behind the verdict (`lag_bound_s`, `la
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from collectors.probe import spread as spread_mod
 from collectors.probe.client import RequestRecord
 from collectors.probe.pacing import LevelResult
 
@@ -176,6 +179,64 @@ def level_report(result: LevelResult, api: str = "generate", *, image_steps: int
     }
     if api == "images":
         out["image"] = image_block(ok, steps=image_steps, images_per_request=images_per_request)
+    out["spread"] = spread_block(result, measured, out, api=api, images_per_request=images_per_request)
+    return out
+
+
+SPREAD_KEYS = ("rps", "output_tok_s", "images_per_min", "ttft_p99_s", "itl_p99_s", "image_p99_s", "e2e_p99_s")
+
+
+def spread_block(result: LevelResult, measured: list[RequestRecord], level: dict[str, Any], *, api: str,
+                 images_per_request: int = 1) -> dict[str, list[float] | None]:
+    """The `spread` of a level (see the table above): {key: [lo, hi] | None} for SPREAD_KEYS."""
+    image = api == "images"
+    n_img = max(images_per_request, 1)
+    order = sorted(measured, key=lambda r: r.t_start)
+    parts = spread_mod.slices(order)
+    if not parts:
+        return dict.fromkeys(SPREAD_KEYS)
+    warm_ends = [r.t_end for r in result.records if r.warmup]
+    windows: list[tuple[float, float]] = []
+    for i, part in enumerate(parts):
+        t_a = part[0].t_start
+        if i == 0 and result.plan.mode == "concurrency" and warm_ends:
+            t_a = max(t_a, max(warm_ends))
+        t_b = parts[i + 1][0].t_start if i + 1 < len(parts) else order[-1].t_start
+        windows.append((t_a, t_b))
+
+    def rate(of: Callable[[RequestRecord], float], per: float = 1.0) -> list[float | None]:
+        vals: list[float | None] = []
+        for i, (t_a, t_b) in enumerate(windows):
+            last = i + 1 == len(windows)
+            done = [r for r in order if r.ok and t_a <= r.t_end and (r.t_end <= t_b if last else r.t_end < t_b)]
+            vals.append(sum(of(r) for r in done) / (t_b - t_a) * per if t_b > t_a and len(done) >= 2 else None)
+        return vals
+
+    def p99(values: Callable[[list[RequestRecord]], list[float]]) -> list[float | None]:
+        out: list[float | None] = []
+        for part in parts:
+            got = values([r for r in part if r.ok])
+            out.append(float(np.percentile(got, 99)) if got else None)
+        return out
+
+    tp = level["throughput"]
+    figures: dict[str, tuple[list[float | None], float | None]] = {
+        "rps": (rate(lambda r: 1.0), tp.get("rps")),
+        "e2e_p99_s": (p99(lambda ok: [r.e2e_s for r in ok if r.e2e_s is not None]), level["e2e_s"]["p99"]),
+    }
+    if image:
+        figures["images_per_min"] = (rate(lambda r: float(r.images or 0), 60.0), tp.get("images_per_min"))
+        figures["image_p99_s"] = (p99(lambda ok: [r.e2e_s / n_img for r in ok if r.e2e_s is not None]),
+                                  level["image"]["per_image_s"]["p99"])
+    else:
+        figures["output_tok_s"] = (rate(lambda r: float(r.tokens_out or 0)), tp.get("output_tok_s"))
+        figures["ttft_p99_s"] = (p99(lambda ok: [r.ttft_s for r in ok if r.ttft_s is not None]),
+                                 level["ttft_s"]["p99"])
+        figures["itl_p99_s"] = (p99(lambda ok: [g for r in ok for g in r.itl_s]), level["itl_s"]["p99"])
+    out: dict[str, list[float] | None] = dict.fromkeys(SPREAD_KEYS)
+    for key, (values, whole) in figures.items():
+        got = spread_mod.widen(spread_mod.from_values(values), whole)
+        out[key] = got.as_list() if got is not None else None
     return out
 
 
@@ -232,6 +293,7 @@ def public_report(full: dict[str, Any]) -> dict[str, Any]:
             "self_check": {"loop_lag_p99_s": sc["loop_lag_p99_s"],
                            "client_cpu_pct": sc["client_cpu_pct"], "trusted": sc["trusted"]},
             **({"image": lv["image"]} if "image" in lv else {}),
+            "spread": lv.get("spread"),
         })
     out: dict[str, Any] = {"fingerprint": full.get("fingerprint"), "levels": levels}
     out.update({k: full[k] for k in WORKLOAD_KEYS if full.get(k) is not None})

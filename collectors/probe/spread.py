@@ -54,10 +54,17 @@ def spread_of(items: Sequence[T], figure: Callable[[list[T]], float | None],
               repeats: int = REPEATS) -> Spread | None:
     """The [min, max] of `figure` over the slices of `items` (None: too few items, or fewer than
     two slices gave a value)."""
-    values = [v for part in slices(items, repeats) if (v := figure(part)) is not None]
-    if len(values) < 2:
+    return from_values([figure(part) for part in slices(items, repeats)])
+
+
+def from_values(values: Sequence[float | None]) -> Spread | None:
+    """The [min, max] of the repeats' figures already computed (None: fewer than two values); for
+    a figure whose repeat needs more than its own items (throughput counts the requests that
+    finished inside the repeat's window, whichever repeat started them)."""
+    got = [v for v in values if v is not None]
+    if len(got) < 2:
         return None
-    return Spread(min(values), max(values), len(values))
+    return Spread(min(got), max(got), len(got))
 
 
 def widen(spread: Spread | None, value: float | None) -> Spread | None:

@@ -2,9 +2,12 @@
 
 Pick candidate profiles and a workload, start (the runner relaunches the server under each,
 runs the same probe workload, scores and ranks: runner/tunes.py), watch which candidate and
-stage it is on with an ETA, stop it; read a finished tune: the ranking, a Pareto chart of cost
-against p99 latency with the SLO line, the winner's config diff against the profile it started
-from, and "Apply winner" (a relaunch, behind the operator gate, confirmed, audited).
+stage it is on with an ETA, stop it; read a finished tune: the verdict in one sentence above the
+ranking (a winner, or a tie inside the measured spread, which has no winner), goodput with its
+spread and a Pareto chart of cost against p99 latency (axes from zero), the winner's config diff
+against the profile it started from, and "Apply winner" (a relaunch, behind the operator gate,
+confirmed, audited; never offered for a tie). Candidates offered are of the server's kind; the
+workload defaults to the server's own last sweep.
 
 Starting, stopping and applying are controls behind `auth.control_gate`; the page does no work
 itself: it records intents through dashboard/services/tune.py and reads them back.
@@ -18,7 +21,7 @@ from dashboard.components import auth, session
 from dashboard.components.scorecard import md_escape
 from dashboard.services import tune
 from dashboard.services.export import tune_doc
-from dashboard.services.export.charts import tune_pareto
+from dashboard.services.export.charts import tune_goodput, tune_pareto
 from dashboard.services.format import request_label
 from dashboard.services.views import benchmarks as bm
 
@@ -61,27 +64,46 @@ def confirm(req: dict) -> None:
 # below reruns on its own, without this line, long after the sign-in may have expired)
 can_act = auth.control_gate(ctx.settings) is not None
 if can_act:
-    with st.form("tune_form", border=True):
+    kind = tune.server_kind(ctx.engine, name)
+    default = tune.default_workload(ctx.engine, name)
+    d_load = dict(default.sweep.get("workload") or {})
+    d_levels = ",".join(f"{float(v):g}" for v in default.sweep.get("levels") or [])
+    d_set = str(d_load.get("prompt_set") or "builtin")
+    sets = list(bm.PROMPT_SETS) if d_set in bm.PROMPT_SETS else [d_set, *bm.PROMPT_SETS]
+    with st.form(f"tune_form_{name}", border=True):
         st.markdown(f"**New tune of {md_escape(name)}** (server picked in the sidebar)")
-        profiles = st.multiselect("Candidate profiles", tune.profile_names(ctx.engine), key="tune_profiles")
+        profiles = st.multiselect("Candidate profiles", tune.profile_names(ctx.engine, kind=kind),
+                                  key=f"tune_profiles_{name}",
+                                  help=f"Only {'image' if kind == 'image' else 'LLM'} profiles: "
+                                       f"{name} is {'an image' if kind == 'image' else 'an LLM'} server.")
+        st.caption(md_escape(default.text) + "; change a field below to tune under another workload.")
         c1, c2, c3, c4 = st.columns(4)
-        workload = c1.selectbox("Workload", bm.PROMPT_SETS, key="tune_workload")
-        levels_text = c2.text_input("Concurrency levels", value="1,4", key="tune_levels")
-        requests = c3.number_input("Requests per level", min_value=1, max_value=10_000, value=40, key="tune_requests")
-        max_new = c4.number_input("Max new tokens", min_value=1, max_value=32_768, value=128, key="tune_max_new")
+        workload = c1.selectbox("Workload", sets, index=sets.index(d_set), key=f"tune_workload_{name}")
+        levels_text = c2.text_input("Concurrency levels" if default.sweep.get("mode") != "rate" else "Rates (req/s)",
+                                    value=d_levels, key=f"tune_levels_{name}")
+        requests = c3.number_input("Requests per level", min_value=1, max_value=10_000,
+                                   value=int(default.sweep.get("requests") or 40), key=f"tune_requests_{name}")
+        max_new = None
+        if kind != "image":
+            max_new = c4.number_input("Max new tokens", min_value=1, max_value=32_768,
+                                      value=int(d_load.get("max_new_tokens") or 128), key=f"tune_max_new_{name}")
         apply = st.checkbox("Leave the server on the winner (apply)", key="tune_apply")
         submitted = st.form_submit_button("Start tune…", type="primary")
     if submitted:
+        sweep = dict(default.sweep)
+        changed = (workload != d_set or levels_text.replace(" ", "") != d_levels or int(requests) != sweep.get("requests")
+                   or (max_new is not None and int(max_new) != int(d_load.get("max_new_tokens") or 128)))
         try:
-            levels = bm.parse_levels(levels_text)
+            if changed:
+                levels = bm.parse_levels(levels_text)
+                sweep.update(levels=[float(v) for v in levels], requests=int(requests),
+                             workload={**d_load, "prompt_set": str(workload),
+                                       **({"max_new_tokens": int(max_new)} if max_new is not None else {})})
         except bm.SweepRequestError as exc:
             st.error(str(exc))
         else:
-            st.session_state["tune_pending"] = {
-                "server": name, "profiles": list(profiles), "apply": bool(apply),
-                "sweep": {"api": "generate", "mode": "concurrency", "levels": [float(v) for v in levels],
-                          "requests": int(requests),
-                          "workload": {"prompt_set": str(workload), "max_new_tokens": int(max_new)}}}
+            st.session_state["tune_pending"] = {"server": name, "profiles": list(profiles), "apply": bool(apply),
+                                                "sweep": sweep}
     if st.session_state.get("tune_pending") is not None:
         confirm(st.session_state["tune_pending"])
 
@@ -119,9 +141,17 @@ labels = {f"{request_label(r.id, 'tune')} · {r.state} · {', '.join((r.payload 
 chosen = labels[st.selectbox("Tune run", list(labels), key="tune_pick")]
 result = chosen.result or {}
 open_run = chosen.state in ("pending", "running")
-winner_text = "in progress" if open_run else str(result.get("winner") or "none")
-st.markdown(f"Winner: **{md_escape(winner_text)}** · running now: "
-            f"{md_escape(str(result.get('restored_profile') or ('in progress' if open_run else '?')))} · workload fingerprint "
+said = None if open_run else tune.verdict(result)
+best = said.winner if said is not None else None
+if said is None:
+    st.info("Not ranked yet: the verdict comes when every candidate has been measured.")
+elif said.tied:
+    st.warning(md_escape(said.text))
+elif best:
+    st.success(md_escape(said.text))
+else:
+    st.info(md_escape(said.text))
+st.markdown(f"Running now: {md_escape(str(result.get('restored_profile') or ('in progress' if open_run else '?')))} · workload fingerprint "
             f"`{md_escape(str(result.get('workload') or '?'))}`")
 st.dataframe(tune.ranking_frame(result), hide_index=True, width="stretch", placeholder="—",
              column_config={"goodput req/s": st.column_config.NumberColumn(format="%.2f"),
@@ -130,6 +160,9 @@ st.dataframe(tune.ranking_frame(result), hide_index=True, width="stretch", place
                             "output tok/s": st.column_config.NumberColumn(format="%.0f"),
                             "USD / 1M out": st.column_config.NumberColumn(format="%.3f")})
 
+goodput = tune.goodput_frame(result)
+if not goodput.empty:
+    st.altair_chart(tune_goodput(goodput), width="stretch")
 points = tune.pareto_frame(result)
 if points.empty:
     st.caption("No candidate has both a cost and a p99 latency (is a GPU price configured?).")
@@ -153,12 +186,12 @@ if diff is not None:
     else:
         st.dataframe(diff, hide_index=True, width="stretch")
 
-if (can_act and result.get("winner") and chosen.state == "done"
-        and result.get("winner") != result.get("restored_profile")):  # nothing to apply when it already runs
-    if st.button(f"Apply winner ({result['winner']})…", key="tune_apply_btn"):
+if (can_act and best and chosen.state == "done"
+        and best != result.get("restored_profile")):  # nothing to apply when it already runs; a tie has no winner
+    if st.button(f"Apply winner ({best})…", key="tune_apply_btn"):
         st.session_state["tune_apply_pending"] = chosen.id
     if st.session_state.get("tune_apply_pending") == chosen.id:
-        st.warning(f"Relaunch {md_escape(name)} under **{md_escape(str(result['winner']))}**? It rolls back "
+        st.warning(f"Relaunch {md_escape(name)} under **{md_escape(best)}**? It rolls back "
                    "if the profile does not come up.")
         a, b = st.columns(2)
         if a.button("Relaunch now", type="primary", key="tune_apply_yes"):

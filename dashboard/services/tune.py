@@ -5,6 +5,16 @@ records the request (an Intent plus an Audit row), reads tune intents back, and 
 its scorer: the scorecard of one probe run (dashboard/services/scorecard/build.py), cut down to
 the four dimensions the ranking and the `--json` contract use.
 
+Candidates match the server's kind: a profile whose flags say `model-type = "diffusion"` is an
+image profile (collectors/sglang/flags.py is_diffusion), any other an LLM profile; a tune of an
+LLM server refuses image profiles and the other way round (`profile_kind`, `start_tune`).
+
+The default workload (`default_workload`) is the server's own newest finished sweep (its
+ProbeRun spec, without what each candidate sets itself), so a tune measures what the operator
+measured; with no sweep yet, LLM servers get `shared-prefix` prompts (templates shared by
+several prompts: a difference the radix cache makes shows up) and image servers the probe's
+image defaults.
+
 Grid candidates (`--grid 'flag=v1,v2;flag2=v3'`) are profiles derived from the server's own
 profile, one per combination, written to the profiles folder as `<base>-tune-<flag>-<value>...`
 (data like any profile: the same validation applies when the runner relaunches under them).
@@ -16,6 +26,7 @@ import itertools
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +87,57 @@ def sweep_fragment(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[str, Any], apply: bool = False,
-               requested_by: str = "cli") -> Intent:
-    """Record a pending `tune` intent (and a `tune_start` audit row) for the runner."""
+def profile_kind(flags: dict[str, Any] | None) -> str:
+    """'image' for a diffusion profile (`model-type = "diffusion"`), else 'llm' (Server.kind's words)."""
+    from collectors.sglang.flags import is_diffusion
+
+    return "image" if is_diffusion(flags or {}) else "llm"
+
+
+def profile_names(engine: Engine, *, kind: str | None = None) -> list[str]:
+    """Profile names, only those of `kind` ('llm' | 'image') when given."""
+    return sorted(p.name for p in repo.list_profiles(engine) if kind is None or profile_kind(p.flags) == kind)
+
+
+def server_kind(engine: Engine, server: str) -> str:
+    srv = repo.get_server(engine, name=server)
+    return srv.kind if srv is not None else "llm"
+
+
+#: the workload of a tune when the server has no finished sweep (see the module docstring)
+FALLBACK_SWEEPS: dict[str, dict[str, Any]] = {
+    "llm": {"api": "generate", "mode": "concurrency", "levels": [1.0, 4.0], "requests": 40,
+            "workload": {"prompt_set": "shared-prefix", "max_new_tokens": 128}},
+    "image": {"api": "images", "mode": "concurrency", "levels": [1.0, 2.0], "requests": 12,
+              "workload": {"prompt_set": "builtin", "image_size": "1024x1024"}},
+}
+
+
+@dataclass(frozen=True)
+class DefaultWorkload:
+    sweep: dict[str, Any]  # a sweep_fragment
+    run_id: int | None  # the ProbeRun it comes from; None for the fallback
+    text: str  # "workload: the last sweep of demo, run #12"
+
+
+def default_workload(engine: Engine, server: str) -> DefaultWorkload:
+    """The server's newest finished sweep's workload, else FALLBACK_SWEEPS for its kind."""
+    srv = repo.get_server(engine, name=server)
+    if srv is not None and srv.id is not None:
+        for run in repo.list_probe_runs(engine, server_id=srv.id, limit=50):
+            if run.status == "done" and run.spec:
+                return DefaultWorkload(sweep_fragment(run.spec), run.id,
+                                       f"workload: the last sweep of {server}, run #{run.id}")
+    kind = srv.kind if srv is not None else "llm"
+    why = ("shared-prefix prompts, so the radix cache's effect can show" if kind == "llm"
+           else "the probe's image defaults")
+    return DefaultWorkload(dict(FALLBACK_SWEEPS.get(kind, FALLBACK_SWEEPS["llm"])), None,
+                           f"workload: {why} (no finished sweep of {server} yet)")
+
+
+def check_candidates(engine: Engine, *, server: str, profiles: list[str]) -> list[str]:
+    """The candidate names to tune `server` with, checked: a configured managed server, known
+    profiles named once each, of the server's kind. Raises TuneRequestError saying what to change."""
     srv = repo.get_server(engine, name=server)
     if srv is None or srv.id is None:
         raise TuneRequestError(f"Server {server!r} is not configured; pick one of the configured servers.")
@@ -94,6 +153,23 @@ def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[
     if unknown:
         known = ", ".join(sorted(p.name for p in repo.list_profiles(engine)))
         raise TuneRequestError(f"Unknown profile(s) {unknown}; known: {known}.")
+    kind = srv.kind or "llm"
+    wrong = [n for n in names if profile_kind(getattr(repo.get_profile(engine, name=n), "flags", None)) != kind]
+    if wrong:
+        fit = ", ".join(profile_names(engine, kind=kind)) or "none yet"
+        article = "an image" if kind == "image" else "an LLM"
+        raise TuneRequestError(
+            f"{', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not {article} profile, and {server} is "
+            f"{article} server; pick candidates of its kind ({fit}).")
+    return names
+
+
+def start_tune(engine: Engine, *, server: str, profiles: list[str], sweep: dict[str, Any], apply: bool = False,
+               requested_by: str = "cli") -> Intent:
+    """Record a pending `tune` intent (and a `tune_start` audit row) for the runner."""
+    names = check_candidates(engine, server=server, profiles=profiles)
+    srv = repo.get_server(engine, name=server)
+    assert srv is not None
     open_tunes = repo.list_intents(engine, server_id=srv.id, kinds=("tune",), states=("pending", "running"), limit=1)
     if open_tunes:
         raise TuneRequestError(f"{request_label(open_tunes[0].id, 'tune', start=True)} of {server} is still {open_tunes[0].state}; "
@@ -230,7 +306,9 @@ def format_table(result: dict[str, Any]) -> str:
                      _fmt(st.get("error_count")), str(c.get("reason") or "")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
-    out.append(f"winner: {result.get('winner') or 'none'} · running now: {result.get('restored_profile') or '?'}")
+    said = verdict(result)
+    out.insert(0, said.text if said is not None else "Not ranked yet.")
+    out.append(f"winner: {winner(result) or 'none'} · running now: {result.get('restored_profile') or '?'}")
     return "\n".join(out)
 
 
@@ -247,8 +325,22 @@ def elapsed_s(intent: Intent) -> float | None:
 
 
 # -- views (the Tune page) ------------------------------------------------------------------------
-def profile_names(engine: Engine) -> list[str]:
-    return sorted(p.name for p in repo.list_profiles(engine))
+def verdict(result: dict[str, Any]) -> tune_rank.Verdict | None:
+    """What a tune concludes (runner/tune_rank.py state_verdict): a winner, or a tie said in words."""
+    return tune_rank.state_verdict(result)
+
+
+def winner(result: dict[str, Any]) -> str | None:
+    """The profile a tune crowned; None for a tie, no candidate within the SLO, or not ranked yet."""
+    said = verdict(result)
+    return said.winner if said is not None else None
+
+
+def spread_text(spread: Any) -> str | None:
+    """'5.70–6.20' for a [lo, hi] goodput spread, None when not measured."""
+    if isinstance(spread, list) and len(spread) == 2:
+        return f"{min(spread):.2f}–{max(spread):.2f}"
+    return None
 
 
 def ranking_frame(result: dict[str, Any]) -> pd.DataFrame:
@@ -258,11 +350,13 @@ def ranking_frame(result: dict[str, Any]) -> pd.DataFrame:
         sc = c.get("scorecard") or {}
         lat, tp, cost, st = (sc.get(d) or {} for d in ("latency", "throughput", "cost", "stability"))
         rows.append({"rank": c.get("rank"), "profile": c["profile"], "status": c["status"],
-                     "goodput req/s": c.get("goodput_rps"), "p99 TTFT ms": _ms(lat.get("ttft_p99_s")),
+                     "goodput req/s": c.get("goodput_rps"), "goodput spread": spread_text(c.get("goodput_spread")),
+                     "p99 TTFT ms": _ms(lat.get("ttft_p99_s")),
                      "p99 ITL ms": _ms(lat.get("itl_p99_s")), "output tok/s": tp.get("output_tok_s"),
                      "USD / 1M out": cost.get("usd_per_1m_output_tok"), "errors": st.get("error_count"),
                      "reason": c.get("reason") or ""})
-    return pd.DataFrame(rows, columns=["rank", "profile", "status", "goodput req/s", "p99 TTFT ms", "p99 ITL ms",
+    return pd.DataFrame(rows, columns=["rank", "profile", "status", "goodput req/s", "goodput spread",
+                                       "p99 TTFT ms", "p99 ITL ms",
                                        "output tok/s", "USD / 1M out", "errors", "reason"])
 
 
@@ -273,6 +367,7 @@ def _ms(v: Any) -> float | None:
 def pareto_frame(result: dict[str, Any]) -> pd.DataFrame:
     """Scored candidates as points: cost (USD / 1M output tokens, or per image) vs p99 latency (ms)."""
     image = bool(result.get("image"))
+    best = winner(result)
     rows = []
     for c in tune_rank.public_json(result)["candidates"]:
         sc = c.get("scorecard") or {}
@@ -280,8 +375,26 @@ def pareto_frame(result: dict[str, Any]) -> pd.DataFrame:
         p99 = (sc.get("latency") or {}).get("image_p99_s" if image else "ttft_p99_s")
         if isinstance(cost, (int, float)) and isinstance(p99, (int, float)):
             rows.append({"profile": c["profile"], "status": c["status"], "cost": float(cost),
-                         "p99_ms": float(p99) * 1000.0, "winner": c["profile"] == result.get("winner")})
+                         "p99_ms": float(p99) * 1000.0, "winner": c["profile"] == best})
     return pd.DataFrame(rows, columns=["profile", "status", "cost", "p99_ms", "winner"])
+
+
+def goodput_frame(result: dict[str, Any]) -> pd.DataFrame:
+    """Candidates that met the SLO: goodput (req/s), its spread lo/hi (the goodput itself when not
+    measured) and role: winner, tie (tied at the top) or other."""
+    said = verdict(result)
+    tied = set(said.tied) if said is not None else set()
+    best = said.winner if said is not None else None
+    rows = []
+    for c in tune_rank.public_json(result)["candidates"]:
+        rps = c.get("goodput_rps")
+        if c.get("status") != "ok" or not isinstance(rps, (int, float)):
+            continue
+        sp = c.get("goodput_spread") if isinstance(c.get("goodput_spread"), list) else [rps, rps]
+        role = "winner" if c["profile"] == best else "tie" if c["profile"] in tied else "other"
+        rows.append({"profile": c["profile"], "goodput_rps": float(rps), "lo": float(min(sp)), "hi": float(max(sp)),
+                     "role": role})
+    return pd.DataFrame(rows, columns=["profile", "goodput_rps", "lo", "hi", "role"])
 
 
 def slo_line_ms(result: dict[str, Any]) -> float | None:
@@ -295,7 +408,7 @@ def winner_diff(engine: Engine, result: dict[str, Any]) -> pd.DataFrame | None:
     from dashboard.services.launch.profile_admin import diff_frame
     from dashboard.services.launch.profiles import diff
 
-    a_name, b_name = result.get("original_profile"), result.get("winner")
+    a_name, b_name = result.get("original_profile"), winner(result)
     a = repo.get_profile(engine, name=a_name) if a_name else None
     b = repo.get_profile(engine, name=b_name) if b_name else None
     if a is None or b is None:
@@ -309,13 +422,16 @@ def apply_winner(engine: Engine, intent_id: int, *, actor: str) -> Intent:
 
     tune_intent = repo.get_intent(engine, intent_id=intent_id)
     result = (tune_intent.result if tune_intent is not None else None) or {}
-    if not result.get("winner"):
-        raise TuneRequestError(f"{request_label(intent_id, 'tune', start=True)} has no winner to apply.")
+    said = verdict(result)
+    best = said.winner if said is not None else None
+    if best is None:
+        why = said.text if said is not None else "it is not ranked yet."
+        raise TuneRequestError(f"{request_label(intent_id, 'tune', start=True)} has no winner to apply: {why}")
     try:
         sub = launcher.request(engine, kind="relaunch", server_name=str(result.get("server")), actor=actor,
-                               profile=str(result["winner"]))
+                               profile=best)
     except launcher.LauncherError as exc:
         raise TuneRequestError(str(exc)) from None
     repo.add_audit(engine, actor=actor, action="tune_apply", target=str(result.get("server")),
-                   detail={"intent_id": intent_id, "profile": result["winner"], "relaunch_intent_id": sub.id})
+                   detail={"intent_id": intent_id, "profile": best, "relaunch_intent_id": sub.id})
     return sub

@@ -4,7 +4,11 @@ Records a `tune` intent for the runner (runner/tunes.py carries it out), then fo
 progress bar on stderr (candidate, stage, ETA) and, at the end, the ranking table on stdout, or
 with `--json` the contract of runner/tune_rank.py `public_json`. The workload options are those of
 `pitwall probe` (--prompt-set, --concurrency or --rate, --requests, --max-new-tokens, --image-size,
-...), parsed by the probe's own parser so both commands mean the same thing by them.
+...), parsed by the probe's own parser so both commands mean the same thing by them. Without
+any workload option the tune runs the server's own last finished sweep's workload (or, with no
+sweep yet, shared-prefix prompts for an LLM server: dashboard/services/tune.py default_workload)
+and says which on stderr. The ranking is preceded by the verdict sentence: a winner, or a tie
+inside the measured spread (no winner, nothing applied).
 
 Exit codes: 0 the tune finished and the server runs the restored profile, 1 it failed or no
 runner is alive, 2 usage.
@@ -39,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "and run the original profile again (or the winner with --apply).",
         epilog="Workload options are those of `pitwall probe` (see `pitwall probe --help`): "
                "--prompt-set, --concurrency or --rate, --requests, --warmup, --max-new-tokens, "
-               "--input-tokens, --image-size, --image-steps, --api, ...")
+               "--input-tokens, --image-size, --image-steps, --api, ...; without any, the server's "
+               "last sweep's workload. Candidates must be of the server's kind (LLM or image).")
     p.add_argument("server", metavar="SERVER")
     p.add_argument("--profiles", default="", help="candidate profiles, comma-separated")
     p.add_argument("--grid", default=None,
@@ -86,7 +91,12 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
     settings, engine = _context()
     if settings.read_only:
         raise _Fail("Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall tune` is refused.", EXIT_USAGE)
-    sweep = sweep_from_options(rest)
+    if rest:
+        sweep = sweep_from_options(rest)
+    else:
+        default = tune.default_workload(engine, args.server)
+        sweep = default.sweep
+        print(default.text, file=sys.stderr, flush=True)
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     try:
         if args.grid:
@@ -95,6 +105,7 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
             if not base:
                 raise _Fail(f"Server {args.server!r} has no profile to derive a grid from; use --profiles.")
             profiles += tune.write_grid_profiles(engine, settings.profiles_dir, base, tune.parse_grid(args.grid))
+        tune.check_candidates(engine, server=args.server, profiles=profiles)
         if not health.runner_alive(engine):
             raise _Fail("No runner is alive to carry this out; start the runner with `pitwall up`.")
         intent = tune.start_tune(engine, server=args.server, profiles=profiles, sweep=sweep, apply=args.apply,

@@ -54,3 +54,15 @@ def test_unknown_run_or_format_says_what_to_do(engine) -> None:
     with pytest.raises(ValueError, match="use one of md, html"):
         tune_doc.tune_document(engine, 1, "pdf", actor="tester")
     assert tune_doc.tune_filename(7, "demo box", "html") == "pitwall-tune7-demo_box.html"
+
+
+def test_a_tie_leads_the_document_and_crowns_no_one(engine) -> None:
+    from pages.test_tune_page import TIE
+
+    tid = _seed(engine, TIE)
+    text = tune_doc.tune_document(engine, tid, "md", actor="tester").decode()
+    lead = text.split("## Ranking", 1)[0]
+    assert "demo-radix-off and demo tie: goodput 5.96 vs 5.95 req/s" in lead.replace("\\", "")
+    assert "| winner | none |" in text and "Winner against" not in text
+    page = tune_doc.tune_document(engine, tid, "html", actor="tester").decode()
+    assert page.index("tie: goodput") < page.index("<h2>Ranking</h2>") and "Goodput and its measured spread" in page

@@ -32,7 +32,13 @@ RESULT = {"server": "demo", "original_profile": "demo-radix-off", "workload": "c
           "winner": "demo", "restored_profile": "demo-radix-off"}
 
 
-def _seed(env, *, running: bool = False) -> dict:
+TIE = {**RESULT, "original_profile": "demo",
+       "candidates": [{**_cand("demo-radix-off", 1, 5.96, 0.0319, 1.4196, 0.0), "goodput_spread": [5.7, 6.2]},
+                      {**_cand("demo", 2, 5.95, 0.0329, 1.4200, 0.9), "goodput_spread": [5.6, 6.1]}],
+       "winner": "demo-radix-off", "restored_profile": "demo"}  # crowned on noise, as main recorded it
+
+
+def _seed(env, *, running: bool = False, result: dict | None = None) -> dict:
     from storage.db import make_engine
 
     eng = make_engine(env["PITWALL_DATABASE_URL"])
@@ -42,7 +48,10 @@ def _seed(env, *, running: bool = False) -> dict:
                             flags={"max-running-requests": 64, **extra}, env={})
     done = repo.create_intent(eng, kind="tune", server_id=srv.id, requested_by="tester",
                               payload={"server": "demo", "profiles": ["demo", "demo-radix-off", "broken"]})
-    repo.update_intent(eng, intent_id=done.id, state="done", result=RESULT, message="Tune of demo: 3 candidates")
+    repo.update_intent(eng, intent_id=done.id, state="done", result=result or RESULT,
+                       message="Tune of demo: 3 candidates")
+    repo.upsert_profile(eng, name="demo-image", model_path="m", entrypoint="simulator.launch_server",
+                        flags={"model-type": "diffusion"}, env={})
     out = {"server_id": srv.id, "done": done.id}
     if running:
         live = repo.create_intent(eng, kind="tune", server_id=srv.id, requested_by="tester",
@@ -94,3 +103,26 @@ def test_live_panel_shows_the_candidate_stage_and_eta_and_stops(app_env):
 
     eng = make_engine(app_env["PITWALL_DATABASE_URL"])
     assert repo.get_intent(eng, intent_id=ids["live"]).payload.get("stop") is True
+
+
+def test_a_tie_is_said_above_the_table_and_offers_no_apply(app_env):
+    _seed(app_env, result=TIE)
+    at = _run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = " ".join(str(w.value) for w in at.warning)
+    assert ("demo-radix-off and demo tie: goodput 5.96 vs 5.95 req/s, inside the measured spread "
+            "5.60–6.20 req/s; keep the current profile") in said.replace("\\", "")
+    assert not [b for b in at.button if b.key == "tune_apply_btn"], "a tie offered Apply winner"
+    ranking = next(d.value for d in at.dataframe if "goodput req/s" in d.columns)
+    assert list(ranking["goodput spread"]) == ["5.70–6.20", "5.60–6.10"]
+    specs = [str(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert any("Goodput and its measured spread" in s for s in specs)
+
+
+def test_the_form_offers_candidates_of_the_servers_kind_and_says_the_workload(app_env):
+    _seed(app_env)
+    at = _run()
+    picker = next(m for m in at.multiselect if m.key == "tune_profiles_demo")
+    assert "demo-image" not in picker.options and "demo" in picker.options
+    captions = " ".join(str(c.value) for c in at.caption).replace("\\", "")
+    assert "no finished sweep of demo yet" in captions and "shared-prefix" in captions

@@ -59,7 +59,7 @@ def test_level_report_from_records() -> None:
     pub = public_report({"fingerprint": "abc", "levels": [lv]})
     assert set(pub) == {"fingerprint", "levels"}
     assert set(pub["levels"][0]) == {"concurrency", "requests", "ok", "errors", "ttft_s", "itl_s",
-                                     "tpot_s", "e2e_s", "throughput", "self_check"}
+                                     "tpot_s", "e2e_s", "throughput", "self_check", "spread"}
     assert set(pub["levels"][0]["throughput"]) == {"rps", "output_tok_s"}
     assert set(pub["levels"][0]["self_check"]) == {"loop_lag_p99_s", "client_cpu_pct", "trusted"}
     assert set(pub["levels"][0]["ttft_s"]) == {"p50", "p95", "p99", "mean", "max"}
@@ -187,3 +187,31 @@ def test_untrusted_levels_are_said_once_per_run_with_the_measured_lag_and_its_bo
     assert [line.split()[-1] for line in table.splitlines()[1:]] == ["yes", "lag", "lag"]  # "no: lag"
     assert "event-loop" not in table  # the reason is not repeated on every level
     assert run_note(levels[:1]) is None
+
+
+def test_level_spread_from_three_repeats_of_the_level() -> None:
+    # concurrency 1, 9 measured requests back to back (each starts when the previous ends), no
+    # warm-up. Repeat 1: seq 0-2 take 1 s each; repeat 2: seq 3-5 take 0.5 s; repeat 3: seq 6-8
+    # take 1 s. Starts: 0,1,2 | 3,3.5,4 | 4.5,5.5,6.5; ends 1,2,3 | 3.5,4,4.5 | 5.5,6.5,7.5.
+    durations = [1.0] * 3 + [0.5] * 3 + [1.0] * 3
+    recs, t = [], 0.0
+    for seq, d in enumerate(durations):
+        recs.append(_rec(seq, True, d / 4, d, t, [d / 10] * 4))
+        t += d
+    res = LevelResult(LevelPlan("concurrency", 1, requests=9, warmup=0), records=recs,
+                      loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
+    lv = level_report(res)
+    # windows [0, 3) ends 1, 2 -> 2/3 req/s; [3, 4.5) ends 3, 3.5, 4 -> 3/1.5 = 2; [4.5, 6.5] ends
+    # 4.5, 5.5, 6.5 -> 3/2 = 1.5; the whole level: 8 ends in [0, 6.5] -> 1.23, inside
+    lo, hi = lv["spread"]["rps"]
+    assert lo == pytest.approx(2 / 3) and hi == pytest.approx(2.0)
+    assert lo <= lv["throughput"]["rps"] <= hi
+    # e2e p99 per repeat ~1.0, 0.5, 1.0 -> [0.5, 1.0]; TTFT is a quarter of it
+    assert lv["spread"]["e2e_p99_s"] == pytest.approx([0.5, 1.0])
+    assert lv["spread"]["ttft_p99_s"] == pytest.approx([0.125, 0.25])
+    assert lv["spread"]["images_per_min"] is None and lv["spread"]["image_p99_s"] is None
+    assert public_report({"levels": [lv]})["levels"][0]["spread"] == lv["spread"]
+    # 8 measured requests cannot be cut into 3 repeats of 3: no spread, not a fake one
+    short = LevelResult(LevelPlan("concurrency", 1, requests=8, warmup=0), records=recs[:8],
+                        loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
+    assert set(level_report(short)["spread"].values()) == {None}

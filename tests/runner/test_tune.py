@@ -76,7 +76,8 @@ def test_tune_records_a_candidate_that_cannot_start_and_finishes(setup, runner) 
     final = wait_for(lambda: _final(engine, intent.id), timeout=200, what="the tune to finish")
     assert final.state == "done", final.message
     out = tune.tune_json(final)
-    assert set(out) == {"server", "workload", "slo", "candidates", "winner", "restored_profile"}
+    assert set(out) == {"server", "workload", "slo", "candidates", "winner", "tie", "verdict", "restored_profile"}
+    assert out["verdict"] and not (out["winner"] and out["tie"])  # a tie has no winner
     assert out["server"] == "sim" and out["restored_profile"] == "fast-a"
     by = {c["profile"]: c for c in out["candidates"]}
     assert set(by) == {"fast-a", "crashy", "fast-b"}

@@ -3,14 +3,19 @@ against the SLO, ties within noise, cost, stability, slo_missed and failed last.
 
 from __future__ import annotations
 
-from runner.tune_rank import goodput, public_json, rank
+from tune_seed import candidate as cand_r
+from tune_seed import report_level
+
+from runner.tune_rank import goodput, public_json, rank, state_verdict, verdict
 
 SLO = {"ttft_p99_s": 0.5, "itl_p99_s": 0.05, "success_rate": 0.99}
 
 
-def lv(level: float, ttft: float, rps: float, *, itl: float = 0.02, ok: float = 1.0, tok_s: float = 1000.0) -> dict:
+def lv(level: float, ttft: float, rps: float, *, itl: float = 0.02, ok: float = 1.0, tok_s: float = 1000.0,
+       spread: float = 0.0) -> dict:
     return {"concurrency": level, "ttft_s": {"p99": ttft}, "itl_s": {"p99": itl}, "success_rate": ok,
-            "throughput": {"rps": rps, "output_tok_s": tok_s}}
+            "throughput": {"rps": rps, "output_tok_s": tok_s},
+            "spread": {"rps": [rps - spread, rps + spread] if spread else None}}
 
 
 def cand(name: str, levels: list[dict], *, usd_h: float | None = 4.0, errors: int = 0, status: str = "scored") -> dict:
@@ -39,19 +44,60 @@ def test_higher_goodput_wins_and_a_missed_slo_and_a_failure_rank_last() -> None:
     assert "levels" not in out["candidates"][0]
 
 
-def test_goodput_within_noise_is_a_tie_ordered_by_stability_then_cost_then_latency() -> None:
-    cands = [cand("fast", [lv(4, 0.40, 8.2)]), cand("cheap", [lv(4, 0.45, 8.0, tok_s=2000)]),
-             cand("flaky", [lv(4, 0.10, 8.3)], errors=3)]
-    assert rank(cands, SLO) == "cheap"  # half the cost per token at the same goodput
+def test_goodput_within_noise_is_a_tie_listed_by_stability_then_cost_then_latency() -> None:
+    # spreads of ±0.3 req/s around 8.0-8.3 all overlap: a tie, listed (not crowned) in order
+    cands = [cand("fast", [lv(4, 0.40, 8.2, spread=0.3)]), cand("cheap", [lv(4, 0.45, 8.0, tok_s=2000, spread=0.3)]),
+             cand("flaky", [lv(4, 0.10, 8.3, spread=0.3)], errors=3)]
+    assert rank(cands, SLO) is None  # a tie is not a winner, however cheap
     by = {c["profile"]: c for c in cands}
-    assert [by[n]["rank"] for n in ("cheap", "fast", "flaky")] == [1, 2, 3]
+    assert [by[n]["rank"] for n in ("cheap", "fast", "flaky")] == [1, 2, 3]  # half the cost per token first
     assert "a tie with" in by["cheap"]["reason"]
-    # without a price, the lower p99 TTFT decides inside the tie
-    cands = [cand("x", [lv(4, 0.40, 8.2)], usd_h=None), cand("y", [lv(4, 0.30, 8.0)], usd_h=None)]
-    assert rank(cands, SLO) == "y"
+    # without a price, the lower p99 TTFT comes first inside the tie
+    cands = [cand("x", [lv(4, 0.40, 8.2, spread=0.3)], usd_h=None), cand("y", [lv(4, 0.30, 8.0, spread=0.3)], usd_h=None)]
+    assert rank(cands, SLO) is None and [c["rank"] for c in cands] == [2, 1]
 
 
 def test_a_clear_goodput_gap_is_not_a_tie() -> None:
     cands = [cand("a", [lv(4, 0.4, 10.0)]), cand("b", [lv(4, 0.1, 8.0)])]
     assert rank(cands, SLO) == "a"
     assert "tie" not in cands[0]["reason"]
+
+
+# -- ties measured on real report levels (issue 30) ------------------------------------------------
+def test_goodput_inside_the_measured_spread_is_a_tie_and_no_winner() -> None:
+    # 5.96 vs 5.95 req/s, each level measured over 3 repeats about ±4 % apart: the spreads
+    # (about 5.73-6.21 and 5.72-6.20) overlap, so the 0.01 req/s "gain" is noise
+    cands = [cand_r("demo-radix-off", [report_level(5.96)]), cand_r("demo", [report_level(5.95)])]
+    assert rank(cands, SLO) is None
+    said = verdict(cands)
+    assert said.winner is None and said.tied == ("demo-radix-off", "demo")
+    assert said.text.startswith("demo-radix-off and demo tie: goodput 5.96 vs 5.95 req/s, inside the measured "
+                                "spread 5.7"), said.text
+    assert "keep the current profile" in said.text
+    # the in-tie order is kept for display, and each reason says it is a tie
+    assert [c["rank"] for c in cands] == [1, 2] and all("a tie with" in c["reason"] for c in cands)
+    out = public_json({"candidates": cands, "winner": None})
+    assert out["winner"] is None and out["tie"] == ["demo-radix-off", "demo"] and "tie" in out["verdict"]
+    assert out["candidates"][0]["goodput_spread"][0] < 5.95 < out["candidates"][0]["goodput_spread"][1]
+
+
+def test_a_clearly_better_candidate_still_wins() -> None:
+    cands = [cand_r("slow", [report_level(5.0, jitter=0.02)]), cand_r("fast", [report_level(8.0, jitter=0.02)])]
+    assert rank(cands, SLO) == "fast"
+    said = verdict(cands)
+    assert said.winner == "fast" and said.tied == ()
+    assert said.text == "fast wins: goodput 8.00 req/s vs slow 5.00 req/s, outside the measured spread."
+
+
+def test_a_stored_crown_on_noise_is_judged_again() -> None:
+    # a tune recorded before ties were measured: "winner" stored, no verdict and no spreads;
+    # 5.96 vs 5.95 is under the 1 % floor, so it is a tie with the spread said to be unmeasured
+    state = {"winner": "demo-radix-off", "candidates": [
+        {"profile": "demo-radix-off", "status": "ok", "rank": 1, "goodput_rps": 5.96},
+        {"profile": "demo", "status": "ok", "rank": 2, "goodput_rps": 5.95}]}
+    said = state_verdict(state)
+    assert said is not None and said.winner is None and "spread not measured" in said.text
+    assert public_json(state)["winner"] is None
+    state["candidates"][1]["goodput_rps"] = 5.0  # 16 % apart: a winner even without a spread
+    said = state_verdict(state)
+    assert said is not None and said.winner == "demo-radix-off" and "spread not measured" in said.text

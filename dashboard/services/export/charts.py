@@ -12,7 +12,8 @@ milliseconds.
 | latency_vs_load | level, <stat>_p50_s / _p95_s / _p99_s | latency percentiles against concurrency or rate |
 | throughput_vs_load | level, rps and/or output_tok_s / images_per_min | throughput against concurrency or rate |
 | compare_bars | label, metric, value | one bar per scorecard per metric |
-| tune_pareto | profile, status, cost, p99_ms, winner | a tune's candidates: cost against p99 latency, SLO dashed |
+| tune_pareto | profile, status, cost, p99_ms, winner | a tune's candidates: cost against p99 latency, SLO dashed; both axes from zero |
+| tune_goodput | profile, goodput_rps, lo, hi, role | a tune's goodput per candidate from zero, the measured spread as a whisker |
 
 card_charts(card) / all_charts(cards) pick the charts of one scorecard or a comparison, by name.
 Their legends name series in words: a series key (`log.queue_req`) becomes the label the Server
@@ -178,10 +179,11 @@ def compare_bars(df: pd.DataFrame, *, title: str = "Comparison") -> alt.Chart:
 
 
 def tune_pareto(points: pd.DataFrame, *, slo_ms: float | None, cost_label: str) -> alt.TopLevelMixin:
-    """A tune's candidates as points (winner green), cost against p99 latency, the SLO as a dashed rule."""
+    """A tune's candidates as points (winner green), cost against p99 latency, the SLO as a dashed
+    rule. Both axes start at zero: a cost axis fitted to the points magnified noise into a spread."""
     base = alt.Chart(points).encode(
-        x=alt.X("cost:Q", title=cost_label, scale=alt.Scale(zero=False)),
-        y=alt.Y("p99_ms:Q", title="p99 latency (ms)", scale=alt.Scale(zero=False)))
+        x=alt.X("cost:Q", title=cost_label, scale=alt.Scale(zero=True)),
+        y=alt.Y("p99_ms:Q", title="p99 latency (ms)", scale=alt.Scale(zero=True)))
     layers: list[alt.Chart] = [
         base.mark_point(size=120, filled=True).encode(
             color=alt.Color("winner:N", title="winner",
@@ -193,6 +195,21 @@ def tune_pareto(points: pd.DataFrame, *, slo_ms: float | None, cost_label: str) 
         layers.append(alt.Chart(pd.DataFrame({"y": [slo_ms]})).mark_rule(strokeDash=[6, 4], color="#d62728")
                       .encode(y="y:Q"))
     return alt.layer(*layers).properties(height=320, title="Cost vs p99 latency (SLO dashed)")
+
+
+def tune_goodput(frame: pd.DataFrame) -> alt.TopLevelMixin:
+    """Goodput per candidate (req/s, axis from zero), its measured spread [lo, hi] as a whisker;
+    `role` colours the winner, the tied candidates and the rest."""
+    base = alt.Chart(frame).encode(y=alt.Y("profile:N", title=None, sort=None, axis=alt.Axis(labelLimit=260)))
+    bars = base.mark_bar(opacity=0.85).encode(
+        x=alt.X("goodput_rps:Q", title="goodput (req/s within the SLO)", scale=alt.Scale(zero=True)),
+        color=alt.Color("role:N", title=None, legend=alt.Legend(orient="top"),
+                        scale=alt.Scale(domain=["winner", "tie", "other"],
+                                        range=[SERIES_COLORS[4], SERIES_COLORS[1], SERIES_COLORS[0]])),
+        tooltip=["profile", "goodput_rps", "lo", "hi", "role"])
+    whiskers = base.mark_rule(strokeWidth=2, color="#212529").encode(x="lo:Q", x2="hi:Q")
+    return alt.layer(bars, whiskers).properties(height=44 * max(len(frame), 1),
+                                                title="Goodput and its measured spread (whisker)")
 
 
 def levels_frame(card: Scorecard) -> pd.DataFrame:

@@ -1,8 +1,10 @@
-"""A tune run as a review document (Markdown, or single-file HTML with the Pareto chart inline as
-SVG): what was tuned (server, candidates, workload fingerprint, SLO), the ranking with each
-candidate's status and reason, the winner's config diff against the profile the tune started
-from, and where every figure comes from (launch and probe run ids). Made on demand (the Tune
-page's download buttons) and audited like the scorecard exports.
+"""A tune run as a review document (Markdown, or single-file HTML with the charts inline as
+SVG), verdict first: the verdict sentence (a winner, or a tie inside the measured goodput spread,
+which has no winner: runner/tune_rank.py verdict), the ranking with each candidate's goodput
+spread, status and reason, the goodput and Pareto charts (HTML), the winner's config diff against
+the profile the tune started from, then what was tuned (server, candidates, workload, SLO) and
+where every figure comes from (launch and probe run ids). Made on demand (the Tune page's download
+buttons) and audited like the scorecard exports.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services import tune
-from dashboard.services.export.charts import chart_svg, tune_pareto
+from dashboard.services.export.charts import chart_svg, tune_goodput, tune_pareto
 from dashboard.services.export.escape import md_table, md_text
 from dashboard.services.export.html import CSS, _table
 from dashboard.services.format import request_label
@@ -53,7 +55,7 @@ def _facts(intent: Intent) -> list[tuple[str, str]]:
         ("workload fingerprint", str(result.get("workload") or "?")),
         ("workload", json.dumps(redact_obj(payload.get("sweep") or {}), sort_keys=True)),
         ("SLO", json.dumps(result.get("slo") or {}, sort_keys=True)),
-        ("winner", str(result.get("winner") or "none")),
+        ("winner", str(tune.winner(result) or "none")),
         ("running afterwards", str(result.get("restored_profile") or "?")),
         ("elapsed", f"{elapsed:.0f} s" if elapsed is not None else "?"),
     ]
@@ -70,22 +72,33 @@ def _title(intent: Intent) -> str:
     return f"{request_label(intent.id, 'tune', start=True)} of {server}"
 
 
+def _verdict(intent: Intent) -> str:
+    said = tune.verdict(intent.result or {})
+    if said is not None:
+        return said.text
+    return f"Not ranked yet (the tune is {intent.state})."
+
+
 def to_markdown(engine: Engine, intent: Intent) -> str:
     result = intent.result or {}
-    out = [f"# {md_text(_title(intent))}", "", md_table(("", ""), _facts(intent)), "", "## Ranking", ""]
+    out = [f"# {md_text(_title(intent))}", "", f"**{md_text(_verdict(intent))}**", "", "## Ranking", ""]
     out += [md_table(*_rows(tune.ranking_frame(result))), ""]
     diff = tune.winner_diff(engine, result)
     if diff is not None:
         out += ["## Winner against the profile the tune started from", ""]
         out += [md_table(*_rows(diff)) if not diff.empty else "The winner is the profile the server started from.", ""]
+    out += ["## What was tuned", "", md_table(("", ""), _facts(intent)), ""]
     out += ["## Where the figures come from", "", md_table(("profile", "launch", "probe runs"), _sources(result)), ""]
     return "\n".join(out)
 
 
 def to_html(engine: Engine, intent: Intent) -> str:
     result = intent.result or {}
-    body = [f"<h1>{html.escape(_title(intent))}</h1>", _table(("", ""), _facts(intent)), "<h2>Ranking</h2>",
-            _table(*_rows(tune.ranking_frame(result)))]
+    body = [f"<h1>{html.escape(_title(intent))}</h1>", f"<p><strong>{html.escape(_verdict(intent))}</strong></p>",
+            "<h2>Ranking</h2>", _table(*_rows(tune.ranking_frame(result)))]
+    goodput = tune.goodput_frame(result)
+    if not goodput.empty:
+        body.append(f'<div class="chart">{chart_svg(tune_goodput(goodput))}</div>')
     points = tune.pareto_frame(result)
     if not points.empty:
         label = "USD per image" if result.get("image") else "USD per 1M output tokens"
@@ -97,7 +110,8 @@ def to_html(engine: Engine, intent: Intent) -> str:
         body.append("<h2>Winner against the profile the tune started from</h2>")
         body.append(_table(*_rows(diff)) if not diff.empty
                     else '<p class="muted">The winner is the profile the server started from.</p>')
-    body += ["<h2>Where the figures come from</h2>", _table(("profile", "launch", "probe runs"), _sources(result))]
+    body += ["<h2>What was tuned</h2>", _table(("", ""), _facts(intent)),
+             "<h2>Where the figures come from</h2>", _table(("profile", "launch", "probe runs"), _sources(result))]
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(_title(intent))}</title>'
             f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>")
 
