@@ -223,7 +223,8 @@ def verdict(candidates: list[dict[str, Any]]) -> Verdict:
     who = ", ".join(names[:-1]) + f" and {names[-1]}"
     figures = " vs ".join(f"{c['goodput_rps']:.2f}" for c in tied)
     return Verdict(None, tuple(names), f"{who} tie: goodput {figures} req/s, {_noise(tied)}; "
-                   "keep the current profile (no winner to apply).")
+                   "keep the current profile (no winner to apply), or tune again with more "
+                   "requests per level to narrow the spread.")
 
 
 def state_verdict(state: dict[str, Any]) -> Verdict | None:
