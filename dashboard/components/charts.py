@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dashboard.services.export.charts import (
     compare_bars,
+    latency_top,
     latency_vs_load,
     levels_frame,
     throughput_vs_load,
     time_series,
 )
 
-__all__ = ["compare_bars", "latency_vs_load", "levels_frame", "throughput_vs_load", "time_series"]
+__all__ = ["compare_bars", "latency_top", "latency_vs_load", "levels_frame", "throughput_vs_load", "time_series"]

@@ -21,11 +21,10 @@ from dashboard.services.scorecard import slo
 from dashboard.services.scorecard.compare import Comparison
 from dashboard.services.scorecard.compute import level_name
 from dashboard.services.scorecard.image_check import ImageCheck
-from dashboard.services.scorecard.matched import verdict_words
 from dashboard.services.scorecard.metric_specs import (
     DIMENSION_LABELS,
     DIMENSIONS,
-    METRIC_SPECS,
+    SPECS_BY_KEY,
     specs_of,
 )
 from dashboard.services.scorecard.model import Scorecard
@@ -97,12 +96,41 @@ def scorecard_view(card: Scorecard, *, key: str = "sc", expanded: bool = True) -
                      hide_index=True, width="stretch")
 
 
-def _delta_cell(value: float | None, base: float | None, unit: str, verdict: str, key: str,
-                spreads: Sequence[list[float] | None], i: int) -> str:
-    pct = "—" if unit == "verdict" else fmt_delta_pct(base, value)  # a category has no delta
-    b_spread = spreads[0] if spreads else None
-    o_spread = spreads[i] if len(spreads) > i else None
-    return f"{fmt_value(value, unit)} ({pct}) {verdict_words(key, verdict, b_spread, o_spread)}"
+def _spread_text(spread: Sequence[float] | None, unit: str) -> str:
+    if spread is None:
+        return "not measured"
+    lo, hi = sorted(spread)
+    return f"{fmt_value(lo, unit)}–{fmt_value(hi, unit)}"
+
+
+def _delta_rows(items: Sequence[tuple[dict[str, str], str, Sequence[float | None], Sequence[str],
+                                      Sequence[list[float] | None]]],
+                titles: Sequence[str]) -> None:
+    """One table of figures against the baseline, short cells that never clip: for each card its
+    value (with the change against the baseline), for each candidate its verdict in a word, and
+    each card's measured spread in a column of its own; which card is which is said above it."""
+    rows, styles = [], []
+    with_spread = any(any(sp is not None for sp in spreads) for *_, spreads in items)
+    for lead, key, values, verdicts, spreads in items:
+        unit = SPECS_BY_KEY[key].unit
+        row = dict(lead)
+        row["baseline"] = fmt_value(values[0], unit)
+        if with_spread:
+            row["baseline spread"] = _spread_text(spreads[0] if spreads else None, unit)
+        style = {c: "" for c in row}
+        for i in range(1, len(titles)):
+            name = "candidate" if len(titles) == 2 else f"candidate {i}"
+            pct = "—" if unit == "verdict" else fmt_delta_pct(values[0], values[i])
+            row[name] = f"{fmt_value(values[i], unit)} ({pct})"
+            row[f"{name}: verdict"] = verdicts[i]
+            if with_spread:
+                row[f"{name} spread"] = _spread_text(spreads[i] if len(spreads) > i else None, unit)
+            style.update({name: "", f"{name}: verdict": VERDICT_STYLE.get(verdicts[i], "")})
+            if with_spread:
+                style[f"{name} spread"] = ""
+        rows.append(row)
+        styles.append(style)
+    _styled(rows, styles)
 
 
 def _styled(rows: list[dict[str, str]], styles: list[dict[str, str]]) -> None:
@@ -112,6 +140,12 @@ def _styled(rows: list[dict[str, str]], styles: list[dict[str, str]]) -> None:
     style_df = pd.DataFrame(styles, columns=df.columns)
     st.dataframe(df.style.apply(lambda _: style_df, axis=None), hide_index=True,
                  width="stretch", height=min(35 * (len(df) + 1) + 3, 720))
+
+
+def _which(titles: Sequence[str]) -> str:
+    names = ["baseline"] + (["candidate"] if len(titles) == 2
+                            else [f"candidate {i}" for i in range(1, len(titles))])
+    return "; ".join(f"{n}: {md_escape(t)}" for n, t in zip(names, titles, strict=True))
 
 
 def comparison_view(cmp: Comparison) -> None:
@@ -128,26 +162,17 @@ def comparison_view(cmp: Comparison) -> None:
                                    for line in ls))
     if cmp.refusal:
         st.warning(md_escape(cmp.refusal))
-    specs = {s.key: s for s in METRIC_SPECS}
     if cmp.level_deltas:
         shown = ", ".join(level_name(cmp.level_mode, v) for v in cmp.shared_levels)
         st.markdown("##### At each shared load level")
         st.caption(f"Each level against the baseline's same level ({md_escape(shown)}); a "
                    "difference inside the measured spread (the level's requests cut into "
                    "repeats) is a tie.")
-        rows, styles = [], []
-        for ld in cmp.level_deltas:
-            spec = specs[ld.key]
-            row = {"level": level_name(cmp.level_mode, ld.level), "metric": spec.label,
-                   cmp.titles[0]: fmt_value(ld.values[0], spec.unit)}
-            style = {c: "" for c in row}
-            for i, title in enumerate(cmp.titles[1:], start=1):
-                row[title] = _delta_cell(ld.values[i], ld.values[0], spec.unit, ld.verdicts[i],
-                                         ld.key, ld.spreads, i)
-                style[title] = VERDICT_STYLE.get(ld.verdicts[i], "")
-            rows.append(row)
-            styles.append(style)
-        _styled(rows, styles)
+        st.caption(_which(cmp.titles) + ". A verdict outside both measured spreads is better "
+                   "or worse; inside, a tie.")
+        _delta_rows([({"level": level_name(cmp.level_mode, ld.level), "metric": SPECS_BY_KEY[ld.key].label},
+                      ld.key, ld.values, ld.verdicts, ld.spreads) for ld in cmp.level_deltas],
+                    cmp.titles)
     st.markdown("##### Config diff")
     if cmp.config_diff:
         st.dataframe(pd.DataFrame([[r["key"], *r["values"]] for r in cmp.config_diff],
@@ -161,19 +186,9 @@ def comparison_view(cmp: Comparison) -> None:
                    "highest load level every run measured.")
     for note in cmp.notes:
         st.caption(md_escape(note))
-    rows, styles = [], []
-    for d in cmp.deltas:
-        spec = specs[d.key]
-        row = {"dimension": spec.dimension, "metric": spec.label,
-               cmp.titles[0]: fmt_value(d.values[0], spec.unit)}
-        style = {c: "" for c in row}
-        for i, title in enumerate(cmp.titles[1:], start=1):
-            row[title] = _delta_cell(d.values[i], d.values[0], spec.unit, d.verdicts[i], d.key,
-                                     d.spreads, i)
-            style[title] = VERDICT_STYLE.get(d.verdicts[i], "")
-        rows.append(row)
-        styles.append(style)
-    _styled(rows, styles)
+    st.caption(_which(cmp.titles) + ".")
+    _delta_rows([({"dimension": SPECS_BY_KEY[d.key].dimension, "metric": SPECS_BY_KEY[d.key].label},
+                  d.key, d.values, d.verdicts, d.spreads) for d in cmp.deltas], cmp.titles)
 
 
 def download_buttons(engine: Engine, cards: Sequence[Scorecard], *, actor: Callable[[], str],

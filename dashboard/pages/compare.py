@@ -114,6 +114,10 @@ if (caption := cmp_service.resolution_caption(cards)) is not None:
 if len(cards) > 1:
     st.subheader("Side by side")
     cols = st.columns(len(cards))
+    stats = {"image" if c.subject.get("server_kind") == "image" else "ttft" for c in cards}
+    # one latency scale for every chart, so the eye compares heights, not tick labels
+    top = (charts.latency_top([charts.levels_frame(c) for c in cards], next(iter(stats)))
+           if len(stats) == 1 else None)
     for col, card in zip(cols, cards, strict=True):
         with col:
             st.markdown(f"**{sc_view.md_escape(card.title)}**")
@@ -123,7 +127,8 @@ if len(cards) > 1:
             image = card.subject.get("server_kind") == "image"
             st.altair_chart(charts.latency_vs_load(
                 charts.levels_frame(card), stat="image" if image else "ttft",
-                title="Per-image latency vs concurrency" if image else None), width="stretch")
+                title="Per-image latency vs concurrency" if image else None, y_max=top),
+                width="stretch")
     with session.guard("Comparison"):
         comparison = cmp_service.compare(cards)
         kind = str(cards[0].subject.get("server_kind") or "llm")

@@ -8,6 +8,7 @@ import io
 import json
 
 import jsonschema
+import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 from scorecard_seed import DETAIL_A, seed_alpha, seed_canary_only
@@ -209,3 +210,17 @@ def test_json_maps_non_finite_figures_to_null(cards):
     doc = json.loads(formats.to_json([card]), parse_constant=refuse)
     got = {f["key"]: f["value"] for f in doc["scorecards"][0]["figures"] if f["key"] in keys}
     assert got == {k: None for k in keys}
+
+
+def test_side_by_side_latency_charts_share_one_scale():
+    from dashboard.services.export.charts import latency_top, latency_vs_load
+
+    # run A tops out at 10.0 s per image, run B at 7.1 s: one scale to 10.5 s (5 % above) for both
+    a = pd.DataFrame({"level": [1, 2], "image_p50_s": [5.0, 9.7], "image_p99_s": [5.1, 10.0]})
+    b = pd.DataFrame({"level": [1, 2], "image_p50_s": [3.6, 7.0], "image_p99_s": [3.8, 7.1]})
+    top = latency_top([a, b], "image")
+    assert top == pytest.approx(10.5)
+    domains = [latency_vs_load(f, stat="image", y_max=top).to_dict()["encoding"]["y"]["scale"]["domain"]
+               for f in (a, b)]
+    assert domains == [[0, pytest.approx(10.5)]] * 2
+    assert latency_top([pd.DataFrame()], "ttft") is None

@@ -96,10 +96,11 @@ def time_series(
 
 def latency_vs_load(
     levels: pd.DataFrame, *, stat: str = "ttft", x_title: str = "concurrency",
-    title: str | None = None,
+    title: str | None = None, y_max: float | None = None,
 ) -> alt.Chart:
     """p50/p95/p99 of one latency stat (ttft, itl, tpot, e2e in ms; image in s) against load
-    level, the axis from zero."""
+    level, the axis from zero; `y_max` (in seconds) fixes its top, so charts drawn side by side
+    share one scale (latency_top gives it)."""
     title = title or f"{stat.upper()} vs {x_title}"
     cols = {f"{stat}_p{p}_s": f"p{p}" for p in (50, 95, 99)}
     have = [c for c in cols if c in levels.columns] if levels is not None else []
@@ -119,7 +120,8 @@ def latency_vs_load(
             x=alt.X("level:Q", title=x_title, axis=alt.Axis(
                 format="~g", tickMinStep=1 if x_title == "concurrency" else alt.Undefined)),
             y=alt.Y("ms:Q", title=("per-image latency" if stat == "image" else stat.upper())
-                    + f" ({unit})", scale=alt.Scale(zero=True)),
+                    + f" ({unit})", scale=alt.Scale(zero=True) if y_max is None
+                    else alt.Scale(domain=[0, y_max * scale], nice=False)),
             color=alt.Color("pct:N", title=None, scale=alt.Scale(
                 domain=list(PCT_COLORS), range=list(PCT_COLORS.values()))),
             tooltip=["level:Q", "pct:N", alt.Tooltip("ms:Q", format=",.1f")],
@@ -210,6 +212,14 @@ def tune_goodput(frame: pd.DataFrame) -> alt.TopLevelMixin:
     whiskers = base.mark_rule(strokeWidth=2, color="#212529").encode(x="lo:Q", x2="hi:Q")
     return alt.layer(bars, whiskers).properties(height=44 * max(len(frame), 1),
                                                 title="Goodput and its measured spread (whisker)")
+
+
+def latency_top(frames: Sequence[pd.DataFrame], stat: str) -> float | None:
+    """The highest p50/p95/p99 of `stat` (seconds) over several runs' level tables, 5 % above:
+    one y scale for charts compared side by side (None when none has the stat)."""
+    tops = [float(f[c].max()) for f in frames if f is not None and not f.empty
+            for c in (f"{stat}_p{p}_s" for p in (50, 95, 99)) if c in f.columns and f[c].notna().any()]
+    return max(tops) * 1.05 if tops else None
 
 
 def levels_frame(card: Scorecard) -> pd.DataFrame:
