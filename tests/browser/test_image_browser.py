@@ -83,18 +83,6 @@ def test_image_server_page_stage_chart(page, pitwall):  # noqa: F811
     assert page.locator("[data-testid='stVegaLiteChart']").count() >= 4
 
 
-def _body_until(pg, pattern: str, timeout_s: float) -> str:
-    """The page text once `pattern` (a regex) is in it; the page's fragments redraw on their own."""
-    deadline = time.time() + timeout_s
-    body = ""
-    while time.time() < deadline:
-        body = pg.inner_text("body")
-        if re.search(pattern, body):
-            return body
-        pg.wait_for_timeout(2000)
-    raise AssertionError(f"{pattern!r} not on the page within {timeout_s:.0f} s:\n{body[-2000:]}")
-
-
 def test_the_readme_image_flow_from_the_page(page, pitwall):  # noqa: F811
     """The README's image A/B, every step from the page as a newcomer does it: sweep demo-image
     from Benchmarks' image form, relaunch it under demo-image-fast on Profiles, "Rerun the
@@ -122,7 +110,7 @@ def test_the_readme_image_flow_from_the_page(page, pitwall):  # noqa: F811
     page.get_by_role("button", name="Relaunch…").click()
     wait_for_pattern(page, r"under profile demo-image-fast\?", 60)
     page.get_by_role("button", name="Relaunch now").click()
-    _body_until(page, r"ready under profile demo-image-fast", 240)
+    wait_for_pattern(page, r"ready under profile demo-image-fast", 240)
     # 3. rerun the baseline workload on the new launch, from the same panel
     page.get_by_role("button", name="Rerun the baseline workload").click(timeout=60_000)
     shot(page, pitwall, "img-11-profiles-relaunched-rerun")

@@ -16,6 +16,17 @@ APP = str(REPO / "app.py")
 GIB = 2**30
 
 
+def _server_page() -> AppTest:
+    """The Server page of server `s` over 15 minutes, run once without an exception."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["server"], at.query_params["window"] = "s", "15m"
+    at.run()
+    at.switch_page("dashboard/pages/server.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_make_candidate_writes_under_the_data_folder(app_env, tmp_path, monkeypatch):
     from storage.db import make_engine
 
@@ -35,12 +46,7 @@ def test_make_candidate_writes_under_the_data_folder(app_env, tmp_path, monkeypa
             for m, v in (("gpu.0.mem_total_bytes", 80 * GIB), ("gpu.0.mem_used_bytes", 77 * GIB),
                          ("api.health_ok", 1.0))])
     eng.dispose()
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["server"], at.query_params["window"] = "s", "15m"
-    at.run()
-    at.switch_page("dashboard/pages/server.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _server_page()
     at.button(key="doctor_gpu_headroom").click().run()
     assert not at.exception, [e.value for e in at.exception]
     written = sorted((tmp_path / "data" / "profiles").glob("*.toml"))
@@ -64,12 +70,7 @@ def test_a_quiet_doctor_shows_what_each_rule_read(app_env):
             for i in range(3)
             for m, v in (("gpu.0.mem_total_bytes", 80 * GIB), ("gpu.0.mem_used_bytes", 20 * GIB))])
     eng.dispose()
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["server"], at.query_params["window"] = "s", "15m"
-    at.run()
-    at.switch_page("dashboard/pages/server.py")
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _server_page()
     text = "\n".join(m.value for m in at.markdown).replace("\\", "")  # markdown-escaped text
     assert "GPU memory headroom: the fullest GPU has 60.0 GiB free" in text
     assert "Prefill OOMs: 0" in text
