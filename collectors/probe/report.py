@@ -18,7 +18,7 @@ Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.repo
 | achieved | concurrency = Σ e2e / window (Little's law); rate = starts / start span; start lag p99 (open loop) |
 | success_rate | ok / requests |
 | self_check | loop_lag_p99_s, lag_bound_s, lag_basis, client_cpu_pct (% of one core), cpu_max_pct, trusted, reasons |
-| spread | {rps, output_tok_s, images_per_min, ttft_p99_s, itl_p99_s, image_p99_s, e2e_p99_s}: each [lo, hi] in the figure's unit, or None (not this API, or fewer than 9 measured requests): the level's measured requests in start order cut into 3 consecutive repeats (collectors/probe/spread.py), the figure on each repeat, widened to the whole level's figure. Throughput per repeat is the steady-window definition on the repeat's own window (its first start -> the next repeat's first start; the last one ends at the last measured start), counting every successful request that finished inside it, so the repeats' windows add up to the level's |
+| spread | {rps, output_tok_s, images_per_min, ttft_p99_s, itl_p99_s, image_p99_s, e2e_p99_s}: each [lo, hi] in the figure's unit, or None (not this API, or fewer than 9 measured requests): the level's measured requests in start order cut into 3 consecutive repeats (collectors/probe/spread.py), the figure on each repeat, widened to the whole level's figure. Throughput per repeat: closed loop by Little's law (concurrency × successful requests ÷ the repeat's Σ e2e, spread.closed_loop_rps; counting completions in a repeat's short window swung 12–53 req/s at 16 requests); open loop the steady-window definition on the repeat's own window (its first start -> the next repeat's first start), counting every successful request that finished inside it |
 
 Client self-check (`self_check`): a level is `trusted: false` when the client's own delay is a
 visible share of what it measured, judged RELATIVE to the level's latency:
@@ -219,17 +219,33 @@ def spread_block(result: LevelResult, measured: list[RequestRecord], level: dict
             out.append(float(np.percentile(got, 99)) if got else None)
         return out
 
+    # the level's achieved concurrency (Little's law over its whole window), at most its workers
+    in_flight = min(float(result.plan.value),
+                    level["achieved"].get("concurrency") or float(result.plan.value))
+
+    def little(per: Callable[[RequestRecord], float], scale: float = 1.0) -> list[float | None]:
+        """Closed loop: each repeat's rps by Little's law (spread.closed_loop_rps), times the
+        mean of `per` over its successful requests (tokens or images a request)."""
+        vals: list[float | None] = []
+        for part in parts:
+            rps = spread_mod.closed_loop_rps([r.e2e_s for r in part], [r.ok for r in part], in_flight)
+            good = [per(r) for r in part if r.ok]
+            vals.append(None if rps is None or not good else rps * sum(good) / len(good) * scale)
+        return vals
+
+    # a closed loop's repeats are read by Little's law, an open loop's by their own window
+    per_repeat = little if result.plan.mode == "concurrency" else rate
     tp = level["throughput"]
     figures: dict[str, tuple[list[float | None], float | None]] = {
-        "rps": (rate(lambda r: 1.0), tp.get("rps")),
+        "rps": (per_repeat(lambda r: 1.0), tp.get("rps")),
         "e2e_p99_s": (p99(lambda ok: [r.e2e_s for r in ok if r.e2e_s is not None]), level["e2e_s"]["p99"]),
     }
     if image:
-        figures["images_per_min"] = (rate(lambda r: float(r.images or 0), 60.0), tp.get("images_per_min"))
+        figures["images_per_min"] = (per_repeat(lambda r: float(r.images or 0), 60.0), tp.get("images_per_min"))
         figures["image_p99_s"] = (p99(lambda ok: [r.e2e_s / n_img for r in ok if r.e2e_s is not None]),
                                   level["image"]["per_image_s"]["p99"])
     else:
-        figures["output_tok_s"] = (rate(lambda r: float(r.tokens_out or 0)), tp.get("output_tok_s"))
+        figures["output_tok_s"] = (per_repeat(lambda r: float(r.tokens_out or 0)), tp.get("output_tok_s"))
         figures["ttft_p99_s"] = (p99(lambda ok: [r.ttft_s for r in ok if r.ttft_s is not None]),
                                  level["ttft_s"]["p99"])
         figures["itl_p99_s"] = (p99(lambda ok: [g for r in ok for g in r.itl_s]), level["itl_s"]["p99"])

@@ -67,6 +67,22 @@ def from_values(values: Sequence[float | None]) -> Spread | None:
     return Spread(min(got), max(got), len(got))
 
 
+def closed_loop_rps(e2e_s: Sequence[float | None], ok: Sequence[bool], concurrency: float) -> float | None:
+    """Successful requests/s of one repeat of a closed-loop level, by Little's law: the repeat's
+    busy time Σ e2e (every request's, failures included) is shared by `concurrency` requests in
+    flight, so rps = concurrency × n_ok / Σ e2e. Pass the level's *achieved* concurrency (Σ e2e
+    over the whole level's window, at most its workers), so a client's gaps between requests
+    count as they did for the level's own figure. Counting the completions inside a repeat's own
+    short window instead swings with where its edges fall (a level of 16 requests at
+    concurrency 4 read 12–53 req/s); this averages the repeat's latencies. None without a
+    finished request."""
+    busy = sum(float(e) for e in e2e_s if e is not None)
+    n_ok = sum(1 for good in ok if good)
+    if busy <= 0 or n_ok == 0 or concurrency <= 0:
+        return None
+    return concurrency * n_ok / busy
+
+
 def widen(spread: Spread | None, value: float | None) -> Spread | None:
     """`spread` stretched to include the whole level's own figure (a slice's min and max need not
     bracket the figure of all requests together, a percentile in particular)."""

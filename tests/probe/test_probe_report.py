@@ -201,10 +201,11 @@ def test_level_spread_from_three_repeats_of_the_level() -> None:
     res = LevelResult(LevelPlan("concurrency", 1, requests=9, warmup=0), records=recs,
                       loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
     lv = level_report(res)
-    # windows [0, 3) ends 1, 2 -> 2/3 req/s; [3, 4.5) ends 3, 3.5, 4 -> 3/1.5 = 2; [4.5, 6.5] ends
-    # 4.5, 5.5, 6.5 -> 3/2 = 1.5; the whole level: 8 ends in [0, 6.5] -> 1.23, inside
+    # a closed loop's repeat by Little's law, concurrency x successes / its busy seconds:
+    # 1 x 3 / 3 s = 1.0, 1 x 3 / 1.5 s = 2.0, 1 x 3 / 3 s = 1.0 req/s -> [1.0, 2.0]; the whole
+    # level's steady-window figure (8 ends in [0, 6.5] -> 1.23 req/s) is inside
     lo, hi = lv["spread"]["rps"]
-    assert lo == pytest.approx(2 / 3) and hi == pytest.approx(2.0)
+    assert lo == pytest.approx(1.0) and hi == pytest.approx(2.0)
     assert lo <= lv["throughput"]["rps"] <= hi
     # e2e p99 per repeat ~1.0, 0.5, 1.0 -> [0.5, 1.0]; TTFT is a quarter of it
     assert lv["spread"]["e2e_p99_s"] == pytest.approx([0.5, 1.0])
@@ -215,3 +216,22 @@ def test_level_spread_from_three_repeats_of_the_level() -> None:
     short = LevelResult(LevelPlan("concurrency", 1, requests=8, warmup=0), records=recs[:8],
                         loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
     assert set(level_report(short)["spread"].values()) == {None}
+
+
+def test_a_closed_loops_throughput_spread_reads_its_repeats_by_littles_law() -> None:
+    # 4 workers, 16 requests back to back, each 0.1 s except every third at 0.12 s: the level runs
+    # at about 4 / 0.107 = 37 req/s. Counting completions inside each repeat's few-request window
+    # swung with where the edges fell (12-53 req/s on the demo); by Little's law each repeat reads
+    # 4 x n / its busy seconds, within the latencies' own +-10 %
+    recs, free = [], [0.0] * 4
+    for seq in range(16):
+        w = min(range(4), key=lambda i: free[i])
+        d = 0.12 if seq % 3 == 0 else 0.1
+        recs.append(_rec(seq, True, d / 4, d, free[w], [d / 10] * 4))
+        free[w] += d
+    res = LevelResult(LevelPlan("concurrency", 4, requests=16, warmup=0), records=recs,
+                      loop_lag_s=[0.001], cpu_pct=5.0, wall_s=max(free))
+    lv = level_report(res)
+    lo, hi = lv["spread"]["rps"]
+    assert 4 / 0.12 <= lo <= hi <= 4 / 0.1 + 1e-9  # inside what the latencies allow
+    assert lo <= lv["throughput"]["rps"] <= hi

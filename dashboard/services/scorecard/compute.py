@@ -112,17 +112,59 @@ def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
     return out
 
 
-def level_spread(rows: pd.DataFrame, whole: dict[str, Any], **kwargs: Any) -> dict[str, list[float]]:
+def _in_flight(rows: pd.DataFrame, figs: dict[str, Any], workers: float) -> float:
+    """A closed-loop level's achieved concurrency: Σ e2e over its window (Little's law), at most
+    its workers (the probe report's `achieved.concurrency`)."""
+    busy = float(pd.to_numeric(rows["e2e_s"], errors="coerce").fillna(0.0).sum())
+    window = figs.get("window_s") or 0.0
+    return min(workers, busy / window) if window > 0 and busy > 0 else workers
+
+
+def _little(rows: pd.DataFrame, figs: dict[str, Any], concurrency: float, *, kind: str,
+            images_per_request: int, gpu_usd_per_hour: float | None) -> dict[str, Any]:
+    """`figs` of one closed-loop repeat with its throughput (and the cost that divides by it)
+    by Little's law (spread.closed_loop_rps): a repeat's own short window swings with where its
+    edges fall, its mean latency does not."""
+    ok = rows["ok"].astype(bool)
+    rps = spread_mod.closed_loop_rps(pd.to_numeric(rows["e2e_s"], errors="coerce").dropna().tolist(),
+                                     ok.tolist(), concurrency)
+    n_ok = int(ok.sum())
+
+    def per_request(total: float | None) -> float | None:
+        return None if rps is None or total is None or n_ok == 0 else rps * total / n_ok
+
+    good = rows[ok]
+    out = dict(figs, rps=rps)
+    if kind == "image":
+        out["images_per_min"] = per_request(float(n_ok * images_per_request * 60))
+    else:
+        out["output_tok_s"] = per_request(col_sum(good, "tokens_out"))
+        out["input_tok_s"] = per_request(col_sum(good, "tokens_in"))
+    out.update(sm.cost_figures(gpu_usd_per_hour=gpu_usd_per_hour, rps=out["rps"],
+                               output_tok_s=out["output_tok_s"], input_tok_s=out["input_tok_s"],
+                               images_per_min=out["images_per_min"]))
+    return out
+
+
+def level_spread(rows: pd.DataFrame, whole: dict[str, Any], concurrency: float | None = None,
+                 **kwargs: Any) -> dict[str, list[float]]:
     """SPREAD_KEYS -> [lo, hi] of one level (collectors/probe/spread.py): its measured rows in
-    start order, cut into repeats, each scored by level_figures(**kwargs); a key without a
-    spread (too few requests, or no value in two repeats) is left out."""
+    start order, cut into repeats, each scored by level_figures(**kwargs), a closed loop's
+    throughput by Little's law (`concurrency`: its workers; None for an open loop); a key
+    without a spread (too few requests, or no value in two repeats) is left out."""
     ordered = rows.sort_values("start_ts", kind="stable")
     scored: dict[tuple[int, int], dict[str, Any]] = {}
 
     def figures(part: list[int]) -> dict[str, Any]:
         span = (part[0], part[-1])
         if span not in scored:  # each repeat scored once, whatever the number of keys
-            scored[span] = level_figures(ordered.iloc[part[0]:part[-1] + 1], **kwargs)
+            repeat = ordered.iloc[part[0]:part[-1] + 1]
+            figs = level_figures(repeat, **kwargs)
+            if concurrency is not None:
+                figs = _little(repeat, figs, concurrency, kind=kwargs["kind"],
+                               images_per_request=kwargs["images_per_request"],
+                               gpu_usd_per_hour=kwargs["gpu_usd_per_hour"])
+            scored[span] = figs
         return scored[span]
 
     out: dict[str, list[float]] = {}
@@ -155,7 +197,8 @@ def probe_levels(inp: ScorecardInputs) -> list[dict[str, Any]]:
             "closed_loop": inp.probe_mode == "concurrency"}
         figs = level_figures(rows, **kwargs)
         out.append({"level": float(level), "mode": inp.probe_mode, **figs,
-                    "spread": level_spread(rows, figs, **kwargs)})
+                    "spread": level_spread(rows, figs, _in_flight(rows, figs, float(level))
+                                           if kwargs["closed_loop"] else None, **kwargs)})
     return out
 
 
