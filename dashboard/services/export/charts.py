@@ -210,9 +210,9 @@ def tune_goodput(frame: pd.DataFrame) -> alt.TopLevelMixin:
                                         range=[SERIES_COLORS[4], SERIES_COLORS[1], SERIES_COLORS[0]])),
         tooltip=["profile", "goodput_rps", "lo", "hi", "role"])
     whiskers = base.mark_rule(strokeWidth=2, color="#212529").encode(x="lo:Q", x2="hi:Q")
-    # Streamlit fits a stretched chart's title, legend and axis INSIDE its height: a height of
-    # 44 px a row drew no plot at all, so the height carries those ~110 px on top of the rows
-    return alt.layer(bars, whiskers).properties(height=44 * max(len(frame), 1) + 110,
+    # a band of 40 px a candidate: Streamlit fits a fixed height's title, legend and axis inside
+    # it (44 px a row drew no plot at all); a step height is the plot's own
+    return alt.layer(bars, whiskers).properties(height=alt.Step(40),
                                                 title="Goodput and its measured spread (whisker)")
 
 
