@@ -85,5 +85,5 @@ def test_html_export_offline_in_chromium(engine, tmp_path):
     # comparison bars + per card: latency vs load, throughput vs load, batch and queue
     assert facts["charts"] == 1 + 2 * 3
     assert facts["marks"] > 20
-    assert "Workloads differ" in facts["text"] and "levels: [4] -> [8]" in facts["text"]
+    assert "These runs differ in load levels" in facts["text"] and "levels: [4] -> [8]" in facts["text"]
     assert shot.stat().st_size > 50_000

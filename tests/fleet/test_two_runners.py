@@ -183,7 +183,7 @@ def test_two_runners_own_their_servers_and_intents(fleet: Fleet) -> None:
     assert seen <= {"pending", "expired"} and "expired" in seen  # never running, never done
     sim_b = repo.get_server(eng, name="sim-b")
     events = repo.list_events(eng, server_id=sim_b.id, kinds=["intent_expired"])
-    assert len(events) == 1 and f"stop #{stop.id}" in events.iloc[0]["message"]
+    assert len(events) == 1 and f"stop R-{stop.id}" in events.iloc[0]["message"]
     assert a.poll() is None and fleet.db_holder_pid() == a.pid and fleet.db_generation() == house
     sim_a = repo.get_server(eng, name="sim-a")
     wait_for(lambda: (repo.latest_samples(eng, server_id=sim_a.id, metrics=["api.health_ok"]).get("api.health_ok")
