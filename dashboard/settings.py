@@ -2,10 +2,10 @@
 
 Read by entry points only (CLI, app.py, runner); everything else receives values. Precedence:
 environment variable > pitwall.toml > default. The file is `PITWALL_CONFIG`, else `./pitwall.toml`,
-else the checkout's (beside app.py, what `make run` reads), so every command reads the page's
-database; a relative `data_dir` in it is relative to the file. Every setting is declared once in
-SETTINGS (the README's table is checked against it by a meta-test). An invalid value raises
-SettingsError naming the key and the expected form; the CLI prints it as one line, exit code 2.
+else (for the real environment only) the checkout's (what `make run` reads), so every command
+reads the page's database; a relative `data_dir`, `profiles_dir` or sqlite path in it is relative
+to the file. Every setting is declared once in SETTINGS (the README's table is checked against it
+by a meta-test). An invalid value raises SettingsError naming the key and the expected form.
 """
 
 from __future__ import annotations
@@ -367,13 +367,7 @@ def _alerts(raw: Any, alerting: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _form(want: Any) -> str:
-    if want is bool:
-        return "true or false"
-    if want is list:
-        return "a list"
-    if want == (int, float):
-        return "a number"
-    return "a string"
+    return {bool: "true or false", list: "a list", (int, float): "a number"}.get(want, "a string")
 
 
 def _lookup(data: dict[str, Any], dotted: str) -> Any:
@@ -387,6 +381,7 @@ def _lookup(data: dict[str, Any], dotted: str) -> Any:
 
 def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) -> Settings:
     """Build Settings from the environment and the config file; raise SettingsError if invalid."""
+    real_env = env is None  # the checkout's pitwall.toml is read only for the real environment
     env = dict(os.environ) if env is None else env
     cwd = cwd or Path.cwd()
     config_path: Path | None = None
@@ -399,7 +394,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
             )
     elif (cwd / "pitwall.toml").exists():
         config_path = cwd / "pitwall.toml"
-    elif "PITWALL_CONFIG" not in env and (REPO_ROOT / "pitwall.toml").exists():
+    elif real_env and "PITWALL_CONFIG" not in env and (REPO_ROOT / "pitwall.toml").exists():
         config_path = REPO_ROOT / "pitwall.toml"  # the checkout's: what `make run` reads
     if config_path is not None:
         try:
@@ -429,12 +424,17 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         raise SettingsError(f"Setting demo is {values['demo']!r}; expected auto, on or off.")
     if not (0 < values["port"] < 65536):
         raise SettingsError(f"Setting port is {values['port']}; expected 1-65535.")
-    data_dir: Path = values["data_dir"]
-    if not data_dir.is_absolute():
-        from_file = config_path and not env.get("PITWALL_DATA_DIR") and _lookup(data, "data_dir") is not None
-        data_dir = ((config_path.parent if from_file and config_path else cwd) / data_dir).resolve()
+    def base(key: str, var: str) -> Path:  # a relative path from the file is read from the file's folder
+        return config_path.parent if config_path and not env.get(var) and _lookup(data, key) is not None else cwd
+    data_dir = Path(values["data_dir"])
+    data_dir = data_dir if data_dir.is_absolute() else (base("data_dir", "PITWALL_DATA_DIR") / data_dir).resolve()
     database_url = values["database_url"] or f"sqlite:///{data_dir / 'pitwall.db'}"
-    profiles_dir = values["profiles_dir"] or (REPO_ROOT / "profiles")
+    db_file = database_url.removeprefix("sqlite:///")
+    if db_file != database_url and db_file not in ("", ":memory:") and not Path(db_file).is_absolute():
+        database_url = f"sqlite:///{(base('database_url', 'PITWALL_DATABASE_URL') / db_file).resolve()}"
+    profiles_dir = Path(values["profiles_dir"] or (REPO_ROOT / "profiles"))
+    if not profiles_dir.is_absolute():
+        profiles_dir = (base("profiles_dir", "PITWALL_PROFILES_DIR") / profiles_dir).resolve()
     probe = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("probe.")}
     runner = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("runner.")}
     compare = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("compare.")}

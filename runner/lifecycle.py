@@ -167,7 +167,8 @@ class Lifecycle:
                                message=f"{server.name}: now running profile {plan.profile_name} ({took:.1f} s from request to ready)")
             self._restart_at.pop(server.id, None)
             self._finish(intent_id, "done", f"{server.name} is ready under profile {plan.profile_name} ({took:.1f} s).",
-                         {"launch_id": m.launch_id, "seconds": took, "log_offset": m.log_offset}, stage="ready")
+                         {"launch_id": m.launch_id, "seconds": took, "log_offset": m.log_offset,
+                          "replaced_launch_id": current.launch_id if current else None}, stage="ready")
             return
         launch_id = m.launch_id if m else None
         failed_msg = f"Profile {plan.profile_name} failed to come up: {why}"

@@ -315,7 +315,9 @@ class ProcessSupervisor(Lifecycle):
 
     def _interrupted_failed(self, intent: Intent, launch_id: int | None, why: str) -> None:
         assert intent.id is not None
-        what = f"launch #{launch_id}" if launch_id is not None else "the launch it started"
+        server = repo.get_server(self.engine, id=intent.server_id) if intent.server_id is not None else None
+        what = (self._launch_name(server, launch_id) if server is not None and launch_id is not None
+                else "the launch it started")
         self._finish(intent.id, "failed", f"The runner carrying this out was interrupted (killed) while "
                      f"{what} was starting, and {why}; request it again.",
                      {**(intent.result or {}), "interrupted": True}, stage="failed")
@@ -323,13 +325,15 @@ class ProcessSupervisor(Lifecycle):
     def _close_replaced(self, server_id: int, latest_id: int) -> None:
         """Launches of this server before `latest_id` left open by a runner killed mid-relaunch:
         their process is gone (or is ended now); they were stopped by that relaunch."""
+        server = repo.get_server(self.engine, id=server_id)
+        latest = self._launch_name(server, latest_id) if server is not None else "a later launch"
         for launch in repo.list_launches(self.engine, server_id=server_id, limit=20):
             if launch.id is None or launch.id == latest_id or launch.ended_at is not None:
                 continue
             if launch.pid and procs.same_process(launch.pid, launch.started_at):
                 procs.stop(procs.Proc(pid=launch.pid), timeout_s=self.stop_timeout_s)
             repo.update_launch(self.engine, launch_id=launch.id, status="stopped", ended_at=time.time(),
-                               end_reason=f"replaced by launch #{latest_id}; the runner was interrupted "
+                               end_reason=f"replaced by {latest}; the runner was interrupted "
                                           "before it recorded the stop")
 
     def _first_tick(self) -> None:

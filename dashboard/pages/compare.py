@@ -6,7 +6,8 @@ the load levels the runs share (services/scorecard/matched.py), never across lev
 
 Query parameters preselect what to compare, so another page can link straight to a comparison:
 `?runs=12,15` (probe run ids, the baseline first) or `?launches=3,4` (launch ids, the baseline
-first). They are read on the first visit of a session; ids that are not offered are named in a
+first). They are read on the first visit of a session; a linked id is offered however old when
+that run is done or that launch recorded; ids that are not offered are named in a
 warning and left out.
 """
 
@@ -17,6 +18,7 @@ import streamlit as st
 from dashboard.components import auth, charts, session
 from dashboard.components import scorecard as sc_view
 from dashboard.components.format import grade_badge
+from dashboard.components.scorecard import md_escape
 from dashboard.services.scorecard import compare as cmp_service
 from dashboard.services.scorecard.build import ScorecardError, build_scorecard
 from dashboard.services.scorecard.image_check import ImageCheck, ImageCheckError, image_check
@@ -42,10 +44,23 @@ def _card(url: str, what: str, ident: str, slo_key: str, kwh: float | None,
 
 
 @st.cache_data(ttl=15, show_spinner=False)
-def _choices(url: str, what: str) -> list[tuple[int, str]]:
+def _choices(url: str, what: str, linked: tuple[int, ...] = ()) -> list[tuple[int, str]]:
+    """The newest runs / launches, and those a link names however old (if done / recorded)."""
     engine = session.engine_for(url)
-    return (cmp_service.run_choices(engine) if what == "run"
-            else cmp_service.launch_choices(engine))
+    return (cmp_service.run_choices(engine, include=linked) if what == "run"
+            else cmp_service.launch_choices(engine, include=linked))
+
+
+def _ids(raw: str) -> tuple[list[int], list[str]]:
+    """A link's comma-separated ids ("12,#15"): (ids, the parts that are not ids)."""
+    ids, bad = [], []
+    for part in (p.strip() for p in raw.split(",")):
+        digits = part.lstrip("#")
+        if digits.isdecimal() and digits.isascii():  # "²".isdigit() is True, int("²") raises
+            ids.append(int(digits))
+        elif part:
+            bad.append(part)
+    return ids, bad
 
 
 @st.cache_data(ttl=60, show_spinner="Comparing images…")
@@ -58,18 +73,12 @@ def _preselect(options: list[tuple[int, str]], raw: str, key: str) -> None:
     if key in st.session_state:
         return
     known = {i for i, _ in options}
-    ids, unknown = [], []
-    for part in raw.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if part.lstrip("#").isdigit() and int(part.lstrip("#")) in known:
-            ids.append(int(part.lstrip("#")))
-        else:
-            unknown.append(part)
+    named, unknown = _ids(raw)
+    ids = [i for i in named if i in known]
+    unknown += [str(i) for i in named if i not in known]
     if unknown:
-        st.warning(f"Not offered to compare, left out: {', '.join(unknown)} (only finished probe "
-                   "runs and recorded launches can be compared; check the ids in the link).")
+        st.warning(f"Not offered to compare, left out: {md_escape(', '.join(unknown))} (only finished "
+                   "probe runs and recorded launches can be compared; check the ids in the link).")
     st.session_state[key] = list(dict.fromkeys(ids))
 
 
@@ -80,7 +89,7 @@ if "cmp_what" not in st.session_state and (_linked["run"] or _linked["launch"]):
 what = st.segmented_control("Compare", ["Probe runs", "Launches"], default="Probe runs",
                             key="cmp_what") or "Probe runs"
 kind = "run" if what == "Probe runs" else "launch"
-options = _choices(ctx.url, kind)
+options = _choices(ctx.url, kind, tuple(_ids(str(_linked[kind]))[0]) if _linked[kind] else ())
 labels = dict(options)
 if _linked[kind]:
     _preselect(options, str(_linked[kind]), f"cmp_pick_{kind}")

@@ -110,21 +110,23 @@ def _refresh_when_finished(intent_id: int, state: str) -> None:
 
 
 def rerun_panel(intent: Any) -> None:
-    """After a relaunch: rerun the server's last sweep before it on the new launch, then Compare."""
+    """After a relaunch: rerun the replaced launch's last sweep on the new launch, then Compare."""
     rs = rerun.state(ctx.engine, intent)
+    if not rs.offered:
+        return
     if rs.baseline is None:
-        st.caption("No finished sweep of this server before the relaunch, so there is no baseline "
+        st.caption("The launch this relaunch replaced has no finished sweep, so there is no baseline "
                    "workload to rerun; start a sweep on the Benchmarks page.")
         return
     if rs.rerun is None:
-        st.caption(f"Baseline before the relaunch: {md_escape(rerun.workload_words(rs.baseline))}.")
+        st.caption(f"Baseline (the replaced launch's last sweep): {md_escape(rerun.workload_words(rs.baseline))}.")
         if show_controls and st.button("Rerun the baseline workload", disabled=not can_act, key="pw_rerun",
                                        help="the same sweep on the new launch, then Compare both runs"
                                        if can_act else NEEDS_SIGN_IN):
             actor = auth.actor_at_click(ctx.settings)
             if actor is not None and server_name is not None:
                 try:
-                    rerun.rerun_baseline(ctx.engine, server_name, rs.baseline, actor=actor)
+                    rerun.rerun_baseline(ctx.engine, server_name, rs.baseline, intent, actor=actor)
                 except SweepRequestError as exc:
                     st.error(str(exc))
                 else:

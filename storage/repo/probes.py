@@ -98,6 +98,27 @@ def list_probe_runs(
         return list(s.execute(q).scalars())
 
 
+def newest_probe_run(
+    engine: Engine, *, server_id: int, launch_id: int | None = None, status: str | None = None,
+    baseline_run_id: int | None = None, since: float | None = None, before: float | None = None,
+) -> ProbeRun | None:
+    """The server's newest run matching every filter given (`since`: created at or after,
+    `before`: created before, epoch seconds); one query, for panels that redraw every second."""
+    q = select(ProbeRun).where(col(ProbeRun.server_id) == server_id)
+    if launch_id is not None:
+        q = q.where(col(ProbeRun.launch_id) == launch_id)
+    if status is not None:
+        q = q.where(col(ProbeRun.status) == status)
+    if baseline_run_id is not None:
+        q = q.where(col(ProbeRun.baseline_run_id) == baseline_run_id)
+    if since is not None:
+        q = q.where(col(ProbeRun.created_at) >= since)
+    if before is not None:
+        q = q.where(col(ProbeRun.created_at) < before)
+    with Session(engine, expire_on_commit=False) as s:
+        return s.execute(q.order_by(col(ProbeRun.id).desc()).limit(1)).scalars().first()
+
+
 def probe_requests(engine: Engine, *, run_id: int) -> pd.DataFrame:
     with engine.connect() as conn:
         rows = conn.execute(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -71,8 +72,10 @@ def test_the_cli_from_another_folder_reads_the_pages_database(tmp_path, monkeypa
     home.mkdir()
     (checkout / "pitwall.toml").write_text('data_dir = "data"\nport = 8600\n')
     monkeypatch.setattr(settings_mod, "REPO_ROOT", checkout)
-    page = load_settings(env={}, cwd=checkout)
-    cli = load_settings(env={}, cwd=home)
+    for var in [v for v in os.environ if v.startswith("PITWALL_")]:
+        monkeypatch.delenv(var)  # the real environment (env=None): the only one that reads the checkout's file
+    page = load_settings(cwd=checkout)
+    cli = load_settings(cwd=home)
     assert page.database_url == cli.database_url == f"sqlite:///{checkout / 'data' / 'pitwall.db'}"
     assert cli.config_path == checkout / "pitwall.toml" and cli.port == 8600
     # the same file named through PITWALL_CONFIG from elsewhere: still the file's data folder
@@ -82,3 +85,32 @@ def test_the_cli_from_another_folder_reads_the_pages_database(tmp_path, monkeypa
     assert load_settings(env={"PITWALL_CONFIG": "", "PITWALL_DATA_DIR": str(home)}, cwd=home).config_path is None
     # a relative PITWALL_DATA_DIR stays relative to the current folder
     assert load_settings(env={"PITWALL_DATA_DIR": "d"}, cwd=home).data_dir == home / "d"
+
+
+def test_an_explicit_env_never_reads_the_checkouts_pitwall_toml(tmp_path, monkeypatch):
+    """Issue 30: an explicit `env` dict without PITWALL_CONFIG read the developer's pitwall.toml
+    beside app.py; only the real environment (env=None) falls back to the checkout's file."""
+    import dashboard.settings as settings_mod
+
+    checkout, home = tmp_path / "checkout", tmp_path / "home"
+    checkout.mkdir()
+    home.mkdir()
+    (checkout / "pitwall.toml").write_text("port = 8611\n")
+    monkeypatch.setattr(settings_mod, "REPO_ROOT", checkout)
+    got = load_settings(env={"PITWALL_DATA_DIR": str(home)}, cwd=home)
+    assert got.config_path is None and got.port != 8611
+
+
+def test_relative_paths_in_the_file_are_relative_to_the_file(tmp_path):
+    """Issue 30: a relative profiles_dir or sqlite database path in pitwall.toml resolved against
+    the current folder; like data_dir, they are read from the file's folder now."""
+    conf, elsewhere = tmp_path / "conf", tmp_path / "elsewhere"
+    conf.mkdir()
+    elsewhere.mkdir()
+    (conf / "pitwall.toml").write_text('profiles_dir = "profiles"\ndatabase_url = "sqlite:///db/p.db"\n')
+    got = load_settings(env={"PITWALL_CONFIG": str(conf / "pitwall.toml")}, cwd=elsewhere)
+    assert got.profiles_dir == conf / "profiles"
+    assert got.database_url == f"sqlite:///{conf / 'db' / 'p.db'}"
+    # a relative path from the environment stays relative to the current folder
+    env = {"PITWALL_CONFIG": str(conf / "pitwall.toml"), "PITWALL_PROFILES_DIR": "mine"}
+    assert load_settings(env=env, cwd=elsewhere).profiles_dir == elsewhere / "mine"

@@ -279,7 +279,8 @@ def test_after_a_relaunch_rerun_the_baseline_workload_then_compare(page_env) -> 
     intent = repo.create_intent(page_env, kind="relaunch", server_id=sim.id, payload={"profile": "two"},
                                 requested_by="t")
     repo.update_intent(page_env, intent_id=intent.id, state="done", message="sim is ready under profile two",
-                       progress={"stage": "ready", "fraction": 1.0, "detail": "ready"})
+                       progress={"stage": "ready", "fraction": 1.0, "detail": "ready"},
+                       result={"launch_id": 1, "replaced_launch_id": 1})
     at = _run()
     assert f"run {base.id}: shared-prefix, levels 1, 4, 12 requests a level" in _text(at).replace("\\", "")
     assert not at.get("progress")  # the relaunch is done: no bar left behind

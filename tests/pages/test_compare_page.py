@@ -147,3 +147,21 @@ def test_a_link_with_unknown_ids_says_so(app_env):
     _ok(at)
     assert at.multiselect(key="cmp_pick_run").value == [ids["run_id"]]
     assert any("999" in str(w.value) for w in at.warning)
+
+
+def test_a_link_with_odd_ids_warns_escaped_and_offers_old_runs(app_env):
+    """Issue 30: "²" passed isdigit() and crashed int(); the ids left out were echoed as markdown
+    (a link could inject formatting); a linked run outside the newest 100 choices was left out."""
+    from storage import repo
+
+    eng = _engine(app_env)
+    ids = seed_alpha(eng, name="a")
+    for n in range(101):  # the linked run is now older than the newest 100
+        repo.create_probe_run(eng, server_id=None, url="http://127.0.0.1:9", api="generate", status="failed",
+                              name=f"filler {n}")
+    eng.dispose()
+    at = _run(server="a", runs=f"{ids['run_id']},²,**bold**")
+    _ok(at)
+    assert at.multiselect(key="cmp_pick_run").value == [ids["run_id"]]
+    (warning,) = at.warning
+    assert "²" in warning.value and "\\*\\*bold\\*\\*" in warning.value

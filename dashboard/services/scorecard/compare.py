@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -357,11 +358,15 @@ def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
 # what a page can offer to compare
 
 
-def run_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
-    """(run id, label) of finished probe runs, newest first."""
+def run_choices(engine: Engine, *, limit: int = 100, include: Iterable[int] = ()) -> list[tuple[int, str]]:
+    """(run id, label) of finished probe runs, newest first; the runs named in `include` (a
+    link's ids) are offered too when they exist and are done, however old."""
     names = {s.id: s.name for s in repo.list_servers(engine, include_retired=True)}
+    runs = repo.list_probe_runs(engine, limit=limit)
+    seen = {r.id for r in runs}
+    runs += [r for i in dict.fromkeys(include) if i not in seen and (r := repo.get_probe_run(engine, run_id=i))]
     out = []
-    for r in repo.list_probe_runs(engine, limit=limit):
+    for r in runs:
         if r.status != "done" or r.id is None:
             continue
         when = fmt_ts(r.started_at or r.created_at)
@@ -370,11 +375,14 @@ def run_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
     return out
 
 
-def launch_choices(engine: Engine, *, limit: int = 100) -> list[tuple[int, str]]:
-    """(launch id, label) of launches, newest first; a launch is named by its number among its
-    server's launches ("demo launch 3", format.launch_label), never by its row id."""
+def launch_choices(engine: Engine, *, limit: int = 100, include: Iterable[int] = ()) -> list[tuple[int, str]]:
+    """(launch id, label) of launches, newest first (and those named in `include`, however old);
+    a launch is named by its number among its server's launches ("demo launch 3",
+    format.launch_label), never by its row id."""
     names = {s.id: s.name for s in repo.list_servers(engine, include_retired=True)}
     launches = [la for la in repo.list_launches(engine, limit=limit) if la.id is not None]
+    seen = {la.id for la in launches}
+    launches += [la for i in dict.fromkeys(include) if i not in seen and (la := repo.get_launch(engine, launch_id=i))]
     numbers = repo.launch_numbers(engine, [la.id for la in launches if la.id is not None])
     return [(la.id, f"{launch_label(names.get(la.server_id, '?'), numbers.get(la.id))} · "
                     f"{la.profile_name or '—'} · {la.status} · {fmt_ts(la.started_at)}")

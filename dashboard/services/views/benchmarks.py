@@ -107,30 +107,43 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
         spec["workload"].update(image_size=req.image_size, image_steps=req.image_steps,
                                 image_guidance=req.image_guidance,
                                 images_per_request=int(req.images_per_request))
-    run = repo.create_probe_run(
-        engine,
-        server_id=server.id,
-        launch_id=launch_id,
-        url=server.base_url,
-        api=req.api,
-        name=req.name,
-        spec=spec,
-        status="pending",
-        baseline_run_id=req.baseline_run_id,
-    )
+    return _record(engine, server.id, spec, requested_by=requested_by, target=req.server,
+                   detail={"levels": list(req.levels), "requests": int(req.requests),
+                           "prompt_set": req.prompt_set, "api": req.api})
+
+
+def start_sweep_from_spec(engine: Engine, server_name: str, spec: dict[str, Any], *, name: str | None,
+                          baseline_run_id: int | None, requested_by: str = "ui") -> tuple[int, int]:
+    """`start_sweep` for a stored spec taken as it is (a rerun of a finished sweep): only the url,
+    server_id, launch_id (the server's running launch), name and baseline_run_id are replaced, so
+    the workload, mode, levels and requests (None included) stay what the stored run measured.
+    Same rows and audit as `start_sweep`; returns (run_id, intent_id)."""
+    server = repo.get_server(engine, name=server_name)
+    if server is None or server.id is None:
+        raise SweepRequestError(f"Server {server_name!r} is not configured; pick one from the list.")
+    launch = repo.latest_launch(engine, server_id=server.id)
+    launch_id = launch.id if launch is not None and launch.ended_at is None else None
+    spec = {k: v for k, v in spec.items() if k != "api_key"}  # the runner adds the server's own key
+    spec = {**spec, "url": server.base_url, "server_id": server.id, "launch_id": launch_id,
+            "name": name, "baseline_run_id": baseline_run_id}
+    work = spec.get("workload") or {}
+    return _record(engine, server.id, spec, requested_by=requested_by, target=server_name,
+                   detail={"levels": list(spec.get("levels") or []), "requests": spec.get("requests"),
+                           "prompt_set": work.get("prompt_set"), "api": spec.get("api")})
+
+
+def _record(engine: Engine, server_id: int, spec: dict[str, Any], *, requested_by: str, target: str,
+            detail: dict[str, Any]) -> tuple[int, int]:
+    """The pending ProbeRun, the `probe` intent and the `sweep_start` audit row for `spec`."""
+    run = repo.create_probe_run(engine, server_id=server_id, launch_id=spec.get("launch_id"),
+                                url=str(spec["url"]), api=str(spec["api"]), name=spec.get("name"), spec=spec,
+                                status="pending", baseline_run_id=spec.get("baseline_run_id"))
     assert run.id is not None
-    intent = repo.create_intent(
-        engine,
-        kind="probe",
-        server_id=server.id,
-        payload={"run_id": run.id},
-        requested_by=requested_by,
-    )
+    intent = repo.create_intent(engine, kind="probe", server_id=server_id, payload={"run_id": run.id},
+                                requested_by=requested_by)
     assert intent.id is not None
-    repo.add_audit(engine, actor=requested_by, action="sweep_start", target=req.server,
-                   detail={"run_id": run.id, "intent_id": intent.id, "levels": list(req.levels),
-                           "requests": int(req.requests), "prompt_set": req.prompt_set,
-                           "api": req.api})
+    repo.add_audit(engine, actor=requested_by, action="sweep_start", target=target,
+                   detail={"run_id": run.id, "intent_id": intent.id, **detail})
     return run.id, intent.id
 
 
