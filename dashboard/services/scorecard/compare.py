@@ -79,10 +79,28 @@ class Comparison:
     refusal: str | None = None  # why no level is compared, and what to do
     goodput: list[dict[str, Any]] = field(default_factory=list)  # per card: {level, rps, why}
     summary: str = ""  # what differs, in one sentence with what to do
+    #: per non-baseline card: what differs besides the level sets (LEVEL_SET_FIELDS); the
+    #: figures read at a shared level are judged on this one
+    level_workload_diff: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # why some figures carry no verdict
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: workload fields that only say which levels ran and how many requests each had: figures read
+#: at a level both runs measured do not depend on them
+LEVEL_SET_FIELDS = ("levels", "requests_per_level", "warmup_per_level")
+
+
+def reduced_diff(lines: list[str]) -> list[str]:
+    """`lines` (diff_fingerprints) without the level-set fields (LEVEL_SET_FIELDS)."""
+    out = []
+    for line in lines:
+        m = _DIFF_LINE.match(line)
+        if m is None or m["key"].split(".")[0] not in LEVEL_SET_FIELDS:
+            out.append(line)
+    return out
 
 
 def diff_details(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
@@ -143,8 +161,10 @@ def _field_words(line: str) -> str:
 
 
 def summary(workload_diff: list[list[str]], config: list[dict[str, Any]], no_sweep: list[str],
-            refused: bool = False) -> str:
-    """What differs, in one sentence with what to do."""
+            refused: bool = False, shared_level: str | None = None) -> str:
+    """What differs, in one sentence with what to do. `shared_level` names the level every run
+    measured: when only the level sets differ, the runs are compared there and no rerun is
+    asked for."""
     if no_sweep:
         return (f"No probe sweep behind {', '.join(no_sweep)}: latency, throughput and cost are "
                 "not measured at a known load; run a sweep (Benchmarks) on each side, then "
@@ -157,6 +177,11 @@ def summary(workload_diff: list[list[str]], config: list[dict[str, Any]], no_swe
     if refused and not any(w.startswith("load levels") for w in words):
         words.append("load levels")
     settings = [r["key"].removeprefix("flag.").removeprefix("env.") for r in config]
+    if (words and shared_level is not None and not refused
+            and not any(reduced_diff(lines) for lines in workload_diff)):
+        what = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
+        return (f"These runs differ only in {what}: their load-level figures are compared at "
+                f"{shared_level}, a level both measured.")
     if words:
         what = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
         return (f"These runs differ in {what}; rerun the candidate with the baseline's workload "
@@ -197,6 +222,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
     fps = [c.provenance.get("fingerprint") for c in cards]
     no_sweep = [c.title for c in cards if c.subject.get("latency_source") != "probe"]
     workload_diff: list[list[str]] = []
+    level_diff: list[list[str]] = []  # the same without the level sets (LEVEL_SET_FIELDS)
     warnings: list[str] = []
     comparable = True
     for c in cards[1:]:
@@ -210,13 +236,16 @@ def compare(cards: list[Scorecard]) -> Comparison:
             if not lines:  # hashes differ but details agree
                 lines = [f"fingerprint: {base.provenance.get('fingerprint')} -> "
                          f"{c.provenance.get('fingerprint')}"]
-        if lines:
-            comparable = False
-            warnings.append(f"{c.title}: workload differs from {base.title}; probe and canary "
-                            "deltas are marked not comparable")
         workload_diff.append(lines)
+        level_diff.append(reduced_diff(lines))
     mode, shared = matched.shared_levels(cards)
     level = shared[-1] if shared else None
+    for c, lines, reduced in zip(cards[1:], workload_diff, level_diff, strict=True):
+        if lines:
+            comparable = False
+        if reduced or (lines and level is None):
+            warnings.append(f"{c.title}: workload differs from {base.title}; probe and canary "
+                            "deltas are marked not comparable")
     refused = matched.refusal(cards)
     used: list[str] = []
     deltas = []
@@ -259,7 +288,9 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 continue
             d.append(v - b)
             rel.append((v - b) / abs(b) if b != 0 else None)
-            if workload_diff[i - 1] and workload_bound:
+            # a figure read at a level both runs measured does not depend on the level sets
+            differs = level_diff[i - 1] if at_level and level is not None else workload_diff[i - 1]
+            if differs and workload_bound:
                 verdict = "not comparable"
             elif (no_sweep and spec.dimension in ("latency", "throughput", "cost")
                   and spec.key != "gpu_usd_per_hour"
@@ -281,16 +312,18 @@ def compare(cards: list[Scorecard]) -> Comparison:
         fingerprints=fps,
         comparable=comparable,
         workload_diff=workload_diff,
+        level_workload_diff=level_diff,
         config_diff=config_diff(cards),
         deltas=deltas,
         warnings=warnings,
         level_mode=mode,
         shared_levels=shared,
         matched_level=level,
-        level_deltas=matched.level_deltas(cards, kind),
+        level_deltas=matched.level_deltas(cards, kind, level_diff),
         refusal=refused,
         goodput=[matched.goodput(c) for c in cards],
-        summary=summary(workload_diff, config_diff(cards), no_sweep, refused is not None),
+        summary=summary(workload_diff, config_diff(cards), no_sweep, refused is not None,
+                        None if level is None else level_name(mode, level)),
         notes=[NOTES[v] for v in used],
     )
 

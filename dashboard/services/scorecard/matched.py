@@ -134,8 +134,12 @@ def _rel(base: float | None, other: float | None) -> float | None:
     return (other - base) / abs(base)
 
 
-def level_deltas(cards: Sequence[Scorecard], kind: str) -> list[LevelDelta]:
-    """Per shared level, the level table's figures against the baseline's at the same level."""
+def level_deltas(cards: Sequence[Scorecard], kind: str,
+                 workload_diff: Sequence[Sequence[str]] | None = None) -> list[LevelDelta]:
+    """Per shared level, the level table's figures against the baseline's at the same level.
+    `workload_diff`: per non-baseline card, what its workload differs in besides the level sets
+    (compare.reduced_diff); a card with a difference gets "not comparable", never a colour."""
+    diffs = list(workload_diff or [])
     _, shared = shared_levels(cards)
     table = IMAGE_LEVEL_TABLE if kind == "image" else LLM_LEVEL_TABLE
     by_card = [levels_of(c) for c in cards]
@@ -149,10 +153,12 @@ def level_deltas(cards: Sequence[Scorecard], kind: str) -> list[LevelDelta]:
             spreads = [(lv.get("spread") or {}).get(key) for lv in lvs]
             rel: list[float | None] = [None]
             verdicts = ["baseline"]
-            for v, s in zip(values[1:], spreads[1:], strict=True):
+            for i, (v, s) in enumerate(zip(values[1:], spreads[1:], strict=True)):
                 rel.append(_rel(values[0], v))
                 if values[0] is None or v is None:
                     verdicts.append("n/a")
+                elif i < len(diffs) and diffs[i]:
+                    verdicts.append("not comparable")
                 else:
                     verdicts.append(judge(SPECS_BY_KEY[key], values[0], v, spreads[0], s))
             out.append(LevelDelta(level, key, values, rel, spreads, verdicts))

@@ -1,0 +1,51 @@
+"""Review findings on the comparison's judgement (issue 30): the main table and the per-level
+table agree at a shared level, and a workload that differs besides its level sets is not
+comparable in both."""
+
+from __future__ import annotations
+
+from scorecard_seed import DETAIL_A, seed_levels
+
+from dashboard.services.scorecard.build import build_scorecard
+from dashboard.services.scorecard.compare import compare
+
+
+def _cards(engine, *seeds):
+    return [build_scorecard(engine, run_id=s["run_id"]) for s in seeds]
+
+
+def _delta(cmp, key):
+    return next(d for d in cmp.deltas if d.key == key)
+
+
+def _detail(levels, **over):
+    return dict(DETAIL_A, levels=levels, requests_per_level=[9] * len(levels),
+                warmup_per_level=[0] * len(levels), **over)
+
+
+def test_level_sets_that_differ_are_compared_at_the_shared_level(engine):
+    # baseline ran 1, 2; candidate 2, 4: level 2 is shared, the workloads are otherwise equal
+    a = seed_levels(engine, name="a", levels={1.0: (1.0, 0.3), 2.0: (0.5, 0.5)},
+                    detail=_detail([1.0, 2.0]))
+    b = seed_levels(engine, name="b", levels={2.0: (0.5, 0.35), 4.0: (0.25, 0.4)},
+                    detail=_detail([2.0, 4.0]), fingerprint="fp-24", t0=1_700_010_000.0)
+    cmp = compare(_cards(engine, a, b))
+    assert cmp.matched_level == 2.0
+    assert cmp.level_workload_diff == [[]]
+    main = _delta(cmp, "ttft_p50_s").verdicts[1]
+    per_level = next(ld for ld in cmp.level_deltas if ld.key == "ttft_p50_s" and ld.level == 2.0)
+    assert main == per_level.verdicts[1] == "better"
+    assert "rerun" not in cmp.summary.lower()
+    assert "concurrency 2" in cmp.summary
+    assert not cmp.warnings
+
+
+def test_a_workload_difference_is_not_comparable_in_both_tables(engine):
+    a = seed_levels(engine, name="a", levels={2.0: (0.5, 0.5)}, detail=_detail([2.0]))
+    b = seed_levels(engine, name="b", levels={2.0: (0.5, 0.35)}, fingerprint="fp-999",
+                    detail=_detail([2.0], max_new_tokens=999), t0=1_700_010_000.0)
+    cmp = compare(_cards(engine, a, b))
+    per_level = next(ld for ld in cmp.level_deltas if ld.key == "ttft_p50_s")
+    assert _delta(cmp, "ttft_p50_s").verdicts[1] == "not comparable"
+    assert per_level.verdicts[1] == "not comparable"
+    assert "rerun the candidate" in cmp.summary
