@@ -4,10 +4,12 @@ comparable in both."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from scorecard_seed import DETAIL_A, seed_levels
 
 from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.compare import compare
+from dashboard.services.scorecard.compare import compare, headline
 
 
 def _cards(engine, *seeds):
@@ -49,3 +51,42 @@ def test_a_workload_difference_is_not_comparable_in_both_tables(engine):
     assert _delta(cmp, "ttft_p50_s").verdicts[1] == "not comparable"
     assert per_level.verdicts[1] == "not comparable"
     assert "rerun the candidate" in cmp.summary
+
+
+def _goodput_pair(engine, cand_gap=0.5, cand_detail=None):
+    base = {1.0: (1.0, 0.3), 2.0: (0.5, 0.5), 4.0: (0.25, 2.0)}  # level 4 breaks TTFT p99 ≤ 1 s
+    cand = {1.0: (1.0, 0.3), 2.0: (cand_gap, 0.5), 4.0: (0.25, 2.0)}
+    a = seed_levels(engine, name="a", levels=base, detail=_detail([1.0, 2.0, 4.0]))
+    b = seed_levels(engine, name="b", levels=cand, t0=1_700_010_000.0,
+                    fingerprint="fp-b" if cand_detail else "fp-lv",
+                    detail=cand_detail or _detail([1.0, 2.0, 4.0]))
+    return _cards(engine, a, b)
+
+
+def test_goodput_inside_the_spread_is_called_a_tie(engine):
+    cmp = compare(_goodput_pair(engine, cand_gap=0.502))
+    assert [g["level"] for g in cmp.goodput] == [2.0, 2.0]
+    clause = headline(cmp, "llm").split("; ")[-1]
+    assert clause.startswith("goodput within the SLO 1.75 → 1.7") and clause.endswith("(tie)")
+
+
+def test_goodput_at_the_highest_level_is_a_lower_bound(engine):
+    a = seed_levels(engine, name="a", levels={1.0: (1.0, 0.3), 2.0: (0.5, 0.5)},
+                    detail=_detail([1.0, 2.0]))
+    b = seed_levels(engine, name="b", levels={1.0: (1.0, 0.3), 2.0: (0.5, 0.5), 4.0: (0.25, 2.0)},
+                    detail=_detail([1.0, 2.0, 4.0]), fingerprint="fp-b", t0=1_700_010_000.0)
+    cmp = compare(_cards(engine, a, b))
+    clause = headline(cmp, "llm").split("; ")[-1]
+    assert clause.startswith("goodput within the SLO ≥ 1.75 → 1.75 req/s"), clause
+    assert "%" not in clause
+
+
+def test_no_goodput_clause_across_workloads_or_slo_targets(engine):
+    cards = _goodput_pair(engine, cand_gap=0.4,
+                          cand_detail=_detail([1.0, 2.0, 4.0], max_new_tokens=999))
+    assert "goodput" not in headline(compare(cards), "llm")
+    cards = _goodput_pair(engine, cand_gap=0.4)
+    assert "goodput within the SLO" in headline(compare(cards), "llm")
+    fig = cards[1].figures["ttft_p99_s"]
+    cards[1].figures["ttft_p99_s"] = dataclasses.replace(fig, target=5.0)
+    assert "goodput" not in headline(compare(cards), "llm")

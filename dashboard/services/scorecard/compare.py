@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from collectors.probe import spread as spread_mod
 from dashboard.services.format import fmt_ts, launch_label
 from dashboard.services.scorecard import matched
 from dashboard.services.scorecard.compute import level_name
@@ -349,14 +350,27 @@ LLM_HEADLINE = (("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"),
 
 
 def _goodput_clause(cmp: Comparison, index: int) -> str:
+    """"goodput within the SLO 1.75 → 2.10 req/s (+20 %)", or "(tie)" inside the goodput
+    levels' measured spreads (spread.is_tie); "≥ X" and no percentage where a run's goodput is
+    at its highest level (the sweep stopped before the SLO broke). No clause when the workloads
+    differ besides their level sets or the two cards' SLO targets differ: their goodputs
+    answer different questions."""
     if len(cmp.goodput) <= index:
         return ""
     a, b = cmp.goodput[0], cmp.goodput[index]
-    if a.get("rps") is None or b.get("rps") is None:
+    if a.get("rps") is None or b.get("rps") is None or a.get("slo") != b.get("slo"):
         return ""
-    rel = (b["rps"] - a["rps"]) / abs(a["rps"]) if a["rps"] else None
+    if len(cmp.level_workload_diff) >= index and cmp.level_workload_diff[index - 1]:
+        return ""
+
+    def figure(g: dict[str, Any]) -> str:
+        return ("≥ " if g.get("capped") else "") + f"{g['rps']:.2f}"
+
+    capped = a.get("capped") or b.get("capped")
+    rel = (b["rps"] - a["rps"]) / abs(a["rps"]) if a["rps"] and not capped else None
     pct = "" if rel is None else f" ({rel * 100:+.0f} %)".replace("-", "−")
-    return f"goodput within the SLO {a['rps']:.2f} → {b['rps']:.2f} req/s{pct}"
+    tie = " (tie)" if spread_mod.is_tie(a["rps"], b["rps"], a.get("spread"), b.get("spread")) else ""
+    return f"goodput within the SLO {figure(a)} → {figure(b)} req/s{pct}{tie}"
 
 
 def headline(cmp: Comparison, kind: str, index: int = 1) -> str:

@@ -11,7 +11,8 @@ compute.py as `spread`).
 - **Goodput within the SLO** needs no shared level: runner/tune_rank.py's definition (the
   highest level at which every latency target and the success-rate target hold; its requests/s),
   fed with each card's own SLO targets. Without a latency target there is no goodput, and the
-  comparison says so.
+  comparison says so. A goodput at a run's highest level is a lower bound ("≥"); compare.py
+  sets two goodputs against each other only under the same SLO targets and workload.
 - **Verdicts**: `same` (equal), `tie` (inside the measured spread, or under spread.FLOOR_REL
   when a spread is unknown), else `better` / `worse` by METRIC_SPECS direction; `n/a` for an
   informational figure.
@@ -178,20 +179,26 @@ def _report_level(lv: dict[str, Any]) -> dict[str, Any]:
 
 
 def goodput(card: Scorecard) -> dict[str, Any]:
-    """{level, rps, why}: the card's goodput within its own SLO targets (tune_rank.goodput);
-    level and rps None with `why` when there is none."""
+    """{level, rps, spread, capped, slo, why}: the card's goodput within its own SLO targets
+    (tune_rank.goodput); `spread` is the goodput level's rps [lo, hi] (None: not measured),
+    `capped` True when that level is the highest the run measured (the goodput is at least
+    `rps`: the sweep stopped before the SLO broke), `slo` the targets it was judged on; level and
+    rps None with `why` when there is none."""
     slo = {k: float(f.target) for k in GOODPUT_TARGETS
            if (f := card.figures.get(k)) is not None and f.target is not None}
     image = card.subject.get("server_kind") == "image"
     latency = ("image_p99_s",) if image else ("ttft_p99_s", "itl_p99_s")
+    none: dict[str, Any] = {"level": None, "rps": None, "spread": None, "capped": False,
+                            "slo": slo}
     if not card.levels:
-        return {"level": None, "rps": None, "why": "no probe sweep"}
+        return {**none, "why": "no probe sweep"}
     if not any(k in slo for k in latency):
-        return {"level": None, "rps": None,
-                "why": f"no latency target set ({' or '.join(latency)})"}
+        return {**none, "why": f"no latency target set ({' or '.join(latency)})"}
     best, why = tune_rank.goodput([_report_level(lv) for lv in card.levels], slo, image=image)
     if best is None:
-        return {"level": None, "rps": None, "why": why}
+        return {**none, "why": why}
     lv = levels_of(card)[tune_rank.level_value(best)]
     return {"level": float(lv["level"]), "rps": lv.get("rps"),
+            "spread": (lv.get("spread") or {}).get("rps"),
+            "capped": float(lv["level"]) == max(levels_of(card)), "slo": slo,
             "why": f"highest level meeting the SLO: {level_name(mode_of(card), lv['level'])}"}
