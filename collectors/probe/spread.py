@@ -70,17 +70,30 @@ def from_values(values: Sequence[float | None]) -> Spread | None:
 def closed_loop_rps(e2e_s: Sequence[float | None], ok: Sequence[bool], concurrency: float) -> float | None:
     """Successful requests/s of one repeat of a closed-loop level, by Little's law: the repeat's
     busy time Σ e2e (every request's, failures included) is shared by `concurrency` requests in
-    flight, so rps = concurrency × n_ok / Σ e2e. Pass the level's *achieved* concurrency (Σ e2e
-    over the whole level's window, at most its workers), so a client's gaps between requests
-    count as they did for the level's own figure. Counting the completions inside a repeat's own
-    short window instead swings with where its edges fall (a level of 16 requests at
-    concurrency 4 read 12–53 req/s); this averages the repeat's latencies. None without a
-    finished request."""
+    flight, so rps = concurrency × n_ok / Σ e2e. Pass the level's in-flight count implied by its
+    own steady-window figure (`level_in_flight`), so each repeat's rps is the level's rps × the
+    level's Σ e2e per success ÷ the repeat's: the repeats centre on the level's figure. (The
+    achieved concurrency over the whole window counts the ramp and the drain, and biased every
+    repeat low.) Counting the completions inside a repeat's own short window instead swings with
+    where its edges fall (a level of 16 requests at concurrency 4 read 12–53 req/s); this averages
+    the repeat's latencies. None without a finished request."""
     busy = sum(float(e) for e in e2e_s if e is not None)
     n_ok = sum(1 for good in ok if good)
     if busy <= 0 or n_ok == 0 or concurrency <= 0:
         return None
     return concurrency * n_ok / busy
+
+
+def level_in_flight(level_rps: float | None, e2e_s: Sequence[float | None], ok: Sequence[bool],
+                    workers: float) -> float:
+    """The requests in flight a closed-loop level's own throughput implies (Little's law the other
+    way): level rps × Σ e2e ÷ successes over its measured requests; `workers` when the level has
+    no rps or no finished success."""
+    busy = sum(float(e) for e in e2e_s if e is not None)
+    n_ok = sum(1 for good in ok if good)
+    if level_rps is None or level_rps <= 0 or busy <= 0 or n_ok == 0:
+        return workers
+    return level_rps * busy / n_ok
 
 
 def widen(spread: Spread | None, value: float | None) -> Spread | None:

@@ -34,3 +34,38 @@ def test_overlapping_spreads_are_a_tie_and_separate_ones_are_not() -> None:
 def test_without_a_spread_only_the_floor_calls_a_tie() -> None:
     assert is_tie(100.0, 100.0 * (1 + FLOOR_REL / 2), None, None)
     assert not is_tie(100.0, 110.0, None, [105.0, 115.0])
+
+
+def test_closed_loop_repeats_centre_on_the_levels_own_rps() -> None:
+    """Concurrency 8, requests of 0.8-1.2 s: the repeats' rps lie either side of the level's own
+    steady-window figure, in the probe report and the scorecard alike. The achieved concurrency
+    over the whole window (ramp and drain included) put every repeat below it."""
+    import heapq
+
+    import pandas as pd
+
+    from collectors.probe.client import RequestRecord
+    from collectors.probe.pacing import LevelPlan, LevelResult
+    from collectors.probe.report import level_report
+    from dashboard.services.scorecard.compute import _in_flight, level_figures, level_spread
+
+    workers, recs = [0.0] * 8, []
+    for i in range(32):
+        t, d = heapq.heappop(workers), 0.8 + 0.4 * ((i * 7) % 11) / 10
+        recs.append(RequestRecord(level=8, seq=i, warmup=i < 8, t_start=t, t_end=t + d,
+                                  start_ts=1000.0 + t, e2e_s=d, ttft_s=0.1, itl_s=[0.01] * 5,
+                                  tokens_out=20, tokens_in=10, ok=True))
+        heapq.heappush(workers, t + d)
+    lv = level_report(LevelResult(plan=LevelPlan(mode="concurrency", value=8, requests=24, warmup=8),
+                                  records=recs, loop_lag_s=[0.001], cpu_pct=5))
+    lo, hi = lv["spread"]["rps"]
+    assert lo < lv["throughput"]["rps"] < hi
+    df = pd.DataFrame([{"start_ts": r.start_ts, "e2e_s": r.e2e_s, "ok": r.ok, "ttft_s": r.ttft_s,
+                        "tpot_s": None, "itl_s": r.itl_s, "tokens_in": 10, "tokens_out": 20,
+                        "warmup": r.warmup} for r in recs])
+    rows, warm = df[~df.warmup], df[df.warmup]
+    kw = dict(kind="llm", images_per_request=1, gpu_usd_per_hour=None,
+              warm_ends=(warm.start_ts + warm.e2e_s).tolist(), closed_loop=True)
+    figs = level_figures(rows, **kw)
+    spread = level_spread(rows, figs, _in_flight(rows, figs, 8.0), **kw)
+    assert spread["rps"][0] < figs["rps"] < spread["rps"][1]

@@ -113,11 +113,11 @@ def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
 
 
 def _in_flight(rows: pd.DataFrame, figs: dict[str, Any], workers: float) -> float:
-    """A closed-loop level's achieved concurrency: Σ e2e over its window (Little's law), at most
-    its workers (the probe report's `achieved.concurrency`)."""
-    busy = float(pd.to_numeric(rows["e2e_s"], errors="coerce").fillna(0.0).sum())
-    window = figs.get("window_s") or 0.0
-    return min(workers, busy / window) if window > 0 and busy > 0 else workers
+    """The requests in flight a closed-loop level's own rps implies (spread.level_in_flight:
+    rps × Σ e2e ÷ successes), `workers` without an rps; the probe report's figure alike."""
+    return spread_mod.level_in_flight(
+        figs.get("rps"), pd.to_numeric(rows["e2e_s"], errors="coerce").dropna().tolist(),
+        rows["ok"].astype(bool).tolist(), workers)
 
 
 def _little(rows: pd.DataFrame, figs: dict[str, Any], concurrency: float, *, kind: str,
