@@ -24,7 +24,7 @@ from storage import repo
 def cards(engine):
     a = seed_alpha(engine, name="a")
     b = seed_alpha(engine, name="b", ttft_scale=2.0, fingerprint="fp-b",
-                   detail=dict(DETAIL_A, levels=[8]))
+                   detail=dict(DETAIL_A, levels=[8], max_new_tokens=256))
     return [build_scorecard(engine, run_id=a["run_id"], settings_slo={"ttft_p99_s": 0.5}),
             build_scorecard(engine, run_id=b["run_id"], settings_slo={"ttft_p99_s": 0.5})]
 
