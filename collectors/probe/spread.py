@@ -10,9 +10,9 @@ A slice needs `MIN_PER_SLICE` requests; a level with fewer than `REPEATS × MIN_
 measured requests has no spread (None): the verdict then says the spread is unknown, it never
 pretends the level was repeated.
 
-Two figures are a **tie** when their spreads overlap, or, where either spread is unknown, when
-they differ by less than `FLOOR_REL` of the baseline (a floor below which no verdict is made
-even with a narrow spread). Cross-check: `pitwall probe ... --json` prints each level's
+Two figures are a **tie** when their spreads overlap or they differ by less than `FLOOR_REL` of
+the baseline (a floor below which no verdict is made even with a narrow spread), or, where
+either spread is unknown, when they differ by less than `UNKNOWN_REL` (5 %). Cross-check: `pitwall probe ... --json` prints each level's
 `spread` block; a tie's two [lo, hi] ranges share a point.
 """
 
@@ -26,6 +26,9 @@ REPEATS = 3
 MIN_PER_SLICE = 3
 #: below this relative difference no verdict is made even when both spreads are narrower
 FLOOR_REL = 0.01
+#: with either spread not measured, a relative difference under this is a tie: the noise is
+#: unknown, so a small difference crowns nothing
+UNKNOWN_REL = 0.05
 
 T = TypeVar("T")
 
@@ -104,24 +107,32 @@ def widen(spread: Spread | None, value: float | None) -> Spread | None:
     return Spread(min(spread.lo, value), max(spread.hi, value), spread.repeats)
 
 
-def is_tie(base: float, other: float, base_spread: Sequence[float] | None,
-           other_spread: Sequence[float] | None) -> bool:
-    """True when `other` against `base` is inside the measured noise: the two [lo, hi] ranges
-    overlap, or, with a spread unknown, the relative difference is under FLOOR_REL."""
-    if base == other:
-        return True
-    rel = abs(other - base) / abs(base) if base != 0 else float("inf")
-    if rel < FLOOR_REL:
-        return True
-    if base_spread is None or other_spread is None:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = sorted(base_spread), sorted(other_spread)
+def overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+    """True when the two [lo, hi] ranges share a point."""
+    (a_lo, a_hi), (b_lo, b_hi) = sorted(a), sorted(b)
     return a_lo <= b_hi and b_lo <= a_hi
 
 
-def describe(spread: Sequence[float] | None, fmt: Callable[[float], str]) -> str:
-    """'3.1–3.4 req/s over 3 repeats' style range text, or 'spread not measured'."""
+def is_tie(base: float, other: float, base_spread: Sequence[float] | None,
+           other_spread: Sequence[float] | None) -> bool:
+    """True when `other` against `base` is inside the noise: with both spreads measured, the
+    two [lo, hi] ranges overlap or the relative difference is under FLOOR_REL; with a spread
+    unknown, the relative difference is under UNKNOWN_REL (unmeasured noise is not called
+    small)."""
+    if base == other:
+        return True
+    rel = abs(other - base) / abs(base) if base != 0 else float("inf")
+    if base_spread is None or other_spread is None:
+        return rel < UNKNOWN_REL
+    return rel < FLOOR_REL or overlap(base_spread, other_spread)
+
+
+def describe(spread: Spread | Sequence[float] | None, fmt: Callable[[float], str]) -> str:
+    """'3.1–3.4 req/s over 3 repeats' style range text (the Spread's own count of repeats; a
+    bare [lo, hi] read back from a report does not carry one), or 'spread not measured'."""
     if spread is None:
         return "spread not measured (too few requests to repeat)"
+    if isinstance(spread, Spread):
+        return f"{fmt(spread.lo)}–{fmt(spread.hi)} over {spread.repeats} repeats"
     lo, hi = sorted(spread)
-    return f"{fmt(lo)}–{fmt(hi)} over {REPEATS} repeats"
+    return f"{fmt(lo)}–{fmt(hi)} over the level's repeats"

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from collectors.probe.spread import FLOOR_REL, is_tie, slices, spread_of, widen
+from collectors.probe.spread import (
+    FLOOR_REL,
+    UNKNOWN_REL,
+    Spread,
+    describe,
+    is_tie,
+    slices,
+    spread_of,
+    widen,
+)
 
 
 def test_slices_cut_in_start_order_and_refuse_too_few() -> None:
@@ -34,6 +43,17 @@ def test_overlapping_spreads_are_a_tie_and_separate_ones_are_not() -> None:
 def test_without_a_spread_only_the_floor_calls_a_tie() -> None:
     assert is_tie(100.0, 100.0 * (1 + FLOOR_REL / 2), None, None)
     assert not is_tie(100.0, 110.0, None, [105.0, 115.0])
+    # unmeasured noise is not called small: 6.0 vs 5.9 req/s (1.7 %) crowns nothing
+    assert is_tie(6.0, 5.9, None, None) and is_tie(6.0, 5.9, [5.99, 6.01], None)
+    assert not is_tie(100.0, 100.0 * (1 + UNKNOWN_REL), None, None)
+    # both measured, apart and 1.7 % different: a verdict; under the 1 % floor: a tie
+    assert not is_tie(6.0, 5.9, [5.99, 6.01], [5.89, 5.91])
+    assert is_tie(6.0, 5.95, [5.99, 6.01], [5.94, 5.96])
+
+
+def test_describe_counts_the_spreads_own_repeats() -> None:
+    assert describe(Spread(3.1, 3.4, 2), lambda v: f"{v:.1f} req/s") == "3.1 req/s–3.4 req/s over 2 repeats"
+    assert "over 3 repeats" not in describe([3.1, 3.4], str)
 
 
 def test_closed_loop_repeats_centre_on_the_levels_own_rps() -> None:

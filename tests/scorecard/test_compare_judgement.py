@@ -90,3 +90,12 @@ def test_no_goodput_clause_across_workloads_or_slo_targets(engine):
     fig = cards[1].figures["ttft_p99_s"]
     cards[1].figures["ttft_p99_s"] = dataclasses.replace(fig, target=5.0)
     assert "goodput" not in headline(compare(cards), "llm")
+
+
+def test_verdict_words_name_the_rule_that_made_the_tie() -> None:
+    from dashboard.services.scorecard.matched import verdict_words
+
+    # known spreads that do not overlap, a difference under the 1 % floor
+    assert verdict_words("rps", "tie", [6.0, 6.01], [5.97, 5.98]) == "tie (under 1 %)"
+    assert verdict_words("rps", "tie", None, None) == "tie (spread not measured: under 5 %)"
+    assert verdict_words("rps", "better", None, [1.0, 2.0]).endswith("more than 5 % apart)")

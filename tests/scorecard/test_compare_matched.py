@@ -96,7 +96,8 @@ def test_without_a_spread_the_verdict_says_so(engine):
     cmp = compare(_cards(engine, a, b))
     ttft = _delta(cmp, "ttft_p50_s")
     assert ttft.verdicts[1] == "worse" and ttft.spreads == [None, None]
-    assert verdict_words("ttft_p50_s", "worse", None, None) == "worse (spread not measured)"
+    assert verdict_words("ttft_p50_s", "worse", None, None) == (
+        "worse (spread not measured: more than 5 % apart)")
 
 
 def test_figures_from_different_sources_get_no_verdict(engine):

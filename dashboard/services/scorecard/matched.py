@@ -13,8 +13,8 @@ compute.py as `spread`).
   fed with each card's own SLO targets. Without a latency target there is no goodput, and the
   comparison says so. A goodput at a run's highest level is a lower bound ("≥"); compare.py
   sets two goodputs against each other only under the same SLO targets and workload.
-- **Verdicts**: `same` (equal), `tie` (inside the measured spread, or under spread.FLOOR_REL
-  when a spread is unknown), else `better` / `worse` by METRIC_SPECS direction; `n/a` for an
+- **Verdicts**: `same` (equal), `tie` (inside the measured spread or under spread.FLOOR_REL; under
+  spread.UNKNOWN_REL when a spread is unknown), else `better` / `worse` by METRIC_SPECS direction; `n/a` for an
   informational figure.
 """
 
@@ -111,7 +111,7 @@ def judge(spec: MetricSpec, base: float, other: float, base_spread: Sequence[flo
 def verdict_words(key: str, verdict: str, base_spread: Sequence[float] | None,
                   other_spread: Sequence[float] | None) -> str:
     """A verdict in words with its evidence: "tie (inside the measured spread 300.0–340.0 ms vs
-    310.0–350.0 ms)", "better (spread not measured)"."""
+    310.0–350.0 ms)", "better (spread not measured: more than 5 % apart)"."""
     if verdict not in ("tie", "better", "worse"):
         return verdict
     unit = SPECS_BY_KEY[key].unit if key in SPECS_BY_KEY else ""
@@ -122,8 +122,11 @@ def verdict_words(key: str, verdict: str, base_spread: Sequence[float] | None,
 
     if base_spread is None or other_spread is None:
         if verdict == "tie":
-            return (f"tie (under {spread_mod.FLOOR_REL * 100:g} %; spread not measured)")
-        return f"{verdict} (spread not measured)"
+            return f"tie (spread not measured: under {spread_mod.UNKNOWN_REL * 100:g} %)"
+        return (f"{verdict} (spread not measured: more than {spread_mod.UNKNOWN_REL * 100:g} % "
+                "apart)")
+    if verdict == "tie" and not spread_mod.overlap(base_spread, other_spread):
+        return f"tie (under {spread_mod.FLOOR_REL * 100:g} %)"
     if verdict == "tie":
         return f"tie (inside the measured spread {rng(other_spread)} vs {rng(base_spread)})"
     return f"{verdict} (outside the measured spread {rng(base_spread)})"
