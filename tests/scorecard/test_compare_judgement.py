@@ -99,3 +99,32 @@ def test_verdict_words_name_the_rule_that_made_the_tie() -> None:
     assert verdict_words("rps", "tie", [6.0, 6.01], [5.97, 5.98]) == "tie (under 1 %)"
     assert verdict_words("rps", "tie", None, None) == "tie (spread not measured: under 5 %)"
     assert verdict_words("rps", "better", None, [1.0, 2.0]).endswith("more than 5 % apart)")
+
+
+def test_server_figures_of_two_probe_runs_are_workload_bound(engine):
+    from scorecard_seed import seed_alpha
+
+    a = seed_alpha(engine, name="a")
+    b = seed_alpha(engine, name="b", fingerprint="fp-b", detail=dict(DETAIL_A, max_new_tokens=256))
+    cards = _cards(engine, a, b)
+    cmp = compare(cards)
+    server = [d for d in cmp.deltas if (f := cards[0].figures.get(d.key)) is not None
+              and f.source in ("server", "gpu") and d.values[0] is not None
+              and d.values[1] is not None and d.verdicts[1] not in ("n/a", "different sources")]
+    assert server, "the seed has server figures on both sides"
+    assert {d.verdicts[1] for d in server} == {"not comparable"}, [(d.key, d.verdicts) for d in server]
+
+
+def test_image_headline_says_which_figures_are_the_whole_runs():
+    from dashboard.services.scorecard.compare import Comparison, Delta
+
+    def delta(key, a, b):
+        return Delta(key, [a, b], [None, b - a], [None, (b - a) / a], ["baseline", "better"])
+
+    cmp = Comparison(titles=["A", "B"], fingerprints=["x", "x"], comparable=True,
+                     workload_diff=[[]], config_diff=[], level_mode="concurrency",
+                     shared_levels=[2.0], matched_level=2.0,
+                     deltas=[delta("image_p50_s", 10.0, 7.0), delta("image_step_s", 0.3, 0.2),
+                             delta("peak_mem_bytes", 8.0 * (1 << 30), 8.0 * (1 << 30))])
+    assert headline(cmp, "image") == ("at concurrency 2: p50 −30 %; "
+                                      "whole run: s/step −33 %, peak memory +0.0 GiB")

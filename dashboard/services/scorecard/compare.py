@@ -11,7 +11,9 @@ load, the per-level delta table, the config diff (launch flags and env) and the 
   collectors.probe.fingerprint.diff_fingerprints says what), `different levels` (no shared
   level), `different sources` (probe sweep vs canary vs server log vs /metrics histogram),
   `canary only` (one request at a time) and `no sweep` (latency and throughput of a run with
-  no probe sweep: its load is unknown). `notes` says why, once per reason.
+  no probe sweep: its load is unknown). Between two probe runs the server's and GPUs' figures
+  (RUN_LOAD_SOURCES) were read under each sweep's load, so they are workload-bound too.
+  `notes` says why, once per reason.
 - **What differs** (`summary`): one sentence naming the workload and config differences and
   what to do.
 """
@@ -36,6 +38,9 @@ from storage import repo
 
 #: Figures that depend on the probe workload (the others come from server samples and events).
 WORKLOAD_SOURCES = ("probe", "canary")
+#: Figures the server and GPUs report: during a probe run's scorecard they were read under the
+#: sweep's load, so between two probe runs they depend on the workload too
+RUN_LOAD_SOURCES = ("server", "gpu")
 #: verdicts that set nothing against anything: shown without colour, explained in `notes`
 NO_VERDICT = ("not comparable", "different levels", "different sources", "canary only",
               "no sweep")
@@ -249,6 +254,9 @@ def compare(cards: list[Scorecard]) -> Comparison:
                             "deltas are marked not comparable")
     refused = matched.refusal(cards)
     used: list[str] = []
+    # both cards score a probe run: their server and GPU figures were read under its load
+    probe_runs = [False] + [base.subject.get("run_id") is not None
+                            and c.subject.get("run_id") is not None for c in cards[1:]]
     deltas = []
     for spec in METRIC_SPECS:
         figs = [c.figures.get(spec.key) for c in cards]
@@ -265,7 +273,8 @@ def compare(cards: list[Scorecard]) -> Comparison:
         b = values[0]
         for i, v in enumerate(values[1:], start=1):
             pair = (figs[0], figs[i])
-            workload_bound = any(f is not None and f.source in WORKLOAD_SOURCES for f in pair)
+            bound = WORKLOAD_SOURCES + (RUN_LOAD_SOURCES if probe_runs[i] else ())
+            workload_bound = any(f is not None and f.source in bound for f in pair)
             if spec.dimension == "cost" and spec.key != "gpu_usd_per_hour":
                 # cost per token / image / request is price ÷ measured throughput: it inherits
                 # the workload of the throughput it was divided by
@@ -347,6 +356,8 @@ IMAGE_HEADLINE = (("image_p50_s", "p50"), ("image_p99_s", "p99"), ("images_per_m
                   ("peak_mem_bytes", "peak memory"))
 LLM_HEADLINE = (("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"),
                 ("output_tok_s", "output tok/s"), ("usd_per_1m_output_tok", "$/1M tok"))
+#: headline figures of the whole run (server log, GPU memory), never read at a load level
+WHOLE_RUN = ("image_step_s", "peak_mem_bytes")
 
 
 def _goodput_clause(cmp: Comparison, index: int) -> str:
@@ -376,11 +387,14 @@ def _goodput_clause(cmp: Comparison, index: int) -> str:
 def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
     """One line of the deltas that matter, card `index` against the baseline, at the matched
     level it names ("at concurrency 2: p50 −30 %, …"): relative for times, rates and prices,
-    absolute for memory ("peak memory +3.0 GiB"); a tie says so. Figures without a verdict
+    absolute for memory ("peak memory +3.0 GiB"); a tie says so. Whole-run figures (WHOLE_RUN:
+    s/step, peak memory) follow, labelled "whole run: …". Figures without a verdict
     (NO_VERDICT) are left out; with no shared level only goodput within the SLO is offered."""
     by_key = {d.key: d for d in cmp.deltas}
-    parts = []
+    level_parts: list[str] = []
+    whole: list[str] = []  # WHOLE_RUN figures: after the level's, labelled "whole run"
     for key, short in IMAGE_HEADLINE if kind == "image" else LLM_HEADLINE:
+        parts = whole if key in WHOLE_RUN else level_parts
         d = by_key.get(key)
         delta, rel = (None, None) if d is None else (d.deltas[index], d.rel[index])
         if d is None or delta is None or d.verdicts[index] in NO_VERDICT:
@@ -393,11 +407,12 @@ def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
             continue
         if d.verdicts[index] == "tie":
             parts[-1] += " (tie)"
-    line = ", ".join(parts)
+    line = ", ".join(level_parts)
     if line and cmp.matched_level is not None:
         line = f"at {level_name(cmp.level_mode, cmp.matched_level)}: {line}"
+    run = f"whole run: {', '.join(whole)}" if whole else ""
     good = _goodput_clause(cmp, index)
-    return "; ".join(p for p in (line, good) if p)
+    return "; ".join(p for p in (line, run, good) if p)
 
 
 # ---------------------------------------------------------------------------------------------
