@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from scorecard_seed import DETAIL_A, seed_levels
 
 from dashboard.services.scorecard.build import build_scorecard
@@ -128,3 +129,21 @@ def test_image_headline_says_which_figures_are_the_whole_runs():
                              delta("peak_mem_bytes", 8.0 * (1 << 30), 8.0 * (1 << 30))])
     assert headline(cmp, "image") == ("at concurrency 2: p50 −30 %; "
                                       "whole run: s/step −33 %, peak memory +0.0 GiB")
+
+
+def test_ttft_tail_ratio_is_read_at_the_matched_level(engine):
+    from dashboard.services.scorecard.matched import levels_of
+
+    a = seed_levels(engine, name="a", levels={1.0: (1.0, 0.3), 2.0: (0.5, 0.5)}, jitter=0.2)
+    b = seed_levels(engine, name="b", levels={1.0: (0.25, 0.2), 2.0: (0.5, 0.35)}, jitter=0.2,
+                    t0=1_700_010_000.0)
+    cards = _cards(engine, a, b)
+    assert (cards[0].subject["level"], cards[1].subject["level"]) == (2.0, 1.0)
+    ratio = _delta(compare(cards), "ttft_p99_p50_ratio")
+    want = [levels_of(c)[2.0]["ttft_p99_s"] / levels_of(c)[2.0]["ttft_p50_s"] for c in cards]
+    assert ratio.values == pytest.approx(want)
+    # no level in common: each card's ratio is of its own level, so no verdict
+    c = seed_levels(engine, name="c", levels={4.0: (0.25, 0.2), 8.0: (0.125, 0.4)}, jitter=0.2,
+                    fingerprint="fp-48", t0=1_700_020_000.0)
+    ratio = _delta(compare(_cards(engine, a, c)), "ttft_p99_p50_ratio")
+    assert ratio.verdicts[1] == "different levels"

@@ -220,6 +220,30 @@ def _at_level(card: Scorecard, key: str, level: float | None) -> tuple[float | N
     return lv.get(key), (lv.get("spread") or {}).get(key)
 
 
+#: figures made of level figures, read at the matched level: key -> (numerator, denominator)
+LEVEL_RATIOS = {"ttft_p99_p50_ratio": ("ttft_p99_s", "ttft_p50_s")}
+
+
+def _ratio_at_level(cards: list[Scorecard], key: str, level: float | None) -> list[float | None] | None:
+    """A LEVEL_RATIOS figure of each card read at `level`, when the cards' own headline levels
+    differ (each card's figure is of its own level); None when they agree or the figure is not
+    the probe's (canary figures have no level)."""
+    figs = [c.figures.get(key) for c in cards]
+    if any(f is None or f.source != "probe" for f in figs):
+        return None
+    if len({c.subject.get("level") for c in cards}) == 1:
+        return None
+    if level is None:
+        return [None] * len(cards)  # no shared level: "different levels"
+    num, den = LEVEL_RATIOS[key]
+    out: list[float | None] = []
+    for c in cards:
+        lv = matched.levels_of(c).get(level) or {}
+        a, b = lv.get(num), lv.get(den)
+        out.append(a / b if a is not None and b else None)
+    return out
+
+
 def compare(cards: list[Scorecard]) -> Comparison:
     """Compare scorecards against the first; needs at least two."""
     if len(cards) < 2:
@@ -265,6 +289,9 @@ def compare(cards: list[Scorecard]) -> Comparison:
                ((f.value if f else None), None) for c, f in zip(cards, figs, strict=True)]
         values = [v for v, _ in got]
         spreads = [s for _, s in got]
+        at_ratio = _ratio_at_level(cards, spec.key, level) if spec.key in LEVEL_RATIOS else None
+        if at_ratio is not None and level is not None:  # read at the matched level
+            values, spreads, at_level = at_ratio, [None] * len(cards), True
         if all(v is None for v in values):
             continue  # absent on every side: the summary says what is missing
         d: list[float | None] = [None]
@@ -291,7 +318,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 rel.append(None)
                 verdicts.append("same" if v == b else "n/a")
                 continue
-            if at_level and refused and workload_bound:
+            if (at_level and refused and workload_bound) or (at_ratio is not None and level is None):
                 d.append(None)  # never a delta across load levels
                 rel.append(None)
                 verdicts.append("different levels")
