@@ -151,8 +151,8 @@ def level_spread(rows: pd.DataFrame, whole: dict[str, Any], concurrency: float |
     """SPREAD_KEYS -> [lo, hi] of one level (collectors/probe/spread.py): its measured rows in
     start order, cut into repeats, each scored by level_figures(**kwargs), a closed loop's
     throughput by Little's law (`concurrency`: the in flight its rps implies, _in_flight; None
-    for an open loop); a key
-    without a spread (too few requests, or no value in two repeats) is left out."""
+    for an open loop); a key without a spread (too few requests, or no value in two repeats) is
+    left out."""
     ordered = rows.sort_values("start_ts", kind="stable")
     scored: dict[tuple[int, int], dict[str, Any]] = {}
 
