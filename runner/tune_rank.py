@@ -15,7 +15,7 @@ same way and a test can feed recorded figures.
 - **Ties** (collectors/probe/spread.py, the one tie rule): goodput is a tie with the best of
   its group when the two goodput levels' measured rps spreads (`spread.rps` of the sweep report
   level: [lo, hi] over 3 repeats) overlap, or, where a spread was not measured (an old report,
-  fewer than 9 requests at the level), when they differ by less than spread.FLOOR_REL. Inside a
+  fewer than 9 requests at the level), when they differ by less than spread.UNKNOWN_REL. Inside a
   tie the order is stability, then cost, then p99 TTFT at the goodput level, for display only:
   **a tie at the top is not a winner** (`verdict`): nothing is crowned or applied, and the
   sentence says which candidates tie, their goodput and the spread they fall inside.
@@ -184,7 +184,7 @@ def _noise(group: list[dict[str, Any]]) -> str:
     """Why a group is a tie, in words: the measured spread it falls inside, or the floor."""
     spreads = [c.get("goodput_spread") for c in group]
     if any(s is None for s in spreads):
-        return (f"goodput within {spread_rule.FLOOR_REL * 100:g} %, spread not measured")
+        return f"spread not measured: under {spread_rule.UNKNOWN_REL * 100:g} %"
     lo = min(min(s) for s in spreads if s)
     hi = max(max(s) for s in spreads if s)
     return f"inside the measured spread {lo:.2f}–{hi:.2f} req/s"
@@ -216,7 +216,7 @@ def verdict(candidates: list[dict[str, Any]]) -> Verdict:
               if nxt is not None else "")
         if nxt is not None and (lead.get("goodput_spread") is None or nxt.get("goodput_spread") is None):
             vs = (f" vs {nxt['profile']} {nxt['goodput_rps']:.2f} req/s (spread not measured: "
-                  f"more than {spread_rule.FLOOR_REL * 100:g} % apart)")
+                  f"more than {spread_rule.UNKNOWN_REL * 100:g} % apart)")
         return Verdict(lead["profile"], (), f"{lead['profile']} wins: goodput {lead['goodput_rps']:.2f} req/s"
                        f"{vs}.")
     names = [str(c["profile"]) for c in tied]

@@ -18,7 +18,7 @@ Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.repo
 | achieved | concurrency = Σ e2e / window (Little's law); rate = starts / start span; start lag p99 (open loop) |
 | success_rate | ok / requests |
 | self_check | loop_lag_p99_s, lag_bound_s, lag_basis, client_cpu_pct (% of one core), cpu_max_pct, trusted, reasons |
-| spread | {rps, output_tok_s, images_per_min, ttft_p99_s, itl_p99_s, image_p99_s, e2e_p99_s}: each [lo, hi] in the figure's unit, or None (not this API, or fewer than 9 measured requests): the level's measured requests in start order cut into 3 consecutive repeats (collectors/probe/spread.py), the figure on each repeat, widened to the whole level's figure. Throughput per repeat: closed loop by Little's law (concurrency × successful requests ÷ the repeat's Σ e2e, spread.closed_loop_rps; counting completions in a repeat's short window swung 12–53 req/s at 16 requests); open loop the steady-window definition on the repeat's own window (its first start -> the next repeat's first start), counting every successful request that finished inside it |
+| spread | {rps, output_tok_s, images_per_min, ttft_p99_s, itl_p99_s, image_p99_s, e2e_p99_s}: each [lo, hi] in the figure's unit, or None (not this API, or fewer than 9 measured requests): the level's measured requests in start order cut into 3 consecutive repeats (collectors/probe/spread.py), the figure on each repeat, widened to the whole level's figure. Throughput per repeat: closed loop by Little's law (in flight × successful requests ÷ the repeat's Σ e2e, in flight = the level's rps × Σ e2e ÷ successes, so each repeat is the level's rps × the level's mean e2e ÷ the repeat's; spread.closed_loop_rps; counting completions in a repeat's short window swung 12–53 req/s at 16 requests); open loop the steady-window definition on the repeat's own window (its first start -> the next repeat's first start), counting every successful request that finished inside it |
 
 Client self-check (`self_check`): a level is `trusted: false` when the client's own delay is a
 visible share of what it measured, judged RELATIVE to the level's latency:
@@ -219,9 +219,9 @@ def spread_block(result: LevelResult, measured: list[RequestRecord], level: dict
             out.append(float(np.percentile(got, 99)) if got else None)
         return out
 
-    # the level's achieved concurrency (Little's law over its whole window), at most its workers
-    in_flight = min(float(result.plan.value),
-                    level["achieved"].get("concurrency") or float(result.plan.value))
+    # the requests in flight the level's own steady-window rps implies (spread.level_in_flight)
+    in_flight = spread_mod.level_in_flight(level["throughput"].get("rps"), [r.e2e_s for r in order],
+                                           [r.ok for r in order], float(result.plan.value))
 
     def little(per: Callable[[RequestRecord], float], scale: float = 1.0) -> list[float | None]:
         """Closed loop: each repeat's rps by Little's law (spread.closed_loop_rps), times the

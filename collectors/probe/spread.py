@@ -10,9 +10,9 @@ A slice needs `MIN_PER_SLICE` requests; a level with fewer than `REPEATS × MIN_
 measured requests has no spread (None): the verdict then says the spread is unknown, it never
 pretends the level was repeated.
 
-Two figures are a **tie** when their spreads overlap, or, where either spread is unknown, when
-they differ by less than `FLOOR_REL` of the baseline (a floor below which no verdict is made
-even with a narrow spread). Cross-check: `pitwall probe ... --json` prints each level's
+Two figures are a **tie** when their spreads overlap or they differ by less than `FLOOR_REL` of
+the baseline (a floor below which no verdict is made even with a narrow spread), or, where
+either spread is unknown, when they differ by less than `UNKNOWN_REL` (5 %). Cross-check: `pitwall probe ... --json` prints each level's
 `spread` block; a tie's two [lo, hi] ranges share a point.
 """
 
@@ -26,6 +26,9 @@ REPEATS = 3
 MIN_PER_SLICE = 3
 #: below this relative difference no verdict is made even when both spreads are narrower
 FLOOR_REL = 0.01
+#: with either spread not measured, a relative difference under this is a tie: the noise is
+#: unknown, so a small difference crowns nothing
+UNKNOWN_REL = 0.05
 
 T = TypeVar("T")
 
@@ -70,17 +73,30 @@ def from_values(values: Sequence[float | None]) -> Spread | None:
 def closed_loop_rps(e2e_s: Sequence[float | None], ok: Sequence[bool], concurrency: float) -> float | None:
     """Successful requests/s of one repeat of a closed-loop level, by Little's law: the repeat's
     busy time Σ e2e (every request's, failures included) is shared by `concurrency` requests in
-    flight, so rps = concurrency × n_ok / Σ e2e. Pass the level's *achieved* concurrency (Σ e2e
-    over the whole level's window, at most its workers), so a client's gaps between requests
-    count as they did for the level's own figure. Counting the completions inside a repeat's own
-    short window instead swings with where its edges fall (a level of 16 requests at
-    concurrency 4 read 12–53 req/s); this averages the repeat's latencies. None without a
-    finished request."""
+    flight, so rps = concurrency × n_ok / Σ e2e. Pass the level's in-flight count implied by its
+    own steady-window figure (`level_in_flight`), so each repeat's rps is the level's rps × the
+    level's Σ e2e per success ÷ the repeat's: the repeats centre on the level's figure. (The
+    achieved concurrency over the whole window counts the ramp and the drain, and biased every
+    repeat low.) Counting the completions inside a repeat's own short window instead swings with
+    where its edges fall (a level of 16 requests at concurrency 4 read 12–53 req/s); this averages
+    the repeat's latencies. None without a finished request."""
     busy = sum(float(e) for e in e2e_s if e is not None)
     n_ok = sum(1 for good in ok if good)
     if busy <= 0 or n_ok == 0 or concurrency <= 0:
         return None
     return concurrency * n_ok / busy
+
+
+def level_in_flight(level_rps: float | None, e2e_s: Sequence[float | None], ok: Sequence[bool],
+                    workers: float) -> float:
+    """The requests in flight a closed-loop level's own throughput implies (Little's law the other
+    way): level rps × Σ e2e ÷ successes over its measured requests; `workers` when the level has
+    no rps or no finished success."""
+    busy = sum(float(e) for e in e2e_s if e is not None)
+    n_ok = sum(1 for good in ok if good)
+    if level_rps is None or level_rps <= 0 or busy <= 0 or n_ok == 0:
+        return workers
+    return level_rps * busy / n_ok
 
 
 def widen(spread: Spread | None, value: float | None) -> Spread | None:
@@ -91,24 +107,32 @@ def widen(spread: Spread | None, value: float | None) -> Spread | None:
     return Spread(min(spread.lo, value), max(spread.hi, value), spread.repeats)
 
 
-def is_tie(base: float, other: float, base_spread: Sequence[float] | None,
-           other_spread: Sequence[float] | None) -> bool:
-    """True when `other` against `base` is inside the measured noise: the two [lo, hi] ranges
-    overlap, or, with a spread unknown, the relative difference is under FLOOR_REL."""
-    if base == other:
-        return True
-    rel = abs(other - base) / abs(base) if base != 0 else float("inf")
-    if rel < FLOOR_REL:
-        return True
-    if base_spread is None or other_spread is None:
-        return False
-    (a_lo, a_hi), (b_lo, b_hi) = sorted(base_spread), sorted(other_spread)
+def overlap(a: Sequence[float], b: Sequence[float]) -> bool:
+    """True when the two [lo, hi] ranges share a point."""
+    (a_lo, a_hi), (b_lo, b_hi) = sorted(a), sorted(b)
     return a_lo <= b_hi and b_lo <= a_hi
 
 
-def describe(spread: Sequence[float] | None, fmt: Callable[[float], str]) -> str:
-    """'3.1–3.4 req/s over 3 repeats' style range text, or 'spread not measured'."""
+def is_tie(base: float, other: float, base_spread: Sequence[float] | None,
+           other_spread: Sequence[float] | None) -> bool:
+    """True when `other` against `base` is inside the noise: with both spreads measured, the
+    two [lo, hi] ranges overlap or the relative difference is under FLOOR_REL; with a spread
+    unknown, the relative difference is under UNKNOWN_REL (unmeasured noise is not called
+    small)."""
+    if base == other:
+        return True
+    rel = abs(other - base) / abs(base) if base != 0 else float("inf")
+    if base_spread is None or other_spread is None:
+        return rel < UNKNOWN_REL
+    return rel < FLOOR_REL or overlap(base_spread, other_spread)
+
+
+def describe(spread: Spread | Sequence[float] | None, fmt: Callable[[float], str]) -> str:
+    """'3.1–3.4 req/s over 3 repeats' style range text (the Spread's own count of repeats; a
+    bare [lo, hi] read back from a report does not carry one), or 'spread not measured'."""
     if spread is None:
         return "spread not measured (too few requests to repeat)"
+    if isinstance(spread, Spread):
+        return f"{fmt(spread.lo)}–{fmt(spread.hi)} over {spread.repeats} repeats"
     lo, hi = sorted(spread)
-    return f"{fmt(lo)}–{fmt(hi)} over {REPEATS} repeats"
+    return f"{fmt(lo)}–{fmt(hi)} over the level's repeats"

@@ -61,7 +61,7 @@ def _open(html_path: Path, shot: Path) -> tuple[dict, list[str]]:
 def test_html_export_offline_in_chromium(engine, tmp_path):
     a = seed_alpha(engine, name="a")
     b = seed_alpha(engine, name="b", ttft_scale=2.0, fingerprint="fp-b",
-                   detail=dict(DETAIL_A, levels=[8]))
+                   detail=dict(DETAIL_A, levels=[8], max_new_tokens=256))
     cards = [build_scorecard(engine, run_id=a["run_id"], settings_slo={"ttft_p99_s": 0.5}),
              build_scorecard(engine, run_id=b["run_id"], settings_slo={"ttft_p99_s": 0.5})]
     html = formats.render("html", cards).decode()

@@ -24,7 +24,7 @@ from storage import repo
 def cards(engine):
     a = seed_alpha(engine, name="a")
     b = seed_alpha(engine, name="b", ttft_scale=2.0, fingerprint="fp-b",
-                   detail=dict(DETAIL_A, levels=[8]))
+                   detail=dict(DETAIL_A, levels=[8], max_new_tokens=256))
     return [build_scorecard(engine, run_id=a["run_id"], settings_slo={"ttft_p99_s": 0.5}),
             build_scorecard(engine, run_id=b["run_id"], settings_slo={"ttft_p99_s": 0.5})]
 
@@ -224,3 +224,12 @@ def test_side_by_side_latency_charts_share_one_scale():
                for f in (a, b)]
     assert domains == [[0, pytest.approx(10.5)]] * 2
     assert latency_top([pd.DataFrame()], "ttft") is None
+
+
+def test_subject_line_names_the_launch_by_its_number(cards):
+    from dashboard.services.export.verdict import subject_line
+
+    # b's launch is row 2 but its server's first launch: "launch 1", as its title says
+    assert cards[1].subject["launch_id"] == 2 and "launch 1" in cards[1].title
+    line = subject_line(cards[1])
+    assert "launch 1" in line and "launch #" not in line

@@ -201,11 +201,13 @@ def test_level_spread_from_three_repeats_of_the_level() -> None:
     res = LevelResult(LevelPlan("concurrency", 1, requests=9, warmup=0), records=recs,
                       loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
     lv = level_report(res)
-    # a closed loop's repeat by Little's law, concurrency x successes / its busy seconds:
-    # 1 x 3 / 3 s = 1.0, 1 x 3 / 1.5 s = 2.0, 1 x 3 / 3 s = 1.0 req/s -> [1.0, 2.0]; the whole
-    # level's steady-window figure (8 ends in [0, 6.5] -> 1.23 req/s) is inside
+    # a closed loop's repeat by Little's law, in flight x successes / its busy seconds, in flight
+    # = the level's steady-window rps (8 ends in [0, 6.5] -> 1.23 req/s) x 7.5 s / 9 successes
+    # = 1.026: 1.026 x 3 / 3 s = 1.03, 1.026 x 3 / 1.5 s = 2.05, 1.03 req/s; the level's own
+    # figure is inside
     lo, hi = lv["spread"]["rps"]
-    assert lo == pytest.approx(1.0) and hi == pytest.approx(2.0)
+    in_flight = 8 / 6.5 * 7.5 / 9
+    assert lo == pytest.approx(in_flight) and hi == pytest.approx(2 * in_flight)
     assert lo <= lv["throughput"]["rps"] <= hi
     # e2e p99 per repeat ~1.0, 0.5, 1.0 -> [0.5, 1.0]; TTFT is a quarter of it
     assert lv["spread"]["e2e_p99_s"] == pytest.approx([0.5, 1.0])

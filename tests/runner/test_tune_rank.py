@@ -91,13 +91,19 @@ def test_a_clearly_better_candidate_still_wins() -> None:
 
 def test_a_stored_crown_on_noise_is_judged_again() -> None:
     # a tune recorded before ties were measured: "winner" stored, no verdict and no spreads;
-    # 5.96 vs 5.95 is under the 1 % floor, so it is a tie with the spread said to be unmeasured
+    # 5.96 vs 5.95 is under the 5 % floor of an unmeasured spread: a tie, the spread said unmeasured
     state = {"winner": "demo-radix-off", "candidates": [
         {"profile": "demo-radix-off", "status": "ok", "rank": 1, "goodput_rps": 5.96},
         {"profile": "demo", "status": "ok", "rank": 2, "goodput_rps": 5.95}]}
     said = state_verdict(state)
     assert said is not None and said.winner is None and "spread not measured" in said.text
     assert public_json(state)["winner"] is None
+    # 6.0 vs 5.9 (1.7 %) with the spread unmeasured: under 5 %, still a tie, nothing applied
+    state["candidates"][0]["goodput_rps"], state["candidates"][1]["goodput_rps"] = 6.0, 5.9
+    said = state_verdict(state)
+    assert said is not None and said.winner is None
+    assert "spread not measured: under 5 %" in said.text
+    state["candidates"][0]["goodput_rps"] = 5.96
     state["candidates"][1]["goodput_rps"] = 5.0  # 16 % apart: a winner even without a spread
     said = state_verdict(state)
     assert said is not None and said.winner == "demo-radix-off" and "spread not measured" in said.text

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dashboard.services.format import fmt_ts
+from dashboard.services.format import fmt_ts, launch_label
 from dashboard.services.scorecard.compare import NO_VERDICT, Comparison, headline
 from dashboard.services.scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS, SPECS_BY_KEY
 from dashboard.services.scorecard.model import Scorecard
@@ -53,7 +53,7 @@ def subject_line(card: Scorecard) -> str:
     s = card.subject
     bits = [f"server {s.get('server')} ({s.get('server_kind')})"]
     if s.get("launch_id") is not None:
-        bits.append(f"launch #{s['launch_id']}")
+        bits.append(launch_label(None, s.get("launch_number")))  # its number, as titles say
     if s.get("run_id") is not None:
         bits.append(f"probe run #{s['run_id']}" + (f" {s['run_name']}" if s.get("run_name") else ""))
     bits.append(f"window {fmt_ts(s.get('since'))} → {fmt_ts(s.get('until'))} "

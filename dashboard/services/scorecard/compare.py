@@ -6,12 +6,14 @@ load, the per-level delta table, the config diff (launch flags and env) and the 
   them from the highest shared level and name it. Runs with no level in common get a refusal in
   words (`refusal`) and no cross-level delta; goodput within the SLO needs no shared level.
 - **Verdicts** by METRIC_SPECS direction: `better` / `worse`, `same` (equal), `tie` (inside the
-  measured spread of collectors/probe/spread.py, or under 1 % without one). No verdict where
+  measured spread of collectors/probe/spread.py, or under 5 % without one). No verdict where
   the figures cannot be set against each other: `not comparable` (workload fingerprints differ:
   collectors.probe.fingerprint.diff_fingerprints says what), `different levels` (no shared
   level), `different sources` (probe sweep vs canary vs server log vs /metrics histogram),
   `canary only` (one request at a time) and `no sweep` (latency and throughput of a run with
-  no probe sweep: its load is unknown). `notes` says why, once per reason.
+  no probe sweep: its load is unknown). Between two probe runs the server's and GPUs' figures
+  (RUN_LOAD_SOURCES) were read under each sweep's load, so they are workload-bound too.
+  `notes` says why, once per reason.
 - **What differs** (`summary`): one sentence naming the workload and config differences and
   what to do.
 """
@@ -26,6 +28,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from collectors.probe import spread as spread_mod
 from dashboard.services.format import fmt_ts, launch_label
 from dashboard.services.scorecard import matched
 from dashboard.services.scorecard.compute import level_name
@@ -36,6 +39,9 @@ from storage import repo
 
 #: Figures that depend on the probe workload (the others come from server samples and events).
 WORKLOAD_SOURCES = ("probe", "canary")
+#: Figures the server and GPUs report: during a probe run's scorecard they were read under the
+#: sweep's load, so between two probe runs they depend on the workload too
+RUN_LOAD_SOURCES = ("server", "gpu")
 #: verdicts that set nothing against anything: shown without colour, explained in `notes`
 NO_VERDICT = ("not comparable", "different levels", "different sources", "canary only",
               "no sweep")
@@ -80,10 +86,28 @@ class Comparison:
     refusal: str | None = None  # why no level is compared, and what to do
     goodput: list[dict[str, Any]] = field(default_factory=list)  # per card: {level, rps, why}
     summary: str = ""  # what differs, in one sentence with what to do
+    #: per non-baseline card: what differs besides the level sets (LEVEL_SET_FIELDS); the
+    #: figures read at a shared level are judged on this one
+    level_workload_diff: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # why some figures carry no verdict
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: workload fields that only say which levels ran and how many requests each had: figures read
+#: at a level both runs measured do not depend on them
+LEVEL_SET_FIELDS = ("levels", "requests_per_level", "warmup_per_level")
+
+
+def reduced_diff(lines: list[str]) -> list[str]:
+    """`lines` (diff_fingerprints) without the level-set fields (LEVEL_SET_FIELDS)."""
+    out = []
+    for line in lines:
+        m = _DIFF_LINE.match(line)
+        if m is None or m["key"].split(".")[0] not in LEVEL_SET_FIELDS:
+            out.append(line)
+    return out
 
 
 def diff_details(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
@@ -144,8 +168,10 @@ def _field_words(line: str) -> str:
 
 
 def summary(workload_diff: list[list[str]], config: list[dict[str, Any]], no_sweep: list[str],
-            refused: bool = False) -> str:
-    """What differs, in one sentence with what to do."""
+            refused: bool = False, shared_level: str | None = None) -> str:
+    """What differs, in one sentence with what to do. `shared_level` names the level every run
+    measured: when only the level sets differ, the runs are compared there and no rerun is
+    asked for."""
     if no_sweep:
         return (f"No probe sweep behind {', '.join(no_sweep)}: latency, throughput and cost are "
                 "not measured at a known load; run a sweep (Benchmarks) on each side, then "
@@ -158,6 +184,11 @@ def summary(workload_diff: list[list[str]], config: list[dict[str, Any]], no_swe
     if refused and not any(w.startswith("load levels") for w in words):
         words.append("load levels")
     settings = [r["key"].removeprefix("flag.").removeprefix("env.") for r in config]
+    if (words and shared_level is not None and not refused
+            and not any(reduced_diff(lines) for lines in workload_diff)):
+        what = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
+        return (f"These runs differ only in {what}: their load-level figures are compared at "
+                f"{shared_level}, a level both measured.")
     if words:
         what = ", ".join(words[:-1]) + (" and " if len(words) > 1 else "") + words[-1]
         return (f"These runs differ in {what}; rerun the candidate with the baseline's workload "
@@ -190,6 +221,30 @@ def _at_level(card: Scorecard, key: str, level: float | None) -> tuple[float | N
     return lv.get(key), (lv.get("spread") or {}).get(key)
 
 
+#: figures made of level figures, read at the matched level: key -> (numerator, denominator)
+LEVEL_RATIOS = {"ttft_p99_p50_ratio": ("ttft_p99_s", "ttft_p50_s")}
+
+
+def _ratio_at_level(cards: list[Scorecard], key: str, level: float | None) -> list[float | None] | None:
+    """A LEVEL_RATIOS figure of each card read at `level`, when the cards' own headline levels
+    differ (each card's figure is of its own level); None when they agree or the figure is not
+    the probe's (canary figures have no level)."""
+    figs = [c.figures.get(key) for c in cards]
+    if any(f is None or f.source != "probe" for f in figs):
+        return None
+    if len({c.subject.get("level") for c in cards}) == 1:
+        return None
+    if level is None:
+        return [None] * len(cards)  # no shared level: "different levels"
+    num, den = LEVEL_RATIOS[key]
+    out: list[float | None] = []
+    for c in cards:
+        lv = matched.levels_of(c).get(level) or {}
+        a, b = lv.get(num), lv.get(den)
+        out.append(a / b if a is not None and b else None)
+    return out
+
+
 def compare(cards: list[Scorecard]) -> Comparison:
     """Compare scorecards against the first; needs at least two."""
     if len(cards) < 2:
@@ -198,6 +253,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
     fps = [c.provenance.get("fingerprint") for c in cards]
     no_sweep = [c.title for c in cards if c.subject.get("latency_source") != "probe"]
     workload_diff: list[list[str]] = []
+    level_diff: list[list[str]] = []  # the same without the level sets (LEVEL_SET_FIELDS)
     warnings: list[str] = []
     comparable = True
     for c in cards[1:]:
@@ -211,15 +267,21 @@ def compare(cards: list[Scorecard]) -> Comparison:
             if not lines:  # hashes differ but details agree
                 lines = [f"fingerprint: {base.provenance.get('fingerprint')} -> "
                          f"{c.provenance.get('fingerprint')}"]
-        if lines:
-            comparable = False
-            warnings.append(f"{c.title}: workload differs from {base.title}; probe and canary "
-                            "deltas are marked not comparable")
         workload_diff.append(lines)
+        level_diff.append(reduced_diff(lines))
     mode, shared = matched.shared_levels(cards)
     level = shared[-1] if shared else None
+    for c, lines, reduced in zip(cards[1:], workload_diff, level_diff, strict=True):
+        if lines:
+            comparable = False
+        if reduced or (lines and level is None):
+            warnings.append(f"{c.title}: workload differs from {base.title}; probe and canary "
+                            "deltas are marked not comparable")
     refused = matched.refusal(cards)
     used: list[str] = []
+    # both cards score a probe run: their server and GPU figures were read under its load
+    probe_runs = [False] + [base.subject.get("run_id") is not None
+                            and c.subject.get("run_id") is not None for c in cards[1:]]
     deltas = []
     for spec in METRIC_SPECS:
         figs = [c.figures.get(spec.key) for c in cards]
@@ -228,6 +290,9 @@ def compare(cards: list[Scorecard]) -> Comparison:
                ((f.value if f else None), None) for c, f in zip(cards, figs, strict=True)]
         values = [v for v, _ in got]
         spreads = [s for _, s in got]
+        at_ratio = _ratio_at_level(cards, spec.key, level) if spec.key in LEVEL_RATIOS else None
+        if at_ratio is not None and level is not None:  # read at the matched level
+            values, spreads, at_level = at_ratio, [None] * len(cards), True
         if all(v is None for v in values):
             continue  # absent on every side: the summary says what is missing
         d: list[float | None] = [None]
@@ -236,7 +301,8 @@ def compare(cards: list[Scorecard]) -> Comparison:
         b = values[0]
         for i, v in enumerate(values[1:], start=1):
             pair = (figs[0], figs[i])
-            workload_bound = any(f is not None and f.source in WORKLOAD_SOURCES for f in pair)
+            bound = WORKLOAD_SOURCES + (RUN_LOAD_SOURCES if probe_runs[i] else ())
+            workload_bound = any(f is not None and f.source in bound for f in pair)
             if spec.dimension == "cost" and spec.key != "gpu_usd_per_hour":
                 # cost per token / image / request is price ÷ measured throughput: it inherits
                 # the workload of the throughput it was divided by
@@ -253,14 +319,16 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 rel.append(None)
                 verdicts.append("same" if v == b else "n/a")
                 continue
-            if at_level and refused and workload_bound:
+            if (at_level and refused and workload_bound) or (at_ratio is not None and level is None):
                 d.append(None)  # never a delta across load levels
                 rel.append(None)
                 verdicts.append("different levels")
                 continue
             d.append(v - b)
             rel.append((v - b) / abs(b) if b != 0 else None)
-            if workload_diff[i - 1] and workload_bound:
+            # a figure read at a level both runs measured does not depend on the level sets
+            differs = level_diff[i - 1] if at_level and level is not None else workload_diff[i - 1]
+            if differs and workload_bound:
                 verdict = "not comparable"
             elif (no_sweep and spec.dimension in ("latency", "throughput", "cost")
                   and spec.key != "gpu_usd_per_hour"
@@ -282,16 +350,18 @@ def compare(cards: list[Scorecard]) -> Comparison:
         fingerprints=fps,
         comparable=comparable,
         workload_diff=workload_diff,
+        level_workload_diff=level_diff,
         config_diff=config_diff(cards),
         deltas=deltas,
         warnings=warnings,
         level_mode=mode,
         shared_levels=shared,
         matched_level=level,
-        level_deltas=matched.level_deltas(cards, kind),
+        level_deltas=matched.level_deltas(cards, kind, level_diff),
         refusal=refused,
         goodput=[matched.goodput(c) for c in cards],
-        summary=summary(workload_diff, config_diff(cards), no_sweep, refused is not None),
+        summary=summary(workload_diff, config_diff(cards), no_sweep, refused is not None,
+                        None if level is None else level_name(mode, level)),
         notes=[NOTES[v] for v in used],
     )
 
@@ -314,27 +384,45 @@ IMAGE_HEADLINE = (("image_p50_s", "p50"), ("image_p99_s", "p99"), ("images_per_m
                   ("peak_mem_bytes", "peak memory"))
 LLM_HEADLINE = (("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"),
                 ("output_tok_s", "output tok/s"), ("usd_per_1m_output_tok", "$/1M tok"))
+#: headline figures of the whole run (server log, GPU memory), never read at a load level
+WHOLE_RUN = ("image_step_s", "peak_mem_bytes")
 
 
 def _goodput_clause(cmp: Comparison, index: int) -> str:
+    """"goodput within the SLO 1.75 → 2.10 req/s (+20 %)", or "(tie)" inside the goodput
+    levels' measured spreads (spread.is_tie); "≥ X" and no percentage where a run's goodput is
+    at its highest level (the sweep stopped before the SLO broke). No clause when the workloads
+    differ besides their level sets or the two cards' SLO targets differ: their goodputs
+    answer different questions."""
     if len(cmp.goodput) <= index:
         return ""
     a, b = cmp.goodput[0], cmp.goodput[index]
-    if a.get("rps") is None or b.get("rps") is None:
+    if a.get("rps") is None or b.get("rps") is None or a.get("slo") != b.get("slo"):
         return ""
-    rel = (b["rps"] - a["rps"]) / abs(a["rps"]) if a["rps"] else None
+    if len(cmp.level_workload_diff) >= index and cmp.level_workload_diff[index - 1]:
+        return ""
+
+    def figure(g: dict[str, Any]) -> str:
+        return ("≥ " if g.get("capped") else "") + f"{g['rps']:.2f}"
+
+    capped = a.get("capped") or b.get("capped")
+    rel = (b["rps"] - a["rps"]) / abs(a["rps"]) if a["rps"] and not capped else None
     pct = "" if rel is None else f" ({rel * 100:+.0f} %)".replace("-", "−")
-    return f"goodput within the SLO {a['rps']:.2f} → {b['rps']:.2f} req/s{pct}"
+    tie = " (tie)" if spread_mod.is_tie(a["rps"], b["rps"], a.get("spread"), b.get("spread")) else ""
+    return f"goodput within the SLO {figure(a)} → {figure(b)} req/s{pct}{tie}"
 
 
 def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
     """One line of the deltas that matter, card `index` against the baseline, at the matched
     level it names ("at concurrency 2: p50 −30 %, …"): relative for times, rates and prices,
-    absolute for memory ("peak memory +3.0 GiB"); a tie says so. Figures without a verdict
+    absolute for memory ("peak memory +3.0 GiB"); a tie says so. Whole-run figures (WHOLE_RUN:
+    s/step, peak memory) follow, labelled "whole run: …". Figures without a verdict
     (NO_VERDICT) are left out; with no shared level only goodput within the SLO is offered."""
     by_key = {d.key: d for d in cmp.deltas}
-    parts = []
+    level_parts: list[str] = []
+    whole: list[str] = []  # WHOLE_RUN figures: after the level's, labelled "whole run"
     for key, short in IMAGE_HEADLINE if kind == "image" else LLM_HEADLINE:
+        parts = whole if key in WHOLE_RUN else level_parts
         d = by_key.get(key)
         delta, rel = (None, None) if d is None else (d.deltas[index], d.rel[index])
         if d is None or delta is None or d.verdicts[index] in NO_VERDICT:
@@ -347,11 +435,12 @@ def headline(cmp: Comparison, kind: str, index: int = 1) -> str:
             continue
         if d.verdicts[index] == "tie":
             parts[-1] += " (tie)"
-    line = ", ".join(parts)
+    line = ", ".join(level_parts)
     if line and cmp.matched_level is not None:
         line = f"at {level_name(cmp.level_mode, cmp.matched_level)}: {line}"
+    run = f"whole run: {', '.join(whole)}" if whole else ""
     good = _goodput_clause(cmp, index)
-    return "; ".join(p for p in (line, good) if p)
+    return "; ".join(p for p in (line, run, good) if p)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -113,11 +113,11 @@ def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
 
 
 def _in_flight(rows: pd.DataFrame, figs: dict[str, Any], workers: float) -> float:
-    """A closed-loop level's achieved concurrency: Σ e2e over its window (Little's law), at most
-    its workers (the probe report's `achieved.concurrency`)."""
-    busy = float(pd.to_numeric(rows["e2e_s"], errors="coerce").fillna(0.0).sum())
-    window = figs.get("window_s") or 0.0
-    return min(workers, busy / window) if window > 0 and busy > 0 else workers
+    """The requests in flight a closed-loop level's own rps implies (spread.level_in_flight:
+    rps × Σ e2e ÷ successes), `workers` without an rps; the probe report's figure alike."""
+    return spread_mod.level_in_flight(
+        figs.get("rps"), pd.to_numeric(rows["e2e_s"], errors="coerce").dropna().tolist(),
+        rows["ok"].astype(bool).tolist(), workers)
 
 
 def _little(rows: pd.DataFrame, figs: dict[str, Any], concurrency: float, *, kind: str,
@@ -150,8 +150,9 @@ def level_spread(rows: pd.DataFrame, whole: dict[str, Any], concurrency: float |
                  **kwargs: Any) -> dict[str, list[float]]:
     """SPREAD_KEYS -> [lo, hi] of one level (collectors/probe/spread.py): its measured rows in
     start order, cut into repeats, each scored by level_figures(**kwargs), a closed loop's
-    throughput by Little's law (`concurrency`: its workers; None for an open loop); a key
-    without a spread (too few requests, or no value in two repeats) is left out."""
+    throughput by Little's law (`concurrency`: the in flight its rps implies, _in_flight; None
+    for an open loop); a key without a spread (too few requests, or no value in two repeats) is
+    left out."""
     ordered = rows.sort_values("start_ts", kind="stable")
     scored: dict[tuple[int, int], dict[str, Any]] = {}
 
@@ -159,6 +160,8 @@ def level_spread(rows: pd.DataFrame, whole: dict[str, Any], concurrency: float |
         span = (part[0], part[-1])
         if span not in scored:  # each repeat scored once, whatever the number of keys
             repeat = ordered.iloc[part[0]:part[-1] + 1]
+            # J6 (issue 30, not done): an open loop's repeat still reads its own window here, not
+            # the probe report's (first start -> next repeat's first start, completions inside it)
             figs = level_figures(repeat, **kwargs)
             if concurrency is not None:
                 figs = _little(repeat, figs, concurrency, kind=kwargs["kind"],

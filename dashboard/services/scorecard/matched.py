@@ -11,9 +11,10 @@ compute.py as `spread`).
 - **Goodput within the SLO** needs no shared level: runner/tune_rank.py's definition (the
   highest level at which every latency target and the success-rate target hold; its requests/s),
   fed with each card's own SLO targets. Without a latency target there is no goodput, and the
-  comparison says so.
-- **Verdicts**: `same` (equal), `tie` (inside the measured spread, or under spread.FLOOR_REL
-  when a spread is unknown), else `better` / `worse` by METRIC_SPECS direction; `n/a` for an
+  comparison says so. A goodput at a run's highest level is a lower bound ("≥"); compare.py
+  sets two goodputs against each other only under the same SLO targets and workload.
+- **Verdicts**: `same` (equal), `tie` (inside the measured spread or under spread.FLOOR_REL; under
+  spread.UNKNOWN_REL when a spread is unknown), else `better` / `worse` by METRIC_SPECS direction; `n/a` for an
   informational figure.
 """
 
@@ -110,7 +111,7 @@ def judge(spec: MetricSpec, base: float, other: float, base_spread: Sequence[flo
 def verdict_words(key: str, verdict: str, base_spread: Sequence[float] | None,
                   other_spread: Sequence[float] | None) -> str:
     """A verdict in words with its evidence: "tie (inside the measured spread 300.0–340.0 ms vs
-    310.0–350.0 ms)", "better (spread not measured)"."""
+    310.0–350.0 ms)", "better (spread not measured: more than 5 % apart)"."""
     if verdict not in ("tie", "better", "worse"):
         return verdict
     unit = SPECS_BY_KEY[key].unit if key in SPECS_BY_KEY else ""
@@ -121,8 +122,11 @@ def verdict_words(key: str, verdict: str, base_spread: Sequence[float] | None,
 
     if base_spread is None or other_spread is None:
         if verdict == "tie":
-            return (f"tie (under {spread_mod.FLOOR_REL * 100:g} %; spread not measured)")
-        return f"{verdict} (spread not measured)"
+            return f"tie (spread not measured: under {spread_mod.UNKNOWN_REL * 100:g} %)"
+        return (f"{verdict} (spread not measured: more than {spread_mod.UNKNOWN_REL * 100:g} % "
+                "apart)")
+    if verdict == "tie" and not spread_mod.overlap(base_spread, other_spread):
+        return f"tie (under {spread_mod.FLOOR_REL * 100:g} %)"
     if verdict == "tie":
         return f"tie (inside the measured spread {rng(other_spread)} vs {rng(base_spread)})"
     return f"{verdict} (outside the measured spread {rng(base_spread)})"
@@ -134,8 +138,12 @@ def _rel(base: float | None, other: float | None) -> float | None:
     return (other - base) / abs(base)
 
 
-def level_deltas(cards: Sequence[Scorecard], kind: str) -> list[LevelDelta]:
-    """Per shared level, the level table's figures against the baseline's at the same level."""
+def level_deltas(cards: Sequence[Scorecard], kind: str,
+                 workload_diff: Sequence[Sequence[str]] | None = None) -> list[LevelDelta]:
+    """Per shared level, the level table's figures against the baseline's at the same level.
+    `workload_diff`: per non-baseline card, what its workload differs in besides the level sets
+    (compare.reduced_diff); a card with a difference gets "not comparable", never a colour."""
+    diffs = list(workload_diff or [])
     _, shared = shared_levels(cards)
     table = IMAGE_LEVEL_TABLE if kind == "image" else LLM_LEVEL_TABLE
     by_card = [levels_of(c) for c in cards]
@@ -149,10 +157,12 @@ def level_deltas(cards: Sequence[Scorecard], kind: str) -> list[LevelDelta]:
             spreads = [(lv.get("spread") or {}).get(key) for lv in lvs]
             rel: list[float | None] = [None]
             verdicts = ["baseline"]
-            for v, s in zip(values[1:], spreads[1:], strict=True):
+            for i, (v, s) in enumerate(zip(values[1:], spreads[1:], strict=True)):
                 rel.append(_rel(values[0], v))
                 if values[0] is None or v is None:
                     verdicts.append("n/a")
+                elif i < len(diffs) and diffs[i]:
+                    verdicts.append("not comparable")
                 else:
                     verdicts.append(judge(SPECS_BY_KEY[key], values[0], v, spreads[0], s))
             out.append(LevelDelta(level, key, values, rel, spreads, verdicts))
@@ -172,20 +182,26 @@ def _report_level(lv: dict[str, Any]) -> dict[str, Any]:
 
 
 def goodput(card: Scorecard) -> dict[str, Any]:
-    """{level, rps, why}: the card's goodput within its own SLO targets (tune_rank.goodput);
-    level and rps None with `why` when there is none."""
+    """{level, rps, spread, capped, slo, why}: the card's goodput within its own SLO targets
+    (tune_rank.goodput); `spread` is the goodput level's rps [lo, hi] (None: not measured),
+    `capped` True when that level is the highest the run measured (the goodput is at least
+    `rps`: the sweep stopped before the SLO broke), `slo` the targets it was judged on; level and
+    rps None with `why` when there is none."""
     slo = {k: float(f.target) for k in GOODPUT_TARGETS
            if (f := card.figures.get(k)) is not None and f.target is not None}
     image = card.subject.get("server_kind") == "image"
     latency = ("image_p99_s",) if image else ("ttft_p99_s", "itl_p99_s")
+    none: dict[str, Any] = {"level": None, "rps": None, "spread": None, "capped": False,
+                            "slo": slo}
     if not card.levels:
-        return {"level": None, "rps": None, "why": "no probe sweep"}
+        return {**none, "why": "no probe sweep"}
     if not any(k in slo for k in latency):
-        return {"level": None, "rps": None,
-                "why": f"no latency target set ({' or '.join(latency)})"}
+        return {**none, "why": f"no latency target set ({' or '.join(latency)})"}
     best, why = tune_rank.goodput([_report_level(lv) for lv in card.levels], slo, image=image)
     if best is None:
-        return {"level": None, "rps": None, "why": why}
+        return {**none, "why": why}
     lv = levels_of(card)[tune_rank.level_value(best)]
     return {"level": float(lv["level"]), "rps": lv.get("rps"),
+            "spread": (lv.get("spread") or {}).get("rps"),
+            "capped": float(lv["level"]) == max(levels_of(card)), "slo": slo,
             "why": f"highest level meeting the SLO: {level_name(mode_of(card), lv['level'])}"}
