@@ -151,7 +151,8 @@ def _which(titles: Sequence[str]) -> str:
 def comparison_view(cmp: Comparison) -> None:
     """What differs (one sentence), the refusal or the per-level deltas at matched load, the
     config diff and every figure's delta with its verdict in words."""
-    if cmp.comparable and not cmp.refusal:
+    # only the level sets differ, and a level is shared: the figures there compare, no warning
+    if not cmp.refusal and (cmp.comparable or not any(cmp.level_workload_diff)):
         st.info(md_escape(cmp.summary))
     else:
         st.warning(md_escape(cmp.summary))
