@@ -147,3 +147,20 @@ def test_ttft_tail_ratio_is_read_at_the_matched_level(engine):
                     fingerprint="fp-48", t0=1_700_020_000.0)
     ratio = _delta(compare(_cards(engine, a, c)), "ttft_p99_p50_ratio")
     assert ratio.verdicts[1] == "different levels"
+
+
+def test_an_untrusted_runs_scorecard_says_why_in_the_runs_own_plain_words(engine):
+    """The scorecard's note is the run's one trust note (collectors/probe/trust.run_note), the
+    sentence Benchmarks prints, not a pointer to an internal key."""
+    from storage import repo
+
+    a = seed_levels(engine, name="a", levels={1.0: (1.0, 0.30)})
+    late = {"loop_lag_p99_s": 0.005, "lag_bound_s": 0.002, "lag_basis": "TTFT p50",
+            "client_cpu_pct": 5.0, "cpu_max_pct": 70.0, "trusted": False,
+            "reasons": ["client event-loop lag p99 5.0 ms > 2.0 ms"]}
+    repo.update_probe_run(engine, run_id=a["run_id"],
+                          report={"levels": [{"concurrency": 1, "self_check": late}]})
+    card = build_scorecard(engine, run_id=a["run_id"])
+    note = next(n for n in card.notes if n.startswith("Not trusted"))
+    assert "c=1: 5.0 ms against a bound of 2.0 ms" in note
+    assert not any("provenance.self_check" in n for n in card.notes)

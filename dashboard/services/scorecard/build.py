@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
+from collectors.probe.trust import run_note
 from dashboard import __version__
 from dashboard.services.gpu_entries import parse_key
 from dashboard.services.gpu_wall import gpu_walls
@@ -208,6 +209,9 @@ def _probe_parts(engine: Engine, run: ProbeRun | None) -> tuple[
             "client_cpu_pct": max(cpus) if cpus else None,
             "trusted": all(bool(c.get("trusted")) for c in self_checks),
             "levels": self_checks,
+            # the run's one note in plain words (which levels, lag against its bound), the same
+            # sentence Benchmarks and `pitwall probe` print
+            "note": run_note(report.get("levels", [])),
         }
     elif run is not None:
         self_check = {"trusted": run.trusted}

@@ -440,10 +440,10 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
                      "sums, minima and maxima are exact; "
                      + (f"not available from rollups: {', '.join(gone)}." if gone
                         else "no figure needed more than rollups keep."))
-    trusted = (inp.provenance.get("self_check") or {}).get("trusted")
-    if trusted is False:
-        notes.append("The probe client's self-check failed: its latencies include client-side "
-                     "queueing (see provenance.self_check).")
+    check = inp.provenance.get("self_check") or {}
+    if check.get("trusted") is False:
+        notes.append(check.get("note") or "Some levels are not trusted: the probe client's own "
+                     "delay was a visible share of the latencies it measured.")
     return Scorecard(subject=subject, provenance=dict(inp.provenance), figures=figs,
                      dimensions=dims, errors_by_kind=errors, levels=levels,
                      series=list(inp.series), events=list(inp.events), notes=notes)
