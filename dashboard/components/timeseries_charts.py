@@ -101,7 +101,10 @@ def timeseries_spec(
         # one label format per window (Vega's default mixes "12:52" with "01 PM"); seconds on a
         # young server's few minutes (ticks 30 s apart would all read "14:35")
         "axis": {"format": "%H:%M:%S" if until - since <= 900 else "%H:%M" if until - since <= 2 * 86400
-                 else "%b %d", "labelOverlap": True},
+                 else "%b %d", "labelOverlap": True,
+                 # the first and last labels inside the axis, and none drawn past it: at 1400 px a
+                 # young server's last tick ("16:24:15") ran past the canvas edge and was cut
+                 "labelFlush": True, "labelBound": True},
     }
     time_tip = {"field": "time", "type": "temporal", "title": "time (UTC)", "format": "%Y-%m-%d %H:%M:%S",
                 "formatType": "utc"}
