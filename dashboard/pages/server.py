@@ -222,7 +222,8 @@ def charts() -> None:
                 st.caption(gpu_entries.absent_text(started_at, time.time(), in_window=True)
                            if key.startswith("gpu") else "No data in this window.")
                 continue
-            spec = timeseries_spec(df, unit=unit, since=since, until=until, events=ev, title=title,
+            own = ts.chart_since(since, until, window_s, float(df["ts"].min()))
+            spec = timeseries_spec(df, unit=unit, since=own, until=until, events=ev, title=title,
                                    dashed=dashed, points=points)
             # A stable key and a spec that only changes with the title, unit and series: a live
             # refresh or the events toggle swaps datasets in the drawn chart instead of rebuilding it.

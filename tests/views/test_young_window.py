@@ -93,3 +93,15 @@ def test_a_rollup_of_the_first_minutes_does_not_move_the_start_back(engine):
     assert quarter < NOW - 180.0 - 60
     assert ts.data_start(engine, server_id=srv.id, panels=("batch",)) == NOW - 180.0
     assert ts.data_start(engine, server_id=srv.id + 1) is None
+
+
+def test_a_young_servers_chart_whose_series_start_later_starts_at_its_own_first_sample() -> None:
+    from dashboard.services.views.timeseries import MIN_SPAN_S, chart_since
+
+    until, window_s = 10_000.0, 3600.0
+    since = 9_880.0  # a two-minute-old server: the window clamped to its first sample
+    # a series that began with the first sweep, 100 s in: its chart starts there (10-s grid)
+    assert chart_since(since, until, window_s, 9_983.0) == min(9_980.0, until - MIN_SPAN_S)
+    assert chart_since(since, until, window_s, 9_880.0) == since  # began with the server
+    # an old server's window is not clamped: every chart keeps it, gaps and all
+    assert chart_since(until - window_s, until, window_s, 9_983.0) == until - window_s

@@ -133,6 +133,16 @@ def gpu_panels(entries: Sequence[GpuEntry | int]) -> list[Panel]:
 MIN_SPAN_S = 60.0
 
 
+def chart_since(since: float, until: float, window_s: float, first_ts: float | None) -> float:
+    """Where one chart's axis starts: a young server's (a window clamped to its data: `since`
+    after `until - window_s`) chart whose own series begin later (a series that starts with the
+    first sweep) starts at its own first sample, on the 10-s grid and at least MIN_SPAN_S before
+    `until`, so it is not mostly empty; any other chart keeps the page's window."""
+    if first_ts is None or since <= until - window_s or first_ts <= since:
+        return since
+    return max(since, min(float(int(first_ts // 10) * 10), until - MIN_SPAN_S))
+
+
 def window(window_s: float, now: float | None = None, first_ts: float | None = None) -> tuple[float, float]:
     """[since, until) with `until` on a grid, so reads within one step share a cache entry and
     an unchanged chart is not re-sent: 10 s for windows up to 6 h, 60 s beyond (their points are
