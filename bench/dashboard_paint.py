@@ -25,7 +25,8 @@ app.py` on 127.0.0.1 (the Streamlit server and the browser share the machine's c
   Runs are 11 s apart so the page's 10-s query cache has expired: every run pays the SQL;
 - return_visit: the same page opened again 11 s later in the same profile (Streamlit's JS comes
   from the HTTP cache; the SQL is paid again), to the first chart drawn;
-- rerun: click the "Mark events" toggle (a fragment rerun: the controls live in the charts'
+- rerun (once the page has settled: the Server view's GPU wall and Doctor draw LATER_S after
+  the charts): click the "Mark events" toggle (a fragment rerun: the controls live in the charts'
   fragment; the chart specs do not change, so each of the 6 charts swaps its events dataset)
   -> the last mutation inside any chart (a MutationObserver; done = 400 ms without a change).
   When the click falls after the window's `until` has moved on (a 60-s grid for this window),
@@ -194,6 +195,7 @@ OBSERVE_JS = """
   return performance.now();
 }
 """
+SETTLED_JS = "() => !document.body.innerText.includes('draw in a moment, after the charts')"
 CLICK_JS = """
 (label) => {
   // a toggle's <label>, or a button (segmented control option) with exactly this text
@@ -322,6 +324,9 @@ def measure(
                 if i:
                     out["first_chart_s"].append(first + nav)
                     out["all_charts_s"].append(every + nav)
+                # The reruns are measured on a settled page: the Server view draws its GPU wall
+                # and Doctor LATER_S after the charts (a fragment rerun, queued before any click)
+                page.wait_for_function(SETTLED_JS, timeout=60_000)
                 for _ in range(2):  # toggle off and on: both are reruns that redraw every chart
                     page.wait_for_timeout(500)
                     dt = _rerun(page, label="Mark events", want=want)

@@ -4,8 +4,6 @@ suggested change as a profile derived from the server's own, ready for the Tune 
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 from dashboard.components import auth, session
@@ -14,14 +12,22 @@ from dashboard.components.scorecard import md_escape
 from dashboard.services import doctor
 from dashboard.services.launch.profiles import candidates_dir
 from dashboard.services.tune import TuneRequestError
+from dashboard.services.views import timeseries as ts
+
+
+@st.cache_data(ttl=120, show_spinner=False)  # keyed by the window: `until` moves on a 10/60-s grid
+def _reading(url: str, server: str, since: float, until: float) -> tuple[doctor.Evidence | None,
+                                                                        list[doctor.Finding]]:
+    """(evidence, findings) of a window; cached like the page's other reads (the 7-day read
+    is raw samples of a dozen series, most of a second on a busy host)."""
+    ev = doctor.gather(session.engine_for(url), server, since=since, until=until)
+    return ev, (doctor.diagnose(ev) if ev is not None else [])
 
 
 def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> None:
-    until = time.time()
-    since = until - window_s
-    ev = doctor.gather(ctx.engine, server, since=since, until=until)
+    since, until = ts.window(window_s)  # on the charts' grid: a refresh reuses the reading
+    ev, findings = _reading(ctx.url, server, since, until)
     st.subheader("Doctor")
-    findings = doctor.diagnose(ev) if ev is not None else []
     since = ev.since if ev is not None else since
     st.caption(f"Rules from SGLang's tuning guidance over {fmt_ts(since)} → {fmt_ts(until)} "
                "(the running launch only).")

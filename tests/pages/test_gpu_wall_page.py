@@ -43,6 +43,12 @@ def _run(**params: str) -> AppTest:
     at.switch_page("dashboard/pages/server.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    # The first run draws the charts and only a line where the wall goes; the wall draws on the
+    # next run (in the browser, the fragment's first timed rerun, LATER_S after the charts).
+    assert not any("bound by" in str(m.value) for m in at.markdown)
+    assert any("after the charts" in str(c.value) for c in at.caption)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
     return at
 
 
