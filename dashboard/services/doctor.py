@@ -312,7 +312,8 @@ def checked(ev: Evidence) -> list[str]:
                else "GPU memory headroom: no GPU memory figures.")
     hits = ev.first(HIT_KEYS)
     hit = f"{float(np.mean(hits)):.2f}" if hits.size else "not measured"
-    out.append(f"Radix cache: hit rate {hit} on a {ev.prompt_set or 'unknown'} workload (judged only on a "
+    workload = f"a {ev.prompt_set}" if ev.prompt_set else "an unknown"
+    out.append(f"Radix cache: hit rate {hit} on {workload} workload (judged only on a "
                f"shared-prefix sweep; fires under {LOW_HIT_RATE:g}).")
     bs = _arg(ev, "cuda_graph_max_bs", "cuda_graph_max_bs_decode")
     p90 = f"{_pct(running, 90):.0f}" if running.size else "not measured"

@@ -182,5 +182,6 @@ def test_a_quiet_doctor_shows_what_each_rule_measured() -> None:
     assert "running requests p90 2 against cuda-graph max bs 8" in text
     # nothing measured reads as not measured, never as a zero
     bare = "\n".join(doctor.checked(ev()))
+    assert "on an unknown workload" in bare  # no workload on record: "an", not "a unknown"
     assert "no queue or token-usage samples" in bare and "no GPU memory figures" in bare
     assert "hit rate not measured" in bare and "max bs unknown" in bare
