@@ -50,10 +50,8 @@ import numpy as np
 from collectors.probe import spread as spread_mod
 from collectors.probe.client import RequestRecord
 from collectors.probe.pacing import LevelResult
+from collectors.probe.trust import CLIENT_CPU_MAX_PCT, LAG_FLOOR_S, LAG_SHARE_MAX, level_mark
 
-LAG_FLOOR_S = 0.002  # above an idle client's wake-up jitter (perf-baselines.md §1)
-LAG_SHARE_MAX = 0.05  # loop lag p99 at most 5 % of the level's p50 TTFT / E2E
-CLIENT_CPU_MAX_PCT = 70.0
 START_LAG_P99_MAX_S = 0.010  # open loop: starts later than this behind schedule = rate not met
 PUBLIC_STAT_KEYS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
 #: run-level blocks of a workload that has them (structured output, multi-turn, fork)
@@ -322,8 +320,6 @@ def _ms(v: float | None) -> str:
 
 def format_table(full: dict[str, Any]) -> str:
     """A fixed-width text table of a sweep report (milliseconds for latencies)."""
-    from collectors.probe.trust import level_mark  # trust.py reads this module's thresholds
-
     head = (f"{'level':>9} {'req':>5} {'ok':>5} {'TTFT p50/p99 ms':>17} {'ITL p50/p99 ms':>16} "
             f"{'TPOT p50 ms':>11} {'E2E p50/p99 ms':>17} {'rps':>8} {'tok/s':>9} trusted")
     lines = [head]

@@ -2,7 +2,8 @@
 
 Each level's `self_check` (collectors/probe/report.py `self_check`: the rule and its reasons)
 carries loop_lag_p99_s against lag_bound_s (max(2 ms, 5 % of the level's p50 TTFT or E2E)),
-client_cpu_pct against cpu_max_pct, and its reasons. Here they become:
+client_cpu_pct against cpu_max_pct, and its reasons; the bounds (LAG_FLOOR_S, LAG_SHARE_MAX,
+CLIENT_CPU_MAX_PCT) live here, so this module imports nothing of the report. Here they become:
 
 - `run_note(levels)`: one sentence for the whole run naming the untrusted levels and the
   measured figure against its bound, instead of the reason repeated on every level;
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors.probe.report import CLIENT_CPU_MAX_PCT, LAG_FLOOR_S, LAG_SHARE_MAX
+#: the self-check's bounds (report.py `self_check` applies them; its docstring says why)
+LAG_FLOOR_S = 0.002  # above an idle client's wake-up jitter (perf-baselines.md §1)
+LAG_SHARE_MAX = 0.05  # loop lag p99 at most 5 % of the level's p50 TTFT / E2E
+CLIENT_CPU_MAX_PCT = 70.0
 
 
 def level_label(lv: dict[str, Any]) -> str:

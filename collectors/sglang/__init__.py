@@ -10,7 +10,7 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 from __future__ import annotations
 
 from collectors.base import Collector, Engine
-from collectors.sglang import flags
+from collectors.sglang import flags, sandbox
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS
 from collectors.sglang.launch import ENTRYPOINTS, READY_LINE, build_argv, startup_progress
 from collectors.sglang.log_parse import parse_line
@@ -43,7 +43,7 @@ ENGINE = Engine(
     health_path=HEALTH_PATH,
     server_info_paths=SERVER_INFO_PATHS,
     check_flags=flags.check_flags,
-    check_env=flags.check_env,
+    check_env=sandbox.check_env,
     flags_version=flags.SGLANG_VERSION,
     entrypoints=ENTRYPOINTS,
     parse_line=parse_line,

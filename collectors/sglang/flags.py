@@ -11,7 +11,8 @@ message than argparse's in NOTES. Everything else is accepted as a string.
 `check_flags(flags)` returns Issues (severity, flag, message); an "error" blocks a launch, a
 "warning" does not. When SGLang itself can be imported in the server's Python, launcher.py asks
 its real parser first and keeps only the checks argparse cannot do (ranges, hints). What a flag
-may point at (code, remote services, paths, ports) is the sandbox's call: sandbox.py.
+may point at (code, remote services, paths, ports), and a profile's [env], is the sandbox's call:
+sandbox.py (`check_env`, `check_profile`).
 """
 
 from __future__ import annotations
@@ -354,15 +355,6 @@ def check_flags(
         if name in spec.aliases:
             issues.append(Issue("note", name, f"--{name} is an alias of --{spec.name}."))
     return issues
-
-
-def check_env(env: dict[str, Any], extra_allowed: tuple[str, ...] = (), *,
-              allowed: frozenset[str] = frozenset()) -> list[Issue]:
-    """[env] names and value types: collectors/sglang/sandbox.py `check_env` (the explicit
-    allow-list and the deny table live there)."""
-    from collectors.sglang import sandbox  # sandbox imports Issue from this module
-
-    return sandbox.check_env(env, extra_allowed, allowed=allowed)
 
 
 def check_option_values(flags: dict[str, Any]) -> list[Issue]:

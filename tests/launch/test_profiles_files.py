@@ -61,10 +61,11 @@ def test_shipped_profiles_are_valid() -> None:
     assert errors == []
     assert {"baseline", "high-concurrency", "low-latency", "radix-off", "demo"} <= {s.name for s in specs}
     from collectors.sglang import flags as sglang_flags
+    from collectors.sglang import sandbox as sglang_sandbox
 
     for s in specs:
         assert [i for i in sglang_flags.check_flags(s.flags) if i.severity != "note"] == [], s.name
-        assert sglang_flags.check_env(s.env) == [], s.name
+        assert sglang_sandbox.check_env(s.env) == [], s.name
     demo = next(s for s in specs if s.name == "demo")
     assert demo.entrypoint == "simulator.launch_server"
     assert not any(k.startswith("sim-") for k in demo.flags)  # simulator knobs live in [env]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from collectors.sglang import flags as sglang_flags
+from collectors.sglang import sandbox as sglang_sandbox
 from collectors.sglang.launch import build_argv, flag_args, startup_progress
 from dashboard.services.launch import guardrails, launcher
 from dashboard.services.launch.guardrails import GpuProcess
@@ -174,13 +175,13 @@ def test_valid_flags_pass() -> None:
     ],
 )
 def test_env_messages(env: dict, expected: str) -> None:
-    (issue,) = sglang_flags.check_env(env)
+    (issue,) = sglang_sandbox.check_env(env)
     assert issue.severity == "error" and issue.message.startswith(expected)
 
 
 def test_env_valid() -> None:
     # values are data: the child gets them as environment strings, never through a shell
-    assert sglang_flags.check_env({"NCCL_TIMEOUT": "1800", "NCCL_DEBUG": "a b;$(rm -rf /)", "OMP_NUM_THREADS": 3}) == []
+    assert sglang_sandbox.check_env({"NCCL_TIMEOUT": "1800", "NCCL_DEBUG": "a b;$(rm -rf /)", "OMP_NUM_THREADS": 3}) == []
 
 
 # -- guardrails -------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dashboard.services.export.args import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args
 from dashboard.services.export.formats import (
     FORMATS,
     ExportError,
@@ -30,7 +31,6 @@ from dashboard.services.scorecard.slo import SloError
 from storage.files import private_dir
 from storage.redact import redact_text
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -43,17 +43,8 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2)]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _Usage(message)
-
-
-class _Usage(Exception):
-    pass
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="pitwall export", description="Export a scorecard for a review.")
+    p = Parser(prog="pitwall export", description="Export a scorecard for a review.")
     p.add_argument("--server", required=True, help="server name (as in pitwall.toml)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--launch", type=int, metavar="ID", help="score one launch")
@@ -71,21 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(parser: argparse.ArgumentParser, argv: list[str], hint: str) -> argparse.Namespace | int:
-    """The parsed arguments, or an exit code: 2 after one line on bad usage, 0 after --help."""
-    try:
-        return parser.parse_args(argv)
-    except _Usage as exc:
-        print(f"pitwall export: {exc} (see {hint})", file=sys.stderr)
-        return EXIT_USAGE
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-
-
 def export_cli(argv: list[str]) -> int:
     from dashboard.settings import SettingsError, load_settings
 
     if any(a == "--fleet" or a.startswith("--fleet=") for a in argv):  # the Overview's fleet views
+        # lazy: only --fleet needs the Overview's views (alerts and gpu-wall import this module)
         from dashboard.services.export.fleet_cli import fleet_cli
 
         return fleet_cli(argv)

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from dashboard.services.export.cli import EXIT_FAIL, EXIT_OK, EXIT_USAGE, _Parser, parse_args
+from dashboard.services.export.args import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args
 from dashboard.services.export.fleet import (
     FLEET_FORMATS,
     FLEET_KINDS,
@@ -32,7 +32,7 @@ from storage.redact import redact_text
 def build_parser() -> argparse.ArgumentParser:
     from dashboard.services.views.fleet_scorecards import GROUP_BYS
 
-    p = _Parser(prog="pitwall export --fleet", description="Export the fleet table or fleet scorecards.")
+    p = Parser(prog="pitwall export --fleet", description="Export the fleet table or fleet scorecards.")
     p.add_argument("--fleet", required=True, choices=FLEET_KINDS)
     p.add_argument("--format", required=True, choices=FLEET_FORMATS)
     p.add_argument("--group-by", default="model", choices=GROUP_BYS, help="scorecards: per model or per profile")

@@ -11,13 +11,8 @@ from collections.abc import Sequence
 
 from dashboard.services.export import verdict
 from dashboard.services.export.charts import all_charts, chart_svg
-from dashboard.services.export.formats import (
-    GRADE_MARK,
-    delta_rows,
-    figure_rows,
-    level_rows,
-    provenance_rows,
-)
+from dashboard.services.export.rows import delta_rows, figure_rows, level_rows, provenance_rows
+from dashboard.services.export.verdict import GRADE_MARK
 from dashboard.services.format import GRADE_COLORS
 from dashboard.services.scorecard.compare import Comparison
 from dashboard.services.scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS

@@ -122,7 +122,7 @@ def sandbox_issues(spec: ProfileSpec, sandbox: Sandbox | None = None, engine: st
     if spec.model_path.lstrip().startswith("-"):
         issues.append(Issue("error", "model_path", f"model_path {spec.model_path!r} starts with '-', which SGLang would read as an option; use a model id or a folder."))
     issues.extend(sglang_flags.check_option_values(spec.flags))
-    issues.extend(sglang_flags.check_env(spec.env, sandbox.env, allowed=sandbox.allowed))
+    issues.extend(sglang_sandbox.check_env(spec.env, sandbox.env, allowed=sandbox.allowed))
     ctx = sglang_sandbox.Context(allowed=sandbox.allowed, data_dir=sandbox.data_dir,
                                  reserved_ports=sandbox.reserved_ports,
                                  server=server.name if server else None,
