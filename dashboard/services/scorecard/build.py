@@ -251,6 +251,97 @@ def run_only_inputs(engine: Engine, run: ProbeRun, *, now: float | None = None) 
         unavailable={s.key: why for s in METRIC_SPECS})
 
 
+def _mean(reads: WindowReads, metric: str) -> float | None:
+    """The window's mean of a series: the rollups' where it was read from them, else the raw values'."""
+    return reads.mean(metric) if reads.rolled(metric) else sm.mean_or_none(reads.values(metric))
+
+
+def _server_latency(reads: WindowReads) -> tuple[dict[str, np.ndarray], dict[str, bool | None]]:
+    """The server's own TTFT / ITL / E2E p50, p95, p99 (seconds; each figure the window's mean of
+    the server's estimate) and, per name, whether its histogram clamped them (None: not said)."""
+    server_hist: dict[str, np.ndarray] = {}
+    clamped: dict[str, bool | None] = {}
+    for name in ("ttft", "itl", "e2e"):
+        for p in (50, 95, 99):
+            est = _mean(reads, f"metrics.{name}_p{p}_s")  # the figure is the window's mean of the estimate
+            server_hist[f"{name}_p{p}"] = np.empty(0) if est is None else np.array([est])
+        high = reads.maximum(f"metrics.{name}_clamped")
+        clamped[name] = None if high is None else bool(high >= 0.5)
+    return server_hist, clamped
+
+
+def _decode_spans(reads: WindowReads) -> tuple[list[tuple[float, float]] | None, float | None]:
+    """Without /metrics the token rate is SGLang's decode lines, logged only while it decodes: the
+    window's tokens and energy are counted over the time those lines cover, idle time neither
+    credited with tokens nor charged with its energy (one truth for J/token). Returns
+    the busy spans (None when the lines give no token count) and the output tokens over them."""
+    g_ts, g_rate = reads.points("log.gen_throughput_tok_s")
+    log_tokens = sm.rate_over_spans(g_ts, g_rate)
+    return (sm.busy_spans(g_ts) if log_tokens is not None else None), log_tokens
+
+
+def _energy_and_power(reads: WindowReads, cards: list[int], log_spans: list[tuple[float, float]] | None
+                      ) -> tuple[float | None, float | None]:
+    """Energy (J, the cards' counter increase, within `log_spans` when given) and power (W, the
+    sum of each card's mean) over the window; None where no card says."""
+    energy: float | None = None
+    power: float | None = None
+    for i in cards:
+        e_ts, e = reads.points(f"gpu.{i}.energy_j", "energy_j_per_output_tok", "energy_j_per_image",
+                               "electricity_usd_per_1m_output_tok")
+        d = sm.counter_increase(e) if log_spans is None else sm.counter_increase_within(e_ts, e, log_spans)
+        if d is not None:
+            energy = (energy or 0.0) + d
+        pw = _mean(reads, f"gpu.{i}.power_w")
+        if pw is not None:
+            power = (power or 0.0) + pw
+    if reads.unavailable.keys() & {"energy_j_per_output_tok"}:
+        energy = None  # a counter delta over part of the window is not the window's
+    return energy, power
+
+
+def _subject(engine: Engine, srv: Server, launch: Launch | None, run: ProbeRun | None,
+             since: float, until: float, reads: WindowReads) -> dict[str, Any]:
+    """What the scorecard is of: server, launch, profile, probe run, window and its resolution."""
+    return {
+        "server": srv.name,
+        "server_kind": srv.kind,
+        "base_url": redact_url(srv.base_url),
+        "launch_id": launch.id if launch else None,
+        "launch_number": repo.launch_numbers(engine, [launch.id]).get(launch.id) if launch and launch.id else None,
+        "profile_name": (launch.profile_name if launch else None) or srv.profile,
+        "profile_hash": launch.profile_hash if launch else None,
+        "run_id": run.id if run else None,
+        "run_name": run.name if run else None,
+        "since": since,
+        "until": until,
+        "window_label": _window_label(since, until),
+        "resolution": reads.window_resolution(),
+        "series_resolution": dict(sorted(reads.resolution.items())),
+    }
+
+
+def _provenance(launch: Launch | None, run: ProbeRun | None, detail: dict[str, Any],
+                self_check: dict[str, Any] | None, gpu_model: str, gpu_driver: str,
+                n_gpu: int) -> dict[str, Any]:
+    """Where the figures come from: versions, the launch's args (redacted), GPUs, the workload."""
+    return {
+        "pitwall_version": __version__,
+        "sglang_version": (launch.sglang_version if launch else None) or "unknown",
+        "server_args": redact_obj((launch.server_args if launch else None) or {}),
+        "argv": redact_argv((launch.argv if launch else None) or []),
+        "env": redact_obj((launch.env if launch else None) or {}),
+        "gpu_model": gpu_model,
+        "gpu_driver": gpu_driver,
+        "gpu_count": n_gpu,
+        "fingerprint": run.fingerprint if run else None,
+        "fingerprint_detail": redact_obj(detail) or None,
+        "workload_spec": redact_obj(run.spec) if run and run.spec is not None else None,
+        "self_check": self_check,
+        "generated_at": time.time(),
+    }
+
+
 def gather_inputs(
     engine: Engine,
     *,
@@ -273,19 +364,8 @@ def gather_inputs(
     reqs, detail, images_per_request, mode, self_check = _probe_parts(engine, run)
     reads = WindowReads(engine, server_id=sid, since=since, until=until, retention=retention, now=now)
     canary_keys = [f"{n}_p{p}_s" for n in ("ttft", "e2e", "image") for p in sm.PCTS] + ["ttft_p99_p50_ratio"]
-
-    def mean(metric: str) -> float | None:
-        return reads.mean(metric) if reads.rolled(metric) else sm.mean_or_none(reads.values(metric))
-
-    means = {k: mean(k) for k in MEAN_KEYS}
-    server_hist: dict[str, np.ndarray] = {}
-    clamped: dict[str, bool | None] = {}
-    for name in ("ttft", "itl", "e2e"):
-        for p in (50, 95, 99):
-            est = mean(f"metrics.{name}_p{p}_s")  # the figure is the window's mean of the estimate
-            server_hist[f"{name}_p{p}"] = np.empty(0) if est is None else np.array([est])
-        high = reads.maximum(f"metrics.{name}_clamped")
-        clamped[name] = None if high is None else bool(high >= 0.5)
+    means = {k: _mean(reads, k) for k in MEAN_KEYS}
+    server_hist, clamped = _server_latency(reads)
     cached, n_cached = reads.total("log.prefill_cached_token")
     new, n_new = reads.total("log.prefill_new_token")
     queue_key = next((k for k in ("log.queue_req", "metrics.num_queue_reqs", DIFFUSION_KEYS["queue"])
@@ -301,28 +381,9 @@ def gather_inputs(
     mem_total = repo.latest_samples(engine, server_id=sid, metrics=[
         k for k in gpu_metrics if k.endswith(".mem_total_bytes")])
     seen = sorted({key[0] for k in gpu_metrics if (key := parse_key(k))})  # cards, each once
-    energy: float | None = None
-    power: float | None = None
-    # Without /metrics the token rate is SGLang's decode lines, logged only while it decodes: the
-    # window's tokens and energy are counted over the time those lines cover, idle time neither
-    # credited with tokens nor charged with its energy (one truth for J/token, issue 19).
-    log_spans: list[tuple[float, float]] | None = None
-    log_tokens: float | None = None
-    if run is None and means.get("metrics.generation_tokens_per_s") is None:
-        g_ts, g_rate = reads.points("log.gen_throughput_tok_s")
-        log_tokens = sm.rate_over_spans(g_ts, g_rate)
-        log_spans = sm.busy_spans(g_ts) if log_tokens is not None else None
-    for i in seen:
-        e_ts, e = reads.points(f"gpu.{i}.energy_j", "energy_j_per_output_tok", "energy_j_per_image",
-                               "electricity_usd_per_1m_output_tok")
-        d = sm.counter_increase(e) if log_spans is None else sm.counter_increase_within(e_ts, e, log_spans)
-        if d is not None:
-            energy = (energy or 0.0) + d
-        pw = mean(f"gpu.{i}.power_w")
-        if pw is not None:
-            power = (power or 0.0) + pw
-    if reads.unavailable.keys() & {"energy_j_per_output_tok"}:
-        energy = None  # a counter delta over part of the window is not the window's
+    log_spans, log_tokens = (_decode_spans(reads) if run is None and means.get(
+        "metrics.generation_tokens_per_s") is None else (None, None))
+    energy, power = _energy_and_power(reads, seen, log_spans)
     canary_ok = reads.agg("canary.ok")
     n_gpu, gpu_note = sm.gpu_count(srv.gpu_indices, seen, launch.server_args if launch else None)
     out_rate = means.get("metrics.generation_tokens_per_s") or means.get("log.gen_throughput_tok_s")
@@ -330,37 +391,8 @@ def gather_inputs(
     series_df = repo.bucketed_series(engine, server_id=sid, metrics=SERIES_KEYS, since=since,
                                      until=until, max_points=SERIES_POINTS)
     gpu_model, gpu_driver = _gpu_info(engine, sid, list(srv.gpu_indices or seen))
-    subject = {
-        "server": srv.name,
-        "server_kind": srv.kind,
-        "base_url": redact_url(srv.base_url),
-        "launch_id": launch.id if launch else None,
-        "launch_number": repo.launch_numbers(engine, [launch.id]).get(launch.id) if launch and launch.id else None,
-        "profile_name": (launch.profile_name if launch else None) or srv.profile,
-        "profile_hash": launch.profile_hash if launch else None,
-        "run_id": run.id if run else None,
-        "run_name": run.name if run else None,
-        "since": since,
-        "until": until,
-        "window_label": _window_label(since, until),
-        "resolution": reads.window_resolution(),
-        "series_resolution": dict(sorted(reads.resolution.items())),
-    }
-    provenance = {
-        "pitwall_version": __version__,
-        "sglang_version": (launch.sglang_version if launch else None) or "unknown",
-        "server_args": redact_obj((launch.server_args if launch else None) or {}),
-        "argv": redact_argv((launch.argv if launch else None) or []),
-        "env": redact_obj((launch.env if launch else None) or {}),
-        "gpu_model": gpu_model,
-        "gpu_driver": gpu_driver,
-        "gpu_count": n_gpu,
-        "fingerprint": run.fingerprint if run else None,
-        "fingerprint_detail": redact_obj(detail) or None,
-        "workload_spec": redact_obj(run.spec) if run and run.spec is not None else None,
-        "self_check": self_check,
-        "generated_at": time.time(),
-    }
+    subject = _subject(engine, srv, launch, run, since, until, reads)
+    provenance = _provenance(launch, run, detail, self_check, gpu_model, gpu_driver, n_gpu)
     return ScorecardInputs(
         subject=subject,
         provenance=provenance,
