@@ -34,7 +34,7 @@ from collectors.probe.client import RequestRecord, get_json, make_session, send
 from collectors.probe.consistency import compare_outputs, consistency_warnings
 from collectors.probe.fingerprint import fingerprint_detail, fingerprint_hash
 from collectors.probe.images import CHECK_PROMPTS, check_entry
-from collectors.probe.pacing import LevelPlan, run_level
+from collectors.probe.pacing import LevelPlan, SendFn, run_level
 from collectors.probe.report import level_report
 from collectors.probe.workloads import (
     API_PATHS,
@@ -144,8 +144,6 @@ async def run_sweep(
         wire = structured.wire_spec(kind, wl.structured_spec, uuid.uuid4().hex[:12])
     bodies = [(path, json.dumps(body).encode()) for path, body in
               (request_body(spec.api, p, wl, constraint=wire) for p in prompts)]
-    multi_turn = wl.prompt_set == "multi-turn"
-    keep_text = kind is not None or multi_turn
     measured_levels: list[tuple[float, list[RequestRecord]]] = []
     planned = [spec.requests_for(v) + spec.warmup_for(v) for v in spec.levels]
     total = sum(planned)
@@ -167,18 +165,7 @@ async def run_sweep(
         report.update(fingerprint=fp, fingerprint_detail=detail, n_prompts=len(prompts))
         backend = await _grammar_backend(session, base) if kind else None
         if engine is not None:
-            fields: dict[str, Any] = dict(url=spec.url, api=spec.api, spec=spec.to_dict(), fingerprint=fp,
-                          fingerprint_detail=detail)
-            if run_id is None:
-                run_id = await asyncio.to_thread(
-                    store.create_run, engine, server_id=spec.server_id, launch_id=spec.launch_id,
-                    name=spec.name, baseline_run_id=spec.baseline_run_id, **fields)
-            else:
-                await asyncio.to_thread(store.update_run, engine, run_id=run_id, **fields)
-            report["run_id"] = run_id
-            assert run_id is not None
-            await asyncio.to_thread(store.update_run, engine, run_id=run_id, status="running",
-                                    started_at=time.time(), progress=0.0)
+            run_id = report["run_id"] = await _start_run(engine, spec, run_id, fp, detail)
         writer = asyncio.create_task(_progress_writer(engine, run_id, state, total)) if engine else None
         status = "failed"
         error: str | None = "interrupted before the sweep finished"
@@ -193,40 +180,7 @@ async def run_sweep(
                     abort_min_requests=spec.abort_min_requests, seed=spec.seed + i,
                 )
 
-                deps = programs.Dependencies(prompts)
-
-                async def one(seq: int, warm: bool, value: float = value,
-                              deps: programs.Dependencies = deps) -> RequestRecord:
-                    prompt = prompts[seq % len(prompts)]
-                    idx = seq % len(bodies)
-                    path, body = bodies[idx]
-                    keep = spec.api == "images" and idx < CHECK_PROMPTS and idx not in claimed
-                    if keep:
-                        claimed.add(idx)
-                    dep = deps.dependency(seq)
-                    history = None
-                    if dep is not None:
-                        await deps.wait(dep)  # before send() starts the clock
-                        if multi_turn:
-                            history = history_messages(prompt, deps.history.get(dep))
-                            body = json.dumps(request_body(spec.api, prompt, wl, messages=history,
-                                                           constraint=wire)[1]).encode()
-                    elif multi_turn:
-                        history = history_messages(prompt, None)
-                    rec: RequestRecord | None = None
-                    try:
-                        rec = await send(session, base + path, spec.api, body, level=value, seq=seq,
-                                         warmup=warm, timeout_s=spec.timeout_s, keep_text=keep_text,
-                                         keep_image=keep)
-                    finally:  # release the requests that run after this one, even when cancelled
-                        if history is not None:
-                            reply = (rec.output_text if rec is not None else None) or ""
-                            history = [*history, {"role": "assistant", "content": reply}]
-                        deps.finish(seq, history)
-                    _annotate(rec, prompt, kind, wl.structured_spec)
-                    if keep and rec.image_bytes is None:
-                        claimed.discard(idx)  # failed, or a url answer: a later request tries
-                    return rec
+                one = _sender(spec, session, base, prompts, bodies, claimed, value, wire=wire)
 
                 def done(_rec: RequestRecord) -> None:
                     state["done"] += 1
@@ -265,22 +219,99 @@ async def run_sweep(
         finally:
             if writer is not None:
                 writer.cancel()
-            why = all_failed(report["levels"], spec.api) if status != "failed" else None
-            if why is not None:  # nothing succeeded: no figure of this run means anything
-                stopped = f"; the sweep stopped at {state['label']}" if status == "aborted" else ""
-                status, error = "failed", why + stopped
-            report["status"], report["error"] = status, error
-            report["trusted"] = bool(report["levels"]) and all(
-                lv["self_check"]["trusted"] for lv in report["levels"])
+            _conclude(report, spec, status, error, str(state["label"]))
             if engine is not None and run_id is not None:
-                if spec.baseline_run_id is not None and status != "failed":
-                    report["consistency"] = await asyncio.to_thread(
-                        _consistency, engine, spec.baseline_run_id, run_id, detail, len(prompts))
-                await asyncio.to_thread(
-                    store.update_run, engine, run_id=run_id, status=status, error=error,
-                    progress=1.0 if status == "done" else state["done"] / max(total, 1),
-                    finished_at=time.time(), report=_jsonable(report), trusted=report["trusted"])
+                await _finish_run(engine, spec, run_id, report, detail, len(prompts),
+                                  progress=1.0 if report["status"] == "done" else state["done"] / max(total, 1))
     return report
+
+
+async def _start_run(engine: Engine, spec: SweepSpec, run_id: int | None, fp: str,
+                     detail: dict[str, Any]) -> int:
+    """Create the ProbeRun (or fill in the one the caller made: `run_id`) and mark it running."""
+    fields: dict[str, Any] = dict(url=spec.url, api=spec.api, spec=spec.to_dict(), fingerprint=fp,
+                                  fingerprint_detail=detail)
+    if run_id is None:
+        run_id = await asyncio.to_thread(
+            store.create_run, engine, server_id=spec.server_id, launch_id=spec.launch_id,
+            name=spec.name, baseline_run_id=spec.baseline_run_id, **fields)
+    else:
+        await asyncio.to_thread(store.update_run, engine, run_id=run_id, **fields)
+    assert run_id is not None
+    await asyncio.to_thread(store.update_run, engine, run_id=run_id, status="running",
+                            started_at=time.time(), progress=0.0)
+    return run_id
+
+
+def _sender(spec: SweepSpec, session: Any, base: str, prompts: list[Prompt],
+            bodies: list[tuple[str, bytes]], claimed: set[int], value: float, *,
+            wire: str | None) -> SendFn:
+    """One level's request function for run_level: picks the prompt's body, waits for the request
+    it depends on (multi-turn, fork), sends, and releases the requests waiting on this one.
+    `claimed`: image runs' prompt indices whose image is kept (or being fetched) for the check."""
+    wl = spec.workload
+    kind = wl.structured
+    multi_turn = wl.prompt_set == "multi-turn"
+    keep_text = kind is not None or multi_turn
+    deps = programs.Dependencies(prompts)
+
+    async def one(seq: int, warm: bool) -> RequestRecord:
+        prompt = prompts[seq % len(prompts)]
+        idx = seq % len(bodies)
+        path, body = bodies[idx]
+        keep = spec.api == "images" and idx < CHECK_PROMPTS and idx not in claimed
+        if keep:
+            claimed.add(idx)
+        dep = deps.dependency(seq)
+        history = None
+        if dep is not None:
+            await deps.wait(dep)  # before send() starts the clock
+            if multi_turn:
+                history = history_messages(prompt, deps.history.get(dep))
+                body = json.dumps(request_body(spec.api, prompt, wl, messages=history,
+                                               constraint=wire)[1]).encode()
+        elif multi_turn:
+            history = history_messages(prompt, None)
+        rec: RequestRecord | None = None
+        try:
+            rec = await send(session, base + path, spec.api, body, level=value, seq=seq,
+                             warmup=warm, timeout_s=spec.timeout_s, keep_text=keep_text,
+                             keep_image=keep)
+        finally:  # release the requests that run after this one, even when cancelled
+            if history is not None:
+                reply = (rec.output_text if rec is not None else None) or ""
+                history = [*history, {"role": "assistant", "content": reply}]
+            deps.finish(seq, history)
+        _annotate(rec, prompt, kind, wl.structured_spec)
+        if keep and rec.image_bytes is None:
+            claimed.discard(idx)  # failed, or a url answer: a later request tries
+        return rec
+
+    return one
+
+
+def _conclude(report: dict[str, Any], spec: SweepSpec, status: str, error: str | None,
+              label: str) -> None:
+    """The run's status, error and trusted flag, set on the report: a run where nothing
+    succeeded fails, whatever stopped it (no figure of it means anything)."""
+    why = all_failed(report["levels"], spec.api) if status != "failed" else None
+    if why is not None:
+        stopped = f"; the sweep stopped at {label}" if status == "aborted" else ""
+        status, error = "failed", why + stopped
+    report["status"], report["error"] = status, error
+    report["trusted"] = bool(report["levels"]) and all(
+        lv["self_check"]["trusted"] for lv in report["levels"])
+
+
+async def _finish_run(engine: Engine, spec: SweepSpec, run_id: int, report: dict[str, Any],
+                      detail: dict[str, Any], n_prompts: int, *, progress: float) -> None:
+    """Store the concluded report (and its consistency check against the baseline run)."""
+    if spec.baseline_run_id is not None and report["status"] != "failed":
+        report["consistency"] = await asyncio.to_thread(
+            _consistency, engine, spec.baseline_run_id, run_id, detail, n_prompts)
+    await asyncio.to_thread(
+        store.update_run, engine, run_id=run_id, status=report["status"], error=report["error"],
+        progress=progress, finished_at=time.time(), report=_jsonable(report), trusted=report["trusted"])
 
 
 def all_failed(levels: list[dict[str, Any]], api: str) -> str | None:
