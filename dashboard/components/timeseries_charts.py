@@ -72,40 +72,10 @@ def timeseries_spec(
     """
     mult, suffix, fmt = DISPLAY.get(unit, (1.0, "", ",.3g"))
     labels = sorted(str(x) for x in df["label"].unique()) if not df.empty else []
-    lines = pd.DataFrame(
-        {
-            "time": df["ts"].to_numpy(dtype=float) * 1000.0 if not df.empty else np.empty(0),
-            "series": df["label"].astype(str).to_numpy() if not df.empty else np.empty(0, dtype=object),
-            "value": df["value"].to_numpy(dtype=float) * mult if not df.empty else np.empty(0),
-        }
-    )
+    lines = _lines_dataset(df, mult)
     sparse = [x for x in labels if x in points and int((lines["series"] == x).sum()) <= SPARSE_POINTS]
-    ev = events if events is not None and not events.empty else None
-    if ev is not None:
-        ev = ev[ev["kind"].isin(EVENT_KINDS_MARKED) & (ev["ts"] >= since) & (ev["ts"] < until)]
-    marks = pd.DataFrame(
-        {
-            "time": ev["ts"].to_numpy(dtype=float) * 1000.0 if ev is not None else np.empty(0),
-            "kind": ev["kind"].astype(str).to_numpy() if ev is not None else np.empty(0, dtype=object),
-            "severity": ev["severity"].fillna("info").astype(str).to_numpy()
-            if ev is not None else np.empty(0, dtype=object),
-            "message": ev["message"].fillna("").astype(str).str.slice(0, 160).to_numpy()
-            if ev is not None else np.empty(0, dtype=object),
-        }
-    )
-    x = {
-        "field": "time",
-        "type": "temporal",
-        "title": None,
-        "scale": {"type": "utc", "nice": False},
-        # one label format per window (Vega's default mixes "12:52" with "01 PM"); seconds on a
-        # young server's few minutes (ticks 30 s apart would all read "14:35")
-        "axis": {"format": "%H:%M:%S" if until - since <= 900 else "%H:%M" if until - since <= 2 * 86400
-                 else "%b %d", "labelOverlap": True,
-                 # the first and last labels inside the axis, and none drawn past it: at 1400 px a
-                 # young server's last tick ("16:24:15") ran past the canvas edge and was cut
-                 "labelFlush": True, "labelBound": True},
-    }
+    marks = _events_dataset(events, since, until)
+    x = _time_axis(since, until)
     time_tip = {"field": "time", "type": "temporal", "title": "time (UTC)", "format": "%Y-%m-%d %H:%M:%S",
                 "formatType": "utc"}
     color = {
@@ -150,27 +120,7 @@ def timeseries_spec(
                 "encoding": {**line_enc, "color": {**color, "legend": None}},  # the line's legend says it
             }
         )
-    layers.append(
-        {
-            "data": {"name": "events"},
-            "mark": {"type": "rule", "strokeWidth": 1.5, "strokeDash": [4, 3], "opacity": 0.8},
-            "encoding": {
-                "x": x,
-                "color": {
-                    "field": "severity",
-                    "type": "nominal",
-                    "scale": {"domain": list(SEVERITY_COLORS), "range": list(SEVERITY_COLORS.values())},
-                    "legend": None,
-                },
-                "tooltip": [
-                    time_tip,
-                    {"field": "kind", "type": "nominal"},
-                    {"field": "severity", "type": "nominal"},
-                    {"field": "message", "type": "nominal"},
-                ],
-            },
-        }
-    )
+    layers.append(_events_layer(x, time_tip))
     datasets = {"window": pd.DataFrame({"time": [since * 1000.0, until * 1000.0]}), "lines": lines, "events": marks}
     if sparse:
         datasets["dots"] = lines[lines["series"].isin(sparse)].reset_index(drop=True)
@@ -183,6 +133,75 @@ def timeseries_spec(
         "datasets": datasets,
         "layer": layers,
         "resolve": {"scale": {"color": "independent"}},
+    }
+
+
+def _lines_dataset(df: pd.DataFrame, mult: float) -> pd.DataFrame:
+    """The `lines` dataset: time (epoch ms), series (the label), value (in display units)."""
+    return pd.DataFrame(
+        {
+            "time": df["ts"].to_numpy(dtype=float) * 1000.0 if not df.empty else np.empty(0),
+            "series": df["label"].astype(str).to_numpy() if not df.empty else np.empty(0, dtype=object),
+            "value": df["value"].to_numpy(dtype=float) * mult if not df.empty else np.empty(0),
+        }
+    )
+
+
+def _events_dataset(events: pd.DataFrame | None, since: float, until: float) -> pd.DataFrame:
+    """The `events` dataset: the marked kinds inside [since, until) as time (epoch ms), kind,
+    severity (missing: info) and message (its first 160 characters); empty without events."""
+    ev = events if events is not None and not events.empty else None
+    if ev is not None:
+        ev = ev[ev["kind"].isin(EVENT_KINDS_MARKED) & (ev["ts"] >= since) & (ev["ts"] < until)]
+    return pd.DataFrame(
+        {
+            "time": ev["ts"].to_numpy(dtype=float) * 1000.0 if ev is not None else np.empty(0),
+            "kind": ev["kind"].astype(str).to_numpy() if ev is not None else np.empty(0, dtype=object),
+            "severity": ev["severity"].fillna("info").astype(str).to_numpy()
+            if ev is not None else np.empty(0, dtype=object),
+            "message": ev["message"].fillna("").astype(str).str.slice(0, 160).to_numpy()
+            if ev is not None else np.empty(0, dtype=object),
+        }
+    )
+
+
+def _time_axis(since: float, until: float) -> dict[str, Any]:
+    """The x encoding every layer shares: UTC time, labelled by the window's length."""
+    return {
+        "field": "time",
+        "type": "temporal",
+        "title": None,
+        "scale": {"type": "utc", "nice": False},
+        # one label format per window (Vega's default mixes "12:52" with "01 PM"); seconds on a
+        # young server's few minutes (ticks 30 s apart would all read "14:35")
+        "axis": {"format": "%H:%M:%S" if until - since <= 900 else "%H:%M" if until - since <= 2 * 86400
+                 else "%b %d", "labelOverlap": True,
+                 # the first and last labels inside the axis, and none drawn past it: at 1400 px a
+                 # young server's last tick ("16:24:15") ran past the canvas edge and was cut
+                 "labelFlush": True, "labelBound": True},
+    }
+
+
+def _events_layer(x: dict[str, Any], time_tip: dict[str, Any]) -> dict[str, Any]:
+    """Dashed vertical rules at the events, coloured by severity (SEVERITY_COLORS)."""
+    return {
+        "data": {"name": "events"},
+        "mark": {"type": "rule", "strokeWidth": 1.5, "strokeDash": [4, 3], "opacity": 0.8},
+        "encoding": {
+            "x": x,
+            "color": {
+                "field": "severity",
+                "type": "nominal",
+                "scale": {"domain": list(SEVERITY_COLORS), "range": list(SEVERITY_COLORS.values())},
+                "legend": None,
+            },
+            "tooltip": [
+                time_tip,
+                {"field": "kind", "type": "nominal"},
+                {"field": "severity", "type": "nominal"},
+                {"field": "message", "type": "nominal"},
+            ],
+        },
     }
 
 
