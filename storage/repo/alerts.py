@@ -20,6 +20,11 @@ from storage.kinds import OPEN_ALERT_STATES
 from storage.models import AlertOutbox, AlertSilence, AlertState, ProbeRequest, ProbeRun, Sample
 from storage.redact import redact_obj
 
+__all__ = ["open_alerts", "save_alert", "delete_alert", "list_alerts", "add_silence",
+           "expire_silence", "list_silences", "enqueue_notifications", "due_notifications",
+           "delete_notifications", "defer_notifications", "outbox_summary", "probe_outcomes",
+           "newest_sample_ts"]
+
 OUTBOX = AlertOutbox.__table__  # type: ignore[attr-defined]
 ALERT = AlertState.__table__  # type: ignore[attr-defined]
 SILENCE = AlertSilence.__table__  # type: ignore[attr-defined]

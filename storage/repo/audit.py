@@ -15,6 +15,8 @@ from storage.models import (
 )
 from storage.redact import redact_obj
 
+__all__ = ["add_audit", "list_audit", "table_counts"]
+
 # ---------------------------------------------------------------------------------------------
 # audit and housekeeping
 

@@ -20,6 +20,8 @@ from storage.repo._common import (
     EVENT,
 )
 
+__all__ = ["insert_events", "add_event", "list_events", "count_events"]
+
 
 def insert_events(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
     """Insert Event rows (dicts with ts, server_id, launch_id, kind, severity, message, raw);

@@ -18,6 +18,10 @@ from sqlmodel import Session, col
 from storage.models import Launch, ProbeRun
 from storage.repo._common import EVENT, PROBE_REQUEST, SAMPLE
 
+__all__ = ["FLEET_SAMPLE_COLUMNS", "fleet_samples", "fleet_latest_launches", "fleet_done_runs",
+           "fleet_probe_requests", "fleet_event_counts", "fleet_gpu_indices", "fleet_aggregates",
+           "fleet_latest"]
+
 FLEET_SAMPLE_COLUMNS = ["server_id", "metric", "ts", "value"]
 
 

@@ -23,6 +23,11 @@ from storage.models import (
 )
 from storage.redact import redact_fields
 
+__all__ = ["upsert_server", "list_servers", "retire_servers_except", "set_server_stopped",
+           "get_server", "upsert_profile", "list_profiles", "get_profile", "delete_profile",
+           "create_launch", "relocate_launch_log", "live_log_paths", "update_launch", "get_launch",
+           "latest_launch", "launch_numbers", "list_launches"]
+
 _LAUNCH_TEXT = ("end_reason",)
 _LAUNCH_OBJ = ("server_args",)
 

@@ -20,6 +20,10 @@ from storage.repo._common import (
     PROBE_REQUEST,
 )
 
+__all__ = ["create_probe_run", "update_probe_run", "insert_probe_requests", "insert_probe_run",
+           "probe_run_row", "probe_output_rows", "probe_request_count", "get_probe_run",
+           "list_probe_runs", "newest_probe_run", "probe_requests"]
+
 # ---------------------------------------------------------------------------------------------
 # probe runs
 

@@ -17,6 +17,9 @@ from storage.repo._common import (
 )
 from storage.repo.samples import _bucket
 
+__all__ = ["compute_rollups", "backfill_quarters", "rollup_watermark", "oldest_sample_ts",
+           "rollup_series_since", "insert_rollups"]
+
 
 def compute_rollups(
     engine: Engine, *, until: float, lookback_s: float = 3600, known_series: set[tuple[int, str]] | None = None

@@ -19,6 +19,10 @@ from storage.repo._common import (
     LEASE,
 )
 
+__all__ = ["load_state", "save_state", "DB_SCOPE", "HOST_SCOPE_PREFIX", "host_scope",
+           "acquire_lease", "lease_is", "lease_fence", "renew_lease", "release_lease", "get_lease",
+           "list_leases"]
+
 # ---------------------------------------------------------------------------------------------
 # collector state (offsets, last counter values); saved in the same transaction as the rows
 

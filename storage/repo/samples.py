@@ -19,6 +19,9 @@ from storage.repo._common import (
     _placeholders,
 )
 
+__all__ = ["SAMPLE_COLUMNS", "insert_samples", "insert_sample_tuples", "sample_values",
+           "sample_sum", "latest_samples", "metric_names", "bucketed_series", "sample_points"]
+
 SAMPLE_COLUMNS = ("ts", "server_id", "launch_id", "source", "metric", "value")
 
 

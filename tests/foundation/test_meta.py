@@ -173,3 +173,53 @@ def test_every_event_kind_named_in_code_is_in_the_one_table() -> None:
     assert set(parser_kinds) <= set(EVENT_KINDS)
     assert set(EVENT_KINDS_MARKED) <= set(EVENT_KINDS)
     assert list(page_kinds) == list(EVENT_KINDS)
+
+
+def test_storage_repo_exports_an_explicit_list() -> None:
+    """`repo.x` leads to one module: each storage/repo family lists what it offers in `__all__`
+    (names it defines itself), storage/repo/__init__.py imports those names one by one (no star
+    import) and exports exactly their union, so no `select`, `pd` or `Session` rides along."""
+    import importlib
+    import types
+
+    from storage import repo
+
+    root = REPO / "storage" / "repo"
+    init = ast.parse((root / "__init__.py").read_text(encoding="utf-8"))
+    stars = [n.module for n in ast.walk(init)
+             if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names)]
+    assert not stars, f"storage/repo/__init__.py star-imports {stars}: import each name by name"
+
+    union: list[str] = []
+    for path in sorted(p for p in root.glob("*.py") if p.stem != "__init__"):
+        mod = importlib.import_module(f"storage.repo.{path.stem}")
+        declared = getattr(mod, "__all__", None)
+        assert declared is not None, f"storage/repo/{path.name} has no __all__: list what it offers"
+        defined: set[str] = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                defined.add(node.name)
+            elif isinstance(node, ast.Assign):
+                defined.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                defined.add(node.target.id)
+        foreign = [n for n in declared if n not in defined]
+        assert not foreign, f"storage/repo/{path.name}: __all__ lists {foreign}, defined elsewhere"
+        union += declared
+
+    assert len(repo.__all__) == len(set(repo.__all__)), "storage.repo.__all__ lists a name twice"
+    assert set(repo.__all__) == set(union), (
+        f"storage.repo.__all__ differs from the families' __all__: missing "
+        f"{sorted(set(union) - set(repo.__all__))}, extra {sorted(set(repo.__all__) - set(union))}")
+    strays = [n for n in repo.__all__
+              if isinstance(v := getattr(repo, n), types.FunctionType | type)
+              and not v.__module__.startswith("storage.repo.")]
+    assert not strays, f"storage.repo exports {strays}, defined outside storage/repo"
+
+    def family(v: object) -> bool:
+        return isinstance(v, types.ModuleType) and v.__name__.startswith("storage.repo.")
+
+    leaked = sorted(n for n, v in vars(repo).items()
+                    if not n.startswith("__") and n not in repo.__all__ and not family(v)
+                    and getattr(v, "__module__", None) != "__future__")  # `annotations`
+    assert not leaked, f"storage.repo exposes {leaked} outside __all__; import them from their home"
