@@ -41,7 +41,7 @@ def seed(engine, sid: int, now: float) -> None:  # type: ignore[no-untyped-def]
         repo.insert_probe_requests(conn, rows=[{"run_id": run, "level": 1, "seq": i, "start_ts": now - 3600 + i,
                                                 "ok": True, "ttft_s": 0.2, "e2e_s": 1.0} for i in range(2000)])
         repo.insert_events(conn, rows=[{"ts": now - 300 * i, "server_id": sid, "launch_id": None,
-                                        "kind": "decode_retract", "severity": "warning", "message": "r", "raw": None}
+                                        "kind": "decode_retract", "message": "r", "raw": None}
                                        for i in range(200)])
 
 

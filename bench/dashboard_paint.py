@@ -88,8 +88,7 @@ GPU_SERIES = (
     ("temp_c", 62.0, 8.0, 1.0),
 )
 N_EVENTS = 60  # per server over the whole span: about one every 12 h
-EVENT_KINDS = (("oom", "error"), ("decode_retract", "warning"), ("relaunch_done", "info"),
-               ("health_down", "warning"), ("crash", "critical"))
+SEEDED_KINDS = ("oom", "decode_retract", "relaunch_done", "health_down", "crash")  # severities: storage/kinds.py
 
 
 def _series_defs(server_id: int, gpu0: int) -> list[tuple[str, float, float, float]]:
@@ -144,9 +143,9 @@ def generate(db_path: Path, *, days: int, raw_hours: float, now: float) -> dict[
                 )
         ev_rows = []
         for k in range(N_EVENTS):
-            kind, sev = EVENT_KINDS[k % len(EVENT_KINDS)]
+            kind = SEEDED_KINDS[k % len(SEEDED_KINDS)]
             ev_rows.append({"ts": float(start + (k + 0.5) * (now - start) / N_EVENTS), "server_id": srv.id,
-                            "launch_id": None, "kind": kind, "severity": sev,
+                            "launch_id": None, "kind": kind,
                             "message": f"bench {kind} #{k}", "raw": None})
         with engine.begin() as conn:
             repo.insert_events(conn, rows=ev_rows)

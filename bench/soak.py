@@ -85,7 +85,7 @@ def soak(db: Path, *, days: int, hz: float, policy: dict[str, float] = POLICY) -
     with engine.begin() as conn:  # a few events, so the Server view has rules to mark (and toggle)
         repo.insert_events(conn, rows=[
             {"ts": start + (k + 0.5) * DAY, "server_id": srv.id, "launch_id": None,
-             "kind": ("oom", "decode_retract", "relaunch_done")[k % 3], "severity": "warning",
+             "kind": ("oom", "decode_retract", "relaunch_done")[k % 3],
              "message": f"soak event #{k}", "raw": None} for k in range(days)])
     defs = _series_defs(srv.id, 0)
     rng = np.random.default_rng(11)

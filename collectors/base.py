@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from storage.kinds import EVENT_KINDS
+
 
 class CollectorError(Exception):
     """A failure a person can act on; the message is one sentence saying what to do."""
@@ -37,15 +39,25 @@ class SampleRow:
 
 @dataclass(slots=True)
 class EventRow:
-    """One event of the DESIGN.md taxonomy (`kind`), with the raw excerpt it came from."""
+    """One event of the DESIGN.md taxonomy (`kind`), with the raw excerpt it came from.
+
+    `severity` is storage/kinds.py EVENT_KINDS's for the kind, filled in here; a collector
+    passes it only to override the table, together with `severity_reason` (why; not stored).
+    """
 
     ts: float
     server_id: int | None
     kind: str
     message: str
-    severity: str = "info"
+    severity: str | None = None
     raw: str | None = None
     launch_id: int | None = None
+    severity_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        # an unknown kind keeps None: the writer sets the row aside for its kind (runner/writer_rows.py)
+        if self.severity is None and isinstance(self.kind, str) and self.kind in EVENT_KINDS:
+            self.severity = EVENT_KINDS[self.kind][0]
 
 
 @dataclass(slots=True)

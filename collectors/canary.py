@@ -141,7 +141,7 @@ class CanaryCollector:
             fan.result.events.append(EventRow(
                 ctx.now(), target.id, "collector_error",
                 f"The canary of {target.name!r} failed ({type(exc).__name__}: {exc}).",
-                severity="warning", launch_id=target.launch_id,
+                launch_id=target.launch_id,
             ))
         return fan.result
 
@@ -158,7 +158,7 @@ class CanaryCollector:
             out.events.append(EventRow(
                 ts, target.id, "probe_error",
                 f"Canary request to {target.name} failed: {res['error_kind']}.",
-                severity="warning", raw=str(res["detail"])[:500], launch_id=target.launch_id,
+                raw=str(res["detail"])[:500], launch_id=target.launch_id,
             ))
         return out
 

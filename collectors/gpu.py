@@ -171,7 +171,7 @@ def xid_events(readings: Sequence[GpuReading], servers: Sequence[ServerTarget], 
                        "see NVIDIA's XID catalogue for its cause (e.g. 79: fell off the bus, "
                        "48/94/95: uncorrectable ECC) and check `nvidia-smi -q` and the kernel log.")
             for s in owners:
-                rows.append(EventRow(ts, s.id if s else None, "gpu_xid", message, severity="critical",
+                rows.append(EventRow(ts, s.id if s else None, "gpu_xid", message,
                                      launch_id=s.launch_id if s else None))
     return rows
 
@@ -227,17 +227,12 @@ class GpuCollector:
                 self._backend = self._factory()
             except NvmlUnavailable as exc:
                 self._unavailable = str(exc)
-                result.events.append(
-                    EventRow(
-                        ctx.now(), None, "collector_error", self._unavailable, severity="warning"
-                    )
-                )
+                result.events.append(EventRow(ctx.now(), None, "collector_error", self._unavailable))
                 return result
         readings = read_gpus(self._backend)
         problems = getattr(self._backend, "problems", None)  # DcgmFleet: a failing exporter
         for message in problems() if callable(problems) else []:
-            result.events.append(EventRow(ctx.now(), None, "collector_error", message,
-                                          severity="warning"))
+            result.events.append(EventRow(ctx.now(), None, "collector_error", message))
         self._save_info(ctx, readings)
         needs_pids = any(s.pids for s in ctx.servers)
         owners = pid_owner_map(ctx.servers) if needs_pids else {}

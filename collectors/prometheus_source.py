@@ -148,7 +148,7 @@ class PrometheusSourceCollector:
             if self._last_error.get(server.id) != msg:
                 self._last_error[server.id] = msg
                 result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
-                                              "warning", launch_id=server.launch_id))
+                                              launch_id=server.launch_id))
         for server in fan.done:
             self._last_error.pop(server.id, None)
         if failures and len(failures) == len(servers) and not result.samples:

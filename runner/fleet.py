@@ -17,7 +17,6 @@ import time
 from sqlalchemy.engine import Engine
 
 from storage import repo
-from storage.kinds import EVENT_KINDS
 
 STATE_KEY = "fleet:hosts"
 
@@ -61,4 +60,4 @@ def _lost_message(engine: Engine, host: str, holder: str, age: float) -> str:
 
 
 def _record(engine: Engine, kind: str, host: str, message: str) -> None:
-    repo.add_event(engine, kind=kind, severity=EVENT_KINDS[kind][0], message=message)
+    repo.add_event(engine, kind=kind, message=message)

@@ -79,7 +79,7 @@ class IntentLanes:
             prof = (it.payload or {}).get("profile")
             if prof:
                 what += f" (profile {prof})"
-            repo.add_event(self.engine, kind="intent_expired", server_id=it.server_id, severity="warning",
+            repo.add_event(self.engine, kind="intent_expired", server_id=it.server_id,
                            message=f"{what} requested by {it.requested_by} expired: {it.message}")
         return len(expired)
 

@@ -142,7 +142,7 @@ class Lifecycle:
         try:
             plan = self.planner(server, profile, replacing)
         except PlanError as exc:
-            repo.add_event(self.engine, kind=exc.kind, server_id=server.id, severity="error",
+            repo.add_event(self.engine, kind=exc.kind, server_id=server.id,
                            message=f"{server.name}: {exc}", raw=exc.detail)
             self._finish(intent_id, "failed", f"Nothing was changed: {exc}", stage="failed")
             return
@@ -175,7 +175,7 @@ class Lifecycle:
         exited = m is not None and m.proc.poll() is not None and "not ready within" not in why
         failed_kind = "relaunch_failed" if kind == "relaunch" else "server_exit" if exited else "warmup_failed"
         repo.add_event(self.engine, kind=failed_kind,
-                       server_id=server.id, launch_id=launch_id, severity="error",
+                       server_id=server.id, launch_id=launch_id,
                        message=f"{server.name}: {failed_msg}", raw=excerpt)
         last_line = reason_line(excerpt)
         if self._closing.is_set() or previous is None:
@@ -195,7 +195,6 @@ class Lifecycle:
         if ok_back:
             assert m_back is not None
             repo.add_event(self.engine, kind="rollback", server_id=server.id, launch_id=m_back.launch_id,
-                           severity="warning",
                            message=f"{server.name}: rolled back to profile {previous.profile_name} because "
                                    f"{plan.profile_name} failed ({why})", raw=excerpt)
             self._finish(intent_id, "failed",

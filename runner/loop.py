@@ -260,7 +260,7 @@ class Runner:
                     msg = f"Collector {name} failed: {exc} (retrying in {delay:.0f} s)"
                     log.warning(msg)
                     self.writer.put(
-                        Batch(events=[EventRow(time.time(), None, "collector_error", msg, "warning", raw=repr(exc)[:2000])])
+                        Batch(events=[EventRow(time.time(), None, "collector_error", msg, raw=repr(exc)[:2000])])
                     )
             if slot.future is None and now >= slot.next_at:
                 if targets is None:

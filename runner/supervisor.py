@@ -213,7 +213,7 @@ class ProcessSupervisor(Lifecycle):
         repo.update_launch(self.engine, launch_id=m.launch_id, status="exited", ended_at=time.time(),
                            exit_code=code, end_reason=f"exited on its own (code {code})")
         repo.add_event(self.engine, kind="server_exit", server_id=m.server_id, launch_id=m.launch_id,
-                       severity="error", message=f"{name} exited on its own with code {code}", raw=excerpt or None)
+                       message=f"{name} exited on its own with code {code}", raw=excerpt or None)
         if not self.auto_restart or self._closing.is_set() or (server is not None and server.stopped_by):
             return
         used = restarts_used(self.engine, m.server_id, self.restart_window_s)
@@ -221,7 +221,6 @@ class ProcessSupervisor(Lifecycle):
             self._restart_at.pop(m.server_id, None)
             repo.add_event(
                 self.engine, kind="restart_budget_exhausted", server_id=m.server_id, launch_id=m.launch_id,
-                severity="critical",
                 message=(f"{name} exited again after {used} auto-restart(s) within "
                          f"{self.restart_window_s / 60:.0f} min; its auto-restart budget "
                          f"({self.restart_budget}) is used up and it stays down. "
@@ -276,7 +275,7 @@ class ProcessSupervisor(Lifecycle):
             self._stop(m, reason=why)
             repo.update_launch(self.engine, launch_id=m.launch_id, status="failed", end_reason=why)
             repo.add_event(self.engine, kind="warmup_failed", server_id=m.server_id, launch_id=m.launch_id,
-                           severity="error", message=f"server #{m.server_id}: {why}")
+                           message=f"server #{m.server_id}: {why}")
             if m.interrupted is not None:
                 self._interrupted_failed(m.interrupted, m.launch_id, why)
                 m.interrupted = None

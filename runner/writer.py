@@ -163,7 +163,6 @@ class BatchWriter:
                 f"Dropped the {self.dropped_rows} oldest samples: the database refused writes and "
                 f"the runner keeps at most {self.max_retry_rows} samples for retry (limit); check "
                 "that no other process holds the database locked and that the disk has room.",
-                "warning",
             ))
             self.dropped_rows = 0
         self._note_aside(aside)
@@ -282,7 +281,7 @@ class BatchWriter:
                f"aside without another event until none arrives for {EPISODE_GAP_S / 60:.0f} min; check "
                "what that server sends (its /metrics, log or API answer).")
         raw = "; ".join(f"{a.what}={a.shown}" if a.shown else a.what for a in rows[:20])
-        return EventRow(time.time(), server_id, "collector_error", msg, "warning", raw=raw)
+        return EventRow(time.time(), server_id, "collector_error", msg, raw=raw)
 
     def _server_name(self, server_id: int) -> str:
         try:

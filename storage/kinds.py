@@ -11,7 +11,11 @@ never waits behind either.
 
 from __future__ import annotations
 
-#: kind -> (default severity, what it means)
+#: kind -> (severity, what it means). The severity is what every writer stores: storage/repo
+#: (`add_event`, `insert_events`) and collectors/base.py `EventRow` fill it from here when a
+#: writer names only the kind. A writer that stores another severity passes it together with
+#: `severity_reason=` (why this event is not the table's); tests/foundation/test_event_severity.py
+#: walks the writers and holds them to that.
 EVENT_KINDS: dict[str, tuple[str, str]] = {
     "server_ready": ("info", "the server answered /health 200 or logged its ready line"),
     "server_exit": ("error", "a server process exited (on its own, or before it was ready)"),
@@ -80,6 +84,12 @@ def check_event_kind(kind: str) -> str:
     if kind not in EVENT_KINDS:
         raise ValueError(f"Unknown event kind {kind!r}; add it to storage/kinds.py EVENT_KINDS.")
     return kind
+
+
+def event_severity(kind: str, severity: str | None = None) -> str:
+    """The severity an event of `kind` is stored with: `severity` when a writer overrides the
+    table (stating why), else EVENT_KINDS's; ValueError for an unknown kind."""
+    return severity if severity is not None else EVENT_KINDS[check_event_kind(kind)][0]
 
 
 def check_intent_kind(kind: str) -> str:

@@ -140,7 +140,7 @@ class SGLangApiCollector:
                    "its health and load are not recorded until it answers normally.")
             if self._last_error.get(server.id) != msg:
                 self._last_error[server.id] = msg
-                result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "warning",
+                result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
                                               launch_id=server.launch_id))
         for server in fan.done:
             self._last_error.pop(server.id, None)
@@ -171,9 +171,7 @@ class SGLangApiCollector:
         )
         for ev in events:
             out.events.append(
-                EventRow(
-                    now, server.id, ev.kind, ev.message, ev.severity, launch_id=server.launch_id
-                )
+                EventRow(now, server.id, ev.kind, ev.message, launch_id=server.launch_id)
             )
         if ok:
             endpoints = dict(state.get("endpoints") or {})
@@ -197,7 +195,6 @@ class SGLangApiCollector:
                             "collector_error",
                             f"Could not read server info of {server.name!r} ({exc}); server args and "
                             "version are not recorded for this launch.",
-                            "warning",
                             launch_id=server.launch_id,
                         )
                     )
@@ -264,7 +261,9 @@ def restart_events(
             server.id,
             "server_exit",
             f"{server.name} was restarted outside Pitwall: a different server process now answers{change}.",
-            "warning",
+            severity="warning",
+            severity_reason="the server already serves again (the server_ready below): a replaced "
+                            "process, not an outage",
             launch_id=server.launch_id,
         ),
         EventRow(
@@ -272,7 +271,6 @@ def restart_events(
             server.id,
             "server_ready",
             f"{server.name} is serving again (SGLang {info.version or 'unknown version'}).",
-            "info",
             launch_id=server.launch_id,
         ),
     ]

@@ -155,9 +155,10 @@ def parse_loads(data: Any) -> dict[str, float]:
 
 @dataclass(slots=True)
 class HealthEvent:
-    kind: str  # health_up | health_down | health_check_failed (flapping)
+    """A health change; its severity is storage/kinds.py EVENT_KINDS's for the kind."""
+
+    kind: str  # health_up | health_down | health_flap
     message: str
-    severity: str
 
 
 def health_step(
@@ -185,17 +186,15 @@ def health_step(
     if prev is None:
         if not ok:
             events.append(
-                HealthEvent("health_down", f"{server_name} is not healthy ({detail}).", "warning")
+                HealthEvent("health_down", f"{server_name} is not healthy ({detail}).")
             )
     elif prev != ok:
         transitions.append(ts)
         if ok:
-            events.append(HealthEvent("health_up", f"{server_name} is healthy again.", "info"))
+            events.append(HealthEvent("health_up", f"{server_name} is healthy again."))
         else:
             events.append(
-                HealthEvent(
-                    "health_down", f"{server_name} stopped answering /health ({detail}).", "warning"
-                )
+                HealthEvent("health_down", f"{server_name} stopped answering /health ({detail}).")
             )
     warned = state.get("flap_warned_at")
     if len(transitions) >= flap_threshold and (
@@ -206,7 +205,6 @@ def health_step(
                 "health_flap",
                 f"{server_name} health is flapping: {len(transitions)} up/down changes in the last "
                 f"{flap_window_s:.0f} s; check its log for crashes, OOM or timeouts.",
-                "warning",
             )
         )
         new["flap_warned_at"] = ts

@@ -128,9 +128,6 @@ MEAN_FIELDS = frozenset({"token_usage", "accept_len", "accept_rate", "full_token
                          "swa_token_usage", "mamba_usage"})
 PREFILL_COUNTS = {"new_token": "log.prefill_new_token", "cached_token": "log.prefill_cached_token",
                   "new_seq": "log.prefill_new_seq"}
-SEVERITY = {"server_ready": "info", "decode_retract": "warning", "health_check_failed": "error",
-            "oom": "error", "prefill_oom": "error", "nccl_timeout": "error", "crash": "error",
-            "warmup_failed": "error", "bad_cli_flag": "error", "port_in_use": "error"}
 #: diffusion record kind -> ((field, metric, scale), ...); `stage` names the stage metric
 DIFFUSION_SAMPLES: dict[str, tuple[tuple[str, str, float], ...]] = {
     "diffusion_stage": (("seconds", "log.diffusion.stage_s", 1.0),),
@@ -247,8 +244,7 @@ def records_to_rows(records: list[LogRecord], server: ServerTarget, now: float,
             add(ts, "log.retracted_req", f["retracted_req"])
         if rec.kind == "server_ready" and server.managed:
             continue  # the supervisor owns lifecycle events of the servers it starts (one per start)
-        res.events.append(EventRow(ts, sid, rec.kind, rec.message or rec.kind,
-                                   SEVERITY.get(rec.kind, "info"), rec.raw, lid))
+        res.events.append(EventRow(ts, sid, rec.kind, rec.message or rec.kind, raw=rec.raw, launch_id=lid))
     for cached, new, last in hit.values():
         if cached + new > 0:
             add(last, "log.cache_hit_rate", cached / (cached + new))
@@ -384,8 +380,8 @@ class SGLangLogCollector:
         if self._episode.get(server.id) == msg:
             return
         self._episode[server.id] = msg
-        result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, "error",
-                                      None, server.launch_id))
+        result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
+                                      launch_id=server.launch_id))
 
     @staticmethod
     def _failure(server: ServerTarget, exc: Exception) -> str:

@@ -80,6 +80,6 @@ class Episodes:
                     continue
                 self._open.add(episode)
                 message, raw = notes[kind]
-                out.append(EventRow(ts, server.id, "collector_error", message, "warning", raw=raw,
+                out.append(EventRow(ts, server.id, "collector_error", message, raw=raw,
                                     launch_id=server.launch_id))
         return out

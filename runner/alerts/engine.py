@@ -94,7 +94,7 @@ class AlertEvaluator:
         self._resolve_orphans(open_alerts, now, queue)
         dropped = repo.enqueue_notifications(self.engine, rows=queue, max_rows=self.config.outbox_max, now=now)
         for receiver, n in dropped.items():
-            repo.add_event(self.engine, kind="alert_dropped", severity="warning",
+            repo.add_event(self.engine, kind="alert_dropped",
                            message=f"{n} alert notification(s) for {receiver} were dropped: the outbox held "
                                    f"{self.config.outbox_max} while {receiver} did not answer (oldest first).")
         with self.engine.begin() as conn:

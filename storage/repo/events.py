@@ -14,7 +14,7 @@ import pandas as pd
 from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
-from storage.kinds import check_event_kind
+from storage.kinds import event_severity
 from storage.redact import redact_fields
 from storage.repo._common import (
     EVENT,
@@ -24,13 +24,17 @@ __all__ = ["insert_events", "add_event", "list_events", "count_events"]
 
 
 def insert_events(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:
-    """Insert Event rows (dicts with ts, server_id, launch_id, kind, severity, message, raw);
-    every kind must be in storage/kinds.py EVENT_KINDS."""
+    """Insert Event rows (dicts with ts, server_id, launch_id, kind, message, raw); every kind
+    must be in storage/kinds.py EVENT_KINDS. A row without a severity (or None) gets the table's;
+    a row that overrides it says why in `severity_reason`, which is not stored."""
+    out = []
     for row in rows:
-        check_event_kind(row["kind"])
-    if rows:
-        conn.execute(insert(EVENT), [redact_fields(r, text=("message", "raw")) for r in rows])
-    return len(rows)
+        fields = {k: v for k, v in row.items() if k != "severity_reason"}
+        fields["severity"] = event_severity(row["kind"], row.get("severity"))
+        out.append(redact_fields(fields, text=("message", "raw")))
+    if out:
+        conn.execute(insert(EVENT), out)
+    return len(out)
 
 
 def add_event(
@@ -40,11 +44,13 @@ def add_event(
     message: str,
     server_id: int | None = None,
     launch_id: int | None = None,
-    severity: str = "info",
+    severity: str | None = None,
+    severity_reason: str | None = None,
     raw: str | None = None,
     ts: float | None = None,
 ) -> None:
-    """Write one Event right away (low-rate paths: supervisor, CLI)."""
+    """Write one Event right away (low-rate paths: supervisor, CLI). The severity is EVENT_KINDS's
+    for `kind`; pass `severity` only to override it, with `severity_reason` saying why."""
     with engine.begin() as conn:
         insert_events(
             conn,
@@ -55,6 +61,7 @@ def add_event(
                     "launch_id": launch_id,
                     "kind": kind,
                     "severity": severity,
+                    "severity_reason": severity_reason,
                     "message": message,
                     "raw": raw,
                 }

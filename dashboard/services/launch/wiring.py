@@ -44,7 +44,9 @@ def runner_parts(
         errors += profiles.sync_profiles(engine, profiles.candidates_dir(settings.data_dir))[1]
     for err in errors:
         log.error(err)
-        repo.add_event(engine, kind="bad_cli_flag", message=err, severity="warning")
+        repo.add_event(engine, kind="bad_cli_flag", message=err, severity="warning",
+                       severity_reason="a profile file that does not load refuses no launch yet; "
+                                       "launching it is refused later, as an error")
     opts = settings.runner
     supervisor = ProcessSupervisor(
         engine, launcher.Planner(settings, engine), auto_start=auto_start,
@@ -76,7 +78,9 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
     collectors, errors = build_collectors(settings.probe, gpu=gpu, runner=settings.runner)
     for err in errors:
         log.error(err)
-        repo.add_event(engine, kind="collector_error", message=err, severity="error")
+        repo.add_event(engine, kind="collector_error", message=err, severity="error",
+                       severity_reason="a collector the settings refuse is never built, so it is not "
+                                       "retried like a failing one: it stays off until the settings are fixed")
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
                   intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
                   retention=dict(settings.retention), logs_dir=settings.logs_dir,

@@ -158,6 +158,8 @@ def test_collector_flaps_and_recovers():
     results, _, _, _ = _run(Script([200, 503, 200, 503, 200], info), polls=5)
     kinds = [[e.kind for e in r.events] for r in results]
     assert kinds == [[], ["health_down"], ["health_up"], ["health_down", "health_flap"], ["health_up"]]
+    # severities are storage/kinds.py EVENT_KINDS's: /health not answering is an error
+    assert [[e.severity for e in r.events] for r in results][1:4] == [["error"], ["info"], ["error", "warning"]]
     ok = [next(s.value for s in r.samples if s.metric == "api.health_ok") for r in results]
     assert ok == [1.0, 0.0, 1.0, 0.0, 1.0]
     assert not any(s.metric.startswith("api.num") for s in results[1].samples)  # no loads while down
@@ -181,6 +183,8 @@ def test_restart_outside_pitwall_is_detected():
     kinds = [e.kind for e in third.events]
     assert kinds == ["health_up", "server_exit", "server_ready"]
     assert "outside Pitwall" in third.events[1].message and "0.5.22 -> 0.5.23" in third.events[1].message
+    # the one stated override: the replaced process already serves again, so its exit is a warning
+    assert [e.severity for e in third.events] == ["info", "warning", "info"]
 
 
 def test_unreachable_server_is_data_not_a_crash():

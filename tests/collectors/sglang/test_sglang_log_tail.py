@@ -207,7 +207,7 @@ def test_kill_during_traceback_yields_one_crash(tmp_path: Path) -> None:
     assert [e.kind for e in store.rows.events] == ["crash"]
     crash = store.rows.events[0]
     assert crash.raw is not None and crash.raw.endswith("ValueError: boom")
-    assert crash.severity == "error"
+    assert crash.severity == "critical"  # storage/kinds.py EVENT_KINDS: a crash is critical
     assert running(store.rows) == [1.0, 2.0]
     c2.close()
 
