@@ -37,7 +37,7 @@ class SampleRow:
 
 @dataclass(slots=True)
 class EventRow:
-    """One event of the DESIGN.md taxonomy (`kind`), with the raw excerpt it came from."""
+    """One event of storage/kinds.py's EVENT_KINDS (`kind`), with the raw excerpt it came from."""
 
     ts: float
     server_id: int | None

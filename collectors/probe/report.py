@@ -29,10 +29,10 @@ visible share of what it measured, judged RELATIVE to the level's latency:
   latency the client records is late by up to the loop lag; 5 ms is nothing beside a 5-second
   image (0.1 %) and half of a 10 ms TTFT. 5 % keeps that error below the differences a
   comparison acts on. The floor (2 ms) sits above an idle client's own wake-up jitter measured
-  on a 2-vCPU VM (raw asyncio p99 1.1-1.4 ms at 100 tok/s, perf-baselines.md §1), so timer
+  on a 2-vCPU VM (raw asyncio p99 1.1-1.4 ms at 100 tok/s), so timer
   noise never counts. ITL (gaps of a few ms) is more sensitive than TTFT: read a level's ITL p99
   with its `loop_lag_p99_s` beside it.
-- client CPU above 70 % of one core (perf-baselines.md §1): the client is overloaded and queues
+- client CPU above 70 % of one core: the client is overloaded and queues
   its own work, whatever the latency.
 
 The stored self_check carries the figures behind the verdict (`lag_bound_s`, `lag_basis`,
@@ -51,7 +51,7 @@ from collectors.probe import spread as spread_mod
 from collectors.probe.client import RequestRecord
 from collectors.probe.pacing import LevelResult
 
-LAG_FLOOR_S = 0.002  # above an idle client's wake-up jitter (perf-baselines.md §1)
+LAG_FLOOR_S = 0.002  # above an idle client's wake-up jitter (p99 1.1-1.4 ms)
 LAG_SHARE_MAX = 0.05  # loop lag p99 at most 5 % of the level's p50 TTFT / E2E
 CLIENT_CPU_MAX_PCT = 70.0
 START_LAG_P99_MAX_S = 0.010  # open loop: starts later than this behind schedule = rate not met

@@ -7,7 +7,7 @@ profiles, launches), `probes` (probe runs and requests), `retention` (what old r
 kept and from rollups where retention removed them), `audit` and `alerts` (alert episodes,
 silences, the notification outbox).
 
-Rules (reference/perf-baselines.md): time-series rows are written with SQLAlchemy Core
+Rules (measured on SQLite: ORM adds 19k rows/s, Core executemany 233k): time-series rows are written with SQLAlchemy Core
 `insert()` executemany in batches, never per-row ORM adds (12x slower); percentile reads select the
 value column over an indexed window and compute with numpy, never ORDER BY/OFFSET; charts read
 SQL-bucketed series (`CAST(ts / bucket AS INTEGER)`), long windows read Rollup and RollupQuarter.

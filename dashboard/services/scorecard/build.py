@@ -108,7 +108,7 @@ def _window_label(since: float, until: float) -> str:
 def _gpu_info(engine: Engine, server_id: int, cards: list[int] | None = None) -> tuple[str, str]:
     """(GPU model, driver) of the server's own `cards` (its gpu_indices, else the cards its
     `gpu.*` samples name): the host's `gpu:info` lists every GPU of the host, and one server's
-    scorecard must not name another server's GPU (issue 30)."""
+    scorecard must not name another server's GPU."""
     for key in (f"gpu:{server_id}:info", "gpu:info"):
         info = repo.load_state(engine, key=key)
         if not info:
@@ -305,7 +305,7 @@ def gather_inputs(
     power: float | None = None
     # Without /metrics the token rate is SGLang's decode lines, logged only while it decodes: the
     # window's tokens and energy are counted over the time those lines cover, idle time neither
-    # credited with tokens nor charged with its energy (one truth for J/token, issue 19).
+    # credited with tokens nor charged with its energy (one truth for J/token).
     log_spans: list[tuple[float, float]] | None = None
     log_tokens: float | None = None
     if run is None and means.get("metrics.generation_tokens_per_s") is None:
