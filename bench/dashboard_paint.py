@@ -34,7 +34,7 @@ app.py` on 127.0.0.1 (the Streamlit server and the browser share the machine's c
 - rerun_one_chart: switch the GPU metric (a fragment rerun that rebuilds one chart, whose title
   and unit change; the other five swap nothing), measured the same way;
 - the server-side part: the page's 7-day read (timeseries.read_series, 31 series), in ms.
-Targets (issue 9): first paint <= 1.5 s, rerun <= 300 ms. Side by side, in the same run, two
+Targets: first paint <= 1.5 s, rerun <= 300 ms. Side by side, in the same run, two
 peers measured the same way, return visit included: the floor, a one-chart 100-point Streamlit
 page (what Streamlit + Chromium cost on this host before Pitwall does anything), and the
 six-chart bound, the view's six charts from memory on a bare page (BOUND_APP). Figures print as a table

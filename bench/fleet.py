@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/fleet.py [--servers 50] [--seconds 120] [--scrape-s 5] [--paint-runs 3]
 [--days 7] [--keep DIR]``
 
-What it sets up, all on loopback of this one host (issue 21):
+What it sets up, all on loopback of this one host:
 - a throwaway PostgreSQL cluster (Debian's `postgresql` server binaries, run as the `postgres`
   user when root), the store of both runners and of the dashboard;
 - `--servers` managed simulator servers (`python -m simulator.launch_server`, started by the

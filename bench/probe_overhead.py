@@ -1,4 +1,4 @@
-"""How much does Pitwall's probe add to the latencies it reports? (issue 6 acceptance)
+"""How much does Pitwall's probe add to the latencies it reports?
 
 Starts a stamping server in its own process (bench/stamp_server.py, lean enough that it is not
 the bottleneck at c=128; `--server aiohttp` uses the tests' stub instead); it stamps
@@ -46,7 +46,7 @@ DELAY_S = 0.010
 
 def start_server(rt: bool = False, server: str = "lean") -> tuple[subprocess.Popen[str], int]:
     # --rt: server on CPU 0 at SCHED_FIFO 20 (the bench itself should run as
-    # `chrt -f 10 taskset -c 1 ...`), as perf-baselines.md did on this shared VM
+    # `chrt -f 10 taskset -c 1 ...`), so a shared VM's other load cannot preempt either side
     prefix = ["chrt", "-f", "20", "taskset", "-c", "0"] if rt else []
     script = ROOT / ("bench/stamp_server.py" if server == "lean" else "tests/probe/probe_stub_server.py")
     argv = prefix + [sys.executable, str(script), "--port", "0", "--delay-ms", str(DELAY_S * 1000)]

@@ -13,7 +13,7 @@ through its profile's [env] (SGLANG_SIM_SPEED, SGLANG_SIM_STARTUP_S). Side by si
   the server-python `import sglang` probe, guardrails), SIGTERM + wait of the old process, spawn,
   readiness polling, and storage writes.
 
-overhead = median(relaunch) - median(startup); target <= 1 s (issue 8). Printed as a table.
+overhead = median(relaunch) - median(startup); target <= 1 s. Printed as a table.
 """
 
 from __future__ import annotations

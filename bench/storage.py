@@ -7,7 +7,7 @@ Core executemany). Raw is sqlite3.executemany with the same pragmas and index. R
 (raw, pitwall, raw, pitwall, ...) and the median of each is reported, with the ratio.
 
 Run: .venv/bin/python bench/storage.py [--rows 1000000] [--batch 1000] [--rounds 3]
-Target (issue 2): pitwall / raw >= 0.6.
+Target: pitwall / raw >= 0.6.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class SampleRow:
 
 @dataclass(slots=True)
 class EventRow:
-    """One event of the DESIGN.md taxonomy (`kind`), with the raw excerpt it came from.
+    """One event of storage/kinds.py's EVENT_KINDS (`kind`), with the raw excerpt it came from.
 
     `severity` is storage/kinds.py EVENT_KINDS's for the kind, filled in here; a collector
     passes it only to override the table, together with `severity_reason` (why; not stored).

@@ -3,7 +3,7 @@ client-side latency history between sweeps.
 
 LLM servers get a streaming `/generate` (8 new tokens, temperature 0, fixed prompt); image
 servers a tiny `/v1/images/generations` (64x64, 1 step). One request at a time with httpx (poll()
-runs in a worker thread, and one stream is far below httpx's limits: perf-baselines.md §1); the
+runs in a worker thread, and one stream is far below httpx's limits: its pool degrades only past ~16 streams in flight); the
 stream is parsed by the probe's pure `StreamParser`, so TTFT means the same as in sweeps.
 
 | key | unit | meaning | cross-check |

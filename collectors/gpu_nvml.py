@@ -1,7 +1,7 @@
 """The NVML access layer: raw reads and their conversion to `GpuReading`.
 
-Everything Pitwall knows about GPUs passes through here (STYLE.md: nvitop's clean NVML layer that
-the UI never bypasses). The layer has two halves:
+Everything Pitwall knows about GPUs passes through here (a clean NVML layer that the UI never
+bypasses). The layer has two halves:
 
 - **Raw reads** (`NvmlBackend.read_raw`): one plain-JSON dict per GPU holding what each NVML call
   returned, in NVML's own units (mW, mJ, MHz, KB/s, percent), or the error it raised. Each field

@@ -1,4 +1,4 @@
-"""The one table of collectors the runner runs (STYLE.md rule 2).
+"""The one table of collectors the runner runs (one module per collector, one protocol, one registry).
 
 Each row: name, factory. A factory takes the settings groups a collector may need ({"probe": {...},
 "gpu": {...}}, each a dict of that group's settings) and returns a Collector. An

@@ -7,7 +7,7 @@
     fleet.py        runner_lost / runner_back: the housekeeper watches the other hosts' runners
     self_metrics.py the runner's own health samples (source self:<runner.host>)
     writer.py       the batched writer (samples, events and collector state in one transaction)
-    intents.py      intent lanes (control / probe / check), claims, expiry
+    intents.py      intent lanes (control / probe / check / tune), claims, expiry
     supervisor.py   watches managed servers: exits, auto-restart budget, adoption, auto-start
     lifecycle.py    start / stop / relaunch with rollback of one managed server
     launch_plan.py  what the supervisor starts, as data, and readers of a launch's log

@@ -2,7 +2,8 @@
 
 An intent is desired state written by the UI or CLI (storage/kinds.py names every kind and its
 lane). Each lane runs one intent at a time in its own thread, so a sweep (probe lane) never
-blocks a relaunch (control lane) and a validation (check lane) never waits behind either.
+blocks a relaunch (control lane), a validation (check lane) never waits behind either, and a
+tune (tune lane) requests its relaunches through the control lane and runs its own sweeps.
 Claims are atomic in SQL and fenced by the host lease's generation: two tabs or two CLIs never
 launch twice, and a runner that lost its lease claims nothing. In a fleet a runner claims only its
 host's intents (Intent.host), plus the host-less ones while it holds the `db` lease; an intent for

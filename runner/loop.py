@@ -8,7 +8,7 @@ How it works:
 - A collector that raises records one `collector_error` event and is retried with exponential
   backoff (its interval x 2^failures, capped at `max_backoff_s`); the others carry on.
 - Intents are claimed per lane (runner/intents.py): control (launch / stop / relaunch), probe
-  (sweeps), check (profile validation), so a long sweep never blocks a relaunch. Claims are
+  (sweeps), check (profile validation), tune (a search over profiles), so a long sweep never blocks a relaunch. Claims are
   fenced by the host lease's generation (runner/lease.py); pending intents older than
   `intent_expiry_s` are expired (by the `db` holder).
 - A fleet (several runners, one database, runner/lease.py): this runner sees only the servers of

@@ -1,6 +1,6 @@
 """Sweeps in the runner: the probe lane's intent handler and the one way a sweep process starts.
 
-Flow (DESIGN.md "pages never do slow work"):
+Flow (pages never do slow work: README.md, "How it fits together"):
 1. The Benchmarks page (dashboard/services/views/benchmarks.py `start_sweep`) stores a `pending`
    ProbeRun whose `spec` is the probe's SweepSpec dict, and an Intent(kind="probe",
    payload={"run_id": N}).

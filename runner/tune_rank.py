@@ -1,4 +1,4 @@
-"""Ranking of tune candidates (issue 19): goodput against the SLO, cost at that level, stability.
+"""Ranking of tune candidates: goodput against the SLO, cost at that level, stability.
 
 Pure functions over plain dicts, so the runner's tune job, the CLI and the dashboard rank the
 same way and a test can feed recorded figures.

@@ -1,4 +1,4 @@
-"""Tune runs in the runner (issue 19): relaunch a managed server under each candidate profile,
+"""Tune runs in the runner: relaunch a managed server under each candidate profile,
 run the same probe workload, score, rank, and put the original profile (or the winner) back.
 
 Flow:

@@ -5,7 +5,7 @@ go onto one queue; `flush()` writes everything queued in ONE transaction, so a r
 any instant either committed a poll's rows and its new offset, or neither (no loss, no double
 count on restart).
 
-No row can blind the writer (issue 29). Before a batch is written every row is checked
+No row can blind the writer. Before a batch is written every row is checked
 (runner/writer_rows.py: a NaN or infinite value, a value that is not a number, an empty required
 field, over-long or unstorable text, an unknown event kind, a state that is not JSON without
 NaN); a row that fails is set aside and the rest of the batch is written. Should the database

@@ -1,8 +1,8 @@
 """What the batched writer can store: every row is checked BEFORE its batch is written.
 
-One bad row used to fail its whole transaction (a NaN rate is NULL to SQLite, and
-`sample.value` is NOT NULL), and the writer retried that batch forever, so one server's bad
-counter cost every server its samples, events and collector state. Here each row is judged on
+Unchecked, one bad row fails its whole transaction (a NaN rate is NULL to SQLite, and
+`sample.value` is NOT NULL) and the writer retries that batch forever, so one server's bad
+counter would cost every server its samples, events and collector state. Here each row is judged on
 its own, with the rules of both databases:
 
 - a sample needs a finite number (`math.isfinite`; NaN and ±Inf are refused: SQLite stores NaN

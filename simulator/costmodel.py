@@ -239,8 +239,8 @@ def make_cost_model(*, gpu: str, params: float, tp: int, quantization: str | Non
 # Sequence parallel (ulysses x ring = sp) splits tokens over sp GPUs and adds two all-to-alls
 # per block; TP splits weights. Switches: --enable-torch-compile x (1 - TORCH_COMPILE_DIT_GAIN)
 # per step; SGLANG_CACHE_DIT_ENABLED=true or a request's enable_teacache skip a share of the
-# steps after the warm-up steps (CACHE_SKIP_SHARE). DIT_MFU is fitted to the H100 log
-# (0.4473 s/step, Qwen-Image 1024x1024 with CFG; the model gives 0.478 s); see perf-baselines.md section 9.
+# steps after the warm-up steps (CACHE_SKIP_SHARE). DIT_MFU is fitted to a measured H100 log
+# (0.4473 s/step, Qwen-Image 1024x1024 with CFG; the model gives 0.478 s).
 
 DIT_MFU = 0.75
 DIT_LAYERS = 60

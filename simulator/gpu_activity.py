@@ -11,7 +11,7 @@ achievable fractions `MFU` (DIT_MFU for a DiT) and `MEM_EFF`:
 - tensor active = ACTIVE_AT_ROOFLINE x compute rate   (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, 0-1)
 - DRAM active   = ACTIVE_AT_ROOFLINE x bandwidth rate (DCGM_FI_PROF_DRAM_ACTIVE, 0-1);
   ACTIVE_AT_ROOFLINE = 0.9: on an H200 a bf16 matmul loop reads tensor 94 % and a device-copy
-  loop DRAM 89 % (issue 23's GPM measurements), not 100 %
+  loop DRAM 89 % (GPM measurements), not 100 %
 - pressure      = max(compute rate, bandwidth rate)
 - SM active     = 0.5 + 0.45 x pressure; SM occupancy = 0.15 + 0.35 x bandwidth rate
   (bandwidth-bound kernels keep many warps resident to hide memory latency; GEMMs few, large)
@@ -20,8 +20,8 @@ achievable fractions `MFU` (DIT_MFU for a DiT) and `MEM_EFF`:
 
 So a prefill (compute side of the roofline) reads tensor high and DRAM low, a decode step
 (bandwidth side) DRAM high and tensor near 0, a Qwen-Image denoising step at 1024² tensor high
-(the roofline puts it on the compute side: ~1.8e14 FLOPs vs ~59 GB per forward; issue 23
-assumed bandwidth bound, the roofline is the honest source), and no segment (idle between
+(the roofline puts it on the compute side: ~1.8e14 FLOPs vs ~59 GB per forward; the roofline,
+not a guess of bandwidth bound, is the source), and no segment (idle between
 requests) reads both 0 at idle power. Window figures are time-weighted means over
 [now - span, now]; energy is power integrated over model time since the recorder started
 (monotonic).

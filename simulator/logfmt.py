@@ -1,6 +1,6 @@
 """SGLang 0.5.23 log line formats (pure functions) and the line writer.
 
-Forms (reference/sglang-interfaces.md §1.1-1.3, §2):
+Forms (SGLang's log prefix, Prefill/Decode batch lines and lifecycle lines):
 
 - prefix ``[YYYY-MM-DD HH:MM:SS] `` (``.mmm`` with env SGLANG_LOG_MS=1), scheduler lines add
   rank tags ``[... DPd TPn]`` (DP only when dp > 1, TP only when tp > 1);

@@ -1,6 +1,6 @@
 """Prometheus metrics in SGLang 0.5.23 names, types, labels and buckets (private registry).
 
-LLM server (reference §3): the 84 families a real 0.5.23 server exposed in a capture
+LLM server: the 84 families a real 0.5.23 server exposed in a capture
 (tests/fixtures/sglang-0.5.23-real-cpu-metrics.prom), declared from sglang_0_5_23_metrics.json:
 scheduler-side families carry ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank``
 (+ ``dp_rank`` when dp > 1); tokenizer-side ``model_name, engine_type`` plus ``is_streaming``
@@ -11,10 +11,10 @@ queue/usage/token gauges, cache hit rate, gen throughput, retraction gauge, new_
 is_cuda_graph, memory/startup constants, token counters, TTFT/ITL/TPOT/e2e/queue-time and token
 histograms, realtime_tokens, HTTP counters. The rest stay at their initial zero.
 
-Diffusion server (§6): ``role`` ("server") and ``replica`` ("0") labels.
+Diffusion server: ``role`` ("server") and ``replica`` ("0") labels.
 
-Bucket lists follow §3.2 for 0.5.3-0.5.23; the middle of the queue-time list is elided in the
-reference and filled here with 50..90 and 300..900 steps [inferred].
+Bucket lists are SGLang's defaults for 0.5.3-0.5.23; the middle of the queue-time list is not
+pinned down and is filled here with 50..90 and 300..900 steps [inferred].
 """
 
 from __future__ import annotations

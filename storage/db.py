@@ -128,13 +128,13 @@ def _v4_to_v5(conn: Connection) -> None:
 
 
 def _v5_to_v6(conn: Connection) -> None:
-    """v6: AlertState, AlertSilence, AlertOutbox (alerts, issue 24)."""
+    """v6: AlertState, AlertSilence, AlertOutbox (alerts)."""
     for model in (models.AlertState, models.AlertSilence, models.AlertOutbox):
         model.__table__.create(conn, checkfirst=True)  # type: ignore[union-attr]
 
 
 def _v6_to_v7(conn: Connection) -> None:
-    """v7: a fleet (issue 21): Server.host / prometheus_url / prometheus_selector, Intent.host;
+    """v7: a fleet: Server.host / prometheus_url / prometheus_selector, Intent.host;
     Lease (one row per scope) replaces RunnerLease."""
     _add_column(conn, "server", "host", "VARCHAR")
     _add_column(conn, "server", "prometheus_url", "VARCHAR")

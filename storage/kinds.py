@@ -1,11 +1,12 @@
-"""The one table of event kinds and the one table of intent kinds (DESIGN.md): every writer
-and reader names kinds from here, never by a literal of its own.
+"""The one table of event kinds and the one table of intent kinds: every writer and reader
+names kinds from here, never by a literal of its own.
 
-Event kinds follow DESIGN.md's taxonomy; `restart_budget_exhausted` and `intent_expired` were
-added with the runner package (issue 15), `runner_lost` / `runner_back` with the fleet (issue 21). Intent kinds name the runner lane that carries them
-out: `control` (server lifecycle, one action at a time), `probe` (sweeps) and `check` (profile
+Each event kind carries its severity and one line of meaning (EVENT_KINDS below); the runner's
+own kinds (`restart_budget_exhausted`, `intent_expired`) and the fleet's (`runner_lost` /
+`runner_back`) sit beside the server's. Intent kinds name the runner lane that carries them
+out: `control` (server lifecycle, one action at a time), `probe` (sweeps), `check` (profile
 validation with SGLang's own parser) and `tune` (a search over profiles that itself requests
-relaunches and runs sweeps, issue 19), so a long sweep never blocks a relaunch and a validation
+relaunches and runs sweeps), so a long sweep never blocks a relaunch and a validation
 never waits behind either.
 """
 
@@ -67,7 +68,7 @@ INTENT_KINDS: dict[str, str] = {
 }
 
 #: kinds whose handler keeps its own state in the intent (result) and resumes: a runner that
-#: starts after one died puts these back to pending instead of failing them (issue 19)
+#: starts after one died puts these back to pending instead of failing them
 RESUMABLE_INTENT_KINDS: tuple[str, ...] = ("tune",)
 
 CONTROL_KINDS: tuple[str, ...] = tuple(k for k, lane in INTENT_KINDS.items() if lane == "control")
@@ -99,7 +100,7 @@ def check_intent_kind(kind: str) -> str:
     return kind
 
 
-# -- names of launches and requests: one wording everywhere (issue 30) ----------------------------
+# -- names of launches and requests: one wording everywhere -------------------------------------
 # A launch is numbered per server ("demo launch 3": its third launch; storage/repo/inventory.py
 # launch_numbers derives the number); a request (an Intent: launch, stop, relaunch, probe,
 # validate, tune) is "R-<id>", a visibly different name, so "launch 3" and "relaunch R-3" are never

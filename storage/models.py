@@ -1,6 +1,6 @@
 """Every table Pitwall stores, as SQLModel classes.
 
-Conventions (../DESIGN.md): base units everywhere (seconds, bytes, watts, USD), the unit in the
+Conventions: base units everywhere (seconds, bytes, watts, USD), the unit in the
 column name, missing is NULL (never 0). Timestamps are Unix epoch seconds (float, UTC), which
 keeps SQL bucketing (`CAST(ts / 60 AS INTEGER)`) portable between SQLite and PostgreSQL.
 JSON columns hold plain dicts/lists (flags, env, argv, specs, reports).
@@ -29,7 +29,7 @@ class Meta(SQLModel, table=True):
 
 
 class Lease(SQLModel, table=True):
-    """A runner lease per scope (issue 21), refreshed every few seconds.
+    """A runner lease per scope, refreshed every few seconds.
 
     `scope` is `host:<runner.host>` (the runner of that host: its servers, their intents and its
     NVML) or `db` (database-wide housekeeping: rollups, retention, alerts, intent expiry), so
@@ -176,8 +176,8 @@ class _Aggregate(SQLModel):
 class Rollup(_Aggregate, table=True):
     """Per-minute aggregate of Sample (ts = start of the minute) for long windows.
 
-    p50/p95/p99 are NULL in rows written since issue 17 (older files may hold values): no reader
-    used them, and at ~24 bytes they were a fifth of the row. Exact percentiles come from Sample.
+    p50/p95/p99 are left NULL (files from older Pitwall versions may hold values): no reader uses
+    them, and at ~24 bytes they would be a fifth of the row. Exact percentiles come from Sample.
     """
 
     __table_args__ = (UniqueConstraint("server_id", "metric", "ts", name="uq_rollup_key"),)
@@ -201,7 +201,7 @@ class RollupQuarter(_Aggregate, table=True):
 
 
 class Event(SQLModel, table=True):
-    """Something that happened: a taxonomy kind (DESIGN.md), a sentence, and the raw excerpt."""
+    """Something that happened: a kind of storage/kinds.py's EVENT_KINDS, a sentence, and the raw excerpt."""
 
     __table_args__ = (Index("ix_event_server_ts", "server_id", "ts"),)
 

@@ -3,7 +3,7 @@ and the client's self-check (event-loop lag ticker + process CPU).
 
 - **Closed loop** (`concurrency=c`): c workers, each sends its next request when the previous
   one finished. Worker starts are staggered by `stagger_s` (1 ms; the whole ramp capped at
-  `max_ramp_s`, 0.1 s) so c requests do not queue for the client CPU in the same tick (perf-baselines.md §1: lock-step starts inflate TTFT by
+  `max_ramp_s`, 0.1 s) so c requests do not queue for the client CPU in the same tick (lock-step starts inflate TTFT by
   about c x per-request CPU).
 - **Open loop** (`rate=r` req/s): start times follow a seeded Poisson process (exponential gaps,
   mean 1/r) regardless of completions; the achieved start rate is reported next to the requested

@@ -29,10 +29,10 @@ visible share of what it measured, judged RELATIVE to the level's latency:
   latency the client records is late by up to the loop lag; 5 ms is nothing beside a 5-second
   image (0.1 %) and half of a 10 ms TTFT. 5 % keeps that error below the differences a
   comparison acts on. The floor (2 ms) sits above an idle client's own wake-up jitter measured
-  on a 2-vCPU VM (raw asyncio p99 1.1-1.4 ms at 100 tok/s, perf-baselines.md §1), so timer
+  on a 2-vCPU VM (raw asyncio p99 1.1-1.4 ms at 100 tok/s), so timer
   noise never counts. ITL (gaps of a few ms) is more sensitive than TTFT: read a level's ITL p99
   with its `loop_lag_p99_s` beside it.
-- client CPU above 70 % of one core (perf-baselines.md §1): the client is overloaded and queues
+- client CPU above 70 % of one core: the client is overloaded and queues
   its own work, whatever the latency.
 
 The stored self_check carries the figures behind the verdict (`lag_bound_s`, `lag_basis`,

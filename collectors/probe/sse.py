@@ -4,7 +4,7 @@
 new output tokens it carried (0 for keep-alives, usage-only chunks, `[DONE]`). The client stamps
 the time around it; nothing here reads a clock or a socket.
 
-Shapes handled (reference/sglang-interfaces.md §4):
+Shapes handled (SGLang's streaming endpoints):
 - `/generate`: `data: {"text": ..., "meta_info": {...}}`. `text` is **cumulative** by default and
   incremental with `--incremental-streaming-output`. The mode is read from `output_ids` (all ids
   so far when cumulative, only the new ones when incremental, compared with the cumulative

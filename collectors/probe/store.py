@@ -1,7 +1,7 @@
 """ProbeRun / ProbeRequest writes and the few reads a sweep needs, over storage.repo.
 
 ProbeRequest rows go in with one executemany per batch (per-row ORM adds are 12x slower:
-perf-baselines.md §5). Progress (`ProbeRun.progress`, 0..1) and `status`
+19k vs 233k rows/s on SQLite). Progress (`ProbeRun.progress`, 0..1) and `status`
 (pending -> running -> done | failed | aborted) are updated while a sweep runs, so the dashboard
 can show live progress by reading the row.
 """

@@ -1,7 +1,7 @@
 """Structured-output probes: the constraint a request carries and the check of each output.
 
 `--structured json-schema|regex|ebnf` adds one constraint to every request, in SGLang's forms
-(reference/sglang-interfaces.md, "Structured output"):
+(its sampling parameters and OpenAI `response_format`):
 
 | API | json-schema | regex | ebnf |
 |---|---|---|---|

@@ -8,7 +8,7 @@ Entry points:
   core's GIL with the collectors.
 
 One process drives every level; aiohttp holds about c=128 streams at 100 tok/s on one core
-(perf-baselines.md §4). Spreading one level over several processes is not implemented: above
+(at >= 90 % of ideal throughput). Spreading one level over several processes is not implemented: above
 that the self-check marks the level untrusted (client CPU / loop lag) instead.
 
 Progress: `ProbeRun.progress` (0..1 = finished requests / planned requests, warm-up included) is

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 #: the self-check's bounds (report.py `self_check` applies them; its docstring says why)
-LAG_FLOOR_S = 0.002  # above an idle client's wake-up jitter (perf-baselines.md §1)
+LAG_FLOOR_S = 0.002  # above an idle client's wake-up jitter (p99 1.1-1.4 ms)
 LAG_SHARE_MAX = 0.05  # loop lag p99 at most 5 % of the level's p50 TTFT / E2E
 CLIENT_CPU_MAX_PCT = 70.0
 

@@ -1,7 +1,7 @@
 """Everything SGLang-specific, behind the Engine description (collectors/base.py): log forms
 (log*.py), metric names and aliases (metrics*.py), HTTP endpoints (api*.py), the bundled flag
 table (flags.py + sglang-0.5.23-help.txt) and the launch command and ready line (launch.py).
-../shared/reference/sglang-interfaces.md is the source of truth for all of them.
+SGLang's own source of each version read is the truth for all of them.
 
 `ENGINE` is what the engine registry (collectors/engines.py) lists under "sglang". Pure modules
 are imported here; the collectors (httpx, prometheus_client) only when a factory is called.

@@ -2,7 +2,7 @@
 /server_info, /model_info, /v1/loads and /get_load answer, and the health state machine;
 collectors/sglang/api.py does the I/O around them.
 
-Shapes by version (../shared/reference/sglang-interfaces.md §4):
+Shapes by version (SGLang's route decorators):
 
 - `/server_info` (0.5.6+) = `/get_server_info` (0.4.0+) = every server arg at top level, plus
   `version`, `internal_states` (one dict per DP rank) and, in 0.5.23, `startup_time` (a dict of
@@ -25,7 +25,7 @@ from typing import Any
 from storage.redact import MASK, redact_obj
 
 HEALTH_PATH = "/health"
-#: Newest first (sglang-interfaces.md §4): /server_info 0.5.6+, /get_server_info 0.4.0+ (an alias
+#: Newest first: /server_info 0.5.6+, /get_server_info 0.4.0+ (an alias
 #: since 0.5.6), /get_server_args 0.3.6 and older. The supervisor reads the same order at ready.
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info", "/get_server_args")
 MODEL_INFO_PATHS = ("/model_info", "/get_model_info")

@@ -5,7 +5,7 @@ module, captured from the real server by scripts/sglang_cpu/capture_fixtures.py)
 `parse_help_text()`: every flag name and alias, whether it is a bare switch, a `--x/--no-x` pair,
 takes one value, an optional value or a list, and its choices. `--help` does not print types, so
 the numeric types and ranges of the flags operators tune are declared in NUMERIC below
-(sglang-interfaces.md §5), and the removals, deprecations and misconceptions that need a better
+(from `ServerArgs`'s field types), and the removals, deprecations and misconceptions that need a better
 message than argparse's in NOTES. Everything else is accepted as a string.
 
 `check_flags(flags)` returns Issues (severity, flag, message); an "error" blocks a launch, a

@@ -12,7 +12,7 @@ pairs BEFORE the command line, so a flag on the command line wins (argparse keep
 
 Pure and Streamlit-free. dashboard/services/launch/launcher.py builds the argv of a LaunchPlan with
 `build_argv`; the supervisor watches a starting server's log for `READY_LINE` and reports
-`startup_progress` (sglang-interfaces.md §2 lists the lines). Cross-check:
+`startup_progress` (MILESTONES lists the lines). Cross-check:
 `grep -n "fired up and ready to roll" <server log>`.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 READY_LINE = "The server is fired up and ready to roll!"
 
-# Log milestones of SGLang startup (sglang-interfaces.md §2), in order, with the fraction of the
+# Log milestones of SGLang startup, in order, with the fraction of the
 # startup they roughly mark; only used to draw a progress bar.
 MILESTONES: tuple[tuple[str, float, str], ...] = (
     ("Load weight begin", 0.3, "loading weights"),

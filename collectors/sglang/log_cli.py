@@ -7,7 +7,7 @@ log_diffusion.py — ``diffusion_stage`` {stage, seconds}, ``diffusion_step`` {s
 ``diffusion_request`` {seconds}, ``diffusion_batch`` {outputs, seconds}, ``diffusion_warmed_up``
 {seconds}, ``diffusion_memory`` {peak_gb, remaining_gb[, peak_allocated_gb, pool_overhead_gb]}
 or {peak_mb}, ``diffusion_batch_memory`` {max_peak_mb, avg_peak_mb} — and the event kinds of
-DESIGN.md). Without ``--jsonl`` a
+storage/kinds.py). Without ``--jsonl`` a
 count per kind is printed. Either way stderr gets a one-line summary with the lines it could
 not read (invalid UTF-8 in a line that mattered, a record header with no intact field); they
 are never fatal. Exit 0; 2 with one readable line when the file cannot be opened.

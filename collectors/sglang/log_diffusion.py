@@ -1,4 +1,4 @@
-"""Pure matching of the diffusion server's per-request log lines (reference/sglang-interfaces.md §6).
+"""Pure matching of the diffusion server's per-request log lines.
 
 SGLang Diffusion (``python/sglang/multimodal_gen``, 0.5.5+) logs each request's progress with
 the ``[MM-DD HH:MM:SS] `` prefix (log_parse.py reads it); the message forms, as written by the

@@ -1,6 +1,6 @@
 """The ``key: value`` fields of a Prefill/Decode record body: names, values, intactness, speed.
 
-Grammar (reference/sglang-interfaces.md §1.2-1.5): fields are separated by ``, `` (0.1.20+) or
+Grammar (SGLang's Prefill/Decode batch lines): fields are separated by ``, `` (0.1.20+) or
 ``. `` (0.1.14) and start right at a separator, so ``full token usage`` is never read as
 ``token usage``. Keys are mapped to canonical snake_case names (KEY_MAP; anything else is
 slugged: ``est. read BW (GB/s per GPU)`` -> ``est_read_bw_gb_s_per_gpu``). Values are SGLang

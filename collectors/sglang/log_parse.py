@@ -1,7 +1,7 @@
 """Pure parsing of one SGLang log line: Prefill/Decode records and single-line events.
 
-Owns the line-level grammar of reference/sglang-interfaces.md §1-2 (0.1.14 -> 0.5.23) and the
-diffusion prefix of §6. Multi-line grouping (tracebacks, hard-wrapped NCCL messages) lives in
+Owns the line-level grammar of SGLang's scheduler, lifecycle and error lines (0.1.14 -> 0.5.23)
+and the diffusion server's prefix. Multi-line grouping (tracebacks, hard-wrapped NCCL messages) lives in
 log_stream.py; file following in log_tail.py.
 
 A record is found wherever its header sits in the physical line, so foreign prefixes (a log
@@ -10,7 +10,7 @@ all survived. The SGLang prefix is read from the text right before the header:
 
     [YYYY-MM-DD HH:MM:SS(.mmm) DPd PPp ATTN_CPc MOE_DPm TPt EPe]   0.3.4+ (ranks optional)
     [HH:MM:SS TPn]                                                 0.2.14-0.3.3 (no date)
-    [MM-DD HH:MM:SS]                                               diffusion server (§6)
+    [MM-DD HH:MM:SS]                                               diffusion server (0.5.5+)
     [gpu_id=N] / [gpu=N]                                           0.1.20-0.2.13 (no time)
 
 Fields (names, values, which pairs count as intact, the learnt fast path) are read by
@@ -30,7 +30,7 @@ from collectors.sglang.log_diffusion import DIFFUSION_KINDS, DIFFUSION_WORDS, ma
 from collectors.sglang.log_fields import Shape, match_shape, parse_fields, parse_fields_once
 from storage.redact import redact_text
 
-#: Record kinds; event kinds are the DESIGN.md taxonomy names.
+#: Record kinds; event kinds are storage/kinds.py's EVENT_KINDS names.
 RECORD_KINDS = ("prefill", "decode", "fsm_cache", *DIFFUSION_KINDS)
 EVENT_KINDS = (
     "server_ready", "oom", "prefill_oom", "decode_retract", "nccl_timeout", "crash",

@@ -24,7 +24,7 @@ lists those keys, and the collector keeps the list in its state
 | metrics.<gauge>.dp<i> / .tp<i> ... | as above | per-rank value when a rank label varies | filter by `dp_rank="i"` |
 | metrics.prompt_tokens_per_s, generation_tokens_per_s, cached_tokens_per_s | tok/s | Δcounter / Δt between polls | `rate(sglang:prompt_tokens_total[..])` |
 | metrics.requests_per_s, aborted_requests_per_s, retracted_requests_per_s | 1/s | Δcounter / Δt | `rate(sglang:num_requests_total[..])` |
-| metrics.cached_token_ratio | 0-1 | Δcached_tokens / Δprompt_tokens in the window (token-weighted hit rate) | §3.3 PromQL |
+| metrics.cached_token_ratio | 0-1 | Δcached_tokens / Δprompt_tokens in the window (token-weighted hit rate) | `rate(sglang:cached_tokens_total[..]) / rate(sglang:prompt_tokens_total[..])` |
 | metrics.<h>_p50_s, _p95_s, _p99_s | s | windowed histogram quantile estimate, h in ttft, itl, e2e, queue_time, tpot | `histogram_quantile(0.99, sum by (le) (rate(..._bucket[..])))` |
 | metrics.<h>_mean_s | s | Δsum / Δcount in the window | `rate(_sum)/rate(_count)` |
 | metrics.<h>_clamped | 1/0 | 1 when any of p50/p95/p99 sits at the last finite bucket (true value higher) | compare with the `le="+Inf"` bucket |

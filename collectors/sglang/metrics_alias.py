@@ -1,6 +1,6 @@
 """The one ALIAS table: SGLang metric names of every era -> Pitwall keys, and how ranks combine.
 
-Name eras (../shared/reference/sglang-interfaces.md §3): every name is tried with the `sglang:`
+Name eras (SGLang's `/metrics` from 0.3.6 on): every name is tried with the `sglang:`
 prefix SGLang writes and the `sglang_` prefix some exporters re-publish under; counters are matched
 with and without `_total` (0.4.7's `num_aborted_requests` became `num_aborted_requests_total` in
 0.5.3); renamed metrics list their names newest first and the first one present wins

@@ -1,4 +1,4 @@
-"""Who may see the dashboard and who may change things from it (issue 16, "Safe to expose").
+"""Who may see the dashboard and who may change things from it.
 
 The rules, in the order every script run meets them (README "Security model"):
 

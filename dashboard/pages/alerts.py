@@ -1,4 +1,4 @@
-"""Alerts (issue 24): what fires and what is pending, with its figure; the history with
+"""Alerts: what fires and what is pending, with its figure; the history with
 durations; silences (create and expire behind the operator gate, audited); the rules with their
 last evaluation; and the receivers with what waits in their outbox.
 

@@ -1,4 +1,4 @@
-"""Tune: find the best profile for a server unattended (issue 19).
+"""Tune: find the best profile for a server unattended.
 
 Pick candidate profiles and a workload, start (the runner relaunches the server under each,
 runs the same probe workload, scores and ranks: runner/tunes.py), watch which candidate and

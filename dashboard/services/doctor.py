@@ -1,8 +1,8 @@
-"""The doctor (issue 19): rules from SGLang's own tuning guidance, each with its evidence (the
+"""The doctor: rules from SGLang's own tuning guidance, each with its evidence (the
 figures and the time range they come from) and a suggested change that can become a candidate
 profile for `pitwall tune` in one click (`make_candidate`).
 
-SGLang's guidance (docs/advanced_features/hyperparameter_tuning.md): a healthy `#queue-req` is
+SGLang's guidance (its docs/advanced_features/hyperparameter_tuning.md): a healthy `#queue-req` is
 non-zero; token usage below 0.9 while requests wait means the scheduler is too conservative
 (lower `--schedule-conservativeness`, e.g. 0.3, or raise `--max-running-requests`); frequent
 decode retractions at high token usage mean it is not conservative enough (raise it, e.g. 1.3);

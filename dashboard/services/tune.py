@@ -1,4 +1,4 @@
-"""Tune runs for the CLI and the dashboard (issue 19): request one, follow it, score, show it.
+"""Tune runs for the CLI and the dashboard: request one, follow it, score, show it.
 
 The search itself runs in the runner (runner/tunes.py, the `tune` lane); this module only
 records the request (an Intent plus an Audit row), reads tune intents back, and gives the runner

@@ -1,4 +1,4 @@
-"""Alerts (issue 24): rules as data (rules.py), pure evaluation (evaluate.py), the lifecycle
+"""Alerts: rules as data (rules.py), pure evaluation (evaluate.py), the lifecycle
 (lifecycle.py), evaluation over storage (engine.py), delivery from the outbox (deliver.py), and
 the runner component that ties them to the loop (`Alerting`, below).
 

@@ -34,7 +34,7 @@ log = logging.getLogger("pitwall.alerts")
 
 STATE_KEY = "alerts:last_eval"
 EVENT_WINDOW_S = 3600.0  # an event alert without a clearing event resolves after this long
-#: intent kinds whose own work stops a server on purpose (issue 19's `tune` when it exists)
+#: intent kinds whose own work stops a server on purpose (`tune` when INTENT_KINDS has it)
 PLANNED_KINDS = tuple(k for k in ("launch", "stop", "relaunch", "tune") if k in INTENT_KINDS)
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the real-SGLang 0.5.23 CPU environment for Pitwall's `real_sglang` test tier.
 #
-# TEST ENVIRONMENT ONLY. Nothing here is part of Pitwall. It reproduces the recipe in the project's
-# reference note "sglang-on-cpu.md": a venv with the local CPU torch 2.13.0 wheel, sglang 0.5.23
+# TEST ENVIRONMENT ONLY. Nothing here is part of Pitwall. It builds, step by step:
+# a venv with the local CPU torch 2.13.0 wheel, sglang 0.5.23
 # installed without its CUDA dependencies, the non-CUDA requirements (requirements.txt), and two
 # test-environment shims:
 #   1. torchvision guard: PyPI's torchvision 0.28.0 is a CUDA build whose _C.so cannot load next to
@@ -102,7 +102,7 @@ if grep -q '^@torch.library.register_fake("torchvision::q\{0,1\}nms")' "$TV"; th
   exit 1
 fi
 "$VENV/bin/python" -c 'import torchvision' || {
-  echo "build_env.sh: 'import torchvision' still fails after the guard; see the reference note." >&2
+  echo "build_env.sh: 'import torchvision' still fails after the guard; check the torchvision and torch versions." >&2
   exit 1
 }
 

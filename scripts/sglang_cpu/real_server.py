@@ -1,7 +1,7 @@
 """Start and stop the real SGLang 0.5.23 CPU test server (TEST ENVIRONMENT ONLY, stdlib only).
 
 Owns: finding the environment built by build_env.sh (its `pitwall-sglang-cpu.env` file), the
-argv/env of the reference launch line, a free loopback port, waiting for the ready line, and a
+argv/env of the CPU launch line, a free loopback port, waiting for the ready line, and a
 clean SIGTERM shutdown. Used by tests/real_sglang/conftest.py and capture_fixtures.py; Pitwall's
 own launcher replaces it in the tests later, so the start lives in one place.
 
@@ -25,7 +25,7 @@ ENV_FILE_NAME = "pitwall-sglang-cpu.env"
 READY_LINE = "The server is fired up and ready to roll!"
 STUB_MARKER = "sgl_kernel stub:"
 
-# The reference launch flags (sglang-on-cpu.md) plus what the tests need: Decode lines often
+# The CPU launch flags that work plus what the tests need: Decode lines often
 # (--decode-log-interval) and cached tokens in OpenAI usage (--enable-cache-report).
 BASE_FLAGS: tuple[str, ...] = (
     "--load-format", "dummy",

@@ -1,4 +1,4 @@
-"""Alerts under the real runner (issue 24): `pitwall collect` manages a simulator started with a
+"""Alerts under the real runner: `pitwall collect` manages a simulator started with a
 `--sim-fault` (SGLANG_SIM_FAULT in its profile), its 0.5-second canary drives requests, the
 fault kills the server (or, for slow-prefill, slows its TTFT), the `crash` / `oom` alert fires, auto-restart brings the server back
 (`server_ready`) and the alert resolves. Detection latencies are printed (run with -s), never

@@ -47,7 +47,7 @@ def test_a_tune_started_from_the_page_is_watched_then_ranked(page, pitwall):  # 
     shot(page, pitwall, "tune-02-result")
     no_traceback(page)
     # both candidates started (a failed one would say so in its reason) and the server is back on demo
-    # the verdict above the ranking: a winner, or a tie inside the measured spread (issue 30)
+    # the verdict above the ranking: a winner, or a tie inside the measured spread
     assert re.search(r"(demo|demo-radix-off) wins: goodput|tie: goodput|No candidate met the SLO", text), text[-3000:]
     assert "Running now: demo ·" in text, text[-3000:]
     assert "did not start" not in text

@@ -51,7 +51,7 @@ def test_sglang_ready_line_and_startup_progress() -> None:
 def test_sglang_endpoints() -> None:
     engine = get_engine("sglang")
     assert engine.health_path == "/health"
-    # newest first: 0.5.6+, 0.4.0+, <= 0.3.6 (sglang-interfaces.md §4)
+    # newest first: 0.5.6+, 0.4.0+, <= 0.3.6
     assert engine.server_info_paths == ("/server_info", "/get_server_info", "/get_server_args")
 
 

@@ -1,4 +1,4 @@
-"""The Prometheus source reports what it left out as the direct scrape does (issue 29): a target
+"""The Prometheus source reports what it left out as the direct scrape does: a target
 whose counters read +Inf/NaN in Prometheus gives finite rows and ONE event naming the server; a
 server with more series than runner.metrics_max_series loses whole families with ONE event."""
 

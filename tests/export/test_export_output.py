@@ -1,4 +1,4 @@
-"""`pitwall export --output PATH` never writes through a symbolic link (issue 29): a link is
+"""`pitwall export --output PATH` never writes through a symbolic link: a link is
 refused with one sentence and the file it points to keeps every byte; an existing file is
 replaced by rename (a hard link elsewhere keeps its content), 0600; real files, real links."""
 

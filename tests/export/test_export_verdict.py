@@ -1,4 +1,4 @@
-"""Review exports lead with the verdict (issue 30): grades and deltas first, then figures, then
+"""Review exports lead with the verdict: grades and deltas first, then figures, then
 provenance (workload, server args) folded; each server's GPU line names its own GPUs; chart
 legends read in words (the Server page's series labels), never internal keys."""
 

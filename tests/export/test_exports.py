@@ -55,7 +55,7 @@ def _tables(md: str) -> list[list[list[str]]]:
 def test_markdown_renders_tables_with_provenance_and_four_dimensions(cards):
     md = formats.to_markdown(cards[:1])
     tables = _tables(md)
-    grades = {r[0]: r[1] for r in tables[0][1:]}  # the verdict first (issue 30)
+    grades = {r[0]: r[1] for r in tables[0][1:]}  # the verdict first
     assert grades == {"Latency": "PASS", "Throughput": "—", "Cost": "—", "Stability": "FAIL"}
     latency = {r[0]: r[1] for r in tables[1][1:]}
     assert latency["TTFT p50"] == "250.0 ms"

@@ -1,4 +1,4 @@
-"""Hostile text through every Markdown and CSV export (issue 29): server, model and profile
+"""Hostile text through every Markdown and CSV export: server, model and profile
 names, event messages and error strings a server sends stay text (dashboard/services/export/
 escape.py, one function per format).
 

@@ -41,7 +41,7 @@ def test_each_host_has_its_own_lease_and_one_runner_keeps_house(engine):
 
 def test_two_runners_on_one_machine_and_pid_keep_their_own_names(engine):
     """Containers sharing a hostname can share a pid: default holder names still differ, so
-    the second runner never re-takes `db` as if it were its own (it used to, every beat)."""
+    the second runner never re-takes `db` as if it were its own (which would happen every beat)."""
     a, b = Lease(engine, host="host-a"), Lease(engine, host="host-b")
     assert a.holder != b.holder
     a.acquire()

@@ -63,7 +63,7 @@ def test_second_collector_says_who_holds_the_database(data_env):
 def test_status_runs_on_a_new_database(data_env, capsys):
     from storage.db import make_engine
 
-    make_engine(data_env["PITWALL_DATABASE_URL"]).dispose()  # status itself creates nothing (issue 29)
+    make_engine(data_env["PITWALL_DATABASE_URL"]).dispose()  # status itself creates nothing
     assert main(["status"]) == 0
     out = capsys.readouterr().out
     assert "runner     not running" in out

@@ -1,6 +1,6 @@
-"""Meta-tests that keep the seams honest (STYLE.md rule 10).
+"""Meta-tests that keep the seams honest.
 
-- imports run one way (DESIGN.md): collectors -> storage; simulator imports nothing of ours;
+- imports run one way: collectors -> storage; simulator imports nothing of ours;
   nothing imports dashboard except app.py, the CLI and dashboard itself; only app.py, pages and
   components import streamlit; pages do no I/O of their own (no httpx, aiohttp, subprocess,
   pynvml, sqlalchemy, sqlite3); services never import components (components may import
@@ -95,7 +95,7 @@ PROCESS_CALLS = {"os.kill", "os.killpg", "os.fork", "os.execv", "os.execvp", "os
 @pytest.mark.parametrize("path", [p for p in ALL if not p.relative_to(REPO).as_posix().startswith(("runner/", "simulator/"))],
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_only_the_runner_package_starts_or_signals_processes(path: Path) -> None:
-    """Issue 15: one owner of processes. Outside runner/ (the simulator aside) no module imports
+    """One owner of processes. Outside runner/ (the simulator aside) no module imports
     subprocess or multiprocessing, nor calls os.kill / os.killpg / os.system and friends."""
     rel = path.relative_to(REPO).as_posix()
     tops = _top(_imports(path))
@@ -223,3 +223,105 @@ def test_storage_repo_exports_an_explicit_list() -> None:
                     if not n.startswith("__") and n not in repo.__all__ and not family(v)
                     and getattr(v, "__module__", None) != "__future__")  # `annotations`
     assert not leaked, f"storage.repo exposes {leaked} outside __all__; import them from their home"
+# -- docs that stay true: no issue numbers, no documents outside the repository, one Security model --
+
+_DOC_SKIP_PARTS = (".venv", ".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+                   ".hypothesis", "pitwall-data", ".whl", ".gl", "results", "node_modules")
+_DOC_SUFFIXES = (".py", ".md", ".toml", ".sh", ".txt", ".prom", ".yml", ".yaml", ".cfg", ".ini")
+
+
+def _doc_files() -> list[Path]:
+    """Every text file of the checkout that can carry a comment or a docstring."""
+    out = []
+    for path in sorted(REPO.rglob("*")):
+        rel = path.relative_to(REPO)
+        if any(part in _DOC_SKIP_PARTS for part in rel.parts) or not path.is_file():
+            continue
+        if path.suffix in _DOC_SUFFIXES or path.name == "Makefile":
+            out.append(path)
+    return out
+
+
+def test_no_issue_numbers_in_code_or_docs() -> None:
+    """History lives in git: a comment or docstring says the current rule, not the number of the
+    issue that brought it. Another project's issue threads (dcgm-exporter's, where a payload form
+    was posted) are evidence of a form and may be cited."""
+    import re
+
+    pattern = re.compile(r"\b[Ii]ssue\s+#?\d+")
+    hits = []
+    for path in _doc_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if pattern.search(line):
+                hits.append(f"{path.relative_to(REPO)}:{n}: {line.strip()[:90]}")
+    assert not hits, "issue numbers in code or docs (say the rule, not its history):\n" + "\n".join(hits)
+
+
+def test_no_references_to_documents_outside_the_repository() -> None:
+    """A pointer a reader of this repository cannot follow is not documentation: no path into a
+    sibling checkout, no reference note, design note or style note unless that Markdown file is
+    in the repository. Write the fact itself, or point at a file that is here."""
+    import re
+
+    here = {p.relative_to(REPO).as_posix() for p in REPO.rglob("*.md")
+            if not any(part in _DOC_SKIP_PARTS for part in p.relative_to(REPO).parts)}
+    names = {Path(p).name for p in here}
+    pattern = re.compile(r"\.\./shared|(?:\.\./)+[\w/.-]+\.md\b|(?<![\w/.-])(?:reference/[\w.-]+\.md"
+                         r"|[A-Z][A-Z_]*\.md|[a-z0-9]+(?:-[a-z0-9]+)+\.md)\b|\u00a7\s?\d")  # a section sign: a note's section
+    hits = []
+    for path in _doc_files():
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for m in pattern.finditer(line):
+                ref = m.group(0)
+                if ref in here or (not ref.startswith(("../", "reference/")) and ref in names):
+                    continue
+                hits.append(f"{path.relative_to(REPO)}:{n}: {ref}")
+    assert not hits, "references to documents not in this repository:\n" + "\n".join(hits)
+
+
+def test_readme_has_one_security_model_section() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    headings = [line for line in readme.splitlines() if line.startswith("#") and "Security model" in line]
+    assert len(headings) == 1, f"README.md needs exactly one 'Security model' heading, has {headings}"
+
+
+def test_readme_states_the_intent_lanes_the_runner_has() -> None:
+    """"Intents run in N lanes (...)": N is storage/kinds.py's LANES, and each lane is named."""
+    import re
+
+    from storage.kinds import LANES
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"Intents run in (\w+)\s+lanes \(([^)]*)\)", readme)
+    assert m, "README.md should say how many lanes intents run in: 'Intents run in N lanes (...)'"
+    words = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+    assert m.group(1) == words[len(LANES)], f"README.md says {m.group(1)} lanes; the runner has {len(LANES)}: {LANES}"
+    unnamed = [lane for lane in LANES if f"{lane}:" not in m.group(2)]
+    assert not unnamed, f"README.md's lane list does not name {unnamed}"
+
+
+def test_readme_tree_names_what_is_built() -> None:
+    """README's "The tree" names every top-level entry of the repository and every module and
+    package one level under dashboard/, collectors/, runner/ and storage/."""
+    import subprocess
+
+    try:
+        tracked = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True,
+                                 check=True, timeout=60).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("git ls-files is not available here")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    tree = readme.split("### The tree", 1)[1].split("\n### ", 1)[0]
+    missing = []
+    for entry in sorted({p.split("/")[0] + ("/" if "/" in p else "") for p in tracked} - {"README.md", ".gitignore"}):
+        if f"`{entry}`" not in tree:
+            missing.append(entry)
+    for pkg in ("dashboard", "collectors", "runner", "storage"):
+        names = {p.split("/")[1] for p in tracked if p.startswith(pkg + "/") and p.count("/") >= 1}
+        for name in sorted(names - {"__init__.py", "__main__.py"}):
+            stem = name[:-3] if name.endswith(".py") else name
+            is_pkg = any(p.startswith(f"{pkg}/{name}/") for p in tracked)
+            token = f"`{stem}/`" if is_pkg else f"`{stem}`"
+            if token not in tree and f"`{pkg}/{name}`" not in tree:
+                missing.append(f"{pkg}/{name}")
+    assert not missing, f"README.md's tree does not name: {missing}"

@@ -61,10 +61,10 @@ def test_missing_config_file_is_a_clear_error(tmp_path):
 
 
 def test_the_cli_from_another_folder_reads_the_pages_database(tmp_path, monkeypatch):
-    """Issue 30: the page (started from the checkout by `make run`) read the checkout's
-    pitwall.toml, a CLI command run from the home folder found no ./pitwall.toml and read the
-    default database. Now both read the checkout's file, and its relative data_dir is relative
-    to the file, not to where the command runs."""
+    """The page (started from the checkout by `make run`) and a CLI command run from the home
+    folder read the same file, the checkout's pitwall.toml (not the default database for want
+    of a ./pitwall.toml), and its relative data_dir is relative to the file, not to where the
+    command runs."""
     import dashboard.settings as settings_mod
 
     checkout, home = tmp_path / "checkout", tmp_path / "home"
@@ -88,7 +88,7 @@ def test_the_cli_from_another_folder_reads_the_pages_database(tmp_path, monkeypa
 
 
 def test_an_explicit_env_never_reads_the_checkouts_pitwall_toml(tmp_path, monkeypatch):
-    """Issue 30: an explicit `env` dict without PITWALL_CONFIG read the developer's pitwall.toml
+    """An explicit `env` dict without PITWALL_CONFIG never reads the developer's pitwall.toml
     beside app.py; only the real environment (env=None) falls back to the checkout's file."""
     import dashboard.settings as settings_mod
 
@@ -102,8 +102,8 @@ def test_an_explicit_env_never_reads_the_checkouts_pitwall_toml(tmp_path, monkey
 
 
 def test_relative_paths_in_the_file_are_relative_to_the_file(tmp_path):
-    """Issue 30: a relative profiles_dir or sqlite database path in pitwall.toml resolved against
-    the current folder; like data_dir, they are read from the file's folder now."""
+    """A relative profiles_dir or sqlite database path in pitwall.toml is read from the file's
+    folder, like data_dir, never from the current folder."""
     conf, elsewhere = tmp_path / "conf", tmp_path / "elsewhere"
     conf.mkdir()
     elsewhere.mkdir()

@@ -1,4 +1,4 @@
-"""The hostile-server tier (issue 29): a real `pitwall collect --duration 60` beside a healthy
+"""The hostile-server tier: a real `pitwall collect --duration 60` beside a healthy
 server and one loopback server per hostile behaviour, all at once.
 
 What it holds Pitwall to:

@@ -230,8 +230,8 @@ def test_page_warns_what_pitwall_toml_lets_profiles_do(page_env, tmp_path, monke
 
 
 def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
-    """Issue 30: "launch #1" and "launch #3" on one page named one launch (a row id and a request
-    id). Launches are numbered per server ("sim launch 2"), requests read "R-<id>"."""
+    """One page never names one launch two ways (a row id and a request id, "launch #1" and
+    "launch #3"): launches are numbered per server ("sim launch 2"), requests read "R-<id>"."""
     from dashboard.services.scorecard.compare import launch_choices
     from storage import repo
 
@@ -261,7 +261,7 @@ def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
 
 
 def test_after_a_relaunch_rerun_the_baseline_workload_then_compare(page_env) -> None:
-    """Issue 30: after a relaunch, "Rerun the baseline workload" records a sweep of the new launch
+    """After a relaunch, "Rerun the baseline workload" records a sweep of the new launch
     with the workload of the server's last sweep before the relaunch (the Benchmarks path: a
     pending ProbeRun and a probe intent), and once it is done links to Compare with both runs,
     baseline first."""
@@ -302,8 +302,8 @@ def test_after_a_relaunch_rerun_the_baseline_workload_then_compare(page_env) -> 
 
 
 def test_the_status_panel_is_drawn_where_the_relaunch_was_clicked(page_env) -> None:
-    """Issue 30: the status panel sat above the profiles table and the diff, off-screen after a
-    click on Relaunch… further down; it is drawn right under the buttons now."""
+    """The status panel is drawn right under the buttons, not above the profiles table and the
+    diff, where a click on Relaunch… further down would leave it off-screen."""
 
     def walk(node):
         yield node

@@ -1,4 +1,4 @@
-"""Issue 30: "Rerun the baseline workload" after a relaunch — which sweep is the baseline, and that
+""""Rerun the baseline workload" after a relaunch — which sweep is the baseline, and that
 the rerun measures exactly what the baseline measured (real SQLite, the real services)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The launch sandbox (issue 16): a profile is data, never code.
+"""The launch sandbox: a profile is data, never code.
 
-The eight hostile profiles of the issue are each refused by `pitwall profiles validate`, with and
+Eight hostile profiles are each refused by `pitwall profiles validate`, with and
 without --bundled (exit 1, one reason each, naming the key); the argv Pitwall builds has one
 `--flag=value` token per flag and Pitwall's own flags last; the Profiles editor refuses the same
 profiles before saving. The real-parser half (`hos` under SGLang's own parser with abbreviations

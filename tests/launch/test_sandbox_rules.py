@@ -1,6 +1,6 @@
-"""The launch sandbox's deny table (issue 29): a profile is data, never code.
+"""The launch sandbox's deny table: a profile is data, never code.
 
-Every code-loading, remote, path and port setting of the issue is refused by validation
+Every code-loading, remote, path and port setting of the deny table is refused by validation
 (`pitwall profiles validate`), by the Profiles editor's save and by a real launch attempt through
 the runner's supervisor (refused before any process starts), each with one sentence naming the
 key and, where it can be allowed, `launch.allow_unsandboxed`. Only pitwall.toml lifts a rule.

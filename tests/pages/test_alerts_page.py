@@ -1,4 +1,4 @@
-"""AppTest of the Alerts page (issue 24), the sidebar's firing count and Overview's alert line.
+"""AppTest of the Alerts page, the sidebar's firing count and Overview's alert line.
 
 The alert is real: an `oom` event on a real SQLite file, evaluated by the same evaluator the
 runner runs (dashboard/services/alerts/wiring.py), so the page reads what the runner wrote."""

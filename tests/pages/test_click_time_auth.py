@@ -1,4 +1,4 @@
-"""A sign-in is checked when a control's click arrives, not when the page was drawn (issue 29).
+"""A sign-in is checked when a control's click arrives, not when the page was drawn.
 
 A live panel (`st.fragment`) or a dialog reruns on its own, without the page's `control_gate`:
 a page left open past `session_ttl_s` must not stop a tune, relaunch or stop a server under the

@@ -152,13 +152,14 @@ def test_a_link_with_unknown_ids_says_so(app_env):
 
 
 def test_a_link_with_odd_ids_warns_escaped_and_offers_old_runs(app_env):
-    """Issue 30: "²" passed isdigit() and crashed int(); the ids left out were echoed as markdown
-    (a link could inject formatting); a linked run outside the newest 100 choices was left out."""
+    """A link's ids are read safely: "²" (isdigit() is true, int() fails) is left out, not a crash;
+    the ids left out are shown as text, not markdown (a link cannot inject formatting); a linked
+    run outside the newest 100 choices is still picked."""
     from storage import repo
 
     eng = _engine(app_env)
     ids = seed_alpha(eng, name="a")
-    for n in range(101):  # the linked run is now older than the newest 100
+    for n in range(101):  # the linked run is older than the newest 100
         repo.create_probe_run(eng, server_id=None, url="http://127.0.0.1:9", api="generate", status="failed",
                               name=f"filler {n}")
     eng.dispose()

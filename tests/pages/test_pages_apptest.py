@@ -138,8 +138,8 @@ def test_events_filter_by_kind_and_server(seeded):
 
 
 def test_events_follow_the_sidebar_server_and_offer_every_kind(seeded):
-    """Issue 30: the page's own server filter said "All servers" while the sidebar said beta;
-    now the sidebar's server is the filter (one source of truth) and "All servers" widens it.
+    """The sidebar's server is the page's filter (one source of truth; never "All servers"
+    while the sidebar says beta) and "All servers" widens it.
     The kinds offered are the one table of event kinds: relaunch, collector and alert kinds too."""
     from storage.kinds import EVENT_KINDS
 

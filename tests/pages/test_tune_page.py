@@ -1,4 +1,4 @@
-"""AppTest of the Tune page (issue 19): the live panel of a running tune, and a finished tune's
+"""AppTest of the Tune page: the live panel of a running tune, and a finished tune's
 ranking, Pareto chart, winner diff and "Apply winner" (a relaunch intent with an audit row).
 
 The finished tune is a recorded state, the shape runner/tunes.py writes into Intent.result

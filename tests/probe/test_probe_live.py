@@ -124,7 +124,7 @@ def test_failures_become_error_kinds_and_run_is_stored(
 ) -> None:
     spec = SweepSpec(url=stub + suffix, api=api, levels=[2], requests=3, warmup=0, timeout_s=timeout, workload=WorkloadSpec(**SHORT))
     report = asyncio.run(run_sweep(spec, engine=engine))
-    # every request failed: the run is failed, saying how many and why (issue 30)
+    # every request failed: the run is failed, saying how many and why
     assert report["status"] == "failed" and report["levels"][0]["errors"] == {kind: 3}
     assert report["error"].startswith("all 3 requests failed: "), report["error"]
     run = store.get_run(engine, run_id=report["run_id"])

@@ -48,7 +48,7 @@ def _typed(value: str) -> Any:
 
 
 def base_profile_flags() -> dict[str, Any]:
-    """real_server.BASE_FLAGS (the reference CPU launch line) as profile [flags].
+    """real_server.BASE_FLAGS (the CPU launch line) as profile [flags].
 
     `--flag value` -> {"flag": value}; a bare `--switch` -> {"switch": True}. Decode lines every
     5 steps (not 10) so a short request logs some.

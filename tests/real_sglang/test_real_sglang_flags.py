@@ -1,7 +1,7 @@
 """SGLang 0.5.23's real argument parser (from the real-SGLang env) rejects the flags we say it does.
 
 No server starts: argparse exits with code 2 before any model work (a few seconds per call).
-These are the facts Pitwall's profile validation relies on (sglang-interfaces.md §5).
+These are the facts Pitwall's profile validation relies on.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The real SGLang 0.5.23 server on CPU answers as the reference says (one server for the module).
+"""The real SGLang 0.5.23 server on CPU answers in the forms Pitwall reads (one server for the module).
 
 What this pins down, on the real thing: the ready/startup lines, the 0.5.23 Prefill/Decode line
 fields, /health, /generate (plain and streamed), the OpenAI streams with usage, radix-cache hits,

@@ -1,7 +1,7 @@
 """Structured output, multi-turn chat and forked programs: `pitwall probe` against the real SGLang
 0.5.23 server on CPU (xgrammar 0.2.7, the default grammar backend). One server.
 
-The acceptance runs of issue 20, as against the simulator (tests/probe/test_probe_programs_sim.py):
+The same runs as against the simulator (tests/probe/test_probe_programs_sim.py):
 a JSON-schema run with ample max_new_tokens is valid, one cut at 8 tokens is `truncated`, a
 multi-turn run's turn-4 hit rate beats turn 1's, a fork's branches 2..K beat branch 1. Skips with
 the reason when the CPU build has no xgrammar.

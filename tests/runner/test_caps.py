@@ -1,4 +1,4 @@
-"""Issue 17 acceptance: a real `pitwall collect --duration 20` against two hostile servers — one
+"""Read caps under the real runner: a real `pitwall collect --duration 20` against two hostile servers — one
 dripping a byte every 0.5 s on every path, one whose /metrics is 300 MiB — exits 0 within S plus a
 few seconds, stays under 400 MiB of RSS, and records both as collector_error naming the limit.
 

@@ -1,4 +1,4 @@
-"""Faults the runner package owns (issue 15), each on real processes: the simulator as the
+"""Faults the runner package owns, each on real processes: the simulator as the
 engine, real sweep processes, a real `pitwall collect`.
 
 Waits poll a condition with a generous deadline; none asserts how fast anything happened.

@@ -1,4 +1,4 @@
-"""Pitwall's own /metrics (issue 24): `pitwall collect` on the demo (the bundled simulator, a
+"""Pitwall's own /metrics: `pitwall collect` on the demo (the bundled simulator, a
 1-second canary) with `metrics.port` set serves every series named in
 dashboard/services/own_metrics.py, parsed with prometheus_client's own parser; an OOM event
 shows up in its counter and a threshold rule that holds as a firing alert. With the port 0 nothing listens."""

@@ -1,6 +1,6 @@
-"""A relaunch interrupted by a SIGKILL of the runner, whose new server came up ready, was
-recorded as failed when the next runner started ("The runner that was carrying this out
-stopped") although the server ran the new profile (issue 29).
+"""A relaunch interrupted by a SIGKILL of the runner, whose new server came up ready, is recorded
+as done when the next runner starts, never as failed ("The runner that was carrying this out
+stopped") while the server runs the new profile.
 
 Real processes: a real `pitwall collect` auto-starts the simulator under profile fast-a; a
 relaunch to slow-b (a start of ~6 s of wall time) is requested; the runner is SIGKILLed while

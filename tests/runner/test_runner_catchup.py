@@ -1,4 +1,4 @@
-"""Catch-up (issue 17): a runner restarted after three hours fills every minute and quarter
+"""Catch-up: a runner restarted after three hours fills every minute and quarter
 rollup of the gap that has raw data, oldest first, each exactly once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 30: the supervisor's messages name a launch by its number among its server's launches
+"""The supervisor's messages name a launch by its number among its server's launches
 ("sim launch 2"), never by its row id ("launch #5"), as every other message does."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A sweep's API key never sits in a file (issue 29): the runner hands the spec to the sweep
+"""A sweep's API key never sits in a file: the runner hands the spec to the sweep
 process over a pipe, so a SIGKILL leaves no copy of the key in the temporary folder or the data
 folder. Real processes: the runner side (tests/runner/sweep_runner_side.py), the real sweep
 child it starts, and a loopback server that holds every request open and records its

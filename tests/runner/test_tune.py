@@ -1,4 +1,4 @@
-"""`tune` intents end to end (issue 19): a real Runner relaunches the bundled simulator (real
+"""`tune` intents end to end: a real Runner relaunches the bundled simulator (real
 processes, real HTTP on 127.0.0.1, a real SQLite file) under each candidate, runs one probe
 workload in a sweep process, scores and ranks; a candidate that cannot start is recorded with
 its cause, and a runner SIGKILLed mid-tune is followed by one that resumes.

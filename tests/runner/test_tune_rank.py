@@ -63,7 +63,7 @@ def test_a_clear_goodput_gap_is_not_a_tie() -> None:
     assert "tie" not in cands[0]["reason"]
 
 
-# -- ties measured on real report levels (issue 30) ------------------------------------------------
+# -- ties measured on real report levels ------------------------------------------------------------
 def test_goodput_inside_the_measured_spread_is_a_tie_and_no_winner() -> None:
     # 5.96 vs 5.95 req/s, each level measured over 3 repeats about ±4 % apart: the spreads
     # (about 5.73-6.21 and 5.72-6.20) overlap, so the 0.01 req/s "gain" is noise

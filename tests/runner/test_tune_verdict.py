@@ -1,7 +1,7 @@
 """A tune's verdict through the service (dashboard/services/tune.py) on real SQLite: a tie inside
 the measured spread is said in words and has no winner to apply, a clear win still applies;
-candidates match the server's kind; the default workload is the server's own last sweep
-(issue 30). Candidates are ranked from real report levels (tests/tune_seed.py)."""
+candidates match the server's kind; the default workload is the server's own last sweep.
+Candidates are ranked from real report levels (tests/tune_seed.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""No row blinds the writer (issue 29): a server whose counters read +Inf made a rate NaN, SQLite
-stored it as NULL, `sample.value NOT NULL` failed the whole batch and the writer retried it
-forever, so every other server lost its samples, events and saved state.
+"""No row blinds the writer: a server whose counters read +Inf makes a rate NaN, SQLite stores
+it as NULL, and unchecked, `sample.value NOT NULL` would fail the whole batch and the writer
+retry it forever, so every other server would lose its samples, events and saved state.
 
 Here one flush carries a bad server's rows (NaN, +Inf, a string, None, an unknown event kind, a
 state with NaN) beside a healthy server's: the healthy rows, event and state land in that same

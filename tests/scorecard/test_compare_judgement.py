@@ -1,4 +1,4 @@
-"""Review findings on the comparison's judgement (issue 30): the main table and the per-level
+"""Review findings on the comparison's judgement: the main table and the per-level
 table agree at a shared level, and a workload that differs besides its level sets is not
 comparable in both."""
 

@@ -1,4 +1,4 @@
-"""Compare at matched load (issue 30): per-level deltas, a headline at a level both runs measured,
+"""Compare at matched load: per-level deltas, a headline at a level both runs measured,
 a refusal where they share none, ties inside the measured spread, no verdict across sources,
 one sentence of what differs, and runs attached to no server."""
 

@@ -1,4 +1,4 @@
-"""SGLang 0.5.23 line forms, written from reference/sglang-interfaces.md (§1.1-1.5, §2, §6).
+"""SGLang 0.5.23 line forms, written from SGLang 0.5.23's source (scheduler, lifecycle, diffusion).
 
 ``check_log(text)`` classifies every line of a simulator log and returns the lines that look like
 a documented SGLang line (by their leading words) but do not match its documented form.
@@ -8,23 +8,23 @@ from __future__ import annotations
 
 import re
 
-# §1.1: "[" + asctime + rank tags + "] " + message; 0.5.9+ rank order DP, PP, ATTN_CP, MOE_DP,
+# Prefix: "[" + asctime + rank tags + "] " + message; 0.5.9+ rank order DP, PP, ATTN_CP, MOE_DP,
 # TP, EP; SGLANG_LOG_MS=1 adds .mmm.
 PREFIX = re.compile(r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)"
                     r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] (?P<msg>.*)$")
 DIFFUSION_PREFIX = re.compile(r"^\[(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})\] (?P<msg>.*)$")
 NUM = r"\d+"
 F2 = r"\d+\.\d{2}"
-# §1.2, row 0.5.11 - 0.5.23 (no optional extras: no PD, no replay, no MFU suffixes).
+# Prefill line, 0.5.11 - 0.5.23 (no optional extras: no PD, no replay, no MFU suffixes).
 PREFILL = re.compile(
     rf"^Prefill batch, #new-seq: {NUM}, #new-token: {NUM}, #cached-token: {NUM}, "
     rf"token usage: {F2}, #running-req: {NUM}, #queue-req: {NUM}, #pending-token: {NUM}, "
     rf"cuda graph: (?:True|False), input throughput \(token/s\): {F2}$")
-# §1.3, row 0.5.9 - 0.5.23 (no trailing comma, no speculative fields).
+# Decode line, 0.5.9 - 0.5.23 (no trailing comma, no speculative fields).
 DECODE = re.compile(
     rf"^Decode batch, #running-req: {NUM}, #token: {NUM}, token usage: {F2}, "
     rf"cuda graph: (?:True|False), gen throughput \(token/s\): {F2}, #queue-req: {NUM}$")
-# §2 rows.
+# Lifecycle and error lines.
 RETRACT = re.compile(r"^KV cache pool is full\. Retract requests\. #retracted_reqs: (\d+), "
                      r"#new_tokens_gained: -?\d+, #new_token_ratio: \d\.\d{4} -> \d\.\d{4}$")
 READY = re.compile(r"^The server is fired up and ready to roll!$")
@@ -46,7 +46,7 @@ HEALTH_FAILED = re.compile(r"^Health check failed\. Server couldn't get a respon
                            r"\d{2}:\d{2}:\d{2}\. last_heartbeat time: \d{2}:\d{2}:\d{2}$")
 ABORT = re.compile(r"^Request is disconnected from the client side \(type 1\)\. "
                    r"Abort request obj\.rid='[^']*'$")
-# Uvicorn (§1.1 notes; sglang-on-cpu.md "Log lines to key on").
+# Uvicorn's own lines, as the real CPU server prints them.
 UVICORN = re.compile(r"^(INFO|WARNING|ERROR):\s+\S.*$")
 UVICORN_LEVEL = re.compile(r"^(?:INFO: {5}|WARNING: {2}|ERROR: {4})\S")
 ACCESS = re.compile(r'^INFO: {5}\d+\.\d+\.\d+\.\d+:\d+ - "(?:GET|POST|PUT|DELETE) \S+ HTTP/1\.1" '
@@ -54,7 +54,7 @@ ACCESS = re.compile(r'^INFO: {5}\d+\.\d+\.\d+\.\d+:\d+ - "(?:GET|POST|PUT|DELETE
 RUNNING = re.compile(r"^INFO: {5}Uvicorn running on http://[\d.]+:\d+ \(Press CTRL\+C to quit\)$")
 BIND_ERROR = re.compile(r"^ERROR: {4}\[Errno 98\] error while attempting to bind on address "
                         r"\('[\d.]+', \d+\): address already in use$")
-# §1.5 generic key/value reader: every field of our lines must parse with it.
+# Generic key/value reader: every field of our lines must parse with it.
 KV = re.compile(r"(?:^|(?<=, )|(?<=\. ))(?P<key>[#A-Za-z][^:,]*?): "
                 r"(?P<val>-?\d+(?:\.\d+)?%?|True|False)(?=$|,|\.(?:\s|$))")
 HEAD = re.compile(r"^(?P<kind>Prefill batch|Decode batch|new fill batch)(?: \[(?P<iter>\d+)\])?"

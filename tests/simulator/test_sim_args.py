@@ -1,4 +1,4 @@
-"""The launch-flag parser fails and accepts like SGLang 0.5.23's (reference §5)."""
+"""The launch-flag parser fails and accepts like SGLang 0.5.23's."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_enable_radix_cache_is_unrecognized_exit_2() -> None:
-    # §5: --enable-radix-cache exists in no release; argparse rejects it with exit status 2.
+    # --enable-radix-cache exists in no release; argparse rejects it with exit status 2.
     proc = subprocess.run(
         [sys.executable, "-m", "simulator.launch_server", "--model-path", "m",
          "--enable-radix-cache"], cwd=REPO, capture_output=True, text=True, timeout=30)
@@ -26,7 +26,7 @@ def test_enable_radix_cache_is_unrecognized_exit_2() -> None:
 
 
 def test_removed_cuda_graph_max_bs_is_ambiguous(capsys: pytest.CaptureFixture[str]) -> None:
-    # §5: --cuda-graph-max-bs was removed in 0.5.20; with abbreviations it matches two flags.
+    # --cuda-graph-max-bs was removed in 0.5.20; with abbreviations it matches two flags.
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(["--model-path", "m", "--cuda-graph-max-bs", "64"])
     assert exc.value.code == 2

@@ -1,4 +1,4 @@
-"""Behaviour model acceptance (issue 3): cache hits, batching, saturation, memory, TP.
+"""Behaviour model acceptance: cache hits, batching, saturation, memory, TP.
 
 All figures come from what the simulator reports in *model* seconds (meta_info e2e_latency,
 Decode-line gen throughput), so they do not depend on how busy this machine is.

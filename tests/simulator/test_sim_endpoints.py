@@ -1,4 +1,4 @@
-"""One live simulator: endpoint JSON shapes (reference §4), /metrics (§3), log line forms (§1-2)."""
+"""One live simulator: endpoint JSON shapes, /metrics, log line forms."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def test_metrics_names_types_labels_buckets(sim: Sim) -> None:
         c.post("/generate", json={"text": "a b c", "sampling_params": {"max_new_tokens": 8}})
         text = c.get("/metrics").text
     fams = {f.name: f for f in text_string_to_metric_families(text)}
-    # §3.1 names and types (prometheus_client strips _total from counter family names).
+    # 0.5.23's names and types (prometheus_client strips _total from counter family names).
     expect = {"sglang:num_running_reqs": "gauge", "sglang:num_queue_reqs": "gauge",
               "sglang:num_used_tokens": "gauge", "sglang:token_usage": "gauge",
               "sglang:gen_throughput": "gauge", "sglang:cache_hit_rate": "gauge",
@@ -152,7 +152,7 @@ def test_metrics_names_types_labels_buckets(sim: Sim) -> None:
         les = [s.labels["le"] for s in fams[name].samples if s.name.endswith("_bucket")]
         return [float(x) for x in dict.fromkeys(les) if x != "+Inf"]
 
-    # §3.2, column 0.5.3 - 0.5.23.
+    # SGLang's default buckets, 0.5.3 - 0.5.23.
     assert buckets("sglang:time_to_first_token_seconds") == [
         0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
     assert buckets("sglang:inter_token_latency_seconds") == [

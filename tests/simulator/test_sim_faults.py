@@ -1,4 +1,4 @@
-"""Injected faults print SGLang's/PyTorch's lines (reference §2) and end the way they would."""
+"""Injected faults print SGLang's/PyTorch's lines and end the way they would."""
 
 from __future__ import annotations
 

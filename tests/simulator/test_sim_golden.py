@@ -1,4 +1,4 @@
-"""The golden fixtures (captured by bench/sim_capture_golden.py) still match the reference forms.
+"""The golden fixtures (captured by bench/sim_capture_golden.py) still match SGLang's forms (sim_forms.py).
 
 Other engineers' parsers test against tests/fixtures/sim-0.5.23-llm.log and
 sim-0.5.23-metrics.prom; these checks keep those files honest.

@@ -1,4 +1,4 @@
-"""`--sim-kind image`: the diffusion server API, a real PNG, its log style and metrics (§6)."""
+"""`--sim-kind image`: the diffusion server API, a real PNG, its log style and metrics."""
 
 from __future__ import annotations
 

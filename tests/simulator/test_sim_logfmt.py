@@ -1,4 +1,4 @@
-"""Log line formatters and rank/ms prefixes against the reference forms (§1.1-1.3, §2)."""
+"""Log line formatters and rank/ms prefixes against SGLang 0.5.23's forms (sim_forms.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def test_prefill_line_form_and_generic_parse() -> None:
     line = logfmt.prefill_line(new_seq=1, new_token=20, cached_token=5, token_usage=0.004,
                                running_req=0, queue_req=0, pending_token=0, cuda_graph=False,
                                input_throughput=1234.564)
-    # The exact 0.5.11-0.5.23 example of reference §1.2.
+    # An exact 0.5.11-0.5.23 Prefill line.
     assert line == ("Prefill batch, #new-seq: 1, #new-token: 20, #cached-token: 5, "
                     "token usage: 0.00, #running-req: 0, #queue-req: 0, #pending-token: 0, "
                     "cuda graph: False, input throughput (token/s): 1234.56")
@@ -31,7 +31,7 @@ def test_prefill_line_form_and_generic_parse() -> None:
 def test_decode_and_retract_lines() -> None:
     line = logfmt.decode_line(running_req=3, num_token=512, token_usage=0.0123, cuda_graph=True,
                               gen_throughput=123.454, queue_req=0)
-    # The 0.5.9-0.5.23 example of reference §1.3 (no trailing comma).
+    # A 0.5.9-0.5.23 Decode line (no trailing comma).
     assert line == ("Decode batch, #running-req: 3, #token: 512, token usage: 0.01, "
                     "cuda graph: True, gen throughput (token/s): 123.45, #queue-req: 0")
     assert DECODE.match(line)

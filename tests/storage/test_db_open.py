@@ -1,11 +1,11 @@
-"""storage/db.py decides what opening a database may create (issue 29).
+"""storage/db.py decides what opening a database may create.
 
-- A SQLite URL with a query string (`sqlite:///path/pitwall.db?timeout=30`) made the database
-  0644 (the 0600 file was made under the name `pitwall.db?timeout=30`, SQLite opened the real
-  one): the file behind the URL is private whatever the query string.
+- A SQLite URL with a query string (`sqlite:///path/pitwall.db?timeout=30`): the file behind
+  the URL is private (0600) whatever the query string, never a 0600 file named
+  `pitwall.db?timeout=30` beside a 0644 database SQLite really opened.
 - A read-only command (`pitwall status`, `export`, `gpu-wall`) given a mistyped database path
-  created its folders and an empty database; now it creates nothing, says what is wrong in one
-  line and exits non-zero.
+  creates nothing (no folders, no empty database), says what is wrong in one line and exits
+  non-zero.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Overview's key figures name their source (issue 19, one truth per figure): a figure the
+"""The Overview's key figures name their source (one truth per figure): a figure the
 scorecard took from a sweep says "sweep", one from the canary says "canary", never one for the
 other. Real SQLite, the scorecard suite's recorded seeds."""
 

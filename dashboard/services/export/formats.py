@@ -1,6 +1,6 @@
 """Review exports of one scorecard or a comparison: Markdown, CSV, JSON, PNG (HTML: html.py).
 
-Every format reads top down (issue 30): the verdict first (verdict.py: the grades; for a
+Every format reads top down: the verdict first (verdict.py: the grades; for a
 comparison one sentence per candidate naming both sides and their load levels, then per-metric
 verdicts, the grades side by side, the deltas and the config diff), then the figures (and
 charts), then the provenance: Markdown's final section, HTML's folded <details>, JSON's last key

@@ -4,7 +4,7 @@
   allow-list, the deny table of code loaders, remote services, paths and ports); [flags] against
   SGLang's real parser when `import sglang` works in the server's Python (a child of
   runner/procs.py with an argument list and a deadline: the parser is built with
-  `ServerArgs.add_cli_args` and `parse_args`, sglang-interfaces.md §5; secret values replaced by
+  `ServerArgs.add_cli_args` and `parse_args`; secret values replaced by
   "x"), otherwise against the bundled 0.5.23 table (collectors/sglang/flags.py); and the
   guardrails (port, GPUs, model path, tp x dp).
 - `Planner` (injected into runner.supervisor.ProcessSupervisor by wiring.py): profile name ->

@@ -1,5 +1,5 @@
 """Builds the runner (runner/) with what only the dashboard side knows: profiles, validation,
-settings. The runner package never imports dashboard/ (DESIGN.md import direction), so the CLI
+settings. The runner package never imports dashboard/ (imports run one way: README.md, "How it fits together"), so the CLI
 asks this module for a Runner with its parts injected:
 
 - the supervisor (runner/supervisor.py) gets the launcher's Planner (profile -> validated

@@ -108,7 +108,7 @@ def _window_label(since: float, until: float) -> str:
 def _gpu_info(engine: Engine, server_id: int, cards: list[int] | None = None) -> tuple[str, str]:
     """(GPU model, driver) of the server's own `cards` (its gpu_indices, else the cards its
     `gpu.*` samples name): the host's `gpu:info` lists every GPU of the host, and one server's
-    scorecard must not name another server's GPU (issue 30)."""
+    scorecard must not name another server's GPU."""
     for key in (f"gpu:{server_id}:info", "gpu:info"):
         info = repo.load_state(engine, key=key)
         if not info:

@@ -160,7 +160,7 @@ def level_spread(rows: pd.DataFrame, whole: dict[str, Any], concurrency: float |
         span = (part[0], part[-1])
         if span not in scored:  # each repeat scored once, whatever the number of keys
             repeat = ordered.iloc[part[0]:part[-1] + 1]
-            # J6 (issue 30, not done): an open loop's repeat still reads its own window here, not
+            # Known gap: an open loop's repeat reads its own window here, not
             # the probe report's (first start -> next repeat's first start, completions inside it)
             figs = level_figures(repeat, **kwargs)
             if concurrency is not None:

@@ -2,7 +2,7 @@
 time goes (encode / denoise / decode / other), peak GPU memory and headroom, timeouts.
 
 DIFFUSION_KEYS is the one table of the Sample keys these figures read (the diffusion log parser's
-and metrics collector's contract, issue 18 part A); align it here when those names change.
+and metrics collector's contract); align it here when those names change.
 
 | figure | first source | fallback |
 |---|---|---|

@@ -11,7 +11,7 @@ index into dashboard/services/gpu_wall.py VERDICTS, the word in the figure's not
 (`fmt_value(value, unit)` in dashboard/services/format.py does the conversion). `better` is
 `lower`, `higher` or `none` (informational, never coloured or graded).
 
-Where the inputs come from (Sample keys are the collectors' contract, DESIGN.md):
+Where the inputs come from (Sample keys are the collectors' contract; each collector's docstring names its keys):
 - probe figures: ProbeRequest rows of the scorecard's probe run, exact numpy percentiles
   (linear interpolation), measured (non-warm-up) successful requests of the headline level;
 - canary figures (no probe run): `canary.ttft_s` / `canary.e2e_s` samples in the window;

@@ -1,6 +1,6 @@
 """Benchmarks: start a probe sweep from the dashboard, follow it, and shape its results for charts.
 
-Flow (DESIGN.md "pages never do slow work"):
+Flow (pages never do slow work: README.md, "How it fits together"):
 1. `start_sweep()` (called by the page) stores a `pending` ProbeRun whose `spec` is the probe's
    SweepSpec dict, and an Intent(kind="probe", payload={"run_id": N}). Nothing runs yet.
 2. The runner's probe lane carries it out (runner/sweeps.py: one sweep process, progress copied

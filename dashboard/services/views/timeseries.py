@@ -5,7 +5,7 @@ Every series is SQL-bucketed by `storage.repo.bucketed_series` to at most MAX_PO
 so a 7-day panel over 1-second samples ships 336 points per series, never 600k. Values stay in base units
 (seconds, 0-1 ratios, bytes, watts, °C); the chart component converts for display.
 
-Panels (metric keys are the collectors' contract, DESIGN.md):
+Panels (metric keys are the collectors' contract; each collector's docstring names its keys):
 
 | panel | unit | series |
 |---|---|---|

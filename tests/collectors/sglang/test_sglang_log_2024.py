@@ -1,4 +1,4 @@
-"""Issue 29: 2024-era scheduler-log lines, and lines a user cut when copying them.
+"""2024-era scheduler-log lines, and lines a user cut when copying them.
 
 Every line below is a real form, written from the source of the release named beside it (the
 published wheels' `sglang/srt/managers/router/model_rpc.py` 0.1.x, `controller/tp_worker.py`

@@ -1,5 +1,4 @@
-"""Diffusion log forms (reference §6, SGLang python/sglang/multimodal_gen) and the legacy LLM forms
-of issue 18: one test per form as the source writes it (colours where its logger adds them),
+"""Diffusion log forms (SGLang python/sglang/multimodal_gen) and the legacy LLM forms: one test per form as the source writes it (colours where its logger adds them),
 `parse-log --jsonl` as a real subprocess, and the simulator's image server log through the
 collector into a real SQLite database."""
 

@@ -1,4 +1,4 @@
-"""Issue 29: what sits at a server's log_path cannot blind the log collector or show a file the
+"""What sits at a server's log_path cannot blind the log collector or show a file the
 operator never meant to show. Real FIFOs, symlinks, folders and sockets in tmp_path, a real
 multi-server poll: the healthy server's rows come back in the same poll, and each refused path
 leaves one event per episode naming the server, the path and what to do."""

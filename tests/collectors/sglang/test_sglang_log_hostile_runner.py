@@ -1,4 +1,4 @@
-"""Issue 29, runner level: a real `pitwall collect --duration 8` with two servers, the first
+"""The hostile log path, runner level: a real `pitwall collect --duration 8` with two servers, the first
 whose log_path is a FIFO and the second with a healthy log. The healthy server's log rows are
 stored and the FIFO leaves exactly one collector_error naming the server and the path (before
 the fix the FIFO's open blocked the log collector's poll for ever: 0 log rows for anyone).

@@ -1,7 +1,7 @@
 """Golden tests of the SGLang log grammar, one fixture per version form, plus messy logs.
 
-Fixtures tests/fixtures/sglang-<version>.log are written from the forms of
-reference/sglang-interfaces.md §1-2 (and §6 for the diffusion prefix); the expected records
+Fixtures tests/fixtures/sglang-<version>.log are written from the forms SGLang's source of
+that version writes (and the diffusion server's prefix); the expected records
 below are written by hand from those lines.
 """
 

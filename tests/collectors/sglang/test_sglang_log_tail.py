@@ -343,7 +343,7 @@ def test_collector_restart_across_rotation_loses_nothing(tmp_path: Path) -> None
 
 
 def test_an_unterminated_huge_line_is_cut_and_never_read_again(tmp_path) -> None:
-    """Issue 17: a 64 MiB line written in pieces. Its first LINE_CAP bytes come back once; every
+    """A 64 MiB line written in pieces. Its first LINE_CAP bytes come back once; every
     poll moves the offset to the end of what is there (nothing is read twice), across a restart
     from the saved state too; the line after it is read normally."""
     from collectors.sglang.log_tail import LINE_CAP, LogTailer, TailState

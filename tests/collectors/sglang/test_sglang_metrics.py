@@ -1,6 +1,6 @@
 """Golden and behaviour tests of collectors/sglang/metrics*.py (parse, aliases, windows, HTTP).
 
-The era payloads under tests/fixtures/ were written from sglang-interfaces.md §3 (bucket sets of
+The era payloads under tests/fixtures/ were written from each release's metrics source (bucket sets of
 each era) from these observations, so every expected figure below follows by hand:
 
 - TTFT (10 obs, s): 0.03 0.05 0.07 0.09 0.2 0.3 0.4 0.6 0.9 1.5 (sum 4.14)

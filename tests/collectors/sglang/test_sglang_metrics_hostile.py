@@ -1,5 +1,5 @@
 """Hostile and real-world /metrics payloads: non-finite values, label explosions, huge and
-malformed payloads, slow servers, and series SGLang creates late (issue 29).
+malformed payloads, slow servers, and series SGLang creates late.
 
 Pure cases feed strings to `parse_metrics` / `window`; collector cases scrape real aiohttp
 servers on 127.0.0.1 (tests/collectors/sglang/http_stub.py) beside a healthy one.
