@@ -52,7 +52,13 @@ PAGES = (
 # Every string a canvas draws: text, its left and right edge in canvas pixels, the canvas width.
 RECORD_TEXT = """
 (() => {
+  // what each canvas shows now: a string drawn by fillText stays recorded until a clearRect
+  // erases the spot it was drawn on (Vega clears a canvas, or the dirty part of it, before each
+  // render), so a label drawn in a passing render (a resize, a refresh) is not counted.
   const orig = CanvasRenderingContext2D.prototype.fillText;
+  const clear = CanvasRenderingContext2D.prototype.clearRect;
+  const ids = new WeakMap(); let next = 0;
+  const id = (c) => { if (!ids.has(c)) ids.set(c, ++next); return ids.get(c); };
   window.__drawn = [];
   CanvasRenderingContext2D.prototype.fillText = function (text, x, y, maxWidth) {
     try {
@@ -61,10 +67,21 @@ RECORD_TEXT = """
       const shift = this.textAlign === 'right' || this.textAlign === 'end' ? w
         : this.textAlign === 'center' ? w / 2 : 0;
       const left = m.a * (x - shift) + m.e, right = m.a * (x - shift + w) + m.e;
-      window.__drawn.push({text: String(text), left, right, width: this.canvas.width,
+      const cy = m.d * y + m.f;
+      window.__drawn.push({text: String(text), left, right, y: cy, canvas: id(this.canvas),
+                           width: this.canvas.width,
                            chart: !!this.canvas.closest('[data-testid=stVegaLiteChart],[data-testid=stArrowVegaLiteChart]')});
     } catch (e) {}
     return orig.call(this, text, x, y, maxWidth);
+  };
+  CanvasRenderingContext2D.prototype.clearRect = function (x, y, w, h) {
+    try {
+      const m = this.getTransform(), c = id(this.canvas);
+      const x0 = m.a * x + m.e, x1 = m.a * (x + w) + m.e, y0 = m.d * y + m.f, y1 = m.d * (y + h) + m.f;
+      window.__drawn = window.__drawn.filter(d => d.canvas !== c || d.right < x0 || d.left > x1
+                                                  || d.y < y0 || d.y > y1);
+    } catch (e) {}
+    return clear.call(this, x, y, w, h);
   };
 })();
 """
