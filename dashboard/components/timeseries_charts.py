@@ -299,8 +299,10 @@ def stage_chart(df: pd.DataFrame, *, height: int = 200, last: int = 40) -> alt.C
     request's seconds, split by stage. Buckets are categories, not a time scale, so a bar stays
     readable when requests are sparse in a long window."""
     keep = sorted(df["ts"].unique())[-last:]
-    data = df[df["ts"].isin(keep)].assign(
-        time=pd.to_datetime(df["ts"], unit="s", utc=True).dt.strftime("%H:%M:%S"))
+    # in time order: the categories' order is the order they first appear in the data, so a
+    # bucket that only a later stage has would otherwise land after the newest one
+    data = df[df["ts"].isin(keep)].sort_values("ts", kind="stable").assign(
+        time=lambda d: pd.to_datetime(d["ts"], unit="s", utc=True).dt.strftime("%H:%M:%S"))
     return (
         alt.Chart(data, height=height)
         .mark_bar()
