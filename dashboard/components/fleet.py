@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.engine import Engine
 
+from dashboard.components.format import units
 from dashboard.services.export import fleet as fleet_export
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from dashboard.services.views.fleet import (
@@ -80,7 +81,7 @@ def table_frame(rows: Sequence[FleetRow]) -> pd.DataFrame:
         d["open"] = server_link(r.name)
         # ratios as percentages so the column can format them; None stays missing
         for k in ("success_rate", "kv_usage", "cache_hit_rate"):
-            d[k] = None if d[k] is None else d[k] * 100.0
+            d[k] = None if d[k] is None else d[k] * units.UNITS["ratio"].mult
         data.append(d)
     frame = pd.DataFrame(data)
     for k in ROW_NUMBERS:  # None -> NaN: a number column, sorted as numbers

@@ -19,6 +19,7 @@ from dashboard.services.format import (
     fmt_ts,
     fmt_value,
     fmt_window,
+    units,
 )
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "fmt_value",
     "fmt_window",
     "grade_badge",
+    "units",
 ]
 
 GRADE_LABELS = {"pass": "pass", "warn": "warn", "fail": "fail", "none": "no grade yet"}

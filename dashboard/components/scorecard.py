@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.engine import Engine
 
-from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, grade_badge
+from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, grade_badge, units
 from dashboard.services.export import formats
 from dashboard.services.scorecard import slo
 from dashboard.services.scorecard.compare import Comparison
@@ -120,7 +120,7 @@ def _delta_rows(items: Sequence[tuple[dict[str, str], str, Sequence[float | None
         style = {c: "" for c in row}
         for i in range(1, len(titles)):
             name = "candidate" if len(titles) == 2 else f"candidate {i}"
-            pct = "—" if unit == "verdict" else fmt_delta_pct(values[0], values[i])
+            pct = "—" if units.is_category(unit) else fmt_delta_pct(values[0], values[i])
             row[name] = f"{fmt_value(values[i], unit)} ({pct})"
             row[f"{name}: verdict"] = verdicts[i]
             if with_spread:

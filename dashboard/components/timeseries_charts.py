@@ -1,7 +1,7 @@
 """Pure DataFrame -> Altair charts for live views and benchmark curves (no st.* calls here).
 
-Inputs are in base units (seconds, 0-1 ratios, bytes, W, °C); `DISPLAY` converts them for the
-axis (latency in ms, ratios in %, bytes in GiB). Time is UTC epoch seconds and is drawn as a
+Inputs are in base units (seconds, 0-1 ratios, bytes, W, °C); storage/units.py `axis(unit)`
+converts them for the axis (latency in ms, ratios in %, bytes in GiB). Time is UTC epoch seconds and is drawn as a
 temporal axis; events are vertical rules on the same axis, coloured by severity
 (format.SEVERITY_COLORS) with kind and message in the tooltip.
 """
@@ -14,24 +14,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from dashboard.components.format import SERIES_COLORS, SEVERITY_COLORS
+from dashboard.components.format import SERIES_COLORS, SEVERITY_COLORS, units
 
-# unit -> (multiplier to display, axis suffix, d3 format)
-DISPLAY: dict[str, tuple[float, str, str]] = {
-    "s": (1000.0, "ms", ",.1~f"),
-    "ratio": (100.0, "%", ".1f"),
-    "pct": (1.0, "%", ".1f"),
-    "count": (1.0, "", ",.2~f"),
-    "tok_s": (1.0, "tok/s", ",.0f"),
-    "rps": (1.0, "req/s", ",.2f"),
-    "bytes": (1.0 / 2**30, "GiB", ",.1f"),
-    "w": (1.0, "W", ",.0f"),
-    "c": (1.0, "°C", ".0f"),
-    # image sweeps (Benchmarks): seconds stay seconds, an image takes seconds, not milliseconds
-    "sec": (1.0, "s", ",.3~f"),
-    "s_step": (1.0, "s/step", ",.3~f"),
-    "img_min": (1.0, "images/min", ",.1f"),
-}
 SPARSE_POINTS = 200  # below this many points a `points` series also gets dots
 EVENT_KINDS_MARKED = (
     "oom", "prefill_oom", "decode_retract", "crash", "server_exit", "nccl_timeout",
@@ -70,7 +54,7 @@ def timeseries_spec(
     Times are epoch milliseconds on a UTC axis; labels containing any of `dashed` are drawn
     dashed (estimates); `points` labels also get dots while sparse (<= SPARSE_POINTS points).
     """
-    mult, suffix, fmt = DISPLAY.get(unit, (1.0, "", ",.3g"))
+    mult, suffix, fmt = units.axis(unit)
     labels = sorted(str(x) for x in df["label"].unique()) if not df.empty else []
     lines = _lines_dataset(df, mult)
     sparse = [x for x in labels if x in points and int((lines["series"] == x).sum()) <= SPARSE_POINTS]
@@ -212,7 +196,7 @@ def curves_chart(
 
     `df` columns: `x`, `y` (base units), series, trusted (bool); untrusted levels are hollow.
     """
-    mult, suffix, fmt = DISPLAY.get(unit, (1.0, "", ",.3g"))
+    mult, suffix, fmt = units.axis(unit)
     data = df.copy()
     data["shown"] = data[y].astype(float) * mult
     data["trust"] = data["trusted"].map({True: "trusted", False: "NOT trusted"}).fillna("unknown")
@@ -249,7 +233,7 @@ def tradeoff_chart(df: pd.DataFrame, *, height: int = 300) -> alt.Chart:
     `df` columns: series (run label), level, output_tok_s, ttft_p99_s, trusted.
     """
     data = df.copy()
-    data["ttft_p99_ms"] = data["ttft_p99_s"].astype(float) * 1000.0
+    data["ttft_p99_ms"] = data["ttft_p99_s"].astype(float) * units.UNITS["s"].mult
     data["trust"] = data["trusted"].map({True: "trusted", False: "NOT trusted"}).fillna("unknown")
     labels = sorted(data["series"].astype(str).unique())
     base = alt.Chart(data).encode(
@@ -279,7 +263,7 @@ def tradeoff_chart(df: pd.DataFrame, *, height: int = 300) -> alt.Chart:
 
 def gauge_bar(df: pd.DataFrame, *, unit: str, title: str, height: int = 120) -> alt.Chart:
     """Horizontal bars of a current value per GPU (df: label, value) for the Overview cards."""
-    mult, suffix, fmt = DISPLAY.get(unit, (1.0, "", ",.3g"))
+    mult, suffix, fmt = units.axis(unit)
     data = df.assign(shown=df["value"].astype(float) * mult)
     return (
         alt.Chart(data)

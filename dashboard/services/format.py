@@ -18,6 +18,10 @@ import math
 import time
 from datetime import UTC, datetime
 
+# The units table (what each unit key means, its chart axis and table format) is used here and
+# re-exported: components, which may not import storage, read it through here.
+from storage import units
+
 # The names of launches ("demo launch 3") and requests ("relaunch R-17") are worded where the
 # intent kinds are declared (the runner writes them too, and cannot import dashboard/).
 from storage.kinds import launch_label, request_label  # noqa: F401  (re-exported)
@@ -46,8 +50,8 @@ SERIES_COLORS = (
 
 
 #: What a "verdict" figure (a scorecard's `gpu_bound_by`) reads as, indexed by its value: the
-#: order of dashboard/services/gpu_wall.py VERDICTS.
-VERDICT_WORDS = ("memory bandwidth", "compute", "neither wall", "idle", "mixed")
+#: order of dashboard/services/gpu_wall.py VERDICTS (the words live in storage/units.py UNITS).
+VERDICT_WORDS = units.UNITS["verdict"].words
 
 
 def _missing(value: float | None) -> bool:
@@ -57,53 +61,14 @@ def _missing(value: float | None) -> bool:
 def fmt_value(value: float | None, unit: str) -> str:
     """Format a base-unit value for display; None and NaN show as an em dash.
 
-    Units: s (ms below 1 s), ratio (0-1 -> %), pct (already %), count, tok_s, rps, usd,
-    usd_per_mtok, bytes (binary prefixes), w, c (°C), j, img_min, usd_h (USD per hour),
-    x (a multiplier, "2.30×"), bytes_s (bytes per second as TB/s or GB/s), verdict (an index
-    into VERDICT_WORDS).
+    How each unit reads (s: ms below 1 s; ratio: 0-1 as %; bytes: binary prefixes; bytes_s:
+    TB/s or GB/s; verdict: a word of VERDICT_WORDS; ...) is storage/units.py UNITS' `text`; a unit
+    not in that table shows three significant digits.
     """
     if _missing(value):
         return "—"
     assert value is not None
-    if unit == "s":
-        if abs(value) < 1:
-            return f"{value * 1000:.1f} ms"
-        return f"{value:.2f} s"
-    if unit == "ratio":
-        return f"{value * 100:.1f} %"
-    if unit == "pct":
-        return f"{value:.1f} %"
-    if unit == "count":
-        return f"{value:,.0f}"
-    if unit == "tok_s":
-        return f"{value:,.1f} tok/s"
-    if unit in ("rps", "req_s"):
-        return f"{value:,.2f} req/s"
-    if unit == "img_min":
-        return f"{value:,.1f} img/min"
-    if unit == "usd_h":
-        return f"${value:,.2f}/h"
-    if unit == "x":
-        return f"{value:,.2f}×"
-    if unit == "usd":
-        return f"${value:,.4f}" if abs(value) < 1 else f"${value:,.2f}"
-    if unit == "usd_per_mtok":
-        return f"${value:,.3f} / 1M tok"
-    if unit == "w":
-        return f"{value:,.0f} W"
-    if unit == "c":
-        return f"{value:.0f} °C"
-    if unit == "j":
-        # energy per token is a fraction of a joule; whole joules only for large totals
-        return f"{value:,.0f} J" if abs(value) >= 100 else f"{value:.3g} J"
-    if unit == "bytes":
-        return fmt_bytes(value)
-    if unit == "bytes_s":  # decimal, as memory bandwidth is quoted (4.8 TB/s on an H200)
-        return f"{value / 1e12:.2f} TB/s" if abs(value) >= 1e11 else f"{value / 1e9:,.1f} GB/s"
-    if unit == "verdict":
-        i = int(value)
-        return VERDICT_WORDS[i] if 0 <= i < len(VERDICT_WORDS) else f"{value:g}"
-    return f"{value:,.3g}"
+    return units.format_number(value, unit)
 
 
 def fmt_delta_pct(base: float | None, other: float | None) -> str:
@@ -118,12 +83,7 @@ def fmt_bytes(value: float | None, *, missing: str = "—") -> str:
     if _missing(value):
         return missing
     assert value is not None
-    size = float(value)
-    for u in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or u == "TiB":
-            return f"{size:.0f} {u}" if u == "B" else f"{size:.1f} {u}"
-        size /= 1024
-    return f"{value} B"
+    return units.format_number(float(value), "bytes")
 
 
 def fmt_ts(ts: float | None) -> str:

@@ -33,6 +33,7 @@ from dashboard.services.format import SERIES_COLORS, SEVERITY_COLORS
 from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.views.timeseries import PANELS
+from storage import units
 from storage.redact import redact_obj
 
 WIDTH, HEIGHT = 520, 220
@@ -108,7 +109,7 @@ def latency_vs_load(
         return _empty(title)
     long = levels.melt(id_vars=["level"], value_vars=have, var_name="col", value_name="s")
     # per-image latency is seconds everywhere (an image takes seconds); token latencies are ms
-    scale, unit = (1.0, "s") if stat == "image" else (1000.0, "ms")
+    scale, unit, _ = units.axis("sec" if stat == "image" else "s")
     long = long.dropna(subset=["s"]).assign(pct=lambda d: d["col"].map(cols),
                                             ms=lambda d: d["s"].astype(float) * scale)
     if long.empty:
@@ -252,8 +253,9 @@ def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
     }
     canary = _labelled(series[series["metric"] == "canary.ttft_s"])
     if not canary.empty:
-        out["canary_ttft"] = time_series(canary, title="Canary TTFT", y_title="ms",
-                                         events=events, scale=1000.0)
+        scale, unit, _ = units.axis("s")
+        out["canary_ttft"] = time_series(canary, title="Canary TTFT", y_title=unit,
+                                         events=events, scale=scale)
     return out
 
 
@@ -264,8 +266,7 @@ def comparison_chart(cards: Sequence[Scorecard]) -> alt.TopLevelMixin:
         for k in keys:
             v = c.value(k)
             if v is not None:
-                scale = 1000.0 if SPECS_BY_KEY[k].unit == "s" else (
-                    100.0 if SPECS_BY_KEY[k].unit == "ratio" else 1.0)
+                scale = units.axis(SPECS_BY_KEY[k].unit)[0]
                 rows.append({"label": c.title, "metric": SPECS_BY_KEY[k].label, "value": v * scale})
     return compare_bars(pd.DataFrame(rows), title="Key figures (ms, tok/s, %, USD)")
 

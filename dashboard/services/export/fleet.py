@@ -48,8 +48,8 @@ FLEET_COLUMNS: dict[str, tuple[str, ...]] = {
                    "restarts", "slo_met", "graded", "note"),
 }
 META_COLUMNS = ("window_s", "resolution", "generated_at")
-#: display units of the Markdown table: the scorecard's own unit of each figure (fmt_value units)
-UNITS = {**{row: SPECS_BY_KEY[key].unit for row, key in ROW_FIGURES.items()},
+#: column -> unit key (storage/units.py UNITS) of the Markdown table: the scorecard's own unit of each figure
+COLUMN_UNITS = {**{row: SPECS_BY_KEY[key].unit for row, key in ROW_FIGURES.items()},
          **{k: "s" for k in LATENCY_KEYS}, "kv_usage": "ratio", "slo_met": "ratio"}
 
 
@@ -109,8 +109,8 @@ def to_markdown(what: str, records: Sequence[dict[str, Any]], meta: dict[str, An
 def _display(key: str, v: Any) -> str:
     if v is None:
         return "—"
-    if key in UNITS and isinstance(v, (int, float)):
-        return fmt_value(float(v), UNITS[key])
+    if key in COLUMN_UNITS and isinstance(v, (int, float)):
+        return fmt_value(float(v), COLUMN_UNITS[key])
     return str(v)
 
 

@@ -20,6 +20,7 @@ from dashboard.services.format import fmt_ts, fmt_value, launch_label
 from dashboard.services.scorecard.compare import Comparison
 from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY, specs_of
 from dashboard.services.scorecard.model import Scorecard
+from storage import units
 
 
 def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
@@ -88,7 +89,7 @@ def figure_rows(card: Scorecard, dimension: str) -> list[list[str]]:
 def level_rows(card: Scorecard) -> tuple[list[str], list[list[str]]]:
     image = card.subject.get("server_kind") == "image"
     head = ["level", "requests", "ok", "TTFT p50", "TTFT p99", "E2E p99", "req/s",
-            "img/min" if image else "out tok/s", "USD/1k req" if image else "USD/1M out tok"]
+            units.label("img_min") if image else "out tok/s", "USD/1k req" if image else "USD/1M out tok"]
     rows = []
     for lv in card.levels:
         rows.append([

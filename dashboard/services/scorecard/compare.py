@@ -35,7 +35,7 @@ from dashboard.services.scorecard.compute import level_name
 from dashboard.services.scorecard.matched import LevelDelta
 from dashboard.services.scorecard.metric_specs import METRIC_SPECS
 from dashboard.services.scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
-from storage import repo
+from storage import repo, units
 
 #: Figures that depend on the probe workload (the others come from server samples and events).
 WORKLOAD_SOURCES = ("probe", "canary")
@@ -314,7 +314,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 rel.append(None)
                 verdicts.append("n/a")
                 continue
-            if spec.unit == "verdict":  # a category, not a quantity: same or not, no delta
+            if units.is_category(spec.unit):  # a category, not a quantity: same or not, no delta
                 d.append(None)
                 rel.append(None)
                 verdicts.append("same" if v == b else "n/a")

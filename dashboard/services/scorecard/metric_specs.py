@@ -5,10 +5,11 @@ every export read this table; the README's metric table is `metric_table_markdow
 verbatim (a meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's
 `[slo]` table.
 
-Units: `unit` is the base unit the value is stored and exported in (`s`, `ratio` 0-1, `req_s`,
-`tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`, `bytes`, `bytes_s`, `verdict`: an
-index into dashboard/services/gpu_wall.py VERDICTS, the word in the figure's note); `display` is what a person reads
-(`fmt_value(value, unit)` in dashboard/services/format.py does the conversion). `better` is
+Units: `unit` is the base unit the value is stored and exported in, a key of storage/units.py
+UNITS (`s`, `ratio` 0-1, `rps`, `tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`,
+`bytes`, `bytes_s`, `verdict`: an index into dashboard/services/gpu_wall.py VERDICTS, the word in
+the figure's note); `display` is its label there, and `fmt_value(value, unit)` in
+dashboard/services/format.py writes a value as a person reads it. `better` is
 `lower`, `higher` or `none` (informational, never coloured or graded).
 
 Where the inputs come from (Sample keys are the collectors' contract; each collector's docstring names its keys):
@@ -22,28 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from storage import units
+
 DIMENSIONS = ("latency", "throughput", "cost", "stability")
 DIMENSION_LABELS = {
     "latency": "Latency",
     "throughput": "Throughput",
     "cost": "Cost",
     "stability": "Stability",
-}
-DISPLAY = {
-    "s": "ms / s",
-    "ratio": "%",
-    "rps": "req/s",
-    "tok_s": "tok/s",
-    "img_min": "img/min",
-    "usd": "USD",
-    "usd_h": "USD/h",
-    "j": "J",
-    "w": "W",
-    "count": "count",
-    "x": "×",
-    "bytes": "GiB",
-    "bytes_s": "TB/s",
-    "verdict": "verdict",
 }
 
 
@@ -58,7 +45,7 @@ class MetricSpec:
 
     @property
     def display(self) -> str:
-        return DISPLAY.get(self.unit, self.unit)
+        return units.label(self.unit)
 
 
 _LAT_NAMES = {
