@@ -76,6 +76,7 @@ def _gone(pid: int) -> bool:
 # -- SIGKILL of the runner during a sweep --------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_sigkill_of_the_runner_leaves_no_sweep_process(tmp_path: Path) -> None:
     """A real `pitwall collect` runs a long sweep against a watched simulator; SIGKILL the runner:
     the sweep process ends too (it watches its parent) and its run says why."""
