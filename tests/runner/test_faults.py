@@ -29,7 +29,7 @@ from runner.supervisor import ProcessSupervisor
 from storage import repo
 from storage.db import make_engine
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
 
@@ -76,7 +76,6 @@ def _gone(pid: int) -> bool:
 # -- SIGKILL of the runner during a sweep --------------------------------------------------------
 
 
-@pytest.mark.integration
 def test_sigkill_of_the_runner_leaves_no_sweep_process(tmp_path: Path) -> None:
     """A real `pitwall collect` runs a long sweep against a watched simulator; SIGKILL the runner:
     the sweep process ends too (it watches its parent) and its run says why."""
