@@ -4,7 +4,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test setup system-deps sglang-cpu bench lint clean
+.PHONY: run test test-fast setup system-deps sglang-cpu bench lint clean
 
 $(VPY):
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,11 @@ system-deps:
 ## test: set up and run the whole test suite
 test: setup system-deps
 	$(VPY) -m pytest
+
+## test-fast: the edit loop's tests, unit and AppTest pages (no browser, real SGLang, slow or
+## integration test: nothing that starts PostgreSQL, Prometheus, Alertmanager, the demo or a runner)
+test-fast: setup
+	$(VPY) -m pytest -m "not browser and not real_sglang and not slow and not integration"
 
 ## sglang-cpu: build the real SGLang 0.5.23 CPU environment (outside the repo) for the real_sglang tier
 sglang-cpu:

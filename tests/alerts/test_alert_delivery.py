@@ -43,6 +43,7 @@ def hook():
     h.stop()
 
 
+@pytest.mark.integration
 @needs_am
 def test_crash_reaches_alertmanager_and_webhook_once_and_resolves(engine, tmp_path, hook) -> None:
     am_hook = Webhook().start()

@@ -19,7 +19,7 @@ from pwtest import PY, REPO, free_port, sim_profile, stop_group, subprocess_env,
 from storage import repo
 from storage.db import make_engine
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
 
 

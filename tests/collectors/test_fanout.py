@@ -17,7 +17,7 @@ from collectors.fanout import ServerPool
 from collectors.sglang import api
 from collectors.sglang.api import SGLangApiCollector
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _ctx(servers: list[ServerTarget], saved: dict[str, Any]) -> CollectorContext:

@@ -186,6 +186,7 @@ def test_registry_uses_dcgm_when_a_url_is_set(exporter):
     assert samples["gpu.0.gpm.dram_bw_util_ratio"] > 0.8
 
 
+@pytest.mark.integration
 @needs_prometheus
 def test_through_prometheus_the_same_gpu_figures_as_the_exporter_read_directly(exporter, tmp_path):
     """`gpu.prometheus_selector`: this host's dcgm-exporter read through a REAL Prometheus that
@@ -220,6 +221,7 @@ def test_through_prometheus_the_same_gpu_figures_as_the_exporter_read_directly(e
     assert errors and "prometheus.url is not" in errors[0]
 
 
+@pytest.mark.integration
 @needs_prometheus
 def test_a_selector_matching_two_hosts_exporters_is_refused_not_mixed(tmp_path):
     """Two dcgm-exporters (two hosts' GPU 0) under one selector: one clear error naming both,

@@ -31,7 +31,7 @@ from runner.loop import Runner
 from storage import repo
 from storage.models import Sample
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 GAUGES = ("metrics.num_running_reqs", "metrics.num_queue_reqs", "metrics.token_usage",
           "metrics.num_used_tokens", "metrics.max_total_num_tokens", "metrics.cache_hit_rate")
 

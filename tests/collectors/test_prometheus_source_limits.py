@@ -18,7 +18,7 @@ from collectors.base import CollectorContext, ServerTarget
 from collectors.prometheus_source import PrometheusSourceCollector, cap_series
 from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 def test_cap_series_skips_whole_families_and_says_so() -> None:

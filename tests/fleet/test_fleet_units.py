@@ -60,6 +60,7 @@ def test_a_second_runner_for_the_same_host_is_refused_naming_holder_and_host(eng
     Lease(engine, "m:333", host="host-b").acquire()  # another host is fine
 
 
+@pytest.mark.integration
 def test_runners_racing_for_a_new_scope_on_postgresql_get_one_holder(fleet_db):
     """Both see no `db` row and insert at once: one wins, the other is told who holds it."""
     import threading

@@ -28,7 +28,7 @@ from dashboard.services.launch import launcher
 from storage import repo
 from storage.db import make_engine
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
 TTL_S = 15  # runner.lease_ttl_s (the default): a busy machine may renew late; no test waits on it

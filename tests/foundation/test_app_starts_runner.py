@@ -6,12 +6,15 @@ import os
 import signal
 import time
 
+import pytest
 from pwtest import REPO
 from streamlit.testing.v1 import AppTest
 
 from dashboard.services.views.health import runner_alive
 from storage import repo
 from storage.db import make_engine
+
+pytestmark = pytest.mark.integration  # streamlit starts a real `pitwall collect`
 
 
 def _lease(engine):

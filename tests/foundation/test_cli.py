@@ -23,6 +23,7 @@ def test_help_lists_every_subcommand():
         assert name in res.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(COMMANDS) | set(DELEGATED)))
 def test_every_subcommand_has_help(name, data_env):
     res = _pitwall(name, "--help", env=data_env)

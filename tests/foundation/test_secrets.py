@@ -236,6 +236,7 @@ def pitwall_env(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[
 # what is stored, what a child gets
 
 
+@pytest.mark.integration
 def test_the_world_carries_the_secrets_where_pitwall_needs_them(world):
     from storage import repo
 
@@ -260,6 +261,7 @@ def test_the_world_carries_the_secrets_where_pitwall_needs_them(world):
     assert not leaks(json.dumps(run.spec)) and not leaks(str(run.error))
 
 
+@pytest.mark.integration
 def test_a_server_inherits_no_pitwall_secret_and_logs_privately(world):
     env = world["server_env"]
     assert not [k for k in env if k.startswith("PITWALL_")], sorted(env)
@@ -283,6 +285,7 @@ def _open(page: str, **params: str) -> AppTest:
     return run_page(page, 120.0, **params)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_no_page_shows_a_secret(pitwall_env, page):
     at = _open(page, server="sim", window="6h")
@@ -331,6 +334,7 @@ def _png_text_chunks(data: bytes) -> list[bytes]:
     return chunks
 
 
+@pytest.mark.slow
 def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
     import vl_convert
 
@@ -362,6 +366,7 @@ def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
 # the command line
 
 
+@pytest.mark.slow
 def test_no_cli_output_contains_a_secret(pitwall_env, capsys, tmp_path):
     from dashboard.cli import main
 

@@ -36,7 +36,7 @@ from hostile_servers import (
 )
 from pwtest import collect_measured, subprocess_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(240)]
 
 DURATION_S = int(os.environ.get("PITWALL_HOSTILE_SECONDS", "60"))
 RETURN_WITHIN_S = DURATION_S + 15.0

@@ -76,6 +76,7 @@ def test_lifecycle_without_runner_says_how_to_start_it(cli_env, capsys) -> None:
                         "pitwall.toml with PITWALL_CONFIG.")
 
 
+@pytest.mark.integration
 def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> None:
     from dashboard.services.launch.wiring import runner_parts
     from dashboard.settings import load_settings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from pwtest import REPO
 from scorecard_seed import DETAIL_A, seed_alpha
 from streamlit.testing.v1 import AppTest
@@ -82,6 +83,7 @@ def test_slo_edit_regrades(app_env):
     eng.dispose()
 
 
+@pytest.mark.slow
 def test_image_ab_shows_the_headline_and_the_image_check(app_env):
     from image_seed import seed_image
 

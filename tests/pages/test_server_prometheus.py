@@ -17,7 +17,7 @@ from runner.loop import Runner
 from storage import repo
 from storage.db import make_engine
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 def _page() -> AppTest:

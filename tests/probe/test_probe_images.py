@@ -63,6 +63,7 @@ def _spec(url: str, **wl: object) -> SweepSpec:
     return SweepSpec(url=url, api="images", levels=[1, 2], requests=3, warmup=1, workload=workload)
 
 
+@pytest.mark.slow
 def test_image_sweep_keeps_detail_report_block_and_thumbnails(image_sim: str, tmp_path: Path) -> None:
     engine = open_engine(f"sqlite:///{tmp_path / 'p.db'}")
     report = asyncio.run(run_sweep(_spec(image_sim), engine=engine))
@@ -93,6 +94,7 @@ def test_image_sweep_keeps_detail_report_block_and_thumbnails(image_sim: str, tm
     assert lv["per_image_s"]["p50"] == pytest.approx(report["levels"][0]["e2e_s"]["p50"])
 
 
+@pytest.mark.slow
 def test_fingerprint_names_steps_guidance_resolution_and_seed(image_sim: str) -> None:
     a = asyncio.run(run_sweep(_spec(image_sim)))
     b = asyncio.run(run_sweep(SweepSpec(
@@ -134,6 +136,7 @@ def _page_sweep(url: str, db: Path, req_fields: dict) -> tuple[object, int, int]
     return engine, run_id, intent_id
 
 
+@pytest.mark.slow
 def test_the_image_form_sends_the_images_api_and_the_run_has_image_figures(image_sim: str,
                                                                            tmp_path: Path) -> None:
     from dashboard.services.views import benchmarks as bm
@@ -154,6 +157,7 @@ def test_the_image_form_sends_the_images_api_and_the_run_has_image_figures(image
     assert intent.state == "done"
 
 
+@pytest.mark.slow
 def test_an_llm_sweep_whose_every_request_fails_is_failed_with_the_reason(image_sim: str,
                                                                            tmp_path: Path) -> None:
     # what the page sent to demo-image before: LLM requests, 8 of 8 answered HTTP 404

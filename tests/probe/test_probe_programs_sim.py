@@ -19,7 +19,7 @@ from sqlalchemy import text
 
 from collectors.probe.cli import open_engine, probe_cli
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 REPO = Path(__file__).resolve().parents[2]
 READY = "The server is fired up and ready to roll!"
 

@@ -16,7 +16,7 @@ from pwtest import collect_measured, subprocess_env
 from storage import repo
 from storage.db import make_engine
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 DURATION_S = 20
 EXIT_WITHIN_S = 35.0

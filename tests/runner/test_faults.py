@@ -29,7 +29,7 @@ from runner.supervisor import ProcessSupervisor
 from storage import repo
 from storage.db import make_engine
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
 

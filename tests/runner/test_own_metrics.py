@@ -55,6 +55,7 @@ def demo_runner(tmp_path):
         log.close()
 
 
+@pytest.mark.integration
 def test_demo_runner_serves_every_series(demo_runner):
     def complete():
         try:

@@ -78,6 +78,7 @@ def _wait(cond, what: str, timeout_s: float = 60.0):  # type: ignore[no-untyped-
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.integration
 def test_a_sigkilled_sweep_leaves_no_file_with_the_api_key(tmp_path):
     tmp, data = tmp_path / "tmp", tmp_path / "data"
     tmp.mkdir()

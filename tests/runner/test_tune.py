@@ -26,7 +26,7 @@ from dashboard.settings import Settings
 from runner.loop import Runner
 from storage import repo
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 FAST_ENV = {"SGLANG_SIM_SPEED": "50", "SGLANG_SIM_STARTUP_S": "0.5", "SGLANG_SIM_SEED": "1"}
 SWEEP = {"api": "generate", "mode": "concurrency", "levels": [2.0], "requests": 6, "warmup": 2,

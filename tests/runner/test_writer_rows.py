@@ -33,7 +33,7 @@ def _engines(request, tmp_path):  # type: ignore[no-untyped-def]
     return eng
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def db(request, tmp_path):
     eng = _engines(request, tmp_path)
     yield eng

@@ -83,6 +83,7 @@ def test_specs_match_nvml_names_and_the_what_if_scales_only_the_bandwidth_share(
     assert what_if(0.45, 0.0, h200, b300)[0] == pytest.approx(0.45)
 
 
+@pytest.mark.slow
 def test_gpu_wall_command_reads_the_verdict_from_the_database(tmp_path):
     from storage.db import make_engine
 

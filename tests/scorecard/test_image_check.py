@@ -35,6 +35,7 @@ def test_ssim_of_a_constant_shift_by_hand():
     assert ic.ssim(a, b) == pytest.approx((2 * 100 * 110 + c1) / (100**2 + 110**2 + c1))
 
 
+@pytest.mark.slow
 def test_two_runs_pair_by_prompt_and_seed(engine):
     a = seed_image(engine, name="img", profile="demo-image")
     b = seed_image(engine, name="img", profile="demo-image-fast", noise=2.0, t0=1_700_001_000.0)
@@ -50,6 +51,7 @@ def test_two_runs_pair_by_prompt_and_seed(engine):
     assert strict.verdict == "different pictures (4 of 4)"
 
 
+@pytest.mark.slow
 def test_different_workloads_are_refused(engine):
     a = seed_image(engine, name="img")
     other = {**DETAIL_IMG, "image": {**DETAIL_IMG["image"], "steps": 50}}
@@ -58,6 +60,7 @@ def test_different_workloads_are_refused(engine):
         ic.image_check(engine, run_a=a["run_id"], run_b=b["run_id"], ssim_min=0.95)
 
 
+@pytest.mark.slow
 def test_headline_of_an_image_ab(engine):
     from dashboard.services.scorecard.build import build_scorecard
     from dashboard.services.scorecard.compare import compare, headline

@@ -102,6 +102,7 @@ def _run_profile(engine, tmp_path: Path, *, server_id: int, radix: bool,
     return launch.id, ended
 
 
+@pytest.mark.slow
 def test_radix_on_vs_off_scorecards(engine, tmp_path):
     srv = repo.upsert_server(engine, name="sim", base_url="http://127.0.0.1:1", kind="llm",
                              gpu_indices=[0], gpu_hourly_usd=3.0)

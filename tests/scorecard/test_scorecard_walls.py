@@ -65,6 +65,7 @@ def test_the_figures_reach_every_export(engine):
     assert "GPU bound by" in md and "memory bandwidth" in md and "Seconds per step on a B300 (what-if)" in md
 
 
+@pytest.mark.slow
 def test_compare_shows_a_changed_verdict_without_a_numeric_delta(engine):
     a = _image_card(engine, "nvml-h200-copy.json", name="copy")
     b = _image_card(engine, "nvml-h200-matmul-gpm.json", name="matmul")

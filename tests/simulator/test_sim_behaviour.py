@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import pytest
 from conftest import FAST, Sim, StartSim
 from sim_forms import RETRACT, batch_fields
 
@@ -69,6 +70,7 @@ def _level(start_sim: StartSim, n: int, *extra: str
     return batch, n * 60 / e2e[-1], e2e[int(0.99 * (n - 1))], queue, usage
 
 
+@pytest.mark.slow
 def test_concurrency_raises_batch_and_throughput_until_saturation(start_sim: StartSim) -> None:
     # Pool 6000 tokens; a request holds ~70 prompt + 60 output tokens and reserves
     # 70 + 0.7 x 60 = 112 at admission, so ~50 fit at once: 2 and 16 fit, 160 must queue.
@@ -82,6 +84,7 @@ def test_concurrency_raises_batch_and_throughput_until_saturation(start_sim: Sta
     assert p160 > 2 * p16
 
 
+@pytest.mark.slow
 def test_lower_mem_fraction_queues_and_retracts_earlier(start_sim: StartSim) -> None:
     # 8B on H100: 0.88 x 80 GB - 16 GB weights - 2 GB reserve -> ~400k tokens;
     # 0.25 x 80 GB -> 2 GB -> ~15k tokens for 48 requests x (450 + 200) tokens = 31k.

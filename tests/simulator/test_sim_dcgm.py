@@ -93,6 +93,7 @@ def concurrent_generate(base: str, bodies: list[dict[str, Any]]) -> Callable[[],
     return load
 
 
+@pytest.mark.slow
 def test_llm_exporter_idle_decode_prefill_and_energy(start_sim: StartSim) -> None:
     sim, url = start_with_exporter(start_sim, *SLOW, "--sim-gpu", "h200")
     idle = values(url)
@@ -122,6 +123,7 @@ def test_llm_exporter_idle_decode_prefill_and_energy(start_sim: StartSim) -> Non
     assert energy[-1] > energy[0]
 
 
+@pytest.mark.slow
 def test_two_exporters_merge_and_image_denoising_reads_compute_bound(start_sim: StartSim) -> None:
     llm, llm_url = start_with_exporter(start_sim, *SLOW, "--sim-gpu", "h200", index=0)
     image, image_url = start_with_exporter(start_sim, *SLOW, "--model-type", "diffusion",

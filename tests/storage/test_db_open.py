@@ -68,6 +68,7 @@ def test_a_read_only_open_creates_nothing_and_says_what_is_wrong(tmp_path):
     engine.dispose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["status"], ["export", "--server", "x", "--format", "json", "--output", "-"],
                                   ["export", "--fleet", "table", "--format", "csv", "--output", "-"],
                                   ["gpu-wall"]])

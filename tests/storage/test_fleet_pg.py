@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from fleet_seed import count_queries, seed_fleet
 
+pytestmark = pytest.mark.integration  # the real PostgreSQL cluster (tests/pg.py)
+
 
 def test_fleet_rows_on_postgres_match_sqlite_with_a_fixed_querycount_queries(pg_url, tmp_path):
     from dashboard.services.views.fleet import fleet_rows

@@ -107,6 +107,7 @@ def test_old_window_reads_rollups_on_sqlite(tmp_path):
     _check(make_engine(f"sqlite:///{tmp_path / 'old.db'}"))
 
 
+@pytest.mark.integration
 def test_old_window_reads_rollups_on_postgres(pg_url):
     _check(make_engine(pg_url))
 

@@ -11,6 +11,8 @@ import time
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration  # the real PostgreSQL cluster (tests/pg.py)
+
 
 def test_storage_round_trip_on_postgres(pg_url):
     from storage import repo

@@ -3,6 +3,7 @@ batches; a new SQLite file shrinks afterwards; the same on a real PostgreSQL (fi
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import event, insert, text
 
 from storage import models, repo
@@ -87,6 +88,7 @@ def test_retention_removes_exactly_the_policy_on_sqlite(tmp_path):
     _check_policy(make_engine(f"sqlite:///{tmp_path / 'r.db'}"))
 
 
+@pytest.mark.integration
 def test_retention_removes_exactly_the_policy_on_postgres(pg_url):
     _check_policy(make_engine(pg_url))
     sizes = repo.table_sizes(make_engine(pg_url), ["sample"])

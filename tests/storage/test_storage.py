@@ -237,6 +237,7 @@ def test_servers_that_leave_the_configuration_are_retired_not_deleted(engine):
     assert [s.name for s in repo.list_servers(engine)] == ["demo", "prod"]
 
 
+@pytest.mark.slow
 def test_two_processes_upgrading_one_file_at_once_both_open_it(tmp_path):
     """`pitwall up` opens the database from the runner and the dashboard together: an old file
     is upgraded once, and the process that lost the race opens the upgraded file."""

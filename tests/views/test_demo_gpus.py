@@ -86,6 +86,7 @@ def demo_procs(tmp_path: Path) -> Iterator[tuple[object, list[subprocess.Popen[b
             p.wait(timeout=5)
 
 
+@pytest.mark.integration
 def test_demo_profiles_serve_the_exporters_the_settings_read(demo_procs):
     settings, procs = demo_procs
     [gpu], errors = build_collectors({}, names={"gpu"}, gpu=settings.gpu)

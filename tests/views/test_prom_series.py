@@ -16,7 +16,7 @@ from pwtest import wait_for
 from collectors.base import CollectorError
 from dashboard.services.views.prom_series import read_window, step_for
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 KEYS = ["metrics.num_running_reqs", "metrics.requests_per_s", "metrics.e2e_p50_s"]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pwtest import REPO, free_port, subprocess_env
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def test_collect_with_a_fifo_log_path_keeps_the_healthy_server(tmp_path: Path) -> None:
