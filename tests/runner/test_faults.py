@@ -248,7 +248,10 @@ def test_operator_stop_survives_a_runner_restart(tmp_path: Path, engine) -> None
 
     r1, t1 = runner()
     try:
-        wait_for(lambda: _ready_launch(engine, server.id), what="auto-start")
+        # the auto-start is over when its intent is done: the launch row reads ready a moment
+        # before the intent is closed, and a request in that moment is (rightly) refused as busy
+        wait_for(lambda: _ready_launch(engine, server.id) and launcher.pending_control(engine, server.id) is None,
+                 what="auto-start")
         stop = launcher.request(engine, kind="stop", server_name="sim", actor="alice")
         wait_for(lambda: repo.get_intent(engine, intent_id=stop.id).state == "done", what="the stop")
     finally:
