@@ -9,15 +9,15 @@ What is checked on every page, and how:
   chart draws with where it lands: Vega cuts a legend label, axis title or chart title that
   passes its `labelLimit` / `titleLimit` and draws it ending in "…", and a string that runs past
   the canvas's right edge is cut by the canvas itself; either is a clipped label.
-- No page of mostly empty charts: on each Server-page time-series canvas, the
+- No empty chart area wider than half the axis: on each Server-page time-series canvas, the
   columns holding coloured pixels (series lines and event rules, not the grey axes and grid) in
-  the plot band must span at least half the canvas on all but one chart of a page, and a tenth
-  on every chart (a young server's data in the right-most sliver of a 1-hour axis spanned
-  about 3 % on every chart; one series younger than the page's window may cover less).
+  the plot band span at least half the canvas (a young server's data in the right-most sliver of
+  a 1-hour axis spanned about 3 %). A chart under half is read again for a few seconds (a
+  canvas caught mid-repaint under load is whole on its next render; see `_coverage`).
 - The young server's window says what it shows ("Showing the N minutes since demo started").
 Screenshots of each page go to the test's tmp dir and, with PITWALL_SCREENSHOT_DIR, there too.
 
-The demo is used once it has collected for 60 s (DEMO_AGE_S); its window is clamped to its data
+The demo is used once it is two minutes old (DEMO_AGE_S); its window is clamped to its data
 from the first sample on, and a chart whose series start later to its own first sample, at
 least 60 s long.
 Skipped with the reason when /usr/bin/chromium is missing (`make system-deps` installs it).
@@ -35,7 +35,8 @@ import pytest
 from pwtest import PY, free_demo_port, free_port, stop_group, subprocess_env
 from test_dashboard_e2e import CHROMIUM, _wait_http, pytestmark  # noqa: F401 - the browser marks (skip without chromium)
 
-DEMO_AGE_S = 60.0
+DEMO_AGE_S = 120.0
+REREAD_S = 12.0  # longer than the 1-h page's 5-s refresh: a chart mid-repaint is whole by then
 PAGES = (
     ("overview", "/"),
     ("server-demo-1h", "/server?server=demo&window=1h"),
@@ -53,7 +54,14 @@ PAGES = (
 # Every string a canvas draws: text, its left and right edge in canvas pixels, the canvas width.
 RECORD_TEXT = """
 (() => {
+  // what each canvas shows now: a string drawn by fillText stays recorded until a clearRect
+  // erases the spot it was drawn on (Vega clears a canvas, or the dirty part of it, before each
+  // render), so a label drawn in a passing render (a resize, a refresh) is not counted.
   const orig = CanvasRenderingContext2D.prototype.fillText;
+  const clear = CanvasRenderingContext2D.prototype.clearRect;
+  const ids = new WeakMap(); let next = 0;
+  const id = (c) => { if (!ids.has(c)) ids.set(c, ++next); return ids.get(c); };
+  window.__canvasId = id;
   window.__drawn = [];
   CanvasRenderingContext2D.prototype.fillText = function (text, x, y, maxWidth) {
     try {
@@ -62,10 +70,21 @@ RECORD_TEXT = """
       const shift = this.textAlign === 'right' || this.textAlign === 'end' ? w
         : this.textAlign === 'center' ? w / 2 : 0;
       const left = m.a * (x - shift) + m.e, right = m.a * (x - shift + w) + m.e;
-      window.__drawn.push({text: String(text), left, right, width: this.canvas.width,
+      const cy = m.d * y + m.f;
+      window.__drawn.push({text: String(text), left, right, y: cy, canvas: id(this.canvas),
+                           width: this.canvas.width,
                            chart: !!this.canvas.closest('[data-testid=stVegaLiteChart],[data-testid=stArrowVegaLiteChart]')});
     } catch (e) {}
     return orig.call(this, text, x, y, maxWidth);
+  };
+  CanvasRenderingContext2D.prototype.clearRect = function (x, y, w, h) {
+    try {
+      const m = this.getTransform(), c = id(this.canvas);
+      const x0 = m.a * x + m.e, x1 = m.a * (x + w) + m.e, y0 = m.d * y + m.f, y1 = m.d * (y + h) + m.f;
+      window.__drawn = window.__drawn.filter(d => d.canvas !== c || d.right < x0 || d.left > x1
+                                                  || d.y < y0 || d.y > y1);
+    } catch (e) {}
+    return clear.call(this, x, y, w, h);
   };
 })();
 """
@@ -102,7 +121,13 @@ COVERAGE = """
     const mx = Math.max(img[i], img[i + 1], img[i + 2]), mn = Math.min(img[i], img[i + 1], img[i + 2]);
     if (mx - mn > 60) { if (x < lo) lo = x; if (x > hi) hi = x; }
   }
-  return {width, share: hi < 0 ? 0 : (hi - lo) / width};
+  // which chart, for the failure message: the heading above it and the strings it shows now
+  const box = c.closest('[data-testid=stElementContainer]');
+  let title = '', prev = box && box.previousElementSibling;
+  for (let i = 0; prev && i < 3 && !title; i++, prev = prev.previousElementSibling) title = prev.innerText.trim();
+  const texts = (window.__drawn || []).filter(d => d.canvas === window.__canvasId(c)).map(d => d.text);
+  return {width, share: hi < 0 ? 0 : (hi - lo) / width, lo, hi, title: title.slice(0, 60),
+          texts: texts.slice(0, 20)};
 })
 """
 
@@ -168,6 +193,27 @@ def _settle(page) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_timeout(2500)
 
 
+def _coverage(page) -> list[dict]:  # type: ignore[no-untyped-def]
+    """COVERAGE of each chart, read again for up to REREAD_S while a chart reads under half.
+
+    The rule is about where the data lie on the axis, not about one frame: under load a canvas
+    was once caught mid-repaint (1 visit in about 12, two CPU hogs beside the demo), showing only
+    the region Vega had marked dirty (91-177 px of 462, the axis labels gone) and whole again on
+    its next render. A chart whose data cover under half the axis reads so on every render, so
+    it still fails here; each chart keeps its widest reading.
+    """
+    cover = page.evaluate(COVERAGE)
+    deadline = time.time() + REREAD_S
+    while cover and any(c["share"] < 0.5 for c in cover) and time.time() < deadline:
+        page.wait_for_timeout(1000)
+        again = page.evaluate(COVERAGE)
+        if len(again) != len(cover):
+            cover = again
+            continue
+        cover = [c if c["share"] >= a["share"] else a for c, a in zip(cover, again, strict=True)]
+    return cover
+
+
 def test_every_page_of_a_young_demo_has_no_clipped_label_and_no_empty_chart_area(page, demo):
     # the demo has data and is at least DEMO_AGE_S old (the runner's first samples start its clock)
     page.goto(demo["url"] + "/server?server=demo&window=1h")
@@ -186,14 +232,11 @@ def test_every_page_of_a_young_demo_has_no_clipped_label_and_no_empty_chart_area
         if clipped or cut:
             problems[name] = clipped + cut
         if name.startswith("server"):
-            cover = page.evaluate(COVERAGE)
+            cover = _coverage(page)
             assert cover, f"{name}: no chart drawn"
-            # the bug: every chart's data in the right-most sliver (3 % of a 1-h axis). One chart
-            # may be younger than the page's window (a series that starts with the first sweep
-            # covers only its own share: 12-31 % seen), never most of them, never a sliver
+            # the bug: every chart's data in the right-most sliver (3 % of a 1-h axis)
             empty = [c for c in cover if c["share"] < 0.5]
-            sliver = [c for c in cover if c["share"] < 0.1]
-            if len(empty) > 1 or sliver:
+            if empty:
                 problems.setdefault(name, []).append(f"{len(empty)} chart(s) with data over < half the axis: {empty}")
             assert page.get_by_text("since demo started").count() > 0 or name == "server-image-1h", name
         _shot(page, demo, name)
