@@ -19,11 +19,12 @@ from pathlib import Path
 from runner.alerts.engine import AlertConfig, AlertEvaluator
 from runner.alerts.rules import build_rules
 from storage import repo
+from storage import series_keys as sk
 from storage.db import make_engine
 
-SERIES = ("log.queue_req", "log.token_usage", "log.cache_hit_rate", "log.running_req", "api.health_ok",
-          "gpu.temp_c", "gpu.mem_used_bytes", "log.gen_throughput_tok_s", "canary.ok", "canary.ttft_s",
-          "canary.e2e_s", "self.cpu_pct")
+SERIES = (sk.LOG_QUEUE_REQ, sk.LOG_TOKEN_USAGE, sk.LOG_CACHE_HIT_RATE, sk.LOG_RUNNING_REQ, sk.API_HEALTH_OK,
+          "gpu.temp_c", "gpu.mem_used_bytes", sk.LOG_GEN_THROUGHPUT_TOK_S, sk.CANARY_OK, sk.CANARY_TTFT_S,
+          sk.CANARY_E2E_S, sk.SELF_CPU_PCT)
 
 
 def seed(engine, sid: int, now: float) -> None:  # type: ignore[no-untyped-def]

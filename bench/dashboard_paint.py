@@ -62,23 +62,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from storage import repo  # noqa: E402
+from storage import series_keys as sk  # noqa: E402
 from storage.db import make_engine  # noqa: E402
 
 SERVERS = ("srv-a", "srv-b")
 GPUS_PER_SERVER = 4
 SERVER_SERIES = (
     # metric, base, amplitude, noise (base units)
-    ("log.running_req", 24.0, 16.0, 4.0),
-    ("log.queue_req", 3.0, 3.0, 2.0),
-    ("log.token_usage", 0.55, 0.25, 0.05),
-    ("log.gen_throughput_tok_s", 2400.0, 1200.0, 150.0),
-    ("log.input_throughput_tok_s", 9000.0, 4000.0, 600.0),
-    ("log.cache_hit_rate", 0.45, 0.15, 0.05),
-    ("metrics.ttft_p50_s", 0.08, 0.04, 0.01),
-    ("metrics.ttft_p95_s", 0.20, 0.08, 0.02),
-    ("metrics.ttft_p99_s", 0.35, 0.15, 0.04),
-    ("canary.ttft_s", 0.09, 0.05, 0.02),
-    ("canary.e2e_s", 1.2, 0.5, 0.1),
+    (sk.LOG_RUNNING_REQ, 24.0, 16.0, 4.0),
+    (sk.LOG_QUEUE_REQ, 3.0, 3.0, 2.0),
+    (sk.LOG_TOKEN_USAGE, 0.55, 0.25, 0.05),
+    (sk.LOG_GEN_THROUGHPUT_TOK_S, 2400.0, 1200.0, 150.0),
+    (sk.LOG_INPUT_THROUGHPUT_TOK_S, 9000.0, 4000.0, 600.0),
+    (sk.LOG_CACHE_HIT_RATE, 0.45, 0.15, 0.05),
+    (sk.hist_key("ttft", "p50"), 0.08, 0.04, 0.01),
+    (sk.hist_key("ttft", "p95"), 0.20, 0.08, 0.02),
+    (sk.hist_key("ttft", "p99"), 0.35, 0.15, 0.04),
+    (sk.CANARY_TTFT_S, 0.09, 0.05, 0.02),
+    (sk.CANARY_E2E_S, 1.2, 0.5, 0.1),
 )
 GPU_SERIES = (
     ("util_ratio", 0.7, 0.25, 0.05),
@@ -94,7 +95,7 @@ SEEDED_KINDS = ("oom", "decode_retract", "relaunch_done", "health_down", "crash"
 def _series_defs(server_id: int, gpu0: int) -> list[tuple[str, float, float, float]]:
     out = list(SERVER_SERIES)
     for g in range(gpu0, gpu0 + GPUS_PER_SERVER):
-        out += [(f"gpu.{g}.{f}", b, a, n) for f, b, a, n in GPU_SERIES]
+        out += [(sk.gpu_key(g, f), b, a, n) for f, b, a, n in GPU_SERIES]
     return out
 
 

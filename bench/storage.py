@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from storage import series_keys as sk
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from collectors.base import SampleRow  # noqa: E402
@@ -27,7 +29,7 @@ from runner.loop import Runner  # noqa: E402
 from runner.writer import Batch  # noqa: E402
 from storage.db import make_engine  # noqa: E402
 
-METRICS = ("log.running_req", "log.queue_req", "log.token_usage", "gpu.0.power_w", "canary.ttft_s")
+METRICS = (sk.LOG_RUNNING_REQ, sk.LOG_QUEUE_REQ, sk.LOG_TOKEN_USAGE, "gpu.0.power_w", sk.CANARY_TTFT_S)
 
 
 def raw(path: Path, rows: int, batch: int) -> float:

@@ -34,6 +34,7 @@ from collectors.probe.sse import (
     StreamParser,
     parse_image_response,
 )
+from storage import series_keys as sk
 
 WAIT_S = 2.0  # a poll waits this long for its servers; a slower request is handed in later
 CANARY_PROMPT = "Reply with one short sentence: what is a canary?"
@@ -149,11 +150,11 @@ class CanaryCollector:
         out = PollResult()
         res = canary_once(self._client, target, self.timeout_s)
         ts = ctx.now()
-        for metric in ("ttft_s", "e2e_s"):
+        for metric, key in (("ttft_s", sk.CANARY_TTFT_S), ("e2e_s", sk.CANARY_E2E_S)):
             value = res[metric]
             if isinstance(value, float) and (metric != "e2e_s" or res["ok"]):
-                out.samples.append(SampleRow(ts, target.id, f"canary.{metric}", value, "probe", target.launch_id))
-        out.samples.append(SampleRow(ts, target.id, "canary.ok", 1.0 if res["ok"] else 0.0, "probe", target.launch_id))
+                out.samples.append(SampleRow(ts, target.id, key, value, "probe", target.launch_id))
+        out.samples.append(SampleRow(ts, target.id, sk.CANARY_OK, 1.0 if res["ok"] else 0.0, "probe", target.launch_id))
         if not res["ok"]:
             out.events.append(EventRow(
                 ts, target.id, "probe_error",

@@ -68,6 +68,7 @@ from collectors.gpu_nvml import (
     NvmlUnavailable,
     read_gpus,
 )
+from storage import series_keys as sk
 
 SOURCE = "gpu"
 HOST_SERVER_ID = 0
@@ -118,7 +119,7 @@ def reading_values(r: GpuReading) -> dict[str, float]:
 
 def key_prefix(r: GpuReading) -> str:
     """`gpu.<i>.` for a card, `gpu.<i>.mig<GPU_I_ID>.` for one of its MIG instances (module doc)."""
-    return f"gpu.{r.index}." if r.mig_id is None else f"gpu.{r.index}.mig{r.mig_id}."
+    return sk.gpu_prefix(r.index, r.mig_id)
 
 
 def owners_for(gpu_index: int, servers: Sequence[ServerTarget]) -> list[ServerTarget]:

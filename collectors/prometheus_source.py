@@ -58,9 +58,10 @@ from collectors.sglang.metrics import snapshot
 from collectors.sglang.metrics_notes import Episodes, notes_for
 from collectors.sglang.metrics_parse import DEFAULT_MAX_SERIES, ParsedMetrics, ParsedSample
 from collectors.sglang.metrics_window import DEFAULT_MAX_DETAIL_KEYS, Window
+from storage import series_keys as sk
 
 SOURCE = "prometheus"
-STALENESS_KEY = "prometheus.staleness_s"
+STALENESS_KEY = sk.PROMETHEUS_STALENESS_S
 WAIT_S = 2.0  # a poll waits this long for its servers; a slower read is handed in by a later poll
 TARGET_TTL_S = 300.0  # re-read a server's scrape target (interval, labels) this often, seconds
 

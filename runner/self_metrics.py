@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 from collectors.base import CollectorContext, PollResult, SampleRow
+from storage import series_keys as sk
 
 SELF_SERVER_ID = 0  # samples about the runner itself
 SELF_SOURCE_PREFIX = "self:"  # their source: "self:<runner.host>"
@@ -48,9 +49,9 @@ class SelfCollector:
         lag = self._runner.take_max_lag()
         out = PollResult()
         for metric, value in (
-            ("self.cpu_pct", self._proc.cpu_percent(None)),
-            ("self.loop_lag_s", lag),
-            ("self.rows_per_s", rate),
+            (sk.SELF_CPU_PCT, self._proc.cpu_percent(None)),
+            (sk.SELF_LOOP_LAG_S, lag),
+            (sk.SELF_ROWS_PER_S, rate),
         ):
             out.samples.append(SampleRow(now, SELF_SERVER_ID, metric, float(value), self._source))
         return out

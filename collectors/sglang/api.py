@@ -56,6 +56,7 @@ from collectors.sglang.api_parse import (
     parse_model_info,
     parse_server_info,
 )
+from storage import series_keys as sk
 
 SOURCE = "api"
 WAIT_S = 2.0  # a poll waits this long for its servers; a slower one is handed in by a later poll
@@ -153,11 +154,11 @@ class SGLangApiCollector:
         state = ctx.load_state(key) or {}
         ok, latency, detail = self.check_health(server)
         out.samples.append(
-            SampleRow(now, server.id, "api.health_ok", 1.0 if ok else 0.0, SOURCE, server.launch_id)
+            SampleRow(now, server.id, sk.API_HEALTH_OK, 1.0 if ok else 0.0, SOURCE, server.launch_id)
         )
         if latency is not None:
             out.samples.append(
-                SampleRow(now, server.id, "api.health_latency_s", latency, SOURCE, server.launch_id)
+                SampleRow(now, server.id, sk.API_HEALTH_LATENCY_S, latency, SOURCE, server.launch_id)
             )
         was_up = state.get("up")
         events, state = health_step(

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage import series_keys as sk
 from storage.redact import MASK, redact_obj
 
 HEALTH_PATH = "/health"
@@ -105,20 +106,20 @@ def parse_model_info(data: Any) -> dict[str, Any]:
     return {k: data[k] for k in _MODEL_FIELDS if k in data}
 
 
-#: /v1/loads field -> (api key suffix, aggregation over DP ranks)
+#: /v1/loads field -> (series key, aggregation over DP ranks)
 _LOAD_FIELDS: tuple[tuple[str, str, str], ...] = (
-    ("num_running_reqs", "num_running_reqs", "sum"),
-    ("num_waiting_reqs", "num_waiting_reqs", "sum"),
-    ("num_used_tokens", "num_used_tokens", "sum"),
-    ("max_total_num_tokens", "max_total_num_tokens", "sum"),
-    ("token_usage", "token_usage", "mean"),
-    ("gen_throughput", "gen_throughput_tok_s", "sum"),
-    ("cache_hit_rate", "cache_hit_rate", "mean"),
-    ("utilization", "utilization", "mean"),
+    ("num_running_reqs", sk.API_NUM_RUNNING_REQS, "sum"),
+    ("num_waiting_reqs", sk.API_NUM_WAITING_REQS, "sum"),
+    ("num_used_tokens", sk.API_NUM_USED_TOKENS, "sum"),
+    ("max_total_num_tokens", sk.API_MAX_TOTAL_NUM_TOKENS, "sum"),
+    ("token_usage", sk.API_TOKEN_USAGE, "mean"),
+    ("gen_throughput", sk.API_GEN_THROUGHPUT_TOK_S, "sum"),
+    ("cache_hit_rate", sk.API_CACHE_HIT_RATE, "mean"),
+    ("utilization", sk.API_UTILIZATION, "mean"),
     # /get_load (0.4.7-0.5.20)
-    ("num_reqs", "num_reqs", "sum"),
-    ("num_tokens", "num_used_tokens", "sum"),
-    ("num_pending_tokens", "num_pending_tokens", "sum"),
+    ("num_reqs", sk.API_NUM_REQS, "sum"),
+    ("num_tokens", sk.API_NUM_USED_TOKENS, "sum"),
+    ("num_pending_tokens", sk.API_NUM_PENDING_TOKENS, "sum"),
 )
 
 
@@ -146,10 +147,10 @@ def parse_loads(data: Any) -> dict[str, float]:
         if not vals:
             continue
         total = sum(v for _, v in vals)
-        out[f"api.{key}"] = total / len(vals) if agg == "mean" else total
+        out[key] = total / len(vals) if agg == "mean" else total
         if len(vals) > 1:
             for rank, v in vals:
-                out[f"api.{key}.dp{rank}"] = v
+                out[f"{key}.dp{rank}"] = v
     return out
 
 

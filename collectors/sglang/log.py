@@ -98,54 +98,55 @@ from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, S
 from collectors.sglang.log_parse import LogRecord, parse_line
 from collectors.sglang.log_stream import ParseStats, StreamParser, parse_stream
 from collectors.sglang.log_tail import Line, LogTailer, TailState
+from storage import series_keys as sk
 
 __all__ = ["LogRecord", "LogTailer", "SGLangLogCollector", "parse_line", "parse_stream",
            "log_ts", "records_to_rows"]
 
 GAUGES: dict[str, str] = {
-    "running_req": "log.running_req",
-    "queue_req": "log.queue_req",
-    "token_usage": "log.token_usage",
-    "num_token": "log.num_token",
-    "gen_throughput": "log.gen_throughput_tok_s",
-    "input_throughput": "log.input_throughput_tok_s",
-    "pending_token": "log.pending_token",
-    "accept_len": "log.accept_len",
-    "accept_rate": "log.accept_rate",
-    "full_token_usage": "log.full_token_usage",
-    "swa_token_usage": "log.swa_token_usage",
-    "mamba_usage": "log.mamba_usage",
-    "prealloc_req": "log.prealloc_req",
-    "transfer_req": "log.transfer_req",
-    "inflight_req": "log.inflight_req",
-    "bootstrap_req": "log.bootstrap_req",
-    "unbootstrapped_req": "log.unbootstrapped_req",
-    "transferring_req": "log.transferring_req",
-    "retracted_req": "log.retracted_queue_req",
+    "running_req": sk.LOG_RUNNING_REQ,
+    "queue_req": sk.LOG_QUEUE_REQ,
+    "token_usage": sk.LOG_TOKEN_USAGE,
+    "num_token": sk.LOG_NUM_TOKEN,
+    "gen_throughput": sk.LOG_GEN_THROUGHPUT_TOK_S,
+    "input_throughput": sk.LOG_INPUT_THROUGHPUT_TOK_S,
+    "pending_token": sk.LOG_PENDING_TOKEN,
+    "accept_len": sk.LOG_ACCEPT_LEN,
+    "accept_rate": sk.LOG_ACCEPT_RATE,
+    "full_token_usage": sk.LOG_FULL_TOKEN_USAGE,
+    "swa_token_usage": sk.LOG_SWA_TOKEN_USAGE,
+    "mamba_usage": sk.LOG_MAMBA_USAGE,
+    "prealloc_req": sk.LOG_PREALLOC_REQ,
+    "transfer_req": sk.LOG_TRANSFER_REQ,
+    "inflight_req": sk.LOG_INFLIGHT_REQ,
+    "bootstrap_req": sk.LOG_BOOTSTRAP_REQ,
+    "unbootstrapped_req": sk.LOG_UNBOOTSTRAPPED_REQ,
+    "transferring_req": sk.LOG_TRANSFERRING_REQ,
+    "retracted_req": sk.LOG_RETRACTED_QUEUE_REQ,
 }
 #: DP aggregation by mean instead of sum.
 MEAN_FIELDS = frozenset({"token_usage", "accept_len", "accept_rate", "full_token_usage",
                          "swa_token_usage", "mamba_usage"})
-PREFILL_COUNTS = {"new_token": "log.prefill_new_token", "cached_token": "log.prefill_cached_token",
-                  "new_seq": "log.prefill_new_seq"}
+PREFILL_COUNTS = {"new_token": sk.LOG_PREFILL_NEW_TOKEN, "cached_token": sk.LOG_PREFILL_CACHED_TOKEN,
+                  "new_seq": sk.LOG_PREFILL_NEW_SEQ}
 #: diffusion record kind -> ((field, metric, scale), ...); `stage` names the stage metric
 DIFFUSION_SAMPLES: dict[str, tuple[tuple[str, str, float], ...]] = {
-    "diffusion_stage": (("seconds", "log.diffusion.stage_s", 1.0),),
-    "diffusion_step": (("avg_step_s", "log.diffusion.step_s", 1.0),),
-    "diffusion_request": (("seconds", "log.diffusion.request_s", 1.0),),
-    "diffusion_batch": (("seconds", "log.diffusion.batch_s", 1.0),
-                        ("outputs", "log.diffusion.batch_outputs", 1.0)),
-    "diffusion_warmed_up": (("seconds", "log.diffusion.warmed_request_s", 1.0),),
-    "diffusion_memory": (("peak_gb", "log.diffusion.peak_mem_gb", 1.0),
-                         ("peak_mb", "log.diffusion.peak_mem_gb", 1 / 1024),
-                         ("remaining_gb", "log.diffusion.remaining_mem_gb", 1.0),
-                         ("peak_allocated_gb", "log.diffusion.peak_allocated_gb", 1.0)),
-    "diffusion_batch_memory": (("max_peak_mb", "log.diffusion.batch_max_peak_mem_gb", 1 / 1024),
-                               ("avg_peak_mb", "log.diffusion.batch_avg_peak_mem_gb", 1 / 1024)),
-    "fsm_cache": (("fsm_cache_hit_rate", "log.fsm_cache_hit_rate", 0.01),
-                  ("ff_cache_hit_rate", "log.ff_cache_hit_rate", 0.01),
-                  ("fsm_cache_avg_init_time_s", "log.fsm_cache_avg_init_s", 1.0),
-                  ("ff_cache_avg_init_time_s", "log.ff_cache_avg_init_s", 1.0)),
+    "diffusion_stage": (("seconds", sk.LOG_DIFFUSION_STAGE_PREFIX, 1.0),),
+    "diffusion_step": (("avg_step_s", sk.LOG_DIFFUSION_STEP_S, 1.0),),
+    "diffusion_request": (("seconds", sk.LOG_DIFFUSION_REQUEST_S, 1.0),),
+    "diffusion_batch": (("seconds", sk.LOG_DIFFUSION_BATCH_S, 1.0),
+                        ("outputs", sk.LOG_DIFFUSION_BATCH_OUTPUTS, 1.0)),
+    "diffusion_warmed_up": (("seconds", sk.LOG_DIFFUSION_WARMED_REQUEST_S, 1.0),),
+    "diffusion_memory": (("peak_gb", sk.LOG_DIFFUSION_PEAK_MEM_GB, 1.0),
+                         ("peak_mb", sk.LOG_DIFFUSION_PEAK_MEM_GB, 1 / 1024),
+                         ("remaining_gb", sk.LOG_DIFFUSION_REMAINING_MEM_GB, 1.0),
+                         ("peak_allocated_gb", sk.LOG_DIFFUSION_PEAK_ALLOCATED_GB, 1.0)),
+    "diffusion_batch_memory": (("max_peak_mb", sk.LOG_DIFFUSION_BATCH_MAX_PEAK_MEM_GB, 1 / 1024),
+                               ("avg_peak_mb", sk.LOG_DIFFUSION_BATCH_AVG_PEAK_MEM_GB, 1 / 1024)),
+    "fsm_cache": (("fsm_cache_hit_rate", sk.LOG_FSM_CACHE_HIT_RATE, 0.01),
+                  ("ff_cache_hit_rate", sk.LOG_FF_CACHE_HIT_RATE, 0.01),
+                  ("fsm_cache_avg_init_time_s", sk.LOG_FSM_CACHE_AVG_INIT_S, 1.0),
+                  ("ff_cache_avg_init_time_s", sk.LOG_FF_CACHE_AVG_INIT_S, 1.0)),
 }
 HIT_WINDOW_S = 10.0
 DP_STALE_S = 60.0
@@ -229,7 +230,7 @@ def records_to_rows(records: list[LogRecord], server: ServerTarget, now: float,
                     w[2] = max(w[2], ts)
                 life = f.get("cache_hit_rate")
                 if isinstance(life, (int, float)) and not isinstance(life, bool):
-                    add(ts, "log.cache_hit_rate_lifetime", life / 100.0)
+                    add(ts, sk.LOG_CACHE_HIT_RATE_LIFETIME, life / 100.0)
             continue
         table = DIFFUSION_SAMPLES.get(rec.kind)
         if table is not None:
@@ -237,17 +238,17 @@ def records_to_rows(records: list[LogRecord], server: ServerTarget, now: float,
                 v = f.get(name)
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     if rec.kind == "diffusion_stage":
-                        metric = f"{metric}.{f.get('stage')}"
+                        metric = sk.stage_key(f"{f.get('stage')}")
                     add(ts, metric, v * scale)
             continue
         if rec.kind == "decode_retract" and "retracted_req" in f:
-            add(ts, "log.retracted_req", f["retracted_req"])
+            add(ts, sk.LOG_RETRACTED_REQ, f["retracted_req"])
         if rec.kind == "server_ready" and server.managed:
             continue  # the supervisor owns lifecycle events of the servers it starts (one per start)
         res.events.append(EventRow(ts, sid, rec.kind, rec.message or rec.kind, raw=rec.raw, launch_id=lid))
     for cached, new, last in hit.values():
         if cached + new > 0:
-            add(last, "log.cache_hit_rate", cached / (cached + new))
+            add(last, sk.LOG_CACHE_HIT_RATE, cached / (cached + new))
     for name in sorted(dirty):
         latest = max(t for (n, _), (t, _) in agg.dp_last.items() if n == name)
         vals = [v for (n, _), (t, v) in agg.dp_last.items()

@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from storage import series_keys as sk
+
 PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
 REPLICA_LABELS: frozenset[str] = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
 #: rank label -> detail-suffix letters, in suffix order
@@ -193,8 +195,8 @@ def pitwall_keys(alias: Alias) -> list[str]:
     if alias.kind == "gauge" and alias.split is not None:
         return []
     if alias.kind != "histogram":
-        return [f"metrics.{alias.key}"]
-    stem, u = f"metrics.{alias.key}", alias.unit
+        return [sk.metrics_key(alias.key)]
+    stem, u = sk.metrics_key(alias.key), alias.unit
     return [f"{stem}_p50{u}", f"{stem}_p95{u}", f"{stem}_p99{u}", f"{stem}_mean{u}",
             f"{stem}_clamped"]
 
@@ -249,11 +251,11 @@ def source_names(keys: Iterable[str]) -> list[str]:
     `metrics.*` keys, per-rank and per-stage detail keys included; for reading only the series
     a chart needs (Prometheus as a source). Pure; unknown keys feed nothing."""
     wanted = set(keys)
-    if "metrics.cached_token_ratio" in wanted:
-        wanted |= {"metrics.prompt_tokens_per_s", "metrics.cached_tokens_per_s"}
+    if sk.METRICS_CACHED_TOKEN_RATIO in wanted:
+        wanted |= {sk.METRICS_PROMPT_TOKENS_PER_S, sk.METRICS_CACHED_TOKENS_PER_S}
     names: set[str] = set()
     for alias in ALIASES:
-        stem = f"metrics.{alias.key}"
+        stem = sk.metrics_key(alias.key)
         if any(k == stem or k.startswith((stem + "_", stem + ".")) for k in wanted):
             names.update(alias.names)
     return sorted(names)

@@ -45,6 +45,7 @@ from collectors.sglang.metrics_alias import (
 )
 from collectors.sglang.metrics_math import bucket_delta, counter_delta, histogram_quantile, parse_le
 from collectors.sglang.metrics_parse import ParsedMetrics
+from storage import series_keys as sk
 
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))
 DEFAULT_MAX_DETAIL_KEYS = 256  # per-rank / per-stage keys per figure (256 ranks: a huge server)
@@ -146,13 +147,13 @@ def absent_keys(parsed: ParsedMetrics) -> list[str]:
     present = set(ex.gauges) | set(ex.counters) | set(ex.hists)
     produced = {k for a in ALIASES if a.key in present for k in pitwall_keys(a)}
     if {"prompt_tokens_per_s", "cached_tokens_per_s"} <= present:
-        produced.add("metrics.cached_token_ratio")
+        produced.add(sk.METRICS_CACHED_TOKEN_RATIO)
     # an image server exports the diffusion family and an LLM server the rest: each is judged
     # against its own family, so an LLM's "not exported" list never fills with diffusion keys
     diffusion = any(k.startswith("diffusion_") for k in present)
     every = {k for a in ALIASES if a.key.startswith("diffusion_") == diffusion for k in pitwall_keys(a)}
     if not diffusion:
-        every.add("metrics.cached_token_ratio")
+        every.add(sk.METRICS_CACHED_TOKEN_RATIO)
     return sorted(every - produced)
 
 
@@ -193,7 +194,7 @@ def window(
         if alias.split is None:
             total = aggregate(series, alias.agg)
             if total is not None:
-                values[f"metrics.{key}"] = total
+                values[sk.metrics_key(key)] = total
             detail = rank_detail(series, alias.agg)
         else:
             parts: dict[str, dict[LabelKey, float]] = {}
@@ -201,9 +202,9 @@ def window(
                 parts.setdefault(dict(lk).get(alias.split, ""), {})[lk] = v
             detail = {p: a for p, sub in parts.items() if (a := aggregate(sub, alias.agg)) is not None}
         if len(detail) > max_detail_keys:
-            capped.append(f"metrics.{key} ({len(detail):,} {alias.split or 'rank'} keys)")
+            capped.append(f"{sk.metrics_key(key)} ({len(detail):,} {alias.split or 'rank'} keys)")
         for suffix, v in _capped(detail, max_detail_keys).items():
-            values[f"metrics.{key}.{suffix}"] = v
+            values[f"{sk.metrics_key(key)}.{suffix}"] = v
 
     state: dict[str, Any] = {"ts": ts, "c": {}, "h": {}}
     prev_ts = prev.get("ts") if prev else None
@@ -233,9 +234,9 @@ def window(
         total = aggregate(inc, _ALIAS[key].agg) or 0.0
         deltas[key] = total
         assert dt is not None
-        values[f"metrics.{key}"] = total / dt
+        values[sk.metrics_key(key)] = total / dt
     if deltas.get("prompt_tokens_per_s", 0.0) > 0 and "cached_tokens_per_s" in deltas:
-        values["metrics.cached_token_ratio"] = (
+        values[sk.METRICS_CACHED_TOKEN_RATIO] = (
             deltas["cached_tokens_per_s"] / deltas["prompt_tokens_per_s"]
         )
 
@@ -258,7 +259,7 @@ def window(
         for lk, h in hists.items():
             hparts.setdefault(dict(lk).get(split, ""), {})[lk] = h
         if len(hparts) > max_detail_keys:
-            capped.append(f"metrics.{key} ({len(hparts):,} {split} keys)")
+            capped.append(f"{sk.metrics_key(key)} ({len(hparts):,} {split} keys)")
         for part in sorted(hparts, key=_natural)[:max_detail_keys]:
             got = _window_hist(key, hparts[part], old_h)
             values.update({f"{k}.{part}": v for k, v in got.items()})
@@ -303,7 +304,7 @@ def _window_hist(key: str, hists: dict[LabelKey, _Hist], old: dict[str, Any]) ->
     alias = _ALIAS[key]
     buckets = {le: aggregate(vals, alias.agg) or 0.0 for le, vals in per_le.items()}
     out: dict[str, float] = {}
-    stem, unit = f"metrics.{key}", alias.unit
+    stem, unit = sk.metrics_key(key), alias.unit
     n = aggregate(counts, alias.agg)
     if n is None and buckets and math.inf in buckets:
         n = buckets[math.inf]

@@ -10,7 +10,15 @@ from dashboard import __version__
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_bytes, fmt_ts, fmt_value
 from dashboard.services.views import timeseries as ts
-from dashboard.services.views.health import retention_table, runner_health, shown_url
+from dashboard.services.views.health import (
+    SELF_CPU_PCT,
+    SELF_LOOP_LAG_S,
+    SELF_ROWS_PER_S,
+    retention_table,
+    runner_health,
+    shown_url,
+    unit_of,
+)
 
 ctx = session.bootstrap()
 st.title("About / health")
@@ -27,12 +35,12 @@ def live() -> None:
     a, b, c, d, e = st.columns(5)
     a.metric("Pitwall", __version__)
     b.metric("Database", fmt_bytes(report.db_bytes))
-    c.metric("Runner CPU", fmt_value(report.self_metrics.get("self.cpu_pct"), "pct"),
-             help="% of one core (self.cpu_pct)")
-    d.metric("Loop lag", fmt_value(report.self_metrics.get("self.loop_lag_s"), "s"),
-             help="worst scheduler lateness in the last 5 s (self.loop_lag_s)")
-    e.metric("Rows / s", fmt_value(report.self_metrics.get("self.rows_per_s"), "count"),
-             help="rows written per second (self.rows_per_s)")
+    c.metric("Runner CPU", fmt_value(report.self_metrics.get(SELF_CPU_PCT), unit_of(SELF_CPU_PCT)),
+             help=f"% of one core ({SELF_CPU_PCT})")
+    d.metric("Loop lag", fmt_value(report.self_metrics.get(SELF_LOOP_LAG_S), unit_of(SELF_LOOP_LAG_S)),
+             help=f"worst scheduler lateness in the last 5 s ({SELF_LOOP_LAG_S})")
+    e.metric("Rows / s", fmt_value(report.self_metrics.get(SELF_ROWS_PER_S), unit_of(SELF_ROWS_PER_S)),
+             help=f"rows written per second ({SELF_ROWS_PER_S})")
     if report.started_at:
         st.caption(f"Runner started {fmt_ts(report.started_at)} ({fmt_age(report.started_at)}).")
     if len(report.runners) > 1:  # a fleet: one runner per host, one of them keeps house

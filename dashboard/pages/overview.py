@@ -37,9 +37,14 @@ from dashboard.services.views.fleet import (
 from dashboard.services.views.fleet_scorecards import GROUP_BYS, fleet_scorecards
 from dashboard.services.views.overview import (
     FIGURE_WINDOW_S,
+    LOG_QUEUE_REQ,
+    LOG_RUNNING_REQ,
+    LOG_TOKEN_USAGE,
+    METRICS_DIFFUSION_NUM_QUEUE_REQS,
     ServerCard,
     server_cards,
     source_label,
+    unit_of,
 )
 
 ctx = session.bootstrap()
@@ -136,9 +141,9 @@ def _llm_figures(card: ServerCard) -> None:
     d, e, f, g = st.columns(4)
     d.metric("Success", fmt_value(card.key.get("success_rate"), "ratio"),
              help=f"{source_label(card, 'success_rate')}, {window}")
-    e.metric("Running", fmt_value(card.figures.get("log.running_req"), "count"))
-    f.metric("Queue", fmt_value(card.figures.get("log.queue_req"), "count"))
-    g.metric("KV usage", fmt_value(card.figures.get("log.token_usage"), "ratio"))
+    e.metric("Running", fmt_value(card.figures.get(LOG_RUNNING_REQ), unit_of(LOG_RUNNING_REQ)))
+    f.metric("Queue", fmt_value(card.figures.get(LOG_QUEUE_REQ), unit_of(LOG_QUEUE_REQ)))
+    g.metric("KV usage", fmt_value(card.figures.get(LOG_TOKEN_USAGE), unit_of(LOG_TOKEN_USAGE)))
 
 
 def _image_figures(card: ServerCard) -> None:
@@ -158,7 +163,8 @@ def _image_figures(card: ServerCard) -> None:
     f.metric("Peak memory", fmt_bytes(k.get("peak_mem_bytes")),
              help=f"headroom {fmt_bytes(k.get('mem_headroom_bytes'))} at peak")
     g, h, _ = st.columns(3)
-    g.metric("Queue", fmt_value(card.figures.get("metrics.diffusion_num_queue_reqs"), "count"))
+    g.metric("Queue", fmt_value(card.figures.get(METRICS_DIFFUSION_NUM_QUEUE_REQS),
+                                unit_of(METRICS_DIFFUSION_NUM_QUEUE_REQS)))
     h.metric("Energy / image", fmt_value(k.get("energy_j_per_image"), "j"),
              help="NVML energy counter deltas ÷ images (needs GPU telemetry)")
 

@@ -26,12 +26,13 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from storage import repo
+from storage import series_keys as sk
 
 GIB = 2**30
-QUEUE_KEYS = ("log.queue_req", "metrics.num_queue_reqs")
-USAGE_KEYS = ("log.token_usage", "metrics.token_usage")
-RUNNING_KEYS = ("log.running_req", "metrics.num_running_reqs")
-HIT_KEYS = ("log.cache_hit_rate", "metrics.cache_hit_rate")
+QUEUE_KEYS = (sk.LOG_QUEUE_REQ, sk.METRICS_NUM_QUEUE_REQS)
+USAGE_KEYS = (sk.LOG_TOKEN_USAGE, sk.METRICS_TOKEN_USAGE)
+RUNNING_KEYS = (sk.LOG_RUNNING_REQ, sk.METRICS_NUM_RUNNING_REQS)
+HIT_KEYS = (sk.LOG_CACHE_HIT_RATE, sk.METRICS_CACHE_HIT_RATE)
 HEADROOM_MIN_BYTES = 5 * GIB
 RETRACT_PER_MIN = 1.0
 LOW_HIT_RATE = 0.3

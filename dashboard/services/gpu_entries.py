@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 
 from collectors.gpu_dcgm import STARTUP_GRACE_S
 from storage import repo
+from storage import series_keys as sk
 
 #: `gpu.<card>.` or `gpu.<card>.mig<GPU_I_ID>.` then the field (`mem_used_bytes`, `gpm.sm_util_ratio`)
 KEY_RE = re.compile(r"^gpu\.(\d+)\.(?:mig(\d+)\.)?(.+)$")
@@ -43,7 +44,7 @@ class GpuEntry:
     @property
     def prefix(self) -> str:
         """The key prefix of its series: `gpu.0.` or `gpu.0.mig3.`."""
-        return f"gpu.{self.index}." if self.mig_id is None else f"gpu.{self.index}.mig{self.mig_id}."
+        return sk.gpu_prefix(self.index, self.mig_id)
 
     @property
     def label(self) -> str:

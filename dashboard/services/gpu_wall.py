@@ -33,13 +33,14 @@ from sqlalchemy.engine import Engine
 
 from dashboard.services.gpu_entries import GpuEntry, gpu_entries, load_info
 from storage import repo
+from storage import series_keys as sk
 
 BANDWIDTH_MIN = 0.60  # DRAM bandwidth utilisation from which a sample is bandwidth bound
 TENSOR_MIN = 0.60  # tensor activity from which a sample is compute bound
 SM_BUSY_MIN = 0.80  # SM activity that makes a non-tensor kernel compute bound
 LOW = 0.30  # below this on DRAM and tensor (and SM below 0.5) the GPU is underfed
-QUEUE_KEYS = ("metrics.num_queue_reqs", "metrics.num_running_reqs", "log.queue_req", "log.running_req",
-              "metrics.diffusion_num_queue_reqs", "metrics.diffusion_num_running_reqs")
+QUEUE_KEYS = (sk.METRICS_NUM_QUEUE_REQS, sk.METRICS_NUM_RUNNING_REQS, sk.LOG_QUEUE_REQ, sk.LOG_RUNNING_REQ,
+              sk.METRICS_DIFFUSION_NUM_QUEUE_REQS, sk.METRICS_DIFFUSION_NUM_RUNNING_REQS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,15 +30,16 @@ from runner.alerts.engine import STATE_KEY
 from runner.loop import SELF_SERVER_ID, self_source
 from runner.own_metrics import MetricsServer
 from storage import repo
+from storage import series_keys as sk
 from storage.kinds import OPEN_ALERT_STATES
 
 log = logging.getLogger("pitwall.metrics")
 
 WINDOW_S = 300.0
 GRADE_VALUE = {"pass": 1.0, "warn": 0.5, "fail": 0.0}
-RUNNER_SERIES = {"self.cpu_pct": ("runner_cpu_percent", "CPU of the runner process, percent of one core."),
-                 "self.loop_lag_s": ("runner_loop_lag_seconds", "Worst scheduler loop lag of the last interval."),
-                 "self.rows_per_s": ("runner_rows_per_second", "Rows the runner wrote per second.")}
+RUNNER_SERIES = {sk.SELF_CPU_PCT: ("runner_cpu_percent", "CPU of the runner process, percent of one core."),
+                 sk.SELF_LOOP_LAG_S: ("runner_loop_lag_seconds", "Worst scheduler loop lag of the last interval."),
+                 sk.SELF_ROWS_PER_S: ("runner_rows_per_second", "Rows the runner wrote per second.")}
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -78,9 +79,9 @@ class PitwallCollector(Collector):
             if s.id is None:
                 continue
             name = s.name
-            health = repo.latest_samples(self.engine, server_id=s.id, metrics=["api.health_ok"], max_age_s=120.0)
-            if "api.health_ok" in health:
-                up.add_metric([name], 1.0 if health["api.health_ok"][1] >= 1 else 0.0)
+            health = repo.latest_samples(self.engine, server_id=s.id, metrics=[sk.API_HEALTH_OK], max_age_s=120.0)
+            if sk.API_HEALTH_OK in health:
+                up.add_metric([name], 1.0 if health[sk.API_HEALTH_OK][1] >= 1 else 0.0)
             for source, (oks, firsts) in (("probe", self._probe(s.id, now)), ("canary", self._canary(s.id, now))):
                 if not oks:
                     continue
@@ -108,8 +109,8 @@ class PitwallCollector(Collector):
 
     def _canary(self, server_id: int, now: float) -> tuple[list[bool], list[float]]:
         """(ok per canary request, TTFT per canary request that streamed) in the window."""
-        _, oks = repo.sample_points(self.engine, server_id=server_id, metric="canary.ok", since=now - WINDOW_S)
-        _, firsts = repo.sample_points(self.engine, server_id=server_id, metric="canary.ttft_s", since=now - WINDOW_S)
+        _, oks = repo.sample_points(self.engine, server_id=server_id, metric=sk.CANARY_OK, since=now - WINDOW_S)
+        _, firsts = repo.sample_points(self.engine, server_id=server_id, metric=sk.CANARY_TTFT_S, since=now - WINDOW_S)
         return [bool(v >= 1) for v in oks], [float(v) for v in firsts]
 
     def _alerts(self) -> Iterator[Metric]:

@@ -27,6 +27,7 @@ from runner.alerts.lifecycle import advance
 from runner.alerts.rules import BURN_SPEEDS, EVENT_RULES, Rule
 from runner.supervisor import AUTO_RESTART_BY
 from storage import repo
+from storage import series_keys as sk
 from storage.kinds import EVENT_KINDS, INTENT_KINDS
 from storage.models import AlertState, Server
 
@@ -161,7 +162,7 @@ class AlertEvaluator:
         """Canary samples as (ts, ok, ttft_s, e2e_s), matched by timestamp (one request writes
         its three samples with the same ts)."""
         out: dict[float, list] = {}
-        for i, metric in enumerate(("canary.ok", "canary.ttft_s", "canary.e2e_s")):
+        for i, metric in enumerate((sk.CANARY_OK, sk.CANARY_TTFT_S, sk.CANARY_E2E_S)):
             ts, values = repo.sample_points(self.engine, server_id=server_id, metric=metric, since=since,
                                             until=now + 1e-6)
             for t, v in zip(ts.tolist(), values.tolist(), strict=True):
@@ -176,7 +177,7 @@ class AlertEvaluator:
         if rule.event == "health_down":
             if inhibited(now):
                 return ev.Verdict(False, None, "inhibited: a launch, stop or relaunch Pitwall started")
-            _, values = repo.sample_points(self.engine, server_id=server.id, metric="api.health_ok",
+            _, values = repo.sample_points(self.engine, server_id=server.id, metric=sk.API_HEALTH_OK,
                                            since=now - max(rule.window_s, 120.0), until=now + 1e-6)
             return ev.threshold(list(values), agg="last", op="<", value=1.0, what="/health answering (1 = 200)")
         if rule.event == "no_sample":

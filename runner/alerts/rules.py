@@ -44,6 +44,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from storage import repo
+from storage import series_keys as sk
 from storage.kinds import ALERT_RULE_KINDS
 
 SEVERITIES = ("info", "warning", "error", "critical")
@@ -64,9 +65,9 @@ BURN_SLOS: dict[str, str] = {
 
 #: metric-table keys a threshold may name, mapped to the stored series and its aggregate
 THRESHOLD_ALIASES: dict[str, tuple[str, str]] = {
-    "queue_max": ("log.queue_req", "max"),
-    "radix_hit_rate": ("log.cache_hit_rate", "avg"),
-    "kv_usage": ("log.token_usage", "avg"),
+    "queue_max": (sk.LOG_QUEUE_REQ, "max"),
+    "radix_hit_rate": (sk.LOG_CACHE_HIT_RATE, "avg"),
+    "kv_usage": (sk.LOG_TOKEN_USAGE, "avg"),
     "gpu_mem_used_bytes": ("gpu.mem_used_bytes", "max"),
     "gpu_temp_c": ("gpu.temp_c", "max"),
 }

@@ -33,6 +33,7 @@ from dashboard.services.format import SERIES_COLORS, SEVERITY_COLORS
 from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.views.timeseries import PANELS
+from storage import series_keys as sk
 from storage import units
 from storage.redact import redact_obj
 
@@ -242,7 +243,7 @@ def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
     image = card.subject.get("server_kind") == "image"
     series = pd.DataFrame(card.series, columns=["metric", "ts", "value"])
     events = pd.DataFrame(card.events, columns=["ts", "kind", "severity", "message"])
-    load = _labelled(series[series["metric"].isin(["log.running_req", "log.queue_req"])])
+    load = _labelled(series[series["metric"].isin([sk.LOG_RUNNING_REQ, sk.LOG_QUEUE_REQ])])
     out: dict[str, alt.TopLevelMixin] = {
         "latency_vs_load": latency_vs_load(levels, stat="image" if image else "ttft", x_title=x),
         "throughput_vs_load": throughput_vs_load(
@@ -251,7 +252,7 @@ def card_charts(card: Scorecard) -> dict[str, alt.TopLevelMixin]:
         "batch_and_queue": time_series(load, title="Running batch and queue",
                                        y_title="requests", events=events),
     }
-    canary = _labelled(series[series["metric"] == "canary.ttft_s"])
+    canary = _labelled(series[series["metric"] == sk.CANARY_TTFT_S])
     if not canary.empty:
         scale, unit, _ = units.axis("s")
         out["canary_ttft"] = time_series(canary, title="Canary TTFT", y_title=unit,

@@ -48,28 +48,29 @@ from dashboard.services.scorecard.metric_specs import METRIC_SPECS
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.scorecard.window_reads import WindowReads
 from storage import repo
+from storage import series_keys as sk
 from storage.models import Launch, ProbeRun, Server
 from storage.redact import redact_argv, redact_obj, redact_text, redact_url
 
 MEAN_KEYS = (
-    "log.gen_throughput_tok_s",
-    "log.input_throughput_tok_s",
-    "log.running_req",
-    "metrics.gen_throughput_tok_s",
-    "metrics.num_running_reqs",
-    "metrics.requests_per_s",
-    "metrics.generation_tokens_per_s",
-    "metrics.prompt_tokens_per_s",
-    "metrics.cached_tokens_per_s",
+    sk.LOG_GEN_THROUGHPUT_TOK_S,
+    sk.LOG_INPUT_THROUGHPUT_TOK_S,
+    sk.LOG_RUNNING_REQ,
+    sk.METRICS_GEN_THROUGHPUT_TOK_S,
+    sk.METRICS_NUM_RUNNING_REQS,
+    sk.METRICS_REQUESTS_PER_S,
+    sk.METRICS_GENERATION_TOKENS_PER_S,
+    sk.METRICS_PROMPT_TOKENS_PER_S,
+    sk.METRICS_CACHED_TOKENS_PER_S,
 )
 #: Series kept on the scorecard for charts (bucketed, at most SERIES_POINTS per metric).
 SERIES_KEYS = (
-    "log.running_req",
-    "log.queue_req",
-    "log.gen_throughput_tok_s",
-    "log.token_usage",
-    "canary.ttft_s",
-    "metrics.ttft_p99_s",
+    sk.LOG_RUNNING_REQ,
+    sk.LOG_QUEUE_REQ,
+    sk.LOG_GEN_THROUGHPUT_TOK_S,
+    sk.LOG_TOKEN_USAGE,
+    sk.CANARY_TTFT_S,
+    sk.hist_key("ttft", "p99"),
 )
 SERIES_POINTS = 240
 EVENT_LIMIT = 200
@@ -263,9 +264,9 @@ def _server_latency(reads: WindowReads) -> tuple[dict[str, np.ndarray], dict[str
     clamped: dict[str, bool | None] = {}
     for name in ("ttft", "itl", "e2e"):
         for p in (50, 95, 99):
-            est = _mean(reads, f"metrics.{name}_p{p}_s")  # the figure is the window's mean of the estimate
+            est = _mean(reads, sk.hist_key(name, f"p{p}"))  # the figure is the window's mean of the estimate
             server_hist[f"{name}_p{p}"] = np.empty(0) if est is None else np.array([est])
-        high = reads.maximum(f"metrics.{name}_clamped")
+        high = reads.maximum(sk.hist_key(name, "clamped"))
         clamped[name] = None if high is None else bool(high >= 0.5)
     return server_hist, clamped
 
@@ -275,7 +276,7 @@ def _decode_spans(reads: WindowReads) -> tuple[list[tuple[float, float]] | None,
     window's tokens and energy are counted over the time those lines cover, idle time neither
     credited with tokens nor charged with its energy (one truth for J/token). Returns
     the busy spans (None when the lines give no token count) and the output tokens over them."""
-    g_ts, g_rate = reads.points("log.gen_throughput_tok_s")
+    g_ts, g_rate = reads.points(sk.LOG_GEN_THROUGHPUT_TOK_S)
     log_tokens = sm.rate_over_spans(g_ts, g_rate)
     return (sm.busy_spans(g_ts) if log_tokens is not None else None), log_tokens
 
@@ -287,12 +288,12 @@ def _energy_and_power(reads: WindowReads, cards: list[int], log_spans: list[tupl
     energy: float | None = None
     power: float | None = None
     for i in cards:
-        e_ts, e = reads.points(f"gpu.{i}.energy_j", "energy_j_per_output_tok", "energy_j_per_image",
+        e_ts, e = reads.points(sk.gpu_key(i, "energy_j"), "energy_j_per_output_tok", "energy_j_per_image",
                                "electricity_usd_per_1m_output_tok")
         d = sm.counter_increase(e) if log_spans is None else sm.counter_increase_within(e_ts, e, log_spans)
         if d is not None:
             energy = (energy or 0.0) + d
-        pw = _mean(reads, f"gpu.{i}.power_w")
+        pw = _mean(reads, sk.gpu_key(i, "power_w"))
         if pw is not None:
             power = (power or 0.0) + pw
     if reads.unavailable.keys() & {"energy_j_per_output_tok"}:
@@ -366,27 +367,27 @@ def gather_inputs(
     canary_keys = [f"{n}_p{p}_s" for n in ("ttft", "e2e", "image") for p in sm.PCTS] + ["ttft_p99_p50_ratio"]
     means = {k: _mean(reads, k) for k in MEAN_KEYS}
     server_hist, clamped = _server_latency(reads)
-    cached, n_cached = reads.total("log.prefill_cached_token")
-    new, n_new = reads.total("log.prefill_new_token")
-    queue_key = next((k for k in ("log.queue_req", "metrics.num_queue_reqs", DIFFUSION_KEYS["queue"])
-                      if reads.agg(k).count), "log.queue_req")
+    cached, n_cached = reads.total(sk.LOG_PREFILL_CACHED_TOKEN)
+    new, n_new = reads.total(sk.LOG_PREFILL_NEW_TOKEN)
+    queue_key = next((k for k in (sk.LOG_QUEUE_REQ, sk.METRICS_NUM_QUEUE_REQS, DIFFUSION_KEYS["queue"])
+                      if reads.agg(k).count), sk.LOG_QUEUE_REQ)
     q_ts, q_vals = reads.points(queue_key, "queue_above_threshold_s")
-    _, health = reads.points("api.health_ok", "health_flaps")
+    _, health = reads.points(sk.API_HEALTH_OK, "health_flaps")
     gpu_metrics = repo.series_names(engine, server_id=sid, prefix="gpu.")
     diffusion: dict[str, Any] = {}
     if srv.kind == "image":
         names = [n for n in repo.series_names(engine, server_id=sid)
-                 if n.startswith(("log.diffusion.", "metrics.diffusion_"))]
+                 if n.startswith((sk.LOG_DIFFUSION_PREFIX, sk.METRICS_DIFFUSION_PREFIX))]
         diffusion = diffusion_inputs(reads.values, names)
     mem_total = repo.latest_samples(engine, server_id=sid, metrics=[
         k for k in gpu_metrics if k.endswith(".mem_total_bytes")])
     seen = sorted({key[0] for k in gpu_metrics if (key := parse_key(k))})  # cards, each once
     log_spans, log_tokens = (_decode_spans(reads) if run is None and means.get(
-        "metrics.generation_tokens_per_s") is None else (None, None))
+        sk.METRICS_GENERATION_TOKENS_PER_S) is None else (None, None))
     energy, power = _energy_and_power(reads, seen, log_spans)
-    canary_ok = reads.agg("canary.ok")
+    canary_ok = reads.agg(sk.CANARY_OK)
     n_gpu, gpu_note = sm.gpu_count(srv.gpu_indices, seen, launch.server_args if launch else None)
-    out_rate = means.get("metrics.generation_tokens_per_s") or means.get("log.gen_throughput_tok_s")
+    out_rate = means.get(sk.METRICS_GENERATION_TOKENS_PER_S) or means.get(sk.LOG_GEN_THROUGHPUT_TOK_S)
     events_df = repo.list_events(engine, server_id=sid, since=since, until=until, limit=EVENT_LIMIT)
     series_df = repo.bucketed_series(engine, server_id=sid, metrics=SERIES_KEYS, since=since,
                                      until=until, max_points=SERIES_POINTS)
@@ -405,9 +406,9 @@ def gather_inputs(
         probe_mode=mode,
         images_per_request=images_per_request,
         level=level,
-        canary_ttft_s=reads.values("canary.ttft_s", *canary_keys),
-        canary_e2e_s=reads.values("canary.e2e_s", *canary_keys),
-        canary_ok=reads.values("canary.ok"),
+        canary_ttft_s=reads.values(sk.CANARY_TTFT_S, *canary_keys),
+        canary_e2e_s=reads.values(sk.CANARY_E2E_S, *canary_keys),
+        canary_ok=reads.values(sk.CANARY_OK),
         canary_ok_sum=(canary_ok.total, canary_ok.count) if canary_ok.count else None,
         server_hist=server_hist,
         server_clamped=clamped,

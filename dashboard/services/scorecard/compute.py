@@ -47,6 +47,7 @@ from dashboard.services.scorecard.model import (
     Scorecard,
 )
 from dashboard.services.scorecard.walls import wall_figures
+from storage import series_keys as sk
 
 __all__ = ["ScorecardInputs", "compute_scorecard", "grade_figures", "headline", "level_name",
            "probe_levels"]
@@ -299,25 +300,25 @@ def _throughput(inp: ScorecardInputs, figs: dict[str, Figure], lv: dict[str, Any
         if image:
             put(figs, "images_per_min", lv["images_per_min"], "probe", note)
     else:
-        put(figs, "rps", inp.means.get("metrics.requests_per_s"), "server",
+        put(figs, "rps", inp.means.get(sk.METRICS_REQUESTS_PER_S), "server",
              "server counters (no probe run)")
-        v, k = _first_mean(inp, "metrics.generation_tokens_per_s", "log.gen_throughput_tok_s")
+        v, k = _first_mean(inp, sk.METRICS_GENERATION_TOKENS_PER_S, sk.LOG_GEN_THROUGHPUT_TOK_S)
         put(figs, "output_tok_s", v, "server", f"mean of {k}" if k else "no probe run")
-        v, k = _first_mean(inp, "metrics.prompt_tokens_per_s", "log.input_throughput_tok_s")
+        v, k = _first_mean(inp, sk.METRICS_PROMPT_TOKENS_PER_S, sk.LOG_INPUT_THROUGHPUT_TOK_S)
         put(figs, "input_tok_s", v, "server", f"mean of {k}" if k else "no probe run")
         if image:
             put(figs, "images_per_min", None, "server", "no probe run")
     if not image:
         put(figs, "images_per_min", None, "probe", "LLM server", status=NOT_APPLICABLE)
-    v, k = _first_mean(inp, "log.gen_throughput_tok_s", "metrics.gen_throughput_tok_s")
+    v, k = _first_mean(inp, sk.LOG_GEN_THROUGHPUT_TOK_S, sk.METRICS_GEN_THROUGHPUT_TOK_S)
     put(figs, "server_gen_tok_s", v, "server", f"mean of {k}" if k else "")
-    v, k = _first_mean(inp, "log.running_req", "metrics.num_running_reqs")
+    v, k = _first_mean(inp, sk.LOG_RUNNING_REQ, sk.METRICS_NUM_RUNNING_REQS)
     put(figs, "avg_running_batch", v, "server", f"mean of {k}" if k else "")
     rate = sm.radix_hit_rate(inp.prefill_cached_tokens, inp.prefill_new_tokens)
     # /metrics counter rates sampled at a fixed interval: the ratio of their means is
     # Σcached / Σprompt over the window (prompt tokens include the cached ones)
-    counters = sm.safe_div(inp.means.get("metrics.cached_tokens_per_s"),
-                           inp.means.get("metrics.prompt_tokens_per_s"))
+    counters = sm.safe_div(inp.means.get(sk.METRICS_CACHED_TOKENS_PER_S),
+                           inp.means.get(sk.METRICS_PROMPT_TOKENS_PER_S))
     if rate is not None:
         put(figs, "radix_hit_rate", rate, "server", "token-weighted, scheduler log")
     elif counters is not None:

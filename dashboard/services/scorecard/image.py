@@ -28,20 +28,21 @@ import pandas as pd
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard.inputs import ScorecardInputs, measured_ok, put
 from dashboard.services.scorecard.model import NOT_APPLICABLE, Figure
+from storage import series_keys as sk
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 DIFFUSION_KEYS = {
-    "stage_log": "log.diffusion.stage_s.",  # + StageName, seconds per request
-    "step_log": "log.diffusion.step_s",
-    "request_log": "log.diffusion.request_s",
-    "peak_log": "log.diffusion.peak_mem_gb",
-    "remaining_log": "log.diffusion.remaining_mem_gb",
-    "stage_metrics_p50": "metrics.diffusion_stage_p50_s.",  # + StageName
-    "stage_metrics_p99": "metrics.diffusion_stage_p99_s.",
-    "queue": "metrics.diffusion_num_queue_reqs",
-    "running": "metrics.diffusion_num_running_reqs",
-    "batch": "metrics.diffusion_batch_size_mean",
+    "stage_log": sk.LOG_DIFFUSION_STAGE_PREFIX,  # + StageName, seconds per request
+    "step_log": sk.LOG_DIFFUSION_STEP_S,
+    "request_log": sk.LOG_DIFFUSION_REQUEST_S,
+    "peak_log": sk.LOG_DIFFUSION_PEAK_MEM_GB,
+    "remaining_log": sk.LOG_DIFFUSION_REMAINING_MEM_GB,
+    "stage_metrics_p50": sk.diffusion_stage_hist_prefix("p50"),  # + StageName
+    "stage_metrics_p99": sk.diffusion_stage_hist_prefix("p99"),
+    "queue": sk.METRICS_DIFFUSION_NUM_QUEUE_REQS,
+    "running": sk.METRICS_DIFFUSION_NUM_RUNNING_REQS,
+    "batch": sk.hist_key("diffusion_batch_size", "mean"),
 }
 STEP_STAGE = "DenoisingStep"  # sglang:diffusion_stage_host_latency_seconds{stage="DenoisingStep"}
 STAGE_GROUPS = ("encode", "denoise", "decode", "other")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from storage import series_keys as sk
 from storage import units
 
 DIMENSIONS = ("latency", "throughput", "cost", "stability")
@@ -54,11 +55,7 @@ _LAT_NAMES = {
     "tpot": ("TPOT", "time per output token, (e2e - ttft) / (tokens_out - 1) per request"),
     "e2e": ("E2E", "end-to-end request latency"),
 }
-_SERVER_HIST = {
-    "ttft": "metrics.ttft_p{p}_s",
-    "itl": "metrics.itl_p{p}_s",
-    "e2e": "metrics.e2e_p{p}_s",
-}
+_SERVER_HIST = ("ttft", "itl", "e2e")  # histograms of storage/series_keys.py
 
 
 def _latency_specs() -> list[MetricSpec]:
@@ -91,7 +88,7 @@ def _latency_specs() -> list[MetricSpec]:
                 f"image servers: p{p} of e2e_s / images per request over the probe's requests",
             )
         )
-    for name, key in _SERVER_HIST.items():
+    for name in _SERVER_HIST:
         for p in (50, 95, 99):
             out.append(
                 MetricSpec(
@@ -100,8 +97,8 @@ def _latency_specs() -> list[MetricSpec]:
                     "latency",
                     "s",
                     "lower",
-                    f"mean of `{key.format(p=p)}` samples in the window (the server's histogram "
-                    f"estimate); flagged when any `metrics.{name}_clamped` sample is 1 (the "
+                    f"mean of `{sk.hist_key(name, f'p{p}')}` samples in the window (the server's histogram "
+                    f"estimate); flagged when any `{sk.hist_key(name, 'clamped')}` sample is 1 (the "
                     "quantile hit the last finite bucket, so the true value is higher)",
                 )
             )

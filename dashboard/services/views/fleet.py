@@ -48,21 +48,22 @@ from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.views.overview import FIGURE_WINDOW_S, STALE_S
 from storage import repo
+from storage import series_keys as sk
 from storage.models import Launch, ProbeRun, Server
 
 FLEET_WINDOW_S = FIGURE_WINDOW_S
-QUEUE_KEYS = ("log.queue_req", "metrics.num_queue_reqs", DIFFUSION_KEYS["queue"])
-SERVER_HIST_KEYS = tuple(f"metrics.{n}_p{p}_s" for n in ("ttft", "itl", "e2e") for p in (50, 95, 99))
+QUEUE_KEYS = (sk.LOG_QUEUE_REQ, sk.METRICS_NUM_QUEUE_REQS, DIFFUSION_KEYS["queue"])
+SERVER_HIST_KEYS = tuple(sk.hist_key(n, f"p{p}") for n in ("ttft", "itl", "e2e") for p in (50, 95, 99))
 #: series read sample by sample (percentiles, step functions, rate spans, newest value)
-FLEET_METRICS = (*QUEUE_KEYS, "canary.ttft_s", "canary.e2e_s", "canary.ok", "api.health_ok",
-                 "log.gen_throughput_tok_s")
+FLEET_METRICS = (*QUEUE_KEYS, sk.CANARY_TTFT_S, sk.CANARY_E2E_S, sk.CANARY_OK, sk.API_HEALTH_OK,
+                 sk.LOG_GEN_THROUGHPUT_TOK_S)
 #: series the fleet view only averages, sums or maxes: aggregated in SQL (far fewer rows)
 AGG_METRICS = (*(k for k in MEAN_KEYS if k not in FLEET_METRICS), *SERVER_HIST_KEYS,
-               "log.prefill_cached_token", "log.prefill_new_token",
-               "metrics.ttft_clamped", "metrics.itl_clamped", "metrics.e2e_clamped")
+               sk.LOG_PREFILL_CACHED_TOKEN, sk.LOG_PREFILL_NEW_TOKEN,
+               sk.hist_key("ttft", "clamped"), sk.hist_key("itl", "clamped"), sk.hist_key("e2e", "clamped"))
 #: series of which the fleet view shows the newest value only
-LATEST_METRICS = ("log.token_usage",)
-DIFFUSION_PREFIXES = ("log.diffusion.", "metrics.diffusion_")
+LATEST_METRICS = (sk.LOG_TOKEN_USAGE,)
+DIFFUSION_PREFIXES = (sk.LOG_DIFFUSION_PREFIX, sk.METRICS_DIFFUSION_PREFIX)
 #: the figures a fleet row carries from the server's scorecard (row key -> scorecard key)
 ROW_FIGURES = {"output_tok_s": "output_tok_s", "rps": "rps", "ttft_p95_s": "ttft_p95_s",
                "ttft_p99_s": "ttft_p99_s", "cache_hit_rate": "radix_hit_rate",
@@ -164,7 +165,7 @@ def _status(samples: _ServerSamples, launch: Launch | None, now: float) -> str:
     """As overview._status: launching, else up/down from a health check newer than STALE_S."""
     if launch is not None and launch.status == "starting" and launch.ended_at is None:
         return "launching"
-    health = samples.latest("api.health_ok", now - STALE_S)
+    health = samples.latest(sk.API_HEALTH_OK, now - STALE_S)
     if health is None:
         return "unknown"
     return "up" if health[1] >= 1 else "down"
@@ -187,22 +188,22 @@ def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.D
     hist: dict[str, np.ndarray] = {}
     for key in SERVER_HIST_KEYS:  # the figure is the window's mean of the server's estimate
         est = s.mean(key)
-        hist[key.removeprefix("metrics.").removesuffix("_s")] = np.empty(0) if est is None else np.array([est])
+        hist[key.removeprefix(sk.METRICS_PREFIX).removesuffix("_s")] = np.empty(0) if est is None else np.array([est])
     clamped: dict[str, bool | None] = {}
     for n in ("ttft", "itl", "e2e"):
-        high = s.maximum(f"metrics.{n}_clamped")
+        high = s.maximum(sk.hist_key(n, "clamped"))
         clamped[n] = None if high is None else bool(high >= 0.5)
     queue_key = next((k for k in QUEUE_KEYS if s.values(k).size), QUEUE_KEYS[0])
     q_ts, q_vals = s.points(queue_key)
     log_tokens = busy = None
-    if run is None and means.get("metrics.generation_tokens_per_s") is None:
-        g_ts, g_rate = s.points("log.gen_throughput_tok_s")
+    if run is None and means.get(sk.METRICS_GENERATION_TOKENS_PER_S) is None:
+        g_ts, g_rate = s.points(sk.LOG_GEN_THROUGHPUT_TOK_S)
         log_tokens = sm.rate_over_spans(g_ts, g_rate)
         busy = None if log_tokens is None else float(sum(b - a for a, b in sm.busy_spans(g_ts)))
-    out_rate = means.get("metrics.generation_tokens_per_s") or means.get("log.gen_throughput_tok_s")
+    out_rate = means.get(sk.METRICS_GENERATION_TOKENS_PER_S) or means.get(sk.LOG_GEN_THROUGHPUT_TOK_S)
     n_gpu, note = sm.gpu_count(srv.gpu_indices, gpus_seen, launch.server_args if launch else None)
     detail = (run.fingerprint_detail or {}) if run is not None else {}
-    ok = s.values("canary.ok")
+    ok = s.values(sk.CANARY_OK)
     return ScorecardInputs(
         subject={"server": srv.name, "server_kind": srv.kind, "run_id": run.id if run else None,
                  "since": since, "until": until, "resolution": "raw"},
@@ -212,13 +213,13 @@ def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.D
         electricity_usd_per_kwh=electricity, probe_requests=reqs,
         probe_mode=str(detail.get("mode") or "concurrency"),
         images_per_request=int((detail.get("image") or {}).get("n") or 1),
-        canary_ttft_s=s.values("canary.ttft_s"), canary_e2e_s=s.values("canary.e2e_s"),
+        canary_ttft_s=s.values(sk.CANARY_TTFT_S), canary_e2e_s=s.values(sk.CANARY_E2E_S),
         canary_ok=ok, canary_ok_sum=(float(ok.sum()), int(ok.size)) if ok.size else None,
         server_hist=hist, server_clamped=clamped, means=means,
-        prefill_cached_tokens=s.total("log.prefill_cached_token"),
-        prefill_new_tokens=s.total("log.prefill_new_token"),
+        prefill_cached_tokens=s.total(sk.LOG_PREFILL_CACHED_TOKEN),
+        prefill_new_tokens=s.total(sk.LOG_PREFILL_NEW_TOKEN),
         queue_ts=q_ts, queue_values=q_vals, queue_max=float(q_vals.max()) if q_vals.size else None,
-        health_values=s.values("api.health_ok"), busy_s=busy,
+        health_values=s.values(sk.API_HEALTH_OK), busy_s=busy,
         window_output_tokens=log_tokens if busy is not None else (
             None if out_rate is None else out_rate * (until - since)),
         event_counts=events, unavailable=dict.fromkeys(FLEET_UNREAD, UNREAD_NOTE),
@@ -234,7 +235,7 @@ def _row(srv: Server, card: Scorecard, inp: ScorecardInputs, *, launch: Launch |
     assert srv.id is not None
     figures: dict[str, float | None] = {k: card.value(v) for k, v in ROW_FIGURES.items()}
     queue = next((q for k in QUEUE_KEYS if (q := samples.latest(k, now - STALE_S * 5))), None)
-    kv = samples.latest("log.token_usage", now - STALE_S * 5)
+    kv = samples.latest(sk.LOG_TOKEN_USAGE, now - STALE_S * 5)
     figures["queue"] = None if queue is None else queue[1]
     figures["kv_usage"] = None if kv is None else kv[1]
     grades = {d: (card.dimensions[d].grade or "none") if d in card.dimensions else "none"

@@ -25,8 +25,12 @@ from runner.loop import SELF_SERVER_ID, self_source
 from storage import repo
 from storage.db import database_size_bytes
 from storage.redact import redact_url
+from storage.series_keys import SELF_CPU_PCT as SELF_CPU_PCT  # the About page shows these
+from storage.series_keys import SELF_LOOP_LAG_S as SELF_LOOP_LAG_S
+from storage.series_keys import SELF_ROWS_PER_S as SELF_ROWS_PER_S
+from storage.series_keys import unit_of as unit_of
 
-SELF_METRICS = ("self.cpu_pct", "self.loop_lag_s", "self.rows_per_s")
+SELF_METRICS = (SELF_CPU_PCT, SELF_LOOP_LAG_S, SELF_ROWS_PER_S)
 
 
 def shown_url(url: str) -> str:

@@ -44,22 +44,28 @@ from dashboard.services.gpu_entries import gpu_entries
 from dashboard.services.scorecard import math as sm
 from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from storage import repo
+from storage import series_keys as sk
 from storage.models import Server
+from storage.series_keys import LOG_QUEUE_REQ as LOG_QUEUE_REQ  # the Overview page shows these
+from storage.series_keys import LOG_RUNNING_REQ as LOG_RUNNING_REQ
+from storage.series_keys import LOG_TOKEN_USAGE as LOG_TOKEN_USAGE
+from storage.series_keys import METRICS_DIFFUSION_NUM_QUEUE_REQS as METRICS_DIFFUSION_NUM_QUEUE_REQS
+from storage.series_keys import unit_of as unit_of
 
 STALE_S = 60.0
 FIGURE_WINDOW_S = 15 * 60
 KEY_FIGURES = (
-    "api.health_ok",
-    "api.health_latency_s",
-    "log.running_req",
-    "log.queue_req",
-    "log.gen_throughput_tok_s",
-    "metrics.gen_throughput_tok_s",
-    "log.token_usage",
-    "canary.ttft_s",
-    "canary.e2e_s",
-    "metrics.diffusion_num_queue_reqs",
-    "metrics.diffusion_num_running_reqs",
+    sk.API_HEALTH_OK,
+    sk.API_HEALTH_LATENCY_S,
+    sk.LOG_RUNNING_REQ,
+    sk.LOG_QUEUE_REQ,
+    sk.LOG_GEN_THROUGHPUT_TOK_S,
+    sk.METRICS_GEN_THROUGHPUT_TOK_S,
+    sk.LOG_TOKEN_USAGE,
+    sk.CANARY_TTFT_S,
+    sk.CANARY_E2E_S,
+    sk.METRICS_DIFFUSION_NUM_QUEUE_REQS,
+    sk.METRICS_DIFFUSION_NUM_RUNNING_REQS,
 )
 log = logging.getLogger("pitwall.overview")
 
@@ -121,7 +127,7 @@ def source_label(card: ServerCard, key: str) -> str:
 
 
 def _status(latest: dict[str, tuple[float, float]], launch: Any, now: float) -> str:
-    health = latest.get("api.health_ok")
+    health = latest.get(sk.API_HEALTH_OK)
     if launch is not None and launch.status == "starting" and launch.ended_at is None:
         return "launching"
     if health is None or now - health[0] > STALE_S:
@@ -132,12 +138,12 @@ def _status(latest: dict[str, tuple[float, float]], launch: Any, now: float) -> 
 def key_figures(engine: Engine, server: Server, now: float) -> dict[str, float | None]:
     assert server.id is not None
     since = now - FIGURE_WINDOW_S
-    ttft = repo.sample_values(engine, server_id=server.id, metric="canary.ttft_s", since=since)
-    ok_sum, ok_n = repo.sample_sum(engine, server_id=server.id, metric="canary.ok", since=since)
-    tok_sum, tok_n = repo.sample_sum(engine, server_id=server.id, metric="log.gen_throughput_tok_s", since=since)
+    ttft = repo.sample_values(engine, server_id=server.id, metric=sk.CANARY_TTFT_S, since=since)
+    ok_sum, ok_n = repo.sample_sum(engine, server_id=server.id, metric=sk.CANARY_OK, since=since)
+    tok_sum, tok_n = repo.sample_sum(engine, server_id=server.id, metric=sk.LOG_GEN_THROUGHPUT_TOK_S, since=since)
     if tok_n == 0:
         tok_sum, tok_n = repo.sample_sum(
-            engine, server_id=server.id, metric="metrics.gen_throughput_tok_s", since=since
+            engine, server_id=server.id, metric=sk.METRICS_GEN_THROUGHPUT_TOK_S, since=since
         )
     tok_s = tok_sum / tok_n if tok_n else None
     gpus = len(server.gpu_indices or []) or 1
@@ -289,7 +295,7 @@ def server_detail(engine: Engine, name: str, now: float | None = None) -> Server
     s = repo.get_server(engine, name=name)
     if s is None or s.id is None:
         return None
-    latest = repo.latest_samples(engine, server_id=s.id, metrics=("api.health_ok",), max_age_s=STALE_S * 5)
+    latest = repo.latest_samples(engine, server_id=s.id, metrics=(sk.API_HEALTH_OK,), max_age_s=STALE_S * 5)
     launch = shown.launch(repo.latest_launch(engine, server_id=s.id))
     return ServerDetail(
         server=shown.server(s),

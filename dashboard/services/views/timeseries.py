@@ -40,6 +40,7 @@ from dashboard.services import shown
 from dashboard.services.format import fmt_window
 from dashboard.services.gpu_entries import CARD_FIELDS, GpuEntry
 from storage import repo
+from storage import series_keys as sk
 from storage.kinds import EVENT_KINDS as _EVENT_KINDS
 
 # A chart's plot is ~560 px wide in the two-column layout: more points than pixels cannot be
@@ -57,7 +58,7 @@ EVENT_KINDS: tuple[str, ...] = tuple(_EVENT_KINDS)
 class Panel:
     key: str
     title: str
-    unit: str  # s | ratio | count | tok_s | bytes | w | c
+    unit: str  # storage/units.py: the unit storage/series_keys.py gives the panel's keys
     series: tuple[tuple[str, str], ...]  # (metric key, legend label)
     fallback: tuple[tuple[str, str], ...] = ()  # used when none of `series` has data
 
@@ -66,49 +67,49 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "latency",
         "Latency: canary and server histogram estimate",
-        "s",
+        sk.unit_of(sk.CANARY_TTFT_S),
         (
-            ("canary.ttft_s", "canary TTFT"),
-            ("metrics.ttft_p50_s", "server TTFT p50 (est.)"),
-            ("metrics.ttft_p95_s", "server TTFT p95 (est.)"),
-            ("metrics.ttft_p99_s", "server TTFT p99 (est.)"),
+            (sk.CANARY_TTFT_S, "canary TTFT"),
+            (sk.hist_key("ttft", "p50"), "server TTFT p50 (est.)"),
+            (sk.hist_key("ttft", "p95"), "server TTFT p95 (est.)"),
+            (sk.hist_key("ttft", "p99"), "server TTFT p99 (est.)"),
         ),
     ),
     Panel(
         "throughput",
         "Throughput",
-        "tok_s",
-        (("log.gen_throughput_tok_s", "output tok/s"), ("log.input_throughput_tok_s", "input tok/s")),
-        (("metrics.gen_throughput_tok_s", "output tok/s (metrics)"),),
+        sk.unit_of(sk.LOG_GEN_THROUGHPUT_TOK_S),
+        ((sk.LOG_GEN_THROUGHPUT_TOK_S, "output tok/s"), (sk.LOG_INPUT_THROUGHPUT_TOK_S, "input tok/s")),
+        ((sk.METRICS_GEN_THROUGHPUT_TOK_S, "output tok/s (metrics)"),),
     ),
     Panel(
         "batch",
         "Running batch and queue",
-        "count",
-        (("log.running_req", "running"), ("log.queue_req", "queued")),
-        (("metrics.num_running_reqs", "running"), ("metrics.num_queue_reqs", "queued")),
+        sk.unit_of(sk.LOG_RUNNING_REQ),
+        ((sk.LOG_RUNNING_REQ, "running"), (sk.LOG_QUEUE_REQ, "queued")),
+        ((sk.METRICS_NUM_RUNNING_REQS, "running"), (sk.METRICS_NUM_QUEUE_REQS, "queued")),
     ),
     Panel(
         "token_usage",
         "KV cache token usage",
-        "ratio",
-        (("log.token_usage", "token usage"),),
-        (("metrics.token_usage", "token usage"),),
+        sk.unit_of(sk.LOG_TOKEN_USAGE),
+        ((sk.LOG_TOKEN_USAGE, "token usage"),),
+        ((sk.METRICS_TOKEN_USAGE, "token usage"),),
     ),
     Panel(
         "cache_hit",
         "Radix cache hit rate",
-        "ratio",
-        (("log.cache_hit_rate", "cache hit rate"),),
-        (("metrics.cache_hit_rate", "cache hit rate"),),
+        sk.unit_of(sk.LOG_CACHE_HIT_RATE),
+        ((sk.LOG_CACHE_HIT_RATE, "cache hit rate"),),
+        ((sk.METRICS_CACHE_HIT_RATE, "cache hit rate"),),
     ),
 )
 
 GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
-    ("gpu_util", "GPU utilisation", "ratio", "util_ratio"),
-    ("gpu_mem", "GPU memory used", "bytes", "mem_used_bytes"),
-    ("gpu_power", "GPU power", "w", "power_w"),
-    ("gpu_temp", "GPU temperature", "c", "temp_c"),
+    ("gpu_util", "GPU utilisation", sk.GPU_FIELDS["util_ratio"][0], "util_ratio"),
+    ("gpu_mem", "GPU memory used", sk.GPU_FIELDS["mem_used_bytes"][0], "mem_used_bytes"),
+    ("gpu_power", "GPU power", sk.GPU_FIELDS["power_w"][0], "power_w"),
+    ("gpu_temp", "GPU temperature", sk.GPU_FIELDS["temp_c"][0], "temp_c"),
 )
 
 
