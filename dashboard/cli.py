@@ -22,8 +22,8 @@ import signal
 import sys
 from collections.abc import Callable
 
-from dashboard import __version__
-from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
+from config import __version__
+from config.settings import REPO_ROOT, Settings, SettingsError, load_settings
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 RUNNER_STOP_TIMEOUT_S = 120.0

@@ -47,7 +47,7 @@ def gpu_wall_cli(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"pitwall gpu-wall: {exc}.", file=sys.stderr)
         return EXIT_USAGE
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
     from storage import repo
     from storage.db import SchemaError, make_engine
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.settings import SETTINGS
+from config.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("app.py", "dashboard", "collectors", "storage", "simulator", "runner")
+PACKAGES = ("app.py", "config", "dashboard", "collectors", "storage", "simulator", "runner")
 
 
 def _py_files(root: str) -> list[Path]:
@@ -58,6 +58,8 @@ def test_import_direction(path: Path) -> None:
         assert "dashboard" not in tops, f"{rel} must not import dashboard"
     if rel.startswith(("collectors/", "storage/")):
         assert "runner" not in tops, f"{rel} must not import the runner package (it imports them)"
+    if rel.startswith("config/"):
+        assert not tops & {"dashboard", "collectors"}, f"{rel} must not import {tops & {'dashboard', 'collectors'}}"
     if rel.startswith("storage/"):
         assert "collectors" not in tops, f"{rel} must not import collectors"
     if "streamlit" in tops:

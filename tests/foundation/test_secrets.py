@@ -130,10 +130,10 @@ def _legacy_rows(engine: Any, server_id: int) -> None:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     import streamlit as st
 
+    from config.settings import Settings
     from dashboard.services.launch import launcher, profile_admin
     from dashboard.services.launch.wiring import runner_parts
     from dashboard.services.views import benchmarks as bm
-    from dashboard.settings import Settings
     from runner.loop import Runner
     from storage import repo
     from storage.db import make_engine

@@ -147,9 +147,9 @@ def test_validate_reports_the_preflight_beside_the_flags(engine, tmp_path: Path)
     """Validate on a server (the runner's check lane): Llama-3.1-70B in bf16 on the recorded
     H200 leaves SGLang no KV cache at the default fraction, so the profile is invalid; tp 2 on
     two such GPUs would pass, and the same profile without a server is not preflighted."""
+    from config.settings import Settings
     from dashboard.services.launch import profile_admin
     from dashboard.services.launch.profiles import sync_profiles
-    from dashboard.settings import Settings
 
     model = tmp_path / "llama-70b"
     model.mkdir()

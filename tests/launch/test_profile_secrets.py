@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import Settings
 from dashboard.services.launch import profile_admin, profiles
 from dashboard.services.launch.profiles import ProfileError
-from dashboard.settings import Settings
 from storage import repo
 
 KEY = "S3CRET"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import Settings
 from dashboard.services.launch import profile_admin, profiles
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
-from dashboard.settings import Settings
 from storage import repo
 
 REPO = Path(__file__).resolve().parents[2]

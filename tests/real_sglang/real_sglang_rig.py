@@ -25,10 +25,10 @@ from real_sglang_helpers import rs
 from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
+from config.settings import Settings
 from dashboard.services.launch import launcher
 from dashboard.services.launch.profiles import ProfileSpec, dump_profile
 from dashboard.services.launch.wiring import runner_parts
-from dashboard.settings import Settings
 from runner.loop import Runner
 from storage import repo
 from storage.db import make_engine

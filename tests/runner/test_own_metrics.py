@@ -94,8 +94,8 @@ def test_demo_runner_serves_every_series(demo_runner):
 
 
 def test_port_zero_serves_nothing(tmp_path):
+    from config.settings import load_settings
     from dashboard.services.own_metrics import build_exporter
-    from dashboard.settings import load_settings
 
     os.environ.pop("PITWALL_METRICS_PORT", None)
     engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pwtest import REPO
 
+from config.settings import load_settings
 from dashboard.services.launch.profiles import load_file
 from dashboard.services.views.servers import (
     DEMO_IMAGE_SERVER,
@@ -14,7 +15,6 @@ from dashboard.services.views.servers import (
     seed_demo,
     sync_servers,
 )
-from dashboard.settings import load_settings
 from storage import repo
 
 

@@ -43,8 +43,8 @@ def alerts_cli(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
+    from config.settings import load_settings
     from dashboard.services.alerts import views, wiring
-    from dashboard.settings import load_settings
     from runner.alerts.deliver import send_test
     from storage.db import make_engine
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
+from config.settings import Settings
 from dashboard.services.scorecard import slo
-from dashboard.settings import Settings
 from runner.alerts import Alerting
 from runner.alerts.deliver import Receiver, Sender
 from runner.alerts.engine import AlertConfig, AlertEvaluator

@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def export_cli(argv: list[str]) -> int:
-    from dashboard.settings import SettingsError, load_settings
+    from config.settings import SettingsError, load_settings
 
     if any(a == "--fleet" or a.startswith("--fleet=") for a in argv):  # the Overview's fleet views
         # lazy: only --fleet needs the Overview's views (alerts and gpu-wall import this module)

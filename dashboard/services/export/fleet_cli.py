@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def fleet_cli(argv: list[str]) -> int:
-    from dashboard.settings import SettingsError, load_settings
+    from config.settings import SettingsError, load_settings
 
     args = parse_args(build_parser(), argv, "pitwall export --fleet table --help")
     if isinstance(args, int):

@@ -32,6 +32,7 @@ from collectors.engines import get_engine
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang.flags import Issue
 from collectors.sglang.launch import SECRET_FLAGS, config_text, flag_args, split_secrets
+from config.settings import Settings
 from dashboard.services.format import request_label
 from dashboard.services.launch import guardrails, profiles
 from dashboard.services.launch.profiles import ProfileSpec
@@ -44,7 +45,6 @@ from dashboard.services.launch.sandbox import (
     sandbox_issues,
     write_secrets,
 )
-from dashboard.settings import Settings
 from runner import procs
 from runner.launch_plan import LaunchPlan, PlanError
 from storage import repo

@@ -22,12 +22,12 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from collectors.sglang import flags as sglang_flags
+from config.settings import Settings
 from dashboard.services import shown
 from dashboard.services.format import launch_label
 from dashboard.services.launch import guardrails, launcher, preflight, profiles, sandbox
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
-from dashboard.settings import Settings
 from runner.supervisor import restarts_used
 from storage import repo
 from storage.kinds import CONTROL_KINDS

@@ -35,7 +35,7 @@ class _Fail(Exception):
 
 
 def _run(func: Callable[[], int]) -> int:
-    from dashboard.settings import SettingsError
+    from config.settings import SettingsError
 
     try:
         return func()
@@ -50,7 +50,7 @@ def _run(func: Callable[[], int]) -> int:
 
 
 def _context() -> tuple[Any, Engine]:
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
     from storage.db import SchemaError, make_engine
 
     settings = load_settings()

@@ -18,11 +18,11 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
+from config.settings import Settings
 from dashboard.services.alerts.wiring import build_alerting
 from dashboard.services.launch import launcher, profile_admin, profiles
 from dashboard.services.own_metrics import build_exporter
 from dashboard.services.tune import make_scorer
-from dashboard.settings import Settings
 from runner.lease import LEASE_TTL_S
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor

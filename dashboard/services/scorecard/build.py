@@ -36,7 +36,7 @@ import numpy as np
 from sqlalchemy.engine import Engine
 
 from collectors.probe.trust import run_note
-from dashboard import __version__
+from config import __version__
 from dashboard.services.gpu_entries import parse_key
 from dashboard.services.gpu_wall import gpu_walls
 from dashboard.services.gpu_wall_stage import stage_walls
