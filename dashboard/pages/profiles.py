@@ -16,9 +16,9 @@ import streamlit as st
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age
 from dashboard.components.scorecard import md_escape
-from dashboard.services.format import request_label
 from dashboard.services.launch import launcher, profile_admin, profiles, rerun
 from dashboard.services.views.benchmarks import SweepRequestError
+from present.format import request_label
 
 ctx = session.bootstrap()
 st.title("Profiles")

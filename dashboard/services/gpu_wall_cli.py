@@ -15,7 +15,7 @@ import sys
 import time
 
 from dashboard.services.export.cli import parse_duration
-from dashboard.services.gpu_wall import gpu_walls
+from scorecard.gpu_wall import gpu_walls
 
 EXIT_OK, EXIT_EMPTY, EXIT_USAGE = 0, 1, 2
 HOST_SERVER_ID = 0  # collectors/gpu.py: GPU samples with no server configured

@@ -21,7 +21,6 @@ import json
 import sys
 from typing import Any
 
-from dashboard.services.format import request_label
 from dashboard.services.launch.profiles_cli import (
     EXIT_OK,
     EXIT_USAGE,
@@ -30,6 +29,7 @@ from dashboard.services.launch.profiles_cli import (
     _Fail,
     _run,
 )
+from present.format import request_label
 from storage.redact import redact_text
 
 PLACEHOLDER_URL = "http://127.0.0.1:1"  # the probe parser wants --url; each candidate sets its own

@@ -339,7 +339,7 @@ def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
     import vl_convert
 
     from dashboard.services.export import formats
-    from dashboard.services.scorecard.build import build_scorecard
+    from scorecard.build import build_scorecard
     from storage import repo
 
     specs: list[Any] = []

@@ -232,7 +232,7 @@ def test_page_warns_what_pitwall_toml_lets_profiles_do(page_env, tmp_path, monke
 def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
     """One page never names one launch two ways (a row id and a request id, "launch #1" and
     "launch #3"): launches are numbered per server ("sim launch 2"), requests read "R-<id>"."""
-    from dashboard.services.scorecard.compare import launch_choices
+    from scorecard.compare import launch_choices
     from storage import repo
 
     other = repo.upsert_server(page_env, name="other", base_url="http://127.0.0.1:8")

@@ -1,4 +1,4 @@
-"""The "bound by" verdict (dashboard/services/gpu_wall.py) on H200 recordings stored in a real
+"""The "bound by" verdict (scorecard/gpu_wall.py) on H200 recordings stored in a real
 SQLite file through the GPU collector, as the runner stores them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import pytest
 from gpu_seed import T0, store_recording
 
-from dashboard.services.gpu_wall import (
+from scorecard.gpu_wall import (
     GPU_SPECS,
     classify,
     gpu_walls,

@@ -28,7 +28,7 @@ from collectors.base import CollectorContext
 from collectors.gpu import GpuCollector, reading_values
 from collectors.gpu_dcgm import DcgmBackend, DcgmFleet, parse_exposition
 from collectors.gpu_nvml import read_gpus
-from dashboard.services.gpu_wall import classify
+from scorecard.gpu_wall import classify
 from simulator.costmodel import GPUS, Work, make_cost_model
 from simulator.gpu_activity import Activity
 from tests.simulator.conftest import REPO, Sim, StartSim, free_port

@@ -25,9 +25,9 @@ from dashboard.services.export.formats import (
     render,
     write_export,
 )
-from dashboard.services.scorecard.build import ScorecardError, build_scorecard
-from dashboard.services.scorecard.model import Scorecard
-from dashboard.services.scorecard.slo import SloError
+from scorecard.build import ScorecardError, build_scorecard
+from scorecard.model import Scorecard
+from scorecard.slo import SloError
 from storage.files import private_dir
 from storage.redact import redact_text
 

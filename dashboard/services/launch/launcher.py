@@ -33,7 +33,6 @@ from collectors.sglang import flags as sglang_flags
 from collectors.sglang.flags import Issue
 from collectors.sglang.launch import SECRET_FLAGS, config_text, flag_args, split_secrets
 from config.settings import Settings
-from dashboard.services.format import request_label
 from dashboard.services.launch import guardrails, profiles
 from dashboard.services.launch.profiles import ProfileSpec
 from dashboard.services.launch.sandbox import (
@@ -45,6 +44,7 @@ from dashboard.services.launch.sandbox import (
     sandbox_issues,
     write_secrets,
 )
+from present.format import request_label
 from runner import procs
 from runner.launch_plan import LaunchPlan, PlanError
 from storage import repo

@@ -325,7 +325,7 @@ def host_facts(engine: Any, server: Any, *, replacing: bool) -> HostFacts:
     """The driver (GPU collector's `gpu:info`), the newest memory reading of each of the server's
     GPU entries (`gpu.<i>.mem_total_bytes` / `mem_used_bytes`; a card in MIG mode has none, each
     of its instances has its own) and the SGLang version its last launch ran."""
-    from dashboard.services.gpu_entries import entries_from, load_info
+    from scorecard.gpu_entries import entries_from, load_info
     from storage import repo
 
     info = load_info(engine, server.id)

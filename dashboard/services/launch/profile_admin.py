@@ -6,7 +6,7 @@ validation request.
 
 Secrets (a flag such as `api-key`, an env var such as `HF_TOKEN`: storage/redact.py names them)
 never reach the page: profiles, diffs, launches, intents and the audit trail come out redacted
-(dashboard/services/shown.py). A profile shown with `api-key = "***"` and saved unchanged keeps
+(present/shown.py). A profile shown with `api-key = "***"` and saved unchanged keeps
 its stored key (`_keep_secrets`); a new profile must spell its secrets out.
 """
 
@@ -23,11 +23,11 @@ from sqlalchemy.engine import Engine
 
 from collectors.sglang import flags as sglang_flags
 from config.settings import Settings
-from dashboard.services import shown
-from dashboard.services.format import launch_label
 from dashboard.services.launch import guardrails, launcher, preflight, profiles, sandbox
 from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
+from present import shown
+from present.format import launch_label
 from runner.supervisor import restarts_used
 from storage import repo
 from storage.kinds import CONTROL_KINDS

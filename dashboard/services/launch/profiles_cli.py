@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.format import request_label
+from present.format import request_label
 from storage.redact import redact_obj, redact_text, redact_url
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -128,7 +128,7 @@ def _profiles(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     a = _resolve(engine, settings, args.a)
     b = _resolve(engine, settings, args.b)
-    from dashboard.services import shown
+    from present import shown
 
     rows = shown.diff_rows(profiles.diff(a.canonical(), b.canonical()))
     if not rows:

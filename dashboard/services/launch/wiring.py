@@ -22,13 +22,13 @@ from config.settings import Settings
 from dashboard.services.alerts.wiring import build_alerting
 from dashboard.services.launch import launcher, profile_admin, profiles
 from dashboard.services.own_metrics import build_exporter
-from dashboard.services.tune import make_scorer
 from runner.lease import LEASE_TTL_S
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor
 from runner.sweeps import Sweeps
 from runner.tunes import Tunes
 from runner.validation import Validations
+from scorecard.scorer import make_scorer
 from storage import repo
 from storage.kinds import CONTROL_KINDS
 

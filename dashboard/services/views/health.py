@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
-from dashboard.services.format import fmt_ts
+from present.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
+from present.format import fmt_ts
 from runner import launch_logs
 from runner.lease import LEASE_TTL_S
 from runner.loop import SELF_SERVER_ID, self_source

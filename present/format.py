@@ -50,7 +50,7 @@ SERIES_COLORS = (
 
 
 #: What a "verdict" figure (a scorecard's `gpu_bound_by`) reads as, indexed by its value: the
-#: order of dashboard/services/gpu_wall.py VERDICTS (the words live in storage/units.py UNITS).
+#: order of scorecard/gpu_wall.py VERDICTS (the words live in storage/units.py UNITS).
 VERDICT_WORDS = units.UNITS["verdict"].words
 
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.services.format import fmt_value
-from dashboard.services.scorecard import math as sm
-from dashboard.services.scorecard import slo as slo_mod
-from dashboard.services.scorecard.inputs import (
+from present.format import fmt_value
+from scorecard import math as sm
+from scorecard import slo as slo_mod
+from scorecard.inputs import (
     ScorecardInputs,
     col_sum,
     hourly,
     put,
     window_s,
 )
-from dashboard.services.scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure
+from scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure
 
 
 def cost_figures(inp: ScorecardInputs, figs: dict[str, Figure], levels: list[dict[str, Any]],

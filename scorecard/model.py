@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dashboard.services.format import launch_label
-from dashboard.services.scorecard.metric_specs import DIMENSIONS, METRIC_SPECS
+from present.format import launch_label
+from scorecard.metric_specs import DIMENSIONS, METRIC_SPECS
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("scorecard.schema.json")

@@ -17,7 +17,7 @@ GPU model and driver come from CollectorState `gpu:<server_id>:info` (or `gpu:in
 collector wrote one ({"name": ..., "driver": ...} or {"gpus": [{"index", "name"}, ...]}: only the
 server's own cards, its gpu_indices, else those its `gpu.*` samples name), else "unknown". A card
 in MIG mode (`gpu.<i>.mig<GPU_I_ID>.*` beside the card's `gpu.<i>.*`:
-services/gpu_entries.py) counts once: GPU count, GPU-hours and energy read the card's `<i>`; its
+scorecard/gpu_entries.py) counts once: GPU count, GPU-hours and energy read the card's `<i>`; its
 memory total is the card's own `mem_total_bytes`, else the sum of its instances' (never both).
 Cross-check a scorecard's figures with `pitwall probe` (latency, throughput) and
 `curl <server>/metrics | grep sglang:` (server-side figures).
@@ -37,16 +37,16 @@ from sqlalchemy.engine import Engine
 
 from collectors.probe.trust import run_note
 from config import __version__
-from dashboard.services.gpu_entries import parse_key
-from dashboard.services.gpu_wall import gpu_walls
-from dashboard.services.gpu_wall_stage import stage_walls
-from dashboard.services.scorecard import math as sm
-from dashboard.services.scorecard import slo as slo_mod
-from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
-from dashboard.services.scorecard.image import DIFFUSION_KEYS, diffusion_inputs
-from dashboard.services.scorecard.metric_specs import METRIC_SPECS
-from dashboard.services.scorecard.model import Scorecard
-from dashboard.services.scorecard.window_reads import WindowReads
+from scorecard import math as sm
+from scorecard import slo as slo_mod
+from scorecard.compute import ScorecardInputs, compute_scorecard
+from scorecard.gpu_entries import parse_key
+from scorecard.gpu_wall import gpu_walls
+from scorecard.gpu_wall_stage import stage_walls
+from scorecard.image import DIFFUSION_KEYS, diffusion_inputs
+from scorecard.metric_specs import METRIC_SPECS
+from scorecard.model import Scorecard
+from scorecard.window_reads import WindowReads
 from storage import repo
 from storage.models import Launch, ProbeRun, Server
 from storage.redact import redact_argv, redact_obj, redact_text, redact_url

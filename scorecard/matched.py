@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.probe import spread as spread_mod
-from dashboard.services.format import fmt_value
-from dashboard.services.scorecard.compute import SPREAD_KEYS, level_name
-from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY, MetricSpec
-from dashboard.services.scorecard.model import Scorecard
+from present.format import fmt_value
 from runner import tune_rank
+from scorecard.compute import SPREAD_KEYS, level_name
+from scorecard.metric_specs import SPECS_BY_KEY, MetricSpec
+from scorecard.model import Scorecard
 
 #: figures a load level has (compute.level_figures), so they are only compared level by level
 LEVEL_KEYS = SPREAD_KEYS

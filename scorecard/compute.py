@@ -25,20 +25,20 @@ import pandas as pd
 
 from collectors.probe import spread as spread_mod
 from collectors.probe.report import steady_window
-from dashboard.services.format import fmt_value
-from dashboard.services.scorecard import math as sm
-from dashboard.services.scorecard import slo as slo_mod
-from dashboard.services.scorecard.cost_stability import cost_figures, stability_figures
-from dashboard.services.scorecard.image import image_figures
-from dashboard.services.scorecard.inputs import (
+from present.format import fmt_value
+from scorecard import math as sm
+from scorecard import slo as slo_mod
+from scorecard.cost_stability import cost_figures, stability_figures
+from scorecard.image import image_figures
+from scorecard.inputs import (
     ScorecardInputs,
     col_sum,
     hourly,
     measured_ok,
     put,
 )
-from dashboard.services.scorecard.metric_specs import DIMENSIONS, METRIC_SPECS, SPECS_BY_KEY
-from dashboard.services.scorecard.model import (
+from scorecard.metric_specs import DIMENSIONS, METRIC_SPECS, SPECS_BY_KEY
+from scorecard.model import (
     MISSING,
     NOT_APPLICABLE,
     NOT_CONFIGURED,
@@ -46,7 +46,7 @@ from dashboard.services.scorecard.model import (
     Figure,
     Scorecard,
 )
-from dashboard.services.scorecard.walls import wall_figures
+from scorecard.walls import wall_figures
 
 __all__ = ["ScorecardInputs", "compute_scorecard", "grade_figures", "headline", "level_name",
            "probe_levels"]

@@ -7,9 +7,9 @@ verbatim (a meta-test compares them). A figure's `key` is also its SLO key in pi
 
 Units: `unit` is the base unit the value is stored and exported in, a key of storage/units.py
 UNITS (`s`, `ratio` 0-1, `rps`, `tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`,
-`bytes`, `bytes_s`, `verdict`: an index into dashboard/services/gpu_wall.py VERDICTS, the word in
+`bytes`, `bytes_s`, `verdict`: an index into scorecard/gpu_wall.py VERDICTS, the word in
 the figure's note); `display` is its label there, and `fmt_value(value, unit)` in
-dashboard/services/format.py writes a value as a person reads it. `better` is
+present/format.py writes a value as a person reads it. `better` is
 `lower`, `higher` or `none` (informational, never coloured or graded).
 
 Where the inputs come from (Sample keys are the collectors' contract; each collector's docstring names its keys):
@@ -150,7 +150,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "probe's requests (client-reported)"),
     MetricSpec("gpu_bound_by", "GPU bound by", "throughput", "verdict", "none",
                "the verdict of most GPM samples of the server's GPUs in the window (memory "
-               "bandwidth, compute, neither wall, idle, mixed; rules in dashboard/services/gpu_wall.py, "
+               "bandwidth, compute, neither wall, idle, mixed; rules in scorecard/gpu_wall.py, "
                "from `gpu.<i>.gpm.dram_bw_util_ratio`, `tensor_any_ratio`, `sm_util_ratio` and the "
                "queue); the value is its index, the note names it with its evidence; missing (never "
                "0) without GPM"),

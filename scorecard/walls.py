@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dashboard.services.format import fmt_value
-from dashboard.services.gpu_wall import REASONS, VERDICTS
-from dashboard.services.gpu_wall_stage import WHAT_IF_DEFAULT
-from dashboard.services.scorecard.inputs import ScorecardInputs, put
-from dashboard.services.scorecard.model import NOT_APPLICABLE, Figure
+from present.format import fmt_value
+from scorecard.gpu_wall import REASONS, VERDICTS
+from scorecard.gpu_wall_stage import WHAT_IF_DEFAULT
+from scorecard.inputs import ScorecardInputs, put
+from scorecard.model import NOT_APPLICABLE, Figure
 
 GPU_KEYS = ("gpu_bound_by", "gpu_bandwidth_bound_share", "gpu_compute_bound_share",
             "gpu_achieved_bw_bytes_s")

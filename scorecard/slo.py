@@ -32,7 +32,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
+from scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
 from storage import repo
 
 STATE_KEY = "scorecard:slo"

@@ -15,7 +15,7 @@ Verdict per sample (one GPM interval), then per window by majority of the sample
 | `idle` | as `neither`, but no request ran or waited | nothing to do |
 | `mixed` | anything else | near no wall, or near both |
 
-A MIG GPU instance (`gpu.<i>.mig<GPU_I_ID>.gpm.*`, services/gpu_entries.py) gets a verdict of its
+A MIG GPU instance (`gpu.<i>.mig<GPU_I_ID>.gpm.*`, scorecard/gpu_entries.py) gets a verdict of its
 own, judged on its own activity; its achieved bandwidth is not given (the instance's share of the
 card's peak is not known here), its ratios are. Thresholds are this module's constants; the evidence (means, shares, window) goes with every
 verdict so an operator can judge it. Achieved bandwidth = DRAM utilisation × the card's peak
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from dashboard.services.gpu_entries import GpuEntry, gpu_entries, load_info
+from scorecard.gpu_entries import GpuEntry, gpu_entries, load_info
 from storage import repo
 
 BANDWIDTH_MIN = 0.60  # DRAM bandwidth utilisation from which a sample is bandwidth bound

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
-from dashboard.services.gpu_wall import (
+from scorecard.gpu_wall import (
     GPU_SPECS,
     VERDICTS,
     GpuSamples,
@@ -30,7 +30,7 @@ from dashboard.services.gpu_wall import (
     spec_for,
     what_if,
 )
-from dashboard.services.scorecard.image import DIFFUSION_KEYS, STEP_STAGE
+from scorecard.image import DIFFUSION_KEYS, STEP_STAGE
 from storage import repo
 
 DENOISE_STAGE = "DenoisingStage"

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.services.scorecard import math as sm
-from dashboard.services.scorecard.inputs import ScorecardInputs, measured_ok, put
-from dashboard.services.scorecard.model import NOT_APPLICABLE, Figure
+from scorecard import math as sm
+from scorecard.inputs import ScorecardInputs, measured_ok, put
+from scorecard.model import NOT_APPLICABLE, Figure
 
 GIB = float(1 << 30)
 MIB = float(1 << 20)

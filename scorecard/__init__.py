@@ -13,4 +13,7 @@
 | walls | the "bound by" figures: verdict, wall shares, achieved bandwidth, denoising share, what-if |
 | build | build_scorecard(): reads the inputs from storage for a run, a launch or a window |
 | compare | two or more scorecards side by side: deltas, config diff, workload check |
+| gpu_wall, gpu_wall_stage | which wall a GPU hits (compute, memory bandwidth, power, ...), per diffusion stage too |
+| gpu_entries | which GPU entries (cards, MIG instances) a server's series name |
+| scorer | the tune lane's scorer: a probe run's scorecard cut down to the ranking's dimensions |
 """

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.services.scorecard import math as sm
-from dashboard.services.scorecard.model import MISSING, OK, Figure
+from scorecard import math as sm
+from scorecard.model import MISSING, OK, Figure
 
 
 @dataclass
@@ -52,11 +52,11 @@ class ScorecardInputs:
     series: list[dict[str, Any]] = field(default_factory=list)
     #: figure key -> why it has no value although its series has data (rollups only: window_reads)
     unavailable: dict[str, str] = field(default_factory=dict)
-    # image servers (dashboard/services/scorecard/image.py)
+    # image servers (scorecard/image.py)
     image_steps: int | None = None  # the probe workload's num_inference_steps
     diffusion: dict[str, Any] = field(default_factory=dict)  # image.diffusion_inputs()
     gpu_mem_total_bytes: float | None = None  # Σ newest NVML mem_total_bytes of the GPUs
-    # which wall the GPUs hit (dashboard/services/scorecard/walls.py)
+    # which wall the GPUs hit (scorecard/walls.py)
     gpu_walls: dict[str, Any] = field(default_factory=dict)  # gpu_wall.gpu_walls()
     stage_walls: dict[str, Any] = field(default_factory=dict)  # gpu_wall_stage.stage_walls()
 

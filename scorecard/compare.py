@@ -29,12 +29,12 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from collectors.probe import spread as spread_mod
-from dashboard.services.format import fmt_ts, launch_label
-from dashboard.services.scorecard import matched
-from dashboard.services.scorecard.compute import level_name
-from dashboard.services.scorecard.matched import LevelDelta
-from dashboard.services.scorecard.metric_specs import METRIC_SPECS
-from dashboard.services.scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
+from present.format import fmt_ts, launch_label
+from scorecard import matched
+from scorecard.compute import level_name
+from scorecard.matched import LevelDelta
+from scorecard.metric_specs import METRIC_SPECS
+from scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
 from storage import repo, units
 
 #: Figures that depend on the probe workload (the others come from server samples and events).
