@@ -219,7 +219,7 @@ def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: l
     (default profiles_dir); returns their names."""
     import tomllib
 
-    from dashboard.services.launch.profiles import sync_profiles
+    from launching.profiles import sync_profiles
 
     src = Path(profiles_dir) / f"{base}.toml"
     if not src.is_file():
@@ -369,8 +369,8 @@ def slo_line_ms(result: dict[str, Any]) -> float | None:
 
 def winner_diff(engine: Engine, result: dict[str, Any]) -> pd.DataFrame | None:
     """The winner's profile against the original one (setting, original, winner); None without both."""
-    from dashboard.services.launch.profile_admin import diff_frame
-    from dashboard.services.launch.profiles import diff
+    from dashboard.services.profile_admin import diff_frame
+    from launching.profiles import diff
 
     a_name, b_name = result.get("original_profile"), winner(result)
     a = repo.get_profile(engine, name=a_name) if a_name else None
@@ -382,7 +382,7 @@ def winner_diff(engine: Engine, result: dict[str, Any]) -> pd.DataFrame | None:
 
 def apply_winner(engine: Engine, intent_id: int, *, actor: str) -> Intent:
     """Relaunch the server under a finished tune's winner (a `relaunch` intent, audited)."""
-    from dashboard.services.launch import launcher
+    from launching import launcher
 
     tune_intent = repo.get_intent(engine, intent_id=intent_id)
     result = (tune_intent.result if tune_intent is not None else None) or {}

@@ -84,8 +84,8 @@ def tune_cli(argv: list[str]) -> int:
 
 def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
     from dashboard.services import tune
-    from dashboard.services.launch import launcher
     from dashboard.services.views import health
+    from launching import launcher
     from storage import repo
 
     settings, engine = _context()

@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy
 from pwtest import PY, REPO, free_port, sim_profile, stop_group, subprocess_env, wait_for
 
-from dashboard.services.launch import launcher
+from launching import launcher
 from storage import repo
 from storage.db import make_engine
 

@@ -100,7 +100,7 @@ def _profile(folder: Path, name: str, flags: str, env: dict[str, str]) -> None:
 
 
 def _final(engine: Any, intent_id: int) -> Any:
-    from dashboard.services.launch import launcher
+    from launching import launcher
     from storage import repo
 
     i = repo.get_intent(engine, intent_id=intent_id)
@@ -131,9 +131,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     import streamlit as st
 
     from config.settings import Settings
-    from dashboard.services.launch import launcher, profile_admin
+    from dashboard.services import profile_admin
     from dashboard.services.launch.wiring import runner_parts
     from dashboard.services.views import benchmarks as bm
+    from launching import launcher
     from runner.loop import Runner
     from storage import repo
     from storage.db import make_engine

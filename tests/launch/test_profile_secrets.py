@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
-from dashboard.services.launch import profile_admin, profiles
-from dashboard.services.launch.profiles import ProfileError
+from dashboard.services import profile_admin
+from launching import profiles
+from launching.profiles import ProfileError
 from storage import repo
 
 KEY = "S3CRET"

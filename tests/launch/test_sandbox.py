@@ -84,7 +84,7 @@ def test_argv_has_one_token_per_flag_and_pitwall_flags_last() -> None:
 
 def test_profiles_editor_refuses_before_saving(hostile_dir, data_env) -> None:
     from config.settings import load_settings
-    from dashboard.services.launch import profile_admin
+    from dashboard.services import profile_admin
     from storage import repo
     from storage.db import make_engine
 

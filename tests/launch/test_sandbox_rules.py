@@ -75,7 +75,7 @@ def test_validation_refuses_each_with_one_sentence_naming_the_key(rule_dir, caps
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_the_editor_refuses_each_before_saving(rule_dir, name: str) -> None:
     from config.settings import load_settings
-    from dashboard.services.launch import profile_admin
+    from dashboard.services import profile_admin
     from storage import repo
     from storage.db import make_engine
 
@@ -90,7 +90,7 @@ def test_the_editor_refuses_each_before_saving(rule_dir, name: str) -> None:
 
 def test_only_pitwall_toml_lifts_a_rule_and_the_page_lists_it(rule_dir, tmp_path, monkeypatch, capsys) -> None:
     from config.settings import load_settings
-    from dashboard.services.launch import sandbox
+    from launching import sandbox
 
     _allow(tmp_path, monkeypatch, '[launch]\nallow_unsandboxed = ["trust-remote-code", "CUDA_INJECTION64_PATH"]\n'
                                   'allowed_env = ["NCCL_NET_PLUGIN", "MY_*"]\n')
@@ -170,8 +170,8 @@ def test_a_real_launch_is_refused_before_any_process_starts(data_env, tmp_path, 
     """A profile written to disk past the editor (or a pitwall.toml that no longer allows it):
     the runner's launch path judges it again and starts nothing."""
     from config.settings import load_settings
-    from dashboard.services.launch import launcher
     from dashboard.services.launch.wiring import runner_parts
+    from launching import launcher
     from storage import repo
     from storage.db import make_engine
 
@@ -198,7 +198,7 @@ def test_a_real_launch_is_refused_before_any_process_starts(data_env, tmp_path, 
 
 def test_secret_flags_leave_argv_for_a_private_config_file(data_env, tmp_path, monkeypatch) -> None:
     from config.settings import load_settings
-    from dashboard.services.launch import launcher
+    from launching import launcher
     from storage import repo
     from storage.db import make_engine
 

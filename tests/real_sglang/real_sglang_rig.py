@@ -26,9 +26,9 @@ from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
 from config.settings import Settings
-from dashboard.services.launch import launcher
-from dashboard.services.launch.profiles import ProfileSpec, dump_profile
 from dashboard.services.launch.wiring import runner_parts
+from launching import launcher
+from launching.profiles import ProfileSpec, dump_profile
 from runner.loop import Runner
 from storage import repo
 from storage.db import make_engine

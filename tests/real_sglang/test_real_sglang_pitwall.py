@@ -32,8 +32,8 @@ from sqlmodel import select
 
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import WorkloadSpec
-from dashboard.services.launch import launcher
-from dashboard.services.launch.profiles import load_file
+from launching import launcher
+from launching.profiles import load_file
 from storage import repo
 from storage.models import Sample
 

@@ -20,9 +20,9 @@ from pwtest import REPO, free_port, subprocess_env, wait_for
 
 from collectors.base import CollectorContext, PollResult
 from config.settings import Settings
-from dashboard.services.launch import launcher
 from dashboard.services.launch.wiring import runner_parts
 from dashboard.services.views import benchmarks as bm
+from launching import launcher
 from runner import procs
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from pwtest import PY, REPO, free_port, sim_profile, stop_group, subprocess_env, wait_for
 
-from dashboard.services.launch import launcher
+from launching import launcher
 from runner import procs
 from storage import repo
 from storage.db import make_engine

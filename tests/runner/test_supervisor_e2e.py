@@ -18,8 +18,8 @@ import pytest
 from pwtest import sim_profile, wait_for
 
 from config.settings import Settings
-from dashboard.services.launch import launcher
 from dashboard.services.launch.wiring import runner_parts
+from launching import launcher
 from runner.loop import Runner
 from storage import repo
 

@@ -21,8 +21,8 @@ from pwtest import PY, free_port, runner_thread, sim_profile, subprocess_env, wa
 
 from config.settings import Settings
 from dashboard.services import tune
-from dashboard.services.launch.profiles import sync_profiles
 from dashboard.services.launch.wiring import runner_parts
+from launching.profiles import sync_profiles
 from runner.loop import Runner
 from storage import repo
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from pwtest import REPO
 
 from config.settings import load_settings
-from dashboard.services.launch.profiles import load_file
 from dashboard.services.views.servers import (
     DEMO_IMAGE_SERVER,
     configured_servers,
@@ -15,6 +14,7 @@ from dashboard.services.views.servers import (
     seed_demo,
     sync_servers,
 )
+from launching.profiles import load_file
 from storage import repo
 
 

@@ -94,7 +94,7 @@ def profiles_cli(argv: list[str]) -> int:
 
 
 def _profiles(args: argparse.Namespace) -> int:
-    from dashboard.services.launch import launcher, profiles
+    from launching import launcher, profiles
     from storage import repo
 
     settings, engine = _context()
@@ -146,7 +146,7 @@ def _show(v: Any) -> str:
 
 
 def _resolve(engine: Engine, settings: Any, name: str) -> Any:
-    from dashboard.services.launch import profiles
+    from launching import profiles
 
     try:
         return profiles.resolve(engine, settings.profiles_dir, name)
@@ -188,8 +188,8 @@ def _lifecycle(kind: str, argv: list[str]) -> int:
 
 
 def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
-    from dashboard.services.launch import launcher
     from dashboard.services.views import health
+    from launching import launcher
 
     settings, engine = _context()
     if settings.read_only:

@@ -5,7 +5,7 @@ asks this module for a Runner with its parts injected:
 - the supervisor (runner/supervisor.py) gets the launcher's Planner (profile -> validated
   LaunchPlan) and the `[runner]` settings (auto_restart, restart budget);
 - the control lane runs launch / stop / relaunch, the probe lane sweeps (runner/sweeps.py), the
-  check lane profile validation (runner/validation.py with profile_admin.validate_named), the
+  check lane profile validation (runner/validation.py with check.validate_named), the
   tune lane tune runs (runner/tunes.py with the scorecard scorer of dashboard/services/tune.py);
 - the profiles folder is mirrored into storage first.
 """
@@ -20,8 +20,8 @@ from sqlalchemy.engine import Engine
 from collectors.registry import build_collectors
 from config.settings import Settings
 from dashboard.services.alerts.wiring import build_alerting
-from dashboard.services.launch import launcher, profile_admin, profiles
 from dashboard.services.own_metrics import build_exporter
+from launching import check, launcher, profiles
 from runner.lease import LEASE_TTL_S
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor
@@ -60,7 +60,7 @@ def runner_parts(
     handlers["probe"] = _with_close(sweeps.handle, sweeps.stop_all)
 
     def validate(profile: str, server: str | None, actor: str) -> dict[str, Any]:
-        report = profile_admin.validate_named(engine, settings, profile, server, actor)
+        report = check.validate_named(engine, settings, profile, server, actor)
         return {"ok": report.ok, "checked_by": report.checked_by,
                 "issues": [{"severity": i.severity, "flag": i.flag, "message": i.message} for i in report.issues]}
 

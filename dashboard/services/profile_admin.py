@@ -21,11 +21,10 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from collectors.sglang import flags as sglang_flags
 from config.settings import Settings
-from dashboard.services.launch import guardrails, launcher, preflight, profiles, sandbox
-from dashboard.services.launch.profiles import ProfileError, ProfileSpec
 from dashboard.services.views import health
+from launching import launcher, profiles, sandbox
+from launching.profiles import ProfileError, ProfileSpec
 from present import shown
 from present.format import launch_label
 from runner.supervisor import restarts_used
@@ -157,25 +156,6 @@ def running_diff(engine: Engine, server_name: str, spec: ProfileSpec) -> tuple[s
     launch = launcher.running_launch(engine, server.id)
     running = launch.profile_name if launch else None
     return running, diff_frame(rows, f"running ({running})", spec.name)
-
-
-def validate_named(engine: Engine, settings: Settings, name: str, server_name: str | None, actor: str) -> launcher.Report:
-    spec = profiles.resolve(engine, settings.profiles_dir, name)
-    server = repo.get_server(engine, name=server_name) if server_name else None
-    replacing = False
-    own: list[int] = []
-    if server is not None and server.id is not None:
-        launch = launcher.running_launch(engine, server.id)
-        replacing = launch is not None
-        own = guardrails.process_tree(launch.pid) if launch is not None else []
-    report = launcher.validate(spec, server, replacing=replacing, own_pids=own,
-                               sandbox=launcher.sandbox_for(settings, engine))
-    if server is not None and server.id is not None and not sglang_flags.is_diffusion(spec.flags):
-        facts = preflight.host_facts(engine, server, replacing=replacing)
-        report.issues.extend(preflight.preflight(spec.model_path, spec.flags, facts))
-    repo.add_audit(engine, actor=actor, action="profile_validate", target=name,
-                   detail={"ok": report.ok, "issues": report.lines(), "checked_by": report.checked_by})
-    return report
 
 
 def toml_value(text: str) -> Any:

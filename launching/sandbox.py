@@ -33,7 +33,7 @@ from collectors.sglang import flags as sglang_flags
 from collectors.sglang import sandbox as sglang_sandbox
 from collectors.sglang.flags import Issue
 from config.settings import DEMO_DCGM_PORT_OFFSET, Settings
-from dashboard.services.launch.profiles import ProfileSpec
+from launching.profiles import ProfileSpec
 from storage import repo
 from storage.files import open_private, private_dir
 from storage.models import Server

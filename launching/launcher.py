@@ -33,9 +33,9 @@ from collectors.sglang import flags as sglang_flags
 from collectors.sglang.flags import Issue
 from collectors.sglang.launch import SECRET_FLAGS, config_text, flag_args, split_secrets
 from config.settings import Settings
-from dashboard.services.launch import guardrails, profiles
-from dashboard.services.launch.profiles import ProfileSpec
-from dashboard.services.launch.sandbox import (
+from launching import guardrails, profiles
+from launching.profiles import ProfileSpec
+from launching.sandbox import (
     BUNDLED_ENTRYPOINTS,
     Sandbox,
     config_path_of,
