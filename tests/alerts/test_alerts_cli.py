@@ -6,8 +6,8 @@ import time
 
 from alert_receivers import Webhook
 
+from cli.main import main
 from config.settings import load_settings
-from dashboard.cli import main
 from dashboard.services.alerts.wiring import build_evaluator
 from storage import repo
 from storage.db import make_engine

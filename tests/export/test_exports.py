@@ -13,8 +13,9 @@ import pytest
 from markdown_it import MarkdownIt
 from scorecard_seed import DETAIL_A, seed_alpha, seed_canary_only
 
+from cli.common import parse_duration
+from cli.export import export_cli
 from dashboard.services.export import formats
-from dashboard.services.export.cli import export_cli, parse_duration
 from scorecard.build import build_scorecard
 from scorecard.metric_specs import METRIC_SPECS, metric_table_markdown
 from storage import repo

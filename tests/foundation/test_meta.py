@@ -19,7 +19,7 @@ import pytest
 from config.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("app.py", "config", "present", "scorecard", "launching", "dashboard", "collectors", "storage", "simulator", "runner")
+PACKAGES = ("app.py", "config", "present", "scorecard", "launching", "dashboard", "cli", "collectors", "storage", "simulator", "runner")
 
 
 def _py_files(root: str) -> list[Path]:

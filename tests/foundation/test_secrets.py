@@ -130,9 +130,9 @@ def _legacy_rows(engine: Any, server_id: int) -> None:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     import streamlit as st
 
+    from cli.wiring import runner_parts
     from config.settings import Settings
     from dashboard.services import profile_admin
-    from dashboard.services.launch.wiring import runner_parts
     from dashboard.services.views import benchmarks as bm
     from launching import launcher
     from runner.loop import Runner
@@ -369,7 +369,7 @@ def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
 
 @pytest.mark.slow
 def test_no_cli_output_contains_a_secret(pitwall_env, capsys, tmp_path):
-    from dashboard.cli import main
+    from cli.main import main
 
     runs = [["status"], ["profiles", "list"], ["profiles", "list", "--json"],
             ["profiles", "diff", "secret", "plain"], ["profiles", "diff", "secret", "crashy"],
@@ -392,7 +392,7 @@ def test_no_cli_output_contains_a_secret(pitwall_env, capsys, tmp_path):
 
 
 def main_output(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    from dashboard.cli import main
+    from cli.main import main
 
     main(argv)
     return capsys.readouterr().out
@@ -403,7 +403,7 @@ def test_database_url_password_is_masked_wherever_it_is_printed(data_env, monkey
     error when the database cannot be opened, and the About page."""
     import streamlit as st
 
-    from dashboard.cli import main
+    from cli.main import main
     from dashboard.services.views import session as session_view
     from storage import db
 

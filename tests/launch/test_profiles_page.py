@@ -84,8 +84,8 @@ def test_page_lists_profiles_and_diffs_against_running(page_env) -> None:
 def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_env) -> None:
     """Validate returns at once (it only records an intent); the page shows the runner's
     progress while pending, then the verdict the check lane stored (runner/validation.py)."""
+    from cli import wiring
     from config.settings import load_settings
-    from dashboard.services.launch import wiring
     from storage import repo
 
     at = _run()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from collectors.sglang.launch import build_argv
-from dashboard.cli import main
 
 HEAD = 'name = "{n}"\nmodel_path = "org/m"\nentrypoint = "{e}"\n'
 HOSTILE: dict[str, tuple[str, str, str]] = {

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.cli import main
+from cli.main import main
 
 HEAD = 'name = "{n}"\nmodel_path = "{m}"\nentrypoint = "simulator.launch_server"\n'
 # name: (model_path, body after the head, the key the refusal names)
@@ -169,8 +169,8 @@ def test_ports_keep_off_what_pitwall_holds() -> None:
 def test_a_real_launch_is_refused_before_any_process_starts(data_env, tmp_path, monkeypatch) -> None:
     """A profile written to disk past the editor (or a pitwall.toml that no longer allows it):
     the runner's launch path judges it again and starts nothing."""
+    from cli.wiring import runner_parts
     from config.settings import load_settings
-    from dashboard.services.launch.wiring import runner_parts
     from launching import launcher
     from storage import repo
     from storage.db import make_engine

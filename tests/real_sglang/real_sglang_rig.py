@@ -24,9 +24,9 @@ from typing import Any
 from real_sglang_helpers import rs
 from sqlalchemy.engine import Engine
 
+from cli.wiring import runner_parts
 from collectors.registry import build_collectors
 from config.settings import Settings
-from dashboard.services.launch.wiring import runner_parts
 from launching import launcher
 from launching.profiles import ProfileSpec, dump_profile
 from runner.loop import Runner

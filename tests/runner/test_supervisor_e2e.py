@@ -17,8 +17,8 @@ import httpx
 import pytest
 from pwtest import sim_profile, wait_for
 
+from cli.wiring import runner_parts
 from config.settings import Settings
-from dashboard.services.launch.wiring import runner_parts
 from launching import launcher
 from runner.loop import Runner
 from storage import repo

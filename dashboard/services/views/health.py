@@ -107,7 +107,7 @@ def list_runners(engine: Engine, now: float | None = None, ttl_s: float = LEASE_
 
 
 def start_runner_detached(repo_root: str) -> None:
-    """Ask the runner package to start `python -m dashboard collect` detached (runner/up.py).
+    """Ask the runner package to start `python -m cli collect` detached (runner/up.py).
 
     Safe to call when one may already be running: the runner's lease lets only one collect.
     """

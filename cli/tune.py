@@ -21,9 +21,8 @@ import json
 import sys
 from typing import Any
 
-from dashboard.services.launch.profiles_cli import (
-    EXIT_OK,
-    EXIT_USAGE,
+from cli.common import EXIT_OK, EXIT_USAGE
+from cli.profiles import (
     _actor,
     _context,
     _Fail,

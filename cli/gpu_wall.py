@@ -14,10 +14,10 @@ import json
 import sys
 import time
 
-from dashboard.services.export.cli import parse_duration
+from cli.common import EXIT_OK, EXIT_USAGE, parse_duration
 from scorecard.gpu_wall import gpu_walls
 
-EXIT_OK, EXIT_EMPTY, EXIT_USAGE = 0, 1, 2
+EXIT_EMPTY = 1  # no GPU telemetry in the window
 HOST_SERVER_ID = 0  # collectors/gpu.py: GPU samples with no server configured
 
 

@@ -1,4 +1,4 @@
-"""`pitwall profiles list|validate|diff` and `pitwall launch|stop|relaunch` (routed by dashboard.cli).
+"""`pitwall profiles list|validate|diff` and `pitwall launch|stop|relaunch` (routed by cli.main).
 
 Each function takes the rest of the command line and returns an exit code: 0 ok, 1 failed
 (invalid profile, failed or refused action, no runner), 2 usage. Errors are one line on stderr.
@@ -22,10 +22,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from present.format import request_label
 from storage.redact import redact_obj, redact_text, redact_url
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 class _Fail(Exception):

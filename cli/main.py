@@ -22,10 +22,10 @@ import signal
 import sys
 from collections.abc import Callable
 
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from config import __version__
 from config.settings import REPO_ROOT, Settings, SettingsError, load_settings
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 RUNNER_STOP_TIMEOUT_S = 120.0
 
 
@@ -37,7 +37,7 @@ class CliError(Exception):
         self.code = code
 
 
-def _engine(settings: Settings, *, create: bool = True):  # type: ignore[no-untyped-def]
+def _engine(settings: Settings, *, create: bool = True):  # the Engine (sqlalchemy, imported late)
     """The database; `create=False` for a read-only command (storage/db.py creates nothing)."""
     from sqlalchemy.exc import OperationalError
 
@@ -112,7 +112,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
-    from dashboard.services.launch.wiring import build_runner
+    from cli.wiring import build_runner
     from dashboard.services.views.servers import ServerOwnershipError, seed_demo, sync_servers
     from runner.lease import LeaseHeld
     from runner.self_metrics import limit_malloc_arenas
@@ -220,14 +220,14 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang.log_cli", "parse_log_cli")),
     "parse-metrics": ("parse a Prometheus /metrics payload into JSON", _delegate("collectors.sglang.metrics", "parse_metrics_cli")),
     "probe": ("run a probe / load sweep against a server", _delegate("collectors.probe.cli", "probe_cli")),
-    "profiles": ("list, validate and diff launch profiles", _delegate("dashboard.services.launch.profiles_cli", "profiles_cli")),
-    "launch": ("start a managed server under a profile", _delegate("dashboard.services.launch.profiles_cli", "launch_cli")),
-    "stop": ("stop a managed server", _delegate("dashboard.services.launch.profiles_cli", "stop_cli")),
-    "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("dashboard.services.launch.profiles_cli", "relaunch_cli")),
-    "tune": ("relaunch a server under candidate profiles, run one workload, rank them", _delegate("dashboard.services.tune_cli", "tune_cli")),
-    "export": ("export a scorecard as md, html, csv, json or png", _delegate("dashboard.services.export.cli", "export_cli")),
-    "alerts": ("alerts: list firing ones, silence a rule or server, send a test", _delegate("dashboard.services.alerts.cli", "alerts_cli")),
-    "gpu-wall": ("which wall each GPU hit: memory bandwidth, compute or neither (GPM)", _delegate("dashboard.services.gpu_wall_cli", "gpu_wall_cli")),
+    "profiles": ("list, validate and diff launch profiles", _delegate("cli.profiles", "profiles_cli")),
+    "launch": ("start a managed server under a profile", _delegate("cli.profiles", "launch_cli")),
+    "stop": ("stop a managed server", _delegate("cli.profiles", "stop_cli")),
+    "relaunch": ("relaunch a managed server under a profile (rolls back on failure)", _delegate("cli.profiles", "relaunch_cli")),
+    "tune": ("relaunch a server under candidate profiles, run one workload, rank them", _delegate("cli.tune", "tune_cli")),
+    "export": ("export a scorecard as md, html, csv, json or png", _delegate("cli.export", "export_cli")),
+    "alerts": ("alerts: list firing ones, silence a rule or server, send a test", _delegate("cli.alerts", "alerts_cli")),
+    "gpu-wall": ("which wall each GPU hit: memory bandwidth, compute or neither (GPM)", _delegate("cli.gpu_wall", "gpu_wall_cli")),
 }
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from dashboard.services.export.args import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args
 from dashboard.services.export.fleet import (
     FLEET_FORMATS,
     FLEET_KINDS,

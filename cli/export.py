@@ -12,12 +12,11 @@ stdout. Every export is recorded in the Audit table. Errors are one line; exit s
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from dashboard.services.export.args import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args, parse_duration
 from dashboard.services.export.formats import (
     FORMATS,
     ExportError,
@@ -30,17 +29,6 @@ from scorecard.model import Scorecard
 from scorecard.slo import SloError
 from storage.files import private_dir
 from storage.redact import redact_text
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-    """'90s', '15m', '1h', '2d' or plain seconds -> seconds; ValueError with the expected form."""
-    m = _DURATION.match(text)
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"--since {text!r} is not a duration; use e.g. 90s, 15m, 1h or 2d")
-    return float(m.group(1)) * _UNITS[m.group(2)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +55,7 @@ def export_cli(argv: list[str]) -> int:
 
     if any(a == "--fleet" or a.startswith("--fleet=") for a in argv):  # the Overview's fleet views
         # lazy: only --fleet needs the Overview's views (alerts and gpu-wall import this module)
-        from dashboard.services.export.fleet_cli import fleet_cli
+        from cli.export_fleet import fleet_cli
 
         return fleet_cli(argv)
 

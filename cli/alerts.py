@@ -17,9 +17,7 @@ import json
 import sys
 import time
 
-from dashboard.services.export.cli import parse_duration
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, parse_duration
 
 
 def _parser() -> argparse.ArgumentParser:
