@@ -1,7 +1,7 @@
 """Streamlit entry: page config, cached engine, shared sidebar, st.navigation.
 
 `streamlit run app.py` works on its own: when no runner holds the database, this starts one
-(`python -m dashboard collect`, detached, single-instance by its lease) and stops nothing.
+(`python -m cli collect`, detached, single-instance by its lease) and stops nothing.
 Any error a page does not handle becomes one sentence (session.guard), never a traceback.
 """
 

@@ -511,7 +511,7 @@ def measure(args: argparse.Namespace, root: Path, skip: set[str]) -> dict[str, A
             write_config(cfg, host=host, servers=own[host], prom_url=prom_url if host == HOSTS[1] else None)
             env = runner_env(os.environ, host=host, data=root / host, cfg=cfg, db_url=pg.url, profiles=profiles)
             log = open(root / f"{host}.log", "wb")
-            runners[host] = subprocess.Popen([sys.executable, "-m", "dashboard", "collect"], cwd=ROOT, env=env,
+            runners[host] = subprocess.Popen([sys.executable, "-m", "cli", "collect"], cwd=ROOT, env=env,
                                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(runners[host])
         t_launch = time.monotonic()

@@ -32,10 +32,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cli.wiring import runner_parts  # noqa: E402
 from collectors.sglang.launch import build_argv  # noqa: E402
-from dashboard.services.launch import launcher  # noqa: E402
-from dashboard.services.launch.wiring import runner_parts  # noqa: E402
-from dashboard.settings import Settings  # noqa: E402
+from config.settings import Settings  # noqa: E402
+from launching import launcher  # noqa: E402
 from runner.loop import Runner  # noqa: E402
 from storage import repo  # noqa: E402
 from storage.db import make_engine  # noqa: E402

@@ -1,3 +1,1 @@
-"""Pitwall's dashboard: CLI, settings, Streamlit pages, components and Streamlit-free services."""
-
-__version__ = "0.1.0"
+"""Pitwall's dashboard: Streamlit pages, components and the services only the UI uses."""

@@ -17,5 +17,5 @@
 
 Nothing outside this package calls subprocess, os.kill or os.killpg (the simulator, tests,
 bench/ and scripts/ aside); a meta-test enforces it. The runner imports collectors and storage,
-never dashboard: what to launch (profiles, validation) is injected by dashboard/services/launch/wiring.py.
+never dashboard: what to launch (profiles, validation) is injected by cli/wiring.py.
 """

@@ -2,7 +2,7 @@
 a launch's log text (excerpts, the line that says why it failed). The engine-specific parts (argv,
 ready line, startup milestones) come from collectors/engines.py.
 
-Pure and Streamlit-free; dashboard/services/launch/launcher.py builds LaunchPlans (after validation),
+Pure and Streamlit-free; launching/launcher.py builds LaunchPlans (after validation),
 runner/lifecycle.py runs them.
 """
 

@@ -2,7 +2,7 @@
 
 Driven by Intents (launch / stop / relaunch) that the runner claims in its control lane, so one
 server is never launched twice. What to start comes from a *planner* injected by the entry point
-(dashboard/services/launch/launcher.py: it resolves the profile, validates flags and env, runs the
+(launching/launcher.py: it resolves the profile, validates flags and env, runs the
 guardrails and returns a LaunchPlan (runner/launch_plan.py), or raises PlanError); starting and
 stopping is runner/lifecycle.py, through runner/procs.py.
 

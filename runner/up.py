@@ -25,11 +25,11 @@ RUNNER_STOP_TIMEOUT_S = 120.0
 
 
 def runner_argv() -> list[str]:
-    return [sys.executable, "-m", "dashboard", "collect"]
+    return [sys.executable, "-m", "cli", "collect"]
 
 
 def start_detached(cwd: str | os.PathLike[str] = REPO_ROOT, env: Mapping[str, str] | None = None) -> int:
-    """Start `python -m dashboard collect` in its own session; it outlives the caller. Returns
+    """Start `python -m cli collect` in its own session; it outlives the caller. Returns
     its PID. Safe when one may already run: the runner's lease lets only one collect."""
     return procs.spawn(runner_argv(), cwd=cwd, env=procs.child_env(base=env, keep_pitwall=True),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid

@@ -3,7 +3,7 @@
 Validating a profile with SGLang's own parser imports sglang (and torch) in the server's Python:
 seconds, up to PARSER_TIMEOUT_S on a cold disk. The Profiles page records an Intent(kind=
 "validate", payload={"profile": NAME, "server": NAME or None}) and returns at once; this handler
-runs the injected validator (dashboard/services/launch/launcher.py through the wiring: flags against
+runs the injected validator (launching/launcher.py through the wiring: flags against
 SGLang's parser via runner/procs.run_capture, env, guardrails) and stores the verdict in
 Intent.result as {"ok": bool, "checked_by": str, "issues": [{"severity", "flag", "message"}]},
 which the page draws as it arrives.

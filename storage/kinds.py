@@ -104,7 +104,7 @@ def check_intent_kind(kind: str) -> str:
 # A launch is numbered per server ("demo launch 3": its third launch; storage/repo/inventory.py
 # launch_numbers derives the number); a request (an Intent: launch, stop, relaunch, probe,
 # validate, tune) is "R-<id>", a visibly different name, so "launch 3" and "relaunch R-3" are never
-# read as one. dashboard/services/format.py re-exports both for the pages.
+# read as one. present/format.py re-exports both for the pages.
 
 
 def launch_label(server: str | None, number: int | None) -> str:

@@ -1,5 +1,5 @@
 """The one table of units: what each unit key means and how a value in it is shown, in a table
-cell and on a chart. Scorecards (METRIC_SPECS' `display`), `fmt_value` (dashboard/services/format.py),
+cell and on a chart. Scorecards (METRIC_SPECS' `display`), `fmt_value` (present/format.py),
 the live and benchmark charts (dashboard/components/timeseries_charts.py) and the export charts all
 read UNITS; none keeps a table of its own (tests/foundation/test_units.py holds them to that).
 
@@ -51,7 +51,7 @@ FALLBACK_D3 = ",.3g"
 _GIB = 2.0**30
 
 #: unit key -> what it means and how it reads. The gpu_bound_by verdict's words follow
-#: dashboard/services/gpu_wall.py VERDICTS (a test holds the two in step).
+#: scorecard/gpu_wall.py VERDICTS (a test holds the two in step).
 UNITS: dict[str, Unit] = {
     "s": Unit("seconds (latency); a table shows ms under 1 s", "ms / s",
               (Step(1.0, "{:.1f} ms", mult=1000.0), Step(None, "{:.2f} s")),

@@ -156,7 +156,7 @@ def collect_measured(duration_s: int, env: dict[str, str], give_up_s: float):  #
     import psutil
 
     t0 = time.monotonic()
-    proc = subprocess.Popen([PY, "-m", "dashboard", "collect", "--duration", str(duration_s)],
+    proc = subprocess.Popen([PY, "-m", "cli", "collect", "--duration", str(duration_s)],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     ps = psutil.Process(proc.pid)
     peak = 0

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from collectors.sglang import flags as sglang_flags
-from dashboard.services.launch import launcher, profiles
+from launching import launcher, profiles
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 

@@ -45,7 +45,7 @@ from storage.redact import redact_text, redact_url
 
 def default_db_url() -> str:
     """PITWALL_DATABASE_URL, else <PITWALL_DATA_DIR or ~/.local/share/pitwall>/pitwall.db (the
-    defaults of dashboard/settings.py, which collectors/ may not import; pitwall.toml is not read
+    defaults of config/settings.py, which collectors/ may not import; pitwall.toml is not read
     here, so the `pitwall` CLI should pass --db from its Settings)."""
     url = os.environ.get("PITWALL_DATABASE_URL")
     if url:

@@ -10,7 +10,7 @@ for the exact string; `--config=path` parses but is silently ignored), reads it 
 `yaml.safe_load`, refuses a suffix other than .yaml/.yml, and puts the file's `--key value`
 pairs BEFORE the command line, so a flag on the command line wins (argparse keeps the last).
 
-Pure and Streamlit-free. dashboard/services/launch/launcher.py builds the argv of a LaunchPlan with
+Pure and Streamlit-free. launching/launcher.py builds the argv of a LaunchPlan with
 `build_argv`; the supervisor watches a starting server's log for `READY_LINE` and reports
 `startup_progress` (MILESTONES lists the lines). Cross-check:
 `grep -n "fired up and ready to roll" <server log>`.

@@ -173,7 +173,7 @@ class SGLangMetricsCollector:
         self._episodes = Episodes()  # one event per server per limit per episode
 
     def configure(self, runner: dict[str, Any]) -> None:
-        """Take the `runner.metrics_*` settings (dashboard/settings.py); missing keys keep defaults.
+        """Take the `runner.metrics_*` settings (config/settings.py); missing keys keep defaults.
         Raises ValueError naming a setting that is not above 0."""
         for k in ("metrics_max_series", "metrics_parse_budget_s", "metrics_deadline_s",
                   "metrics_max_rank_keys"):

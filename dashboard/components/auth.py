@@ -47,8 +47,8 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
+from config.settings import Settings
 from dashboard.components.scorecard import md_escape
-from dashboard.settings import Settings
 
 LOCAL = "local"  # the operator of a loopback dashboard without any credential
 OPERATOR, VIEWER = "operator", "viewer"

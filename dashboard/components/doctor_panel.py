@@ -10,9 +10,9 @@ from dashboard.components import auth, session
 from dashboard.components.format import fmt_ts
 from dashboard.components.scorecard import md_escape
 from dashboard.services import doctor
-from dashboard.services.launch.profiles import candidates_dir
 from dashboard.services.tune import TuneRequestError
 from dashboard.services.views import timeseries as ts
+from launching.profiles import candidates_dir
 
 
 @st.cache_data(ttl=120, show_spinner=False)  # keyed by the window: `until` moves on a 10/60-s grid

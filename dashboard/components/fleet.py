@@ -14,7 +14,6 @@ from sqlalchemy.engine import Engine
 
 from dashboard.components.format import units
 from dashboard.services.export import fleet as fleet_export
-from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from dashboard.services.views.fleet import (
     FLEET_WINDOW_S,
     FleetFilter,
@@ -22,6 +21,7 @@ from dashboard.services.views.fleet import (
     filter_options,
     server_link,
 )
+from scorecard.metric_specs import DIMENSIONS
 
 #: cards when the filters leave at most this many servers (view "auto"), the table above it
 CARDS_MAX = 6

@@ -1,6 +1,6 @@
-"""Formats and colours for pages: Streamlit badges here, everything else from services/format.py.
+"""Formats and colours for pages: Streamlit badges here, everything else from present/format.py.
 
-The number, time and byte formats and the colour tables live in dashboard/services/format.py
+The number, time and byte formats and the colour tables live in present/format.py
 (services may not import components; exports and export charts need them too) and are re-exported
 here, so pages keep one import. This module adds what only Streamlit draws:
 - grade_badge / GRADE_LABELS: a grade as a Streamlit badge (label, colour name).
@@ -9,7 +9,7 @@ here, so pages keep one import. This module adds what only Streamlit draws:
 
 from __future__ import annotations
 
-from dashboard.services.format import (
+from present.format import (
     GRADE_COLORS,
     SERIES_COLORS,
     SEVERITY_COLORS,

@@ -1,7 +1,7 @@
 """Streamlit widgets that draw scorecards, comparisons, SLO edits and export downloads.
 
 Any page can show a scorecard with `scorecard_view(card)`; the numbers come from
-dashboard.services.scorecard (build, compare, slo) and dashboard.services.export (formats), the
+scorecard (build, compare, slo) and dashboard.services.export (formats), the
 formats and colours from format.py.
 """
 
@@ -17,17 +17,17 @@ from sqlalchemy.engine import Engine
 
 from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, grade_badge, units
 from dashboard.services.export import formats
-from dashboard.services.scorecard import slo
-from dashboard.services.scorecard.compare import Comparison
-from dashboard.services.scorecard.compute import level_name
-from dashboard.services.scorecard.image_check import ImageCheck
-from dashboard.services.scorecard.metric_specs import (
+from scorecard import slo
+from scorecard.compare import Comparison
+from scorecard.compute import level_name
+from scorecard.image_check import ImageCheck
+from scorecard.metric_specs import (
     DIMENSION_LABELS,
     DIMENSIONS,
     SPECS_BY_KEY,
     specs_of,
 )
-from dashboard.services.scorecard.model import Scorecard
+from scorecard.model import Scorecard
 
 VERDICT_STYLE = {
     "better": f"color: {GRADE_COLORS['pass'][1]}; font-weight: 600",

@@ -28,11 +28,11 @@ import streamlit as st
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
+from config.settings import REPO_ROOT, Settings, SettingsError, load_settings
 from dashboard.components import auth
 from dashboard.services.alerts import views as alert_views
 from dashboard.services.views import health
 from dashboard.services.views import session as session_view
-from dashboard.settings import REPO_ROOT, Settings, SettingsError, load_settings
 
 WINDOWS = {"15m": 15 * 60, "1h": 3600, "6h": 6 * 3600, "24h": 86400, "7d": 7 * 86400}
 DEFAULT_WINDOW = "1h"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import __version__
+from config import __version__
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age, fmt_bytes, fmt_ts, fmt_value
 from dashboard.services.views import timeseries as ts

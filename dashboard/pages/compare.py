@@ -2,7 +2,7 @@
 
 With nothing picked it shows the scorecard of the sidebar's server over the sidebar's window.
 The first pick is the baseline every delta is measured against; probe figures are compared at
-the load levels the runs share (services/scorecard/matched.py), never across levels.
+the load levels the runs share (scorecard/matched.py), never across levels.
 
 Query parameters preselect what to compare, so another page can link straight to a comparison:
 `?runs=12,15` (probe run ids, the baseline first) or `?launches=3,4` (launch ids, the baseline
@@ -19,11 +19,11 @@ from dashboard.components import auth, charts, session
 from dashboard.components import scorecard as sc_view
 from dashboard.components.format import grade_badge
 from dashboard.components.scorecard import md_escape
-from dashboard.services.scorecard import compare as cmp_service
-from dashboard.services.scorecard.build import ScorecardError, build_scorecard
-from dashboard.services.scorecard.image_check import ImageCheck, ImageCheckError, image_check
-from dashboard.services.scorecard.model import Scorecard
-from dashboard.services.scorecard.slo import SloError
+from scorecard import compare as cmp_service
+from scorecard.build import ScorecardError, build_scorecard
+from scorecard.image_check import ImageCheck, ImageCheckError, image_check
+from scorecard.model import Scorecard
+from scorecard.slo import SloError
 
 ctx = session.bootstrap()
 st.title("Compare")

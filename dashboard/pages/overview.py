@@ -24,9 +24,7 @@ from dashboard.components.format import (
     grade_badge,
 )
 from dashboard.components.scorecard import md_escape
-from dashboard.services import gpu_entries
 from dashboard.services.export.fleet import fleet_meta
-from dashboard.services.scorecard.metric_specs import DIMENSIONS
 from dashboard.services.views.fleet import (
     FLEET_WINDOW_S,
     FleetFilter,
@@ -46,6 +44,8 @@ from dashboard.services.views.overview import (
     source_label,
     unit_of,
 )
+from scorecard import gpu_entries
+from scorecard.metric_specs import DIMENSIONS
 
 ctx = session.bootstrap()
 st.title("Overview")

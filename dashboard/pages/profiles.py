@@ -1,7 +1,7 @@
 """Profiles: the launch profiles, what differs from the running one, validation, editing, and
 one-click relaunch / stop of a managed server with a live status panel.
 
-Thin: reads and actions go through dashboard.services.launch.profile_admin / launcher; the runner does
+Thin: reads and actions go through dashboard.services.profile_admin / launcher; the runner does
 the work (this page only records intents). Every control (Validate, Relaunch, Stop, Save) goes
 through `auth.control_gate`: disabled until an operator signs in when a credential is configured,
 hidden in read-only mode (components.auth has the rules).
@@ -16,9 +16,10 @@ import streamlit as st
 from dashboard.components import auth, session
 from dashboard.components.format import fmt_age
 from dashboard.components.scorecard import md_escape
-from dashboard.services.format import request_label
-from dashboard.services.launch import launcher, profile_admin, profiles, rerun
+from dashboard.services import profile_admin, rerun
 from dashboard.services.views.benchmarks import SweepRequestError
+from launching import launcher, profiles
+from present.format import request_label
 
 ctx = session.bootstrap()
 st.title("Profiles")

@@ -20,10 +20,10 @@ from dashboard.components.format import STATUS_BADGE, fmt_age, fmt_ts
 from dashboard.components.gpu_wall import draw_denoise_wall, draw_wall
 from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import stage_chart, timeseries_spec
-from dashboard.services import gpu_entries
 from dashboard.services.views import gpu_wall_panel, image_panels, prom_series
 from dashboard.services.views import timeseries as ts
 from dashboard.services.views.overview import ServerDetail, server_detail
+from scorecard import gpu_entries
 
 ctx = session.bootstrap()
 CHART_HEIGHT_PX = 280  # the whole chart element: plot, axis, two legend rows

@@ -22,8 +22,8 @@ from dashboard.components.scorecard import md_escape
 from dashboard.services import tune
 from dashboard.services.export import tune_doc
 from dashboard.services.export.charts import tune_goodput, tune_pareto
-from dashboard.services.format import request_label
 from dashboard.services.views import benchmarks as bm
+from present.format import request_label
 
 ctx = session.bootstrap()
 st.title("Tune")

@@ -8,7 +8,7 @@ non-zero; token usage below 0.9 while requests wait means the scheduler is too c
 decode retractions at high token usage mean it is not conservative enough (raise it, e.g. 1.3);
 prefill OOMs call for a smaller `--chunked-prefill-size` or `--mem-fraction-static`; a running
 batch above the CUDA-graph batch size runs without graphs (raise `--cuda-graph-max-bs`).
-Pitwall's own GPU wall (dashboard/services/gpu_wall.py) adds one: a GPU near neither wall while
+Pitwall's own GPU wall (scorecard/gpu_wall.py) adds one: a GPU near neither wall while
 requests run or wait is underfed (launch overhead, CPU-side scheduling, too small a batch).
 
 `gather` reads the evidence of one server's window through storage.repo (the only I/O);
@@ -255,11 +255,11 @@ def gather(engine: Engine, server: str, *, since: float, until: float) -> Eviden
                                       since=since, until=until)
             if total.size and used.size:
                 ev.gpu_free_bytes.append(float(np.median(total)) - float(np.median(used)))
-    from dashboard.services.gpu_wall import gpu_walls
+    from scorecard.gpu_wall import gpu_walls
 
     ev.gpu_walls = gpu_walls(engine, server_id=srv.id, since=since, until=until)["gpus"]
     if srv.kind == "image":
-        from dashboard.services.gpu_wall_stage import stage_walls
+        from scorecard.gpu_wall_stage import stage_walls
 
         ev.stage_walls = stage_walls(engine, server_id=srv.id, since=since, until=until)
     for run in repo.list_probe_runs(engine, limit=20):  # a CLI probe by URL has no server_id

@@ -1,9 +1,8 @@
 """Tune runs for the CLI and the dashboard: request one, follow it, score, show it.
 
 The search itself runs in the runner (runner/tunes.py, the `tune` lane); this module only
-records the request (an Intent plus an Audit row), reads tune intents back, and gives the runner
-its scorer: the scorecard of one probe run (dashboard/services/scorecard/build.py), cut down to
-the four dimensions the ranking and the `--json` contract use.
+records the request (an Intent plus an Audit row) and reads tune intents back; the runner's
+scorer (a probe run's scorecard cut down to the ranking's dimensions) is scorecard/scorer.py.
 
 Candidates match the server's kind: a profile whose flags say `model-type = "diffusion"` is an
 image profile (collectors/sglang/flags.py is_diffusion), any other an LLM profile; a tune of an
@@ -25,7 +24,6 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,50 +31,16 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services.format import request_label
+from present.format import request_label
 from runner import tune_rank
 from storage import repo
 from storage.models import Intent
 
-#: figures of each dimension copied into a candidate's scorecard block (when measured)
-DIMENSION_FIGURES: dict[str, tuple[str, ...]] = {
-    "latency": ("ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s", "e2e_p99_s", "image_p99_s"),
-    "throughput": ("rps", "output_tok_s", "images_per_min", "radix_hit_rate", "avg_running_batch"),
-    "cost": ("gpu_usd_per_hour", "usd_per_1m_output_tok", "usd_per_image", "usd_per_1m_output_tok_at_slo"),
-    "stability": ("success_rate", "error_count", "oom_count", "retraction_count", "crash_count",
-                  "queue_max", "queue_above_threshold_s"),
-}
 GRID_MAX = 16
 
 
 class TuneRequestError(ValueError):
     """A tune request that cannot be carried out; the message says what to change."""
-
-
-def make_scorer(engine: Engine, settings: Any) -> Callable[[int, str], dict[str, Any]]:
-    """The runner's scorer: (probe run id, server name) -> {scorecard, slo, image}."""
-    from dashboard.services.scorecard.build import build_scorecard
-    from dashboard.services.scorecard.slo import load_overrides, resolve
-
-    def score(run_id: int, server: str) -> dict[str, Any]:
-        card = build_scorecard(engine, run_id=run_id, settings_slo=settings.slo,
-                               electricity_usd_per_kwh=settings.electricity_usd_per_kwh,
-                               retention=dict(settings.retention))
-        blocks: dict[str, Any] = {}
-        for dim, keys in DIMENSION_FIGURES.items():
-            block: dict[str, Any] = {"grade": card.dimensions[dim].grade if dim in card.dimensions else "none"}
-            for key in keys:
-                fig = card.figures.get(key)
-                if fig is not None and fig.value is not None:
-                    block[key] = fig.value
-            blocks[dim] = block
-        slo_set = resolve(server, settings.slo, load_overrides(engine))
-        image = card.value("images_per_min") is not None
-        wanted = ("image_p99_s", "success_rate") if image else ("ttft_p99_s", "itl_p99_s", "success_rate")
-        slo = {k: t.target for k, t in slo_set.targets.items() if k in wanted}
-        return {"scorecard": blocks, "slo": slo, "image": image}
-
-    return score
 
 
 def sweep_fragment(spec: dict[str, Any]) -> dict[str, Any]:
@@ -255,7 +219,7 @@ def write_grid_profiles(engine: Engine, profiles_dir: Path, base: str, combos: l
     (default profiles_dir); returns their names."""
     import tomllib
 
-    from dashboard.services.launch.profiles import sync_profiles
+    from launching.profiles import sync_profiles
 
     src = Path(profiles_dir) / f"{base}.toml"
     if not src.is_file():
@@ -405,8 +369,8 @@ def slo_line_ms(result: dict[str, Any]) -> float | None:
 
 def winner_diff(engine: Engine, result: dict[str, Any]) -> pd.DataFrame | None:
     """The winner's profile against the original one (setting, original, winner); None without both."""
-    from dashboard.services.launch.profile_admin import diff_frame
-    from dashboard.services.launch.profiles import diff
+    from dashboard.services.profile_admin import diff_frame
+    from launching.profiles import diff
 
     a_name, b_name = result.get("original_profile"), winner(result)
     a = repo.get_profile(engine, name=a_name) if a_name else None
@@ -418,7 +382,7 @@ def winner_diff(engine: Engine, result: dict[str, Any]) -> pd.DataFrame | None:
 
 def apply_winner(engine: Engine, intent_id: int, *, actor: str) -> Intent:
     """Relaunch the server under a finished tune's winner (a `relaunch` intent, audited)."""
-    from dashboard.services.launch import launcher
+    from launching import launcher
 
     tune_intent = repo.get_intent(engine, intent_id=intent_id)
     result = (tune_intent.result if tune_intent is not None else None) or {}

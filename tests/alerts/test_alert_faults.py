@@ -41,7 +41,7 @@ def _collect(tmp_path, fault: str, *, alerting: str = "", extra: str = ""):
         "PITWALL_PROFILES_DIR": str(folder), "PITWALL_CANARY_INTERVAL_S": "0.5",
     })
     log = open(tmp_path / "collect.log", "w")  # noqa: SIM115 - closed by the caller
-    proc = subprocess.Popen([PY, "-m", "dashboard", "collect"], cwd=REPO, env=env, stdout=log,
+    proc = subprocess.Popen([PY, "-m", "cli", "collect"], cwd=REPO, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     return proc, log, env["PITWALL_DATABASE_URL"]
 

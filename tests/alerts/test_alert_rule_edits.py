@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from config.settings import load_settings
 from dashboard.services.alerts import rule_edits
 from dashboard.services.alerts.wiring import build_evaluator
-from dashboard.settings import load_settings
 from runner.alerts.rules import AlertRuleError, build_rules, merge_edits
 from storage import repo
 

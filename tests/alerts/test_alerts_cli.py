@@ -6,9 +6,9 @@ import time
 
 from alert_receivers import Webhook
 
-from dashboard.cli import main
+from cli.main import main
+from config.settings import load_settings
 from dashboard.services.alerts.wiring import build_evaluator
-from dashboard.settings import load_settings
 from storage import repo
 from storage.db import make_engine
 

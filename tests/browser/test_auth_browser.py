@@ -60,7 +60,7 @@ def pitwall(tmp_path_factory):
         "PITWALL_PASSWORD": PASSWORD,
     })
     log = open(tmp / "pitwall-up.log", "w")  # noqa: SIM115 - closed in the finally below
-    proc = subprocess.Popen([PY, "-m", "dashboard", "up", "--port", str(port)], cwd=tmp, env=env,
+    proc = subprocess.Popen([PY, "-m", "cli", "up", "--port", str(port)], cwd=tmp, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 90)

@@ -1,6 +1,6 @@
 """End-to-end: `pitwall up` in demo mode, driven through headless Debian Chromium (Playwright).
 
-One `python -m dashboard up` per module (the runner, the demo simulator and Streamlit), with its
+One `python -m cli up` per module (the runner, the demo simulator and Streamlit), with its
 data dir, demo port and a 1-second canary in tmp. The tests run in file order and build on each
 other like an operator would: look at the Overview, start a sweep, relaunch under another
 profile, compare, export. Screenshots of every page go to the test's tmp dir and, when
@@ -71,7 +71,7 @@ def pitwall(tmp_path_factory, request):
         "PITWALL_DEMO_PORT": str(demo_port),
         "PITWALL_CANARY_INTERVAL_S": "1",
     })
-    with serving([PY, "-m", "dashboard", "up", "--port", str(port)], cwd=tmp, env=env,
+    with serving([PY, "-m", "cli", "up", "--port", str(port)], cwd=tmp, env=env,
                  log_path=tmp / "pitwall-up.log", port=port):
         yield {"url": f"http://127.0.0.1:{port}", "tmp": tmp, "env": env}
 

@@ -145,7 +145,7 @@ def demo(tmp_path_factory):  # type: ignore[no-untyped-def]
     })
     env.pop("PITWALL_CONFIG", None)
     log = (tmp / "pitwall-up.log").open("wb")
-    proc = subprocess.Popen([PY, "-m", "dashboard", "up", "--port", str(port)], cwd=tmp, env=env,
+    proc = subprocess.Popen([PY, "-m", "cli", "up", "--port", str(port)], cwd=tmp, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     started = time.time()
     try:

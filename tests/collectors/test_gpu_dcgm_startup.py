@@ -19,7 +19,7 @@ from collectors.base import CollectorContext
 from collectors.gpu import GpuCollector
 from collectors.gpu_dcgm import DcgmFleet
 from collectors.registry import build_collectors, dcgm_advice
-from dashboard.settings import load_settings
+from config.settings import load_settings
 
 PAYLOAD = (Path(__file__).resolve().parents[1] / "fixtures" / "dcgm-exporter-4.1.1-4.0.4-h20-mig.prom").read_bytes()
 

@@ -11,7 +11,7 @@ import pytest
 from scorecard_seed import DETAIL_A, seed_alpha
 
 from dashboard.services.export import formats
-from dashboard.services.scorecard.build import build_scorecard
+from scorecard.build import build_scorecard
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [

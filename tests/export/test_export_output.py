@@ -10,7 +10,7 @@ import stat
 import pytest
 from scorecard_seed import seed_alpha
 
-from dashboard.services.export.cli import export_cli
+from cli.export import export_cli
 
 PRECIOUS = b"the operator's own file: must survive\n"
 

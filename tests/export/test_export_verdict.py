@@ -13,7 +13,7 @@ from scorecard_seed import seed_alpha, seed_levels
 
 from dashboard.services.export import formats
 from dashboard.services.export.charts import card_charts, export_spec
-from dashboard.services.scorecard.build import build_scorecard
+from scorecard.build import build_scorecard
 from storage import repo
 
 

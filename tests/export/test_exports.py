@@ -13,10 +13,11 @@ import pytest
 from markdown_it import MarkdownIt
 from scorecard_seed import DETAIL_A, seed_alpha, seed_canary_only
 
+from cli.common import parse_duration
+from cli.export import export_cli
 from dashboard.services.export import formats
-from dashboard.services.export.cli import export_cli, parse_duration
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.metric_specs import METRIC_SPECS, metric_table_markdown
+from scorecard.build import build_scorecard
+from scorecard.metric_specs import METRIC_SPECS, metric_table_markdown
 from storage import repo
 
 
@@ -105,7 +106,7 @@ def test_json_validates_against_its_schema(cards, engine):
 
 
 def test_json_round_trips_to_a_scorecard(cards):
-    from dashboard.services.scorecard.model import Scorecard
+    from scorecard.model import Scorecard
 
     doc = json.loads(formats.to_json(cards[:1]))
     back = Scorecard.from_dict(doc["scorecards"][0])

@@ -9,7 +9,7 @@ import json
 import pytest
 from fleet_seed import seed_fleet
 
-from dashboard.services.export.cli import export_cli
+from cli.export import export_cli
 from storage import repo
 
 

@@ -21,7 +21,7 @@ from scorecard_seed import seed_alpha
 
 from dashboard.services.export import escape, formats, tune_doc
 from dashboard.services.export.fleet import FLEET_COLUMNS, fleet_meta, render_fleet
-from dashboard.services.scorecard.build import build_scorecard
+from scorecard.build import build_scorecard
 from storage import repo
 
 SCRIPT = "<script>alert(1)</script>"

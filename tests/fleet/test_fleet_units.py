@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import ServerConfig, Settings
 from dashboard.services.views import health, session
 from dashboard.services.views.servers import ServerOwnershipError, sync_servers
-from dashboard.settings import ServerConfig, Settings
 from runner import fleet
 from runner.lease import Lease, LeaseHeld
 from storage import repo

@@ -24,7 +24,7 @@ import pytest
 import sqlalchemy
 from pwtest import PY, REPO, free_port, sim_profile, stop_group, subprocess_env, wait_for
 
-from dashboard.services.launch import launcher
+from launching import launcher
 from storage import repo
 from storage.db import make_engine
 
@@ -59,7 +59,7 @@ class Fleet:
             "PITWALL_PROFILES_DIR": str(self.profiles), "PITWALL_CANARY_INTERVAL_S": "0",
         })
         log = open(self.tmp / f"collect-{host}.log", "ab")  # noqa: SIM115 - the child keeps it
-        proc = subprocess.Popen([PY, "-m", "dashboard", "collect"], cwd=REPO, env=env, stdout=log,
+        proc = subprocess.Popen([PY, "-m", "cli", "collect"], cwd=REPO, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.procs[host] = proc

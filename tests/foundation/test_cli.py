@@ -7,12 +7,12 @@ import subprocess
 import pytest
 from pwtest import PY, subprocess_env
 
-from dashboard.cli import COMMANDS, DELEGATED, main
+from cli.main import COMMANDS, DELEGATED, main
 
 
 def _pitwall(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PY, "-m", "dashboard", *args], capture_output=True, text=True, env=subprocess_env(env), timeout=timeout
+        [PY, "-m", "cli", *args], capture_output=True, text=True, env=subprocess_env(env), timeout=timeout
     )
 
 

@@ -5,7 +5,7 @@ helper starting PostgreSQL, Prometheus, Alertmanager, the demo or a runner proce
 
 Read from the source (ast), not by running anything: a function "uses" a helper when it names it
 (a call, an argument, a string such as `request.getfixturevalue("pg_url")`) or builds a
-`-m dashboard collect` / `-m dashboard up` command line; a fixture or helper function that uses
+`-m cli collect` / `-m cli up` command line; a fixture or helper function that uses
 one passes the use on to every function of its module that names it.
 """
 
@@ -29,7 +29,7 @@ HELPERS = {
     "stop_group": "a `pitwall up` / `pitwall collect` process group",
     "collect_measured": "a `pitwall collect --duration` process",
 }
-RUNNER_COMMANDS = {"collect", "up"}  # `python -m dashboard <these>` starts a runner (and the demo)
+RUNNER_COMMANDS = {"collect", "up"}  # `python -m cli <these>` starts a runner (and the demo)
 LEFT_OUT = {"integration", "browser", "real_sglang"}  # markers `make test-fast` deselects
 
 
@@ -69,7 +69,7 @@ def _starts_runner(fn: ast.FunctionDef) -> bool:
     for n in ast.walk(fn):
         if isinstance(n, (ast.List, ast.Tuple)):
             words = [e.value for e in n.elts if isinstance(e, ast.Constant)]
-            if any(a == "dashboard" and b in RUNNER_COMMANDS for a, b in pairwise(words)):
+            if any(a == "cli" and b in RUNNER_COMMANDS for a, b in pairwise(words)):
                 return True
     return False
 
@@ -85,7 +85,7 @@ def unmarked_uses(path: Path) -> list[str]:
     reached = {k: v for k, v in HELPERS.items() if k not in own}  # name -> what it starts; grows below
     for fn in fns:
         if _starts_runner(fn):
-            reached[fn.name] = "a runner process (`python -m dashboard collect|up`)"
+            reached[fn.name] = "a runner process (`python -m cli collect|up`)"
     changed = True
     while changed:
         changed = False

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.settings import SETTINGS
+from config.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("app.py", "dashboard", "collectors", "storage", "simulator", "runner")
+PACKAGES = ("app.py", "config", "present", "scorecard", "launching", "dashboard", "cli", "collectors", "storage", "simulator", "runner")
 
 
 def _py_files(root: str) -> list[Path]:
@@ -45,6 +45,8 @@ def _top(mods: set[str]) -> set[str]:
 
 
 ALL = [f for root in PACKAGES for f in _py_files(root)]
+#: the domain packages between the runner and the UI: they import neither dashboard nor cli
+DOMAIN = ("config/", "present/", "scorecard/", "launching/")
 
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(REPO)))
@@ -58,6 +60,15 @@ def test_import_direction(path: Path) -> None:
         assert "dashboard" not in tops, f"{rel} must not import dashboard"
     if rel.startswith(("collectors/", "storage/")):
         assert "runner" not in tops, f"{rel} must not import the runner package (it imports them)"
+    if rel.startswith("config/"):
+        assert not tops & {"dashboard", "collectors"}, f"{rel} must not import {tops & {'dashboard', 'collectors'}}"
+    if rel.startswith(DOMAIN):
+        assert not tops & {"dashboard", "cli"}, f"{rel} must not import {tops & {'dashboard', 'cli'}} (they import it)"
+    if "dashboard" in tops:
+        assert rel == "app.py" or rel.startswith(("dashboard/", "cli/")), (
+            f"{rel} imports dashboard; only app.py and the CLI may")
+    if rel.startswith("dashboard/"):
+        assert "cli" not in tops, f"{rel} imports the CLI package; the CLI starts the dashboard, not the other way"
     if rel.startswith("storage/"):
         assert "collectors" not in tops, f"{rel} must not import collectors"
     if "streamlit" in tops:
@@ -151,7 +162,7 @@ def test_no_absolute_paths_of_this_machine() -> None:
 
 
 def test_readme_metric_table_matches_metric_specs() -> None:
-    from dashboard.services.scorecard.metric_specs import metric_table_markdown
+    from scorecard.metric_specs import metric_table_markdown
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     start, end = "<!-- metric-table:start -->\n", "\n<!-- metric-table:end -->"

@@ -100,7 +100,7 @@ def _profile(folder: Path, name: str, flags: str, env: dict[str, str]) -> None:
 
 
 def _final(engine: Any, intent_id: int) -> Any:
-    from dashboard.services.launch import launcher
+    from launching import launcher
     from storage import repo
 
     i = repo.get_intent(engine, intent_id=intent_id)
@@ -130,10 +130,11 @@ def _legacy_rows(engine: Any, server_id: int) -> None:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     import streamlit as st
 
-    from dashboard.services.launch import launcher, profile_admin
-    from dashboard.services.launch.wiring import runner_parts
+    from cli.wiring import runner_parts
+    from config.settings import Settings
+    from dashboard.services import profile_admin
     from dashboard.services.views import benchmarks as bm
-    from dashboard.settings import Settings
+    from launching import launcher
     from runner.loop import Runner
     from storage import repo
     from storage.db import make_engine
@@ -339,7 +340,7 @@ def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
     import vl_convert
 
     from dashboard.services.export import formats
-    from dashboard.services.scorecard.build import build_scorecard
+    from scorecard.build import build_scorecard
     from storage import repo
 
     specs: list[Any] = []
@@ -368,7 +369,7 @@ def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
 
 @pytest.mark.slow
 def test_no_cli_output_contains_a_secret(pitwall_env, capsys, tmp_path):
-    from dashboard.cli import main
+    from cli.main import main
 
     runs = [["status"], ["profiles", "list"], ["profiles", "list", "--json"],
             ["profiles", "diff", "secret", "plain"], ["profiles", "diff", "secret", "crashy"],
@@ -391,7 +392,7 @@ def test_no_cli_output_contains_a_secret(pitwall_env, capsys, tmp_path):
 
 
 def main_output(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    from dashboard.cli import main
+    from cli.main import main
 
     main(argv)
     return capsys.readouterr().out
@@ -402,7 +403,7 @@ def test_database_url_password_is_masked_wherever_it_is_printed(data_env, monkey
     error when the database cannot be opened, and the About page."""
     import streamlit as st
 
-    from dashboard.cli import main
+    from cli.main import main
     from dashboard.services.views import session as session_view
     from storage import db
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.settings import SettingsError, load_settings
+from config.settings import SettingsError, load_settings
 
 
 def test_defaults_bind_loopback_and_put_db_in_data_dir(tmp_path):
@@ -65,7 +65,7 @@ def test_the_cli_from_another_folder_reads_the_pages_database(tmp_path, monkeypa
     folder read the same file, the checkout's pitwall.toml (not the default database for want
     of a ./pitwall.toml), and its relative data_dir is relative to the file, not to where the
     command runs."""
-    import dashboard.settings as settings_mod
+    import config.settings as settings_mod
 
     checkout, home = tmp_path / "checkout", tmp_path / "home"
     checkout.mkdir()
@@ -90,7 +90,7 @@ def test_the_cli_from_another_folder_reads_the_pages_database(tmp_path, monkeypa
 def test_an_explicit_env_never_reads_the_checkouts_pitwall_toml(tmp_path, monkeypatch):
     """An explicit `env` dict without PITWALL_CONFIG never reads the developer's pitwall.toml
     beside app.py; only the real environment (env=None) falls back to the checkout's file."""
-    import dashboard.settings as settings_mod
+    import config.settings as settings_mod
 
     checkout, home = tmp_path / "checkout", tmp_path / "home"
     checkout.mkdir()

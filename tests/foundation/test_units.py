@@ -56,7 +56,7 @@ def _literal_units() -> list[tuple[str, str]]:
 
 
 def test_every_scorecard_unit_is_in_the_table() -> None:
-    from dashboard.services.scorecard.metric_specs import METRIC_SPECS
+    from scorecard.metric_specs import METRIC_SPECS
 
     missing = sorted({f"{s.key}: {s.unit}" for s in METRIC_SPECS if units.unit(s.unit) is None})
     assert not missing, f"METRIC_SPECS names units storage/units.py UNITS lacks: {missing}"

@@ -42,7 +42,7 @@ def test_up_serves_a_page_that_renders_and_stops_cleanly(tmp_path):
         "PITWALL_DEMO": "off",
         "PITWALL_CONFIG": "",
     })
-    proc = subprocess.Popen([PY, "-m", "dashboard", "up", "--port", str(port)], env=env, cwd=tmp_path,
+    proc = subprocess.Popen([PY, "-m", "cli", "up", "--port", str(port)], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 60)

@@ -1,4 +1,4 @@
-"""Preflight before a relaunch (dashboard/services/launch/preflight.py) on recorded figures: the
+"""Preflight before a relaunch (launching/preflight.py) on recorded figures: the
 config.json of Qwen2.5-7B-Instruct and Llama-3.1-70B-Instruct as published, the H200 NVML
 recording (driver 580.159.04, CUDA 13.0, 140 GiB) replayed through the GPU collector."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from gpu_seed import T0, store_dcgm, store_recording
 
-from dashboard.services.launch import preflight
-from dashboard.services.launch.preflight import GIB, Gpu, HostFacts
+from launching import preflight
+from launching.preflight import GIB, Gpu, HostFacts
 from storage import repo
 
 QWEN_7B = {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "num_hidden_layers": 28,
@@ -147,9 +147,9 @@ def test_validate_reports_the_preflight_beside_the_flags(engine, tmp_path: Path)
     """Validate on a server (the runner's check lane): Llama-3.1-70B in bf16 on the recorded
     H200 leaves SGLang no KV cache at the default fraction, so the profile is invalid; tp 2 on
     two such GPUs would pass, and the same profile without a server is not preflighted."""
-    from dashboard.services.launch import profile_admin
-    from dashboard.services.launch.profiles import sync_profiles
-    from dashboard.settings import Settings
+    from config.settings import Settings
+    from launching.check import validate_named
+    from launching.profiles import sync_profiles
 
     model = tmp_path / "llama-70b"
     model.mkdir()
@@ -161,9 +161,9 @@ def test_validate_reports_the_preflight_beside_the_flags(engine, tmp_path: Path)
     settings = Settings(data_dir=tmp_path / "data", database_url="sqlite://", profiles_dir=folder)
     srv = repo.upsert_server(engine, name="h200", base_url="http://127.0.0.1:1", managed=True)
     store_recording(engine, "nvml-h200-idle.json", t0=T0, server_id=srv.id)
-    report = profile_admin.validate_named(engine, settings, "big", "h200", "tester")
+    report = validate_named(engine, settings, "big", "h200", "tester")
     mem = [i for i in report.issues if i.flag == "mem-fraction-static"]
     assert not report.ok and [i.severity for i in mem] == ["error"], report.lines()
     assert "NVIDIA H200" in mem[0].message and "131.4 GiB" in mem[0].message
-    alone = profile_admin.validate_named(engine, settings, "big", None, "tester")
+    alone = validate_named(engine, settings, "big", None, "tester")
     assert not [i for i in alone.issues if i.flag in ("memory", "mem-fraction-static", "driver")]

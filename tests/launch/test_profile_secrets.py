@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.services.launch import profile_admin, profiles
-from dashboard.services.launch.profiles import ProfileError
-from dashboard.settings import Settings
+from config.settings import Settings
+from dashboard.services import profile_admin
+from launching import profiles
+from launching.profiles import ProfileError
 from storage import repo
 
 KEY = "S3CRET"

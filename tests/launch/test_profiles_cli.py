@@ -1,4 +1,4 @@
-"""`pitwall profiles list|validate|diff` and `pitwall launch|stop|relaunch` through dashboard.cli.main."""
+"""`pitwall profiles list|validate|diff` and `pitwall launch|stop|relaunch` through cli.main.main."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.cli import main
+from cli.main import main
 
 
 def free_port() -> int:
@@ -78,8 +78,8 @@ def test_lifecycle_without_runner_says_how_to_start_it(cli_env, capsys) -> None:
 
 @pytest.mark.integration
 def test_relaunch_through_the_cli_with_a_runner(cli_env, data_env, capsys) -> None:
-    from dashboard.services.launch.wiring import runner_parts
-    from dashboard.settings import load_settings
+    from cli.wiring import runner_parts
+    from config.settings import load_settings
     from runner.loop import Runner
     from storage import repo
     from storage.db import make_engine

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.services.launch import profile_admin, profiles
-from dashboard.services.launch.profiles import ProfileError, ProfileSpec
-from dashboard.settings import Settings
+from config.settings import Settings
+from dashboard.services import profile_admin
+from launching import profiles
+from launching.profiles import ProfileError, ProfileSpec
 from storage import repo
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ def page_env(data_env, tmp_path, monkeypatch):
     (folder / "one.toml").write_text(PROFILE.format(n="one", m=8))
     (folder / "two.toml").write_text(PROFILE.format(n="two", m=16))
     monkeypatch.setenv("PITWALL_PROFILES_DIR", str(folder))
-    from dashboard.services.launch import profiles
+    from launching import profiles
     from storage import repo
     from storage.db import make_engine
 
@@ -84,8 +84,8 @@ def test_page_lists_profiles_and_diffs_against_running(page_env) -> None:
 def test_validate_is_an_intent_the_runner_carries_out_with_live_progress(page_env) -> None:
     """Validate returns at once (it only records an intent); the page shows the runner's
     progress while pending, then the verdict the check lane stored (runner/validation.py)."""
-    from dashboard.services.launch import wiring
-    from dashboard.settings import load_settings
+    from cli import wiring
+    from config.settings import load_settings
     from storage import repo
 
     at = _run()
@@ -232,7 +232,7 @@ def test_page_warns_what_pitwall_toml_lets_profiles_do(page_env, tmp_path, monke
 def test_one_numbering_launches_per_server_requests_by_r(page_env) -> None:
     """One page never names one launch two ways (a row id and a request id, "launch #1" and
     "launch #3"): launches are numbered per server ("sim launch 2"), requests read "R-<id>"."""
-    from dashboard.services.scorecard.compare import launch_choices
+    from scorecard.compare import launch_choices
     from storage import repo
 
     other = repo.upsert_server(page_env, name="other", base_url="http://127.0.0.1:8")

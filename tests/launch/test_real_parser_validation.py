@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.services.launch import launcher
-from dashboard.services.launch.profiles import ProfileSpec
+from launching import launcher
+from launching.profiles import ProfileSpec
 
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 from collectors.probe.fingerprint import fingerprint_detail, fingerprint_hash
 from collectors.probe.sweep import SweepSpec
 from collectors.probe.workloads import build_prompts
-from dashboard.services.launch import rerun
+from dashboard.services import rerun
 from storage import repo
 from storage.db import make_engine
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from collectors.sglang.launch import build_argv
-from dashboard.cli import main
 
 HEAD = 'name = "{n}"\nmodel_path = "org/m"\nentrypoint = "{e}"\n'
 HOSTILE: dict[str, tuple[str, str, str]] = {
@@ -83,8 +83,8 @@ def test_argv_has_one_token_per_flag_and_pitwall_flags_last() -> None:
 
 
 def test_profiles_editor_refuses_before_saving(hostile_dir, data_env) -> None:
-    from dashboard.services.launch import profile_admin
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
+    from dashboard.services import profile_admin
     from storage import repo
     from storage.db import make_engine
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.cli import main
+from cli.main import main
 
 HEAD = 'name = "{n}"\nmodel_path = "{m}"\nentrypoint = "simulator.launch_server"\n'
 # name: (model_path, body after the head, the key the refusal names)
@@ -74,8 +74,8 @@ def test_validation_refuses_each_with_one_sentence_naming_the_key(rule_dir, caps
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_the_editor_refuses_each_before_saving(rule_dir, name: str) -> None:
-    from dashboard.services.launch import profile_admin
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
+    from dashboard.services import profile_admin
     from storage import repo
     from storage.db import make_engine
 
@@ -89,8 +89,8 @@ def test_the_editor_refuses_each_before_saving(rule_dir, name: str) -> None:
 
 
 def test_only_pitwall_toml_lifts_a_rule_and_the_page_lists_it(rule_dir, tmp_path, monkeypatch, capsys) -> None:
-    from dashboard.services.launch import sandbox
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
+    from launching import sandbox
 
     _allow(tmp_path, monkeypatch, '[launch]\nallow_unsandboxed = ["trust-remote-code", "CUDA_INJECTION64_PATH"]\n'
                                   'allowed_env = ["NCCL_NET_PLUGIN", "MY_*"]\n')
@@ -169,9 +169,9 @@ def test_ports_keep_off_what_pitwall_holds() -> None:
 def test_a_real_launch_is_refused_before_any_process_starts(data_env, tmp_path, monkeypatch) -> None:
     """A profile written to disk past the editor (or a pitwall.toml that no longer allows it):
     the runner's launch path judges it again and starts nothing."""
-    from dashboard.services.launch import launcher
-    from dashboard.services.launch.wiring import runner_parts
-    from dashboard.settings import load_settings
+    from cli.wiring import runner_parts
+    from config.settings import load_settings
+    from launching import launcher
     from storage import repo
     from storage.db import make_engine
 
@@ -197,8 +197,8 @@ def test_a_real_launch_is_refused_before_any_process_starts(data_env, tmp_path, 
 
 
 def test_secret_flags_leave_argv_for_a_private_config_file(data_env, tmp_path, monkeypatch) -> None:
-    from dashboard.services.launch import launcher
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
+    from launching import launcher
     from storage import repo
     from storage.db import make_engine
 

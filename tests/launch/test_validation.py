@@ -12,9 +12,9 @@ import pytest
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang import sandbox as sglang_sandbox
 from collectors.sglang.launch import build_argv, flag_args, startup_progress
-from dashboard.services.launch import guardrails, launcher
-from dashboard.services.launch.guardrails import GpuProcess
-from dashboard.services.launch.profiles import ProfileSpec
+from launching import guardrails, launcher
+from launching.guardrails import GpuProcess
+from launching.profiles import ProfileSpec
 from runner.launch_plan import reason_line
 from storage.models import Server
 

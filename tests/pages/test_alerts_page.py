@@ -9,8 +9,8 @@ import time
 
 from pwtest import run_page
 
+from config.settings import load_settings
 from dashboard.services.alerts.wiring import build_evaluator
-from dashboard.settings import load_settings
 from storage import repo
 from storage.db import make_engine
 

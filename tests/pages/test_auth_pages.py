@@ -32,7 +32,7 @@ def site(app_env, tmp_path, monkeypatch):
     (folder / "one.toml").write_text(PROFILE.format(n="one", m=8))
     (folder / "two.toml").write_text(PROFILE.format(n="two", m=16))
     monkeypatch.setenv("PITWALL_PROFILES_DIR", str(folder))
-    from dashboard.services.launch import profiles
+    from launching import profiles
     from storage import repo
     from storage.db import make_engine
 

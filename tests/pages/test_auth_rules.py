@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from config.settings import load_settings
 from dashboard.components import auth
-from dashboard.settings import load_settings
 
 
 def _settings(tmp_path, **env: str):

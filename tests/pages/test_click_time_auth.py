@@ -116,7 +116,7 @@ def test_a_stop_dialog_left_open_past_the_sign_in_records_nothing(app_env, monke
 def test_a_download_clicked_after_the_sign_in_expired_is_not_audited_under_it(app_env, monkeypatch):
     """Downloads are made outside the script run: the sign-in drawn with the button is checked
     when the click arrives. Without a viewer gate the export is anonymous ("ui"); with one, no file."""
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
 
     monkeypatch.setenv("PITWALL_PASSWORD", "s3cret")
     monkeypatch.setenv("PITWALL_SESSION_TTL_S", str(TTL_S))

@@ -76,7 +76,7 @@ def test_slo_edit_regrades(app_env):
     # the cached scorecard is re-graded: TTFT p99 397 ms now fails a 300 ms target
     captions = " ".join(str(c.value) for c in at.caption).replace("\\", "")  # md escapes
     assert "TTFT p99 397.0 ms (target ≤ 300.0 ms): fail" in captions
-    from dashboard.services.scorecard import slo
+    from scorecard import slo
 
     eng = _engine(app_env)
     assert slo.load_overrides(eng)["servers"]["a"]["ttft_p99_s"] == {"target": 0.3}

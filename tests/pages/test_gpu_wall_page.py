@@ -12,7 +12,7 @@ from image_seed import seed_image
 from pwtest import REPO
 from streamlit.testing.v1 import AppTest
 
-from dashboard.services.format import fmt_value
+from present.format import fmt_value
 from storage import repo
 
 APP = str(REPO / "app.py")
@@ -98,7 +98,7 @@ def test_server_without_gpus_says_no_telemetry(app_env):
 
 
 def test_image_server_shows_denoising_share_and_the_what_if(app_env):
-    from dashboard.services.gpu_wall_stage import stage_walls
+    from scorecard.gpu_wall_stage import stage_walls
 
     eng = _engine(app_env)
     t0 = time.time() - 60
@@ -129,7 +129,7 @@ def test_image_server_shows_denoising_share_and_the_what_if(app_env):
 
 
 def test_what_if_speed_reads_in_words_with_the_arrow_that_matches():
-    from dashboard.services.gpu_wall_stage import speed_direction, speed_words
+    from scorecard.gpu_wall_stage import speed_direction, speed_words
 
     assert (speed_words(0.49), speed_direction(0.49)) == ("2.04× slower", "down")  # 1 / 0.49 = 2.04
     assert (speed_words(2.03), speed_direction(2.03)) == ("2.03× faster", "up")

@@ -152,7 +152,7 @@ def test_benchmarks_and_scorecard_share_one_throughput_definition() -> None:
     finishing in [2, 6.5] count over 4.5 s (ramp and drain excluded), in both."""
     import pandas as pd
 
-    from dashboard.services.scorecard.compute import level_figures
+    from scorecard.compute import level_figures
 
     recs = [_rec(0, True, 0.1, 2.0, 0.0, [0.1], warm=True)] + [
         _rec(i, True, 0.1, 1.5, 0.5 + i, [0.1] * i) for i in range(1, 7)]  # starts 1.5 .. 6.5

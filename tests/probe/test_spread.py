@@ -67,7 +67,7 @@ def test_closed_loop_repeats_centre_on_the_levels_own_rps() -> None:
     from collectors.probe.client import RequestRecord
     from collectors.probe.pacing import LevelPlan, LevelResult
     from collectors.probe.report import level_report
-    from dashboard.services.scorecard.compute import _in_flight, level_figures, level_spread
+    from scorecard.compute import _in_flight, level_figures, level_spread
 
     workers, recs = [0.0] * 8, []
     for i in range(32):

@@ -24,11 +24,11 @@ from typing import Any
 from real_sglang_helpers import rs
 from sqlalchemy.engine import Engine
 
+from cli.wiring import runner_parts
 from collectors.registry import build_collectors
-from dashboard.services.launch import launcher
-from dashboard.services.launch.profiles import ProfileSpec, dump_profile
-from dashboard.services.launch.wiring import runner_parts
-from dashboard.settings import Settings
+from config.settings import Settings
+from launching import launcher
+from launching.profiles import ProfileSpec, dump_profile
 from runner.loop import Runner
 from storage import repo
 from storage.db import make_engine

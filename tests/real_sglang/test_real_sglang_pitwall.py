@@ -1,7 +1,7 @@
 """Pitwall itself against the real SGLang 0.5.23 server on CPU: launched by Pitwall's launcher.
 
 One real Runner (runner/loop.py) runs in a thread with the registry's real collectors
-(log, metrics, api, gpu; canary off) and the launcher's supervisor (dashboard/services/launch/wiring.py).
+(log, metrics, api, gpu; canary off) and the launcher's supervisor (cli/wiring.py).
 A managed Server row points at the `make sglang-cpu` environment's Python; its profiles are
 written into tmp_path from that environment (real_sglang_rig.py says why they are not shipped).
 
@@ -32,8 +32,8 @@ from sqlmodel import select
 
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import WorkloadSpec
-from dashboard.services.launch import launcher
-from dashboard.services.launch.profiles import load_file
+from launching import launcher
+from launching.profiles import load_file
 from storage import repo
 from storage.models import Sample
 

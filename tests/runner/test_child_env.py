@@ -139,8 +139,8 @@ def test_the_detached_runner_and_pitwall_up(spawned, monkeypatch):
 
 
 def test_validation_with_sglangs_parser_gets_no_pitwall_variable(spawned):
-    from dashboard.services.launch import launcher
-    from dashboard.services.launch.profiles import ProfileSpec
+    from launching import launcher
+    from launching.profiles import ProfileSpec
 
     spec = ProfileSpec(name="p", model_path="m", env={"SGLANG_X": "1"})
     launcher._run_real_parser("python", spec, ["--model-path", "m"], 5.0)

@@ -18,11 +18,11 @@ import psutil
 import pytest
 from pwtest import REPO, free_port, subprocess_env, wait_for
 
+from cli.wiring import runner_parts
 from collectors.base import CollectorContext, PollResult
-from dashboard.services.launch import launcher
-from dashboard.services.launch.wiring import runner_parts
+from config.settings import Settings
 from dashboard.services.views import benchmarks as bm
-from dashboard.settings import Settings
+from launching import launcher
 from runner import procs
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor
@@ -89,7 +89,7 @@ def test_sigkill_of_the_runner_leaves_no_sweep_process(tmp_path: Path) -> None:
     cfg.write_text(f'[[servers]]\nname = "watched"\nbase_url = "http://127.0.0.1:{port}"\n')
     env = subprocess_env({"PITWALL_DATA_DIR": str(tmp_path / "data"), "PITWALL_DATABASE_URL": f"sqlite:///{db}",
                           "PITWALL_CONFIG": str(cfg), "PITWALL_DEMO": "off", "PITWALL_CANARY_INTERVAL_S": "0"})
-    runner = subprocess.Popen([sys.executable, "-m", "dashboard", "collect"], cwd=REPO, env=env,
+    runner = subprocess.Popen([sys.executable, "-m", "cli", "collect"], cwd=REPO, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     sweep_pid = None
     try:

@@ -46,7 +46,7 @@ def demo_runner(tmp_path):
         "PITWALL_CANARY_INTERVAL_S": "1", "PITWALL_METRICS_PORT": str(port),
     })
     log = open(tmp_path / "collect.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([PY, "-m", "dashboard", "collect"], cwd=REPO, env=env, stdout=log,
+    proc = subprocess.Popen([PY, "-m", "cli", "collect"], cwd=REPO, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
         yield {"url": f"http://127.0.0.1:{port}/metrics", "db": env["PITWALL_DATABASE_URL"], "proc": proc}
@@ -94,8 +94,8 @@ def test_demo_runner_serves_every_series(demo_runner):
 
 
 def test_port_zero_serves_nothing(tmp_path):
+    from config.settings import load_settings
     from dashboard.services.own_metrics import build_exporter
-    from dashboard.settings import load_settings
 
     os.environ.pop("PITWALL_METRICS_PORT", None)
     engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from pwtest import PY, REPO, free_port, sim_profile, stop_group, subprocess_env, wait_for
 
-from dashboard.services.launch import launcher
+from launching import launcher
 from runner import procs
 from storage import repo
 from storage.db import make_engine
@@ -46,7 +46,7 @@ def test_a_relaunch_whose_runner_was_killed_is_recorded_as_what_happened(tmp_pat
 
     def collect(name: str) -> subprocess.Popen[bytes]:
         out = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - the child holds it
-        return subprocess.Popen([PY, "-m", "dashboard", "collect"], cwd=REPO, env=env, stdout=out,
+        return subprocess.Popen([PY, "-m", "cli", "collect"], cwd=REPO, env=env, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
     first = collect("runner1")

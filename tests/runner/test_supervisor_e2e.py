@@ -17,9 +17,9 @@ import httpx
 import pytest
 from pwtest import sim_profile, wait_for
 
-from dashboard.services.launch import launcher
-from dashboard.services.launch.wiring import runner_parts
-from dashboard.settings import Settings
+from cli.wiring import runner_parts
+from config.settings import Settings
+from launching import launcher
 from runner.loop import Runner
 from storage import repo
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from pwtest import PY, free_port, runner_thread, sim_profile, subprocess_env, wait_for
 
+from cli.wiring import runner_parts
+from config.settings import Settings
 from dashboard.services import tune
-from dashboard.services.launch.profiles import sync_profiles
-from dashboard.services.launch.wiring import runner_parts
-from dashboard.settings import Settings
+from launching.profiles import sync_profiles
 from runner.loop import Runner
 from storage import repo
 

@@ -90,7 +90,7 @@ def test_the_default_workload_is_the_servers_last_sweep(engine) -> None:
 
 
 def test_the_cli_refuses_a_candidate_of_the_other_kind(data_env, capsys) -> None:
-    from dashboard.services.tune_cli import tune_cli
+    from cli.tune import tune_cli
     from storage.db import make_engine
 
     eng = make_engine(data_env["PITWALL_DATABASE_URL"])

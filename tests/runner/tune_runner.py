@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dashboard.services.launch.wiring import runner_parts
-from dashboard.settings import Settings
+from cli.wiring import runner_parts
+from config.settings import Settings
 from runner.loop import Runner
 from storage.db import make_engine
 

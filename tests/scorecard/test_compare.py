@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from scorecard_seed import DETAIL_A, seed_alpha
 
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.compare import compare
+from scorecard.build import build_scorecard
+from scorecard.compare import compare
 
 
 def _delta(cmp, key):

@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 from scorecard_seed import DETAIL_A, seed_levels
 
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.compare import compare, headline
+from scorecard.build import build_scorecard
+from scorecard.compare import compare, headline
 
 
 def _cards(engine, *seeds):
@@ -94,7 +94,7 @@ def test_no_goodput_clause_across_workloads_or_slo_targets(engine):
 
 
 def test_verdict_words_name_the_rule_that_made_the_tie() -> None:
-    from dashboard.services.scorecard.matched import verdict_words
+    from scorecard.matched import verdict_words
 
     # known spreads that do not overlap, a difference under the 1 % floor
     assert verdict_words("rps", "tie", [6.0, 6.01], [5.97, 5.98]) == "tie (under 1 %)"
@@ -117,7 +117,7 @@ def test_server_figures_of_two_probe_runs_are_workload_bound(engine):
 
 
 def test_image_headline_says_which_figures_are_the_whole_runs():
-    from dashboard.services.scorecard.compare import Comparison, Delta
+    from scorecard.compare import Comparison, Delta
 
     def delta(key, a, b):
         return Delta(key, [a, b], [None, b - a], [None, (b - a) / a], ["baseline", "better"])
@@ -132,7 +132,7 @@ def test_image_headline_says_which_figures_are_the_whole_runs():
 
 
 def test_ttft_tail_ratio_is_read_at_the_matched_level(engine):
-    from dashboard.services.scorecard.matched import levels_of
+    from scorecard.matched import levels_of
 
     a = seed_levels(engine, name="a", levels={1.0: (1.0, 0.3), 2.0: (0.5, 0.5)}, jitter=0.2)
     b = seed_levels(engine, name="b", levels={1.0: (0.25, 0.2), 2.0: (0.5, 0.35)}, jitter=0.2,

@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 from scorecard_seed import DETAIL_A, seed_alpha, seed_canary_only, seed_levels
 
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.compare import compare, headline
-from dashboard.services.scorecard.matched import verdict_words
+from scorecard.build import build_scorecard
+from scorecard.compare import compare, headline
+from scorecard.matched import verdict_words
 
 # baseline: level 1 at 1 req/s, level 2 at 2 req/s (its own headline: level 2);
 # candidate: level 1 at 4 req/s, level 2 at 2 req/s (its own headline: level 1)

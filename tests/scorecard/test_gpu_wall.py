@@ -1,18 +1,18 @@
-"""The "bound by" verdict (dashboard/services/gpu_wall.py) on H200 recordings stored in a real
+"""The "bound by" verdict (scorecard/gpu_wall.py) on H200 recordings stored in a real
 SQLite file through the GPU collector, as the runner stores them."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 
 import pytest
 from gpu_seed import T0, store_recording
+from pwtest import subprocess_env
 
-from dashboard.services.gpu_wall import (
+from scorecard.gpu_wall import (
     GPU_SPECS,
     classify,
     gpu_walls,
@@ -92,9 +92,9 @@ def test_gpu_wall_command_reads_the_verdict_from_the_database(tmp_path):
     assert repo.upsert_server(engine, name="h200", base_url="http://127.0.0.1:1").id == 1
     _store(engine, "nvml-h200-copy.json", t0=time.time() - 20)
     engine.dispose()
-    env = {k: v for k, v in os.environ.items() if k != "PITWALL_CONFIG"}
+    env = {k: v for k, v in subprocess_env().items() if k != "PITWALL_CONFIG"}  # this checkout's code
     env.update(PITWALL_DATABASE_URL=url, PITWALL_DEMO="off", PITWALL_DATA_DIR=str(tmp_path))
-    cmd = [sys.executable, "-m", "dashboard", "gpu-wall", "--since", "5m"]  # the only server
+    cmd = [sys.executable, "-m", "cli", "gpu-wall", "--since", "5m"]  # the only server
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "GPU 0 (NVIDIA H200): bound by memory bandwidth" in done.stdout and "TB/s" in done.stdout

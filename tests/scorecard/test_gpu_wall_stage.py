@@ -1,4 +1,4 @@
-"""Which wall a diffusion stage hits (dashboard/services/gpu_wall_stage.py): H200 recordings stored
+"""Which wall a diffusion stage hits (scorecard/gpu_wall_stage.py): H200 recordings stored
 through the GPU collector into a real SQLite file, DenoisingStage timings laid over them, and the
 what-if arithmetic by hand."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from gpu_seed import T0, store_recording
 
-from dashboard.services.gpu_wall import spec_by_short_name, what_if
-from dashboard.services.gpu_wall_stage import (
+from scorecard.gpu_wall import spec_by_short_name, what_if
+from scorecard.gpu_wall_stage import (
     merge_intervals,
     overlap_s,
     sample_intervals,
@@ -113,7 +113,7 @@ def test_what_if_scales_each_wall_with_its_own_figure():
 
 
 def test_on_a_b300_the_what_if_starts_with_the_h200():
-    from dashboard.services.gpu_wall_stage import what_ifs
+    from scorecard.gpu_wall_stage import what_ifs
 
     rows = what_ifs(0.2, 1.0, 0.0, "B300")
     assert rows[0]["card"] == "H200" and "B300" not in {r["card"] for r in rows}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from image_seed import DETAIL_IMG, seed_image
 
-from dashboard.services.scorecard import image_check as ic
+from scorecard import image_check as ic
 
 
 def test_psnr_by_hand():
@@ -62,8 +62,8 @@ def test_different_workloads_are_refused(engine):
 
 @pytest.mark.slow
 def test_headline_of_an_image_ab(engine):
-    from dashboard.services.scorecard.build import build_scorecard
-    from dashboard.services.scorecard.compare import compare, headline
+    from scorecard.build import build_scorecard
+    from scorecard.compare import compare, headline
 
     a = seed_image(engine, name="img", profile="demo-image")
     # the fast profile: every request 5.8 s instead of 10 s, peak 3 GiB higher

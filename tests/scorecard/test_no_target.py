@@ -1,6 +1,6 @@
 """A dimension with no target reads "no target set" (not "no grade yet", which waiting would never
 end), on the scorecard and the Overview card; the demo ships targets for all four dimensions on
-both demo servers (dashboard/settings.py DEMO_SLO), so neither card says it.
+both demo servers (config/settings.py DEMO_SLO), so neither card says it.
 
 Real SQLite (the `engine` fixture); the settings are loaded as `pitwall up` loads them.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from config.settings import load_settings
 from dashboard.components.format import grade_badge
-from dashboard.services.scorecard.build import build_scorecard
 from dashboard.services.views.overview import grades
-from dashboard.settings import load_settings
+from scorecard.build import build_scorecard
 from storage import repo
 
 NOW = 1_000_000.0

@@ -26,8 +26,8 @@ from collectors.probe.workloads import WorkloadSpec
 from collectors.sglang.log import records_to_rows
 from collectors.sglang.log_stream import parse_text
 from dashboard.services.export import formats
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.compare import compare
+from scorecard.build import build_scorecard
+from scorecard.compare import compare
 from storage import repo
 
 READY_TIMEOUT_S = 60.0

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from scorecard_seed import T0, seed_alpha, seed_canary_only
 
-from dashboard.services.scorecard.build import ScorecardError, build_scorecard
-from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
-from dashboard.services.scorecard.metric_specs import METRIC_SPECS
-from dashboard.services.scorecard.slo import resolve
+from scorecard.build import ScorecardError, build_scorecard
+from scorecard.compute import ScorecardInputs, compute_scorecard
+from scorecard.metric_specs import METRIC_SPECS
+from scorecard.slo import resolve
 from storage import repo
 
 

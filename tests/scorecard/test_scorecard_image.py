@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from image_seed import seed_image
 
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.image import stage_group, stage_shares
-from dashboard.services.scorecard.metric_specs import METRIC_SPECS
-from dashboard.services.scorecard.model import NOT_APPLICABLE
+from scorecard.build import build_scorecard
+from scorecard.image import stage_group, stage_shares
+from scorecard.metric_specs import METRIC_SPECS
+from scorecard.model import NOT_APPLICABLE
 
 
 @pytest.fixture

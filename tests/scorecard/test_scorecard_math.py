@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dashboard.services.scorecard import math as sm
+from scorecard import math as sm
 
 
 def test_percentiles_linear_interpolation_and_missing():

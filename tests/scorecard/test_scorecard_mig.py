@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from gpu_seed import T0, store_dcgm
 
-from dashboard.services.scorecard import build
-from dashboard.services.scorecard.build import build_scorecard, gather_inputs, resolve_subject
+from scorecard import build
+from scorecard.build import build_scorecard, gather_inputs, resolve_subject
 from storage import repo
 
 MIB = 1048576

@@ -1,4 +1,4 @@
-"""The "bound by" scorecard figures (dashboard/services/scorecard/walls.py): H200 recordings stored
+"""The "bound by" scorecard figures (scorecard/walls.py): H200 recordings stored
 through the GPU collector into a real SQLite file, an image server's probe run (tests/image_seed.py)
 laid over them, and the figures through every export."""
 
@@ -13,12 +13,12 @@ from gpu_seed import T0, store_recording
 from image_seed import seed_image
 
 from dashboard.services.export.formats import to_csv, to_json, to_markdown
-from dashboard.services.format import fmt_value
-from dashboard.services.gpu_wall import VERDICTS
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.compare import compare
-from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY
-from dashboard.services.scorecard.model import MISSING, NOT_APPLICABLE, OK
+from present.format import fmt_value
+from scorecard.build import build_scorecard
+from scorecard.compare import compare
+from scorecard.gpu_wall import VERDICTS
+from scorecard.metric_specs import SPECS_BY_KEY
+from scorecard.model import MISSING, NOT_APPLICABLE, OK
 from storage import repo
 
 WALL_KEYS = ("gpu_bound_by", "gpu_bandwidth_bound_share", "gpu_compute_bound_share",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.services.scorecard import slo
+from scorecard import slo
 
 
 def test_bare_number_and_table_forms():

@@ -10,7 +10,7 @@ Loads are chosen from the cost model's roofline (simulator/costmodel.py, 8B on a
 - image: Qwen-Image 1024², 20 steps on a B300: ~1.8e14 FLOPs vs ~59 GB per forward -> compute
   bound (tensor high, DRAM low), as the roofline says.
 Each load is scraped repeatedly while it runs and the busiest scrape is judged with the verdict
-Pitwall itself applies (dashboard/services/gpu_wall.classify); no wall-clock figure is asserted.
+Pitwall itself applies (scorecard/gpu_wall.classify); no wall-clock figure is asserted.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collectors.base import CollectorContext
 from collectors.gpu import GpuCollector, reading_values
 from collectors.gpu_dcgm import DcgmBackend, DcgmFleet, parse_exposition
 from collectors.gpu_nvml import read_gpus
-from dashboard.services.gpu_wall import classify
+from scorecard.gpu_wall import classify
 from simulator.costmodel import GPUS, Work, make_cost_model
 from simulator.gpu_activity import Activity
 from tests.simulator.conftest import REPO, Sim, StartSim, free_port

@@ -77,7 +77,7 @@ def test_a_read_only_command_with_a_bad_path_creates_no_folder(tmp_path, argv):
     bad = tmp_path / "typo" / "pitwall.db"
     env = subprocess_env({"PITWALL_DATA_DIR": str(data), "PITWALL_DATABASE_URL": f"sqlite:///{bad}",
                           "PITWALL_CONFIG": "", "PITWALL_DEMO": "off", "HOME": str(tmp_path / "home")})
-    res = subprocess.run([PY, "-m", "dashboard", *argv], capture_output=True, text=True, env=env,
+    res = subprocess.run([PY, "-m", "cli", *argv], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=120)
     assert res.returncode != 0, res.stdout
     assert "no Pitwall database at" in res.stderr and str(bad) in res.stderr

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import text
 
 from dashboard.services.export import formats
-from dashboard.services.scorecard.build import build_scorecard
-from dashboard.services.scorecard.window_reads import ROLLUP_NOTE
+from scorecard.build import build_scorecard
+from scorecard.window_reads import ROLLUP_NOTE
 from storage import repo
 from storage.db import make_engine
 
@@ -131,7 +131,7 @@ def test_window_half_past_raw_retention_mixes_tiers(tmp_path):
 
 
 def test_compare_caption_names_the_rolled_up_cards(tmp_path):
-    from dashboard.services.scorecard.compare import resolution_caption
+    from scorecard.compare import resolution_caption
 
     engine = make_engine(f"sqlite:///{tmp_path / 'cap.db'}")
     launch_id = _seed(engine)

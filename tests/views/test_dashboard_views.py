@@ -138,7 +138,7 @@ def test_start_sweep_refuses_unknown_server(engine):
 def test_probe_intent_runs_one_sweep_subprocess_and_settles_the_intent(tmp_path, monkeypatch):
     """A real sweep subprocess against a closed port: every request is connect_refused, the run
     is stored, the intent ends `done` with the run id and its progress reaches 1.0."""
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
     from storage.db import make_engine
 
     url = f"sqlite:///{tmp_path / 'p.db'}"

@@ -18,10 +18,10 @@ from pwtest import REPO, free_demo_port
 from collectors.base import CollectorContext, CollectorError, ServerTarget
 from collectors.registry import build_collectors
 from collectors.sglang.launch import build_argv
-from dashboard.services.launch.launcher import host_port
-from dashboard.services.launch.profiles import load_file
+from config.settings import SettingsError, demo_dcgm_urls, load_settings
 from dashboard.services.views.servers import DEMO_IMAGE_SERVER, DEMO_SERVER, configured_servers
-from dashboard.settings import SettingsError, demo_dcgm_urls, load_settings
+from launching.launcher import host_port
+from launching.profiles import load_file
 
 DEMO_PROFILES = {"demo": 0, "demo-radix-off": 0, "demo-image": 1, "demo-image-fast": 1}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pwtest import REPO
 
-from dashboard.services.launch.profiles import load_file
+from config.settings import load_settings
 from dashboard.services.views.servers import (
     DEMO_IMAGE_SERVER,
     configured_servers,
@@ -14,7 +14,7 @@ from dashboard.services.views.servers import (
     seed_demo,
     sync_servers,
 )
-from dashboard.settings import load_settings
+from launching.profiles import load_file
 from storage import repo
 
 

@@ -122,8 +122,8 @@ def test_gather_reads_a_window_from_storage(engine, seeded) -> None:
 def test_a_finding_becomes_a_candidate_profile_derived_from_the_running_one(engine, tmp_path) -> None:
     import tomllib
 
-    from dashboard.services.launch.profiles import sync_profiles
     from dashboard.services.tune import TuneRequestError, parse_grid
+    from launching.profiles import sync_profiles
 
     folder = tmp_path / "profiles"
     folder.mkdir()

@@ -42,8 +42,8 @@ def test_one_row_per_server_with_host_model_profile_status(fleet):
 
 
 def test_row_figures_are_the_servers_scorecard(fleet):
-    from dashboard.services.scorecard.build import build_scorecard
     from dashboard.services.views.fleet import FLEET_WINDOW_S
+    from scorecard.build import build_scorecard
 
     eng, now, rows = fleet
     for i in (0, 3, 9):  # a probed server, a canary-only one, a down one
@@ -212,9 +212,9 @@ def test_pooled_latency_is_from_the_headline_level_as_the_servers_own(tmp_path):
 def test_a_target_the_fleet_view_does_not_read_is_listed_not_passed(tmp_path):
     """An SLO target on GPU power: the server's scorecard fails it; the fleet row cannot check it
     (it reads no per-GPU series), so it names it in `unchecked` instead of grading it."""
-    from dashboard.services.scorecard import slo
-    from dashboard.services.scorecard.build import build_scorecard
     from dashboard.services.views.fleet import FLEET_WINDOW_S
+    from scorecard import slo
+    from scorecard.build import build_scorecard
 
     eng, now = _one_server(tmp_path)
     srv = repo.get_server(eng, name=server_name(0))

@@ -4,7 +4,7 @@ is waiting for its GPU exporter, which is not an error; an old one has no teleme
 from __future__ import annotations
 
 from collectors.gpu_dcgm import STARTUP_GRACE_S
-from dashboard.services.gpu_entries import absent_text
+from scorecard.gpu_entries import absent_text
 
 NOW = 1_700_000_000.0
 

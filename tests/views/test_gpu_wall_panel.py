@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from gpu_seed import T0, store_recording
 
-from dashboard.services.format import VERDICT_WORDS, fmt_value
-from dashboard.services.gpu_wall import VERDICTS
 from dashboard.services.views.gpu_wall_panel import NOT_AVAILABLE, gpu_card, wall_panel
+from present.format import VERDICT_WORDS, fmt_value
+from scorecard.gpu_wall import VERDICTS
 
 
 def test_copy_loop_card_and_chart_series(engine):

@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 from gpu_seed import T0, store_dcgm
 
-from dashboard.services.gpu_entries import GpuEntry, entries_from, parse_key
-from dashboard.services.gpu_wall import gpu_walls
 from dashboard.services.views import overview
 from dashboard.services.views import timeseries as ts
 from dashboard.services.views.gpu_wall_panel import wall_panel
+from scorecard.gpu_entries import GpuEntry, entries_from, parse_key
+from scorecard.gpu_wall import gpu_walls
 from storage import repo
 
 MIB = 1048576

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.settings import Settings
+from config.settings import Settings
 from runner.alerts import rules as rr
 from runner.alerts.rules import AlertRuleError, Rule
 from storage import repo

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from config.settings import Settings
 from dashboard.services.alerts import rule_edits
 from dashboard.services.alerts.wiring import receivers
-from dashboard.settings import Settings
 from runner.alerts.engine import STATE_KEY
 from storage import repo
 from storage.kinds import OPEN_ALERT_STATES

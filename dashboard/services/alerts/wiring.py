@@ -1,6 +1,6 @@
 """Builds runner/alerts' Alerting from settings: the rules of `[[alerts]]` (with the Alerts page's
 stored edits, re-read at every pass), the receivers of `alerting.*`, and each server's SLO targets
-(dashboard/services/scorecard/slo.py, which the runner cannot import) injected as a callable."""
+(scorecard/slo.py, which the runner cannot import) injected as a callable."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.scorecard import slo
-from dashboard.settings import Settings
+from config.settings import Settings
 from runner.alerts import Alerting
 from runner.alerts.deliver import Receiver, Sender
 from runner.alerts.engine import AlertConfig, AlertEvaluator
 from runner.alerts.rules import build_rules, rule_source
+from scorecard import slo
 
 
 def receivers(settings: Settings) -> list[Receiver]:

@@ -29,10 +29,10 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from dashboard.services.format import SERIES_COLORS, SEVERITY_COLORS
-from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY
-from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.views.timeseries import PANELS
+from present.format import SERIES_COLORS, SEVERITY_COLORS
+from scorecard.metric_specs import SPECS_BY_KEY
+from scorecard.model import Scorecard
 from storage import series_keys as sk
 from storage import units
 from storage.redact import redact_obj

@@ -28,10 +28,10 @@ from sqlalchemy.engine import Engine
 
 from dashboard.services.export.escape import csv_writer, md_table, md_text
 from dashboard.services.export.formats import ExportError, _finite
-from dashboard.services.format import fmt_ts, fmt_value
-from dashboard.services.scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
 from dashboard.services.views.fleet import ROW_FIGURES
 from dashboard.services.views.fleet_scorecards import LATENCY_KEYS
+from present.format import fmt_ts, fmt_value
+from scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
 from storage import repo
 from storage.redact import redact_text
 

@@ -12,7 +12,7 @@ self-check). The resolution is "raw", or the rollup tiers ("1-minute rollup", "1
 a window older than the raw samples kept was read from (subject.resolution and, per series,
 subject.series_resolution in JSON; the `resolution` column in CSV; a header row elsewhere). JSON is
 `{"schema_version": 1, "kind": "pitwall.scorecards", "scorecards": [...], "comparison": ...}`
-and validates against dashboard/services/scorecard/scorecard.schema.json (model.SCHEMA_PATH).
+and validates against scorecard/scorecard.schema.json (model.SCHEMA_PATH).
 CSV has one row per scorecard and figure. PNG is every chart (charts.py) stacked in one image
 (vl-convert, no browser). `write_export` writes a file and records an Audit row (action
 `export`); `write_file` is the one way an export file is written (the fleet CLI's too): a new
@@ -54,14 +54,14 @@ from dashboard.services.export.rows import (
     provenance_rows,
 )
 from dashboard.services.export.verdict import GRADE_MARK
-from dashboard.services.format import fmt_value
-from dashboard.services.scorecard.compare import Comparison, compare
-from dashboard.services.scorecard.metric_specs import (
+from present.format import fmt_value
+from scorecard.compare import Comparison, compare
+from scorecard.metric_specs import (
     DIMENSION_LABELS,
     DIMENSIONS,
     METRIC_SPECS,
 )
-from dashboard.services.scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
+from scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
 from storage import repo
 from storage.files import private_dir
 from storage.redact import redact_text

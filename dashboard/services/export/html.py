@@ -1,7 +1,7 @@
 """The single-file HTML export: inline CSS, charts as inline SVG (vl-convert), no scripts, no
 links to anything outside the file, so it opens offline and can be mailed or attached to a review.
 
-Colours follow dashboard/services/format.py (GRADE_COLORS; better = green, worse = red).
+Colours follow present/format.py (GRADE_COLORS; better = green, worse = red).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dashboard.services.export import verdict
 from dashboard.services.export.charts import all_charts, chart_svg
 from dashboard.services.export.rows import delta_rows, figure_rows, level_rows, provenance_rows
 from dashboard.services.export.verdict import GRADE_MARK
-from dashboard.services.format import GRADE_COLORS
-from dashboard.services.scorecard.compare import Comparison
-from dashboard.services.scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS
-from dashboard.services.scorecard.model import Scorecard
+from present.format import GRADE_COLORS
+from scorecard.compare import Comparison
+from scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS
+from scorecard.model import Scorecard
 
 VERDICT_COLORS = {"better": GRADE_COLORS["pass"][1], "worse": GRADE_COLORS["fail"][1],
                   "not comparable": GRADE_COLORS["warn"][1]}

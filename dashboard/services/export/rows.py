@@ -16,10 +16,10 @@ import json
 
 from dashboard.services.export.verdict import GRADE_MARK
 from dashboard.services.export.verdict import words as verdict_words
-from dashboard.services.format import fmt_ts, fmt_value, launch_label
-from dashboard.services.scorecard.compare import Comparison
-from dashboard.services.scorecard.metric_specs import SPECS_BY_KEY, specs_of
-from dashboard.services.scorecard.model import Scorecard
+from present.format import fmt_ts, fmt_value, launch_label
+from scorecard.compare import Comparison
+from scorecard.metric_specs import SPECS_BY_KEY, specs_of
+from scorecard.model import Scorecard
 from storage import units
 
 

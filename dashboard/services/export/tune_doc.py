@@ -22,7 +22,7 @@ from dashboard.services import tune
 from dashboard.services.export.charts import chart_svg, tune_goodput, tune_pareto
 from dashboard.services.export.escape import md_table, md_text
 from dashboard.services.export.html import CSS, _table
-from dashboard.services.format import request_label
+from present.format import request_label
 from runner import tune_rank
 from storage import repo
 from storage.models import Intent

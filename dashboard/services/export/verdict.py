@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dashboard.services.format import fmt_ts, launch_label
-from dashboard.services.scorecard.compare import NO_VERDICT, Comparison, headline
-from dashboard.services.scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS, SPECS_BY_KEY
-from dashboard.services.scorecard.model import Scorecard
+from present.format import fmt_ts, launch_label
+from scorecard.compare import NO_VERDICT, Comparison, headline
+from scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS, SPECS_BY_KEY
+from scorecard.model import Scorecard
 
 GRADE_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "none": "—"}
 #: a Comparison verdict in words (a verdict not listed reads as it is)

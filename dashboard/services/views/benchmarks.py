@@ -25,7 +25,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from collectors.probe import trust
-from dashboard.services import shown
+from present import shown
 from storage import repo
 from storage.models import Intent, ProbeRun
 
@@ -185,7 +185,7 @@ def server_status(engine: Engine, name: str) -> str:
 
 
 def get_run(engine: Engine, *, run_id: int) -> ProbeRun | None:
-    """One run as the page may show it (error and URL redacted: dashboard/services/shown.py)."""
+    """One run as the page may show it (error and URL redacted: present/shown.py)."""
     return shown.probe_run(repo.get_probe_run(engine, run_id=run_id))
 
 

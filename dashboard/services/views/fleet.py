@@ -37,16 +37,16 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services.alerts.views import alerts as alert_rows
-from dashboard.services.scorecard import math as sm
-from dashboard.services.scorecard import slo as slo_mod
-from dashboard.services.scorecard import walls
-from dashboard.services.scorecard.build import MEAN_KEYS
-from dashboard.services.scorecard.compute import ScorecardInputs, compute_scorecard
-from dashboard.services.scorecard.image import DIFFUSION_KEYS, diffusion_inputs
-from dashboard.services.scorecard.inputs import measured_ok
-from dashboard.services.scorecard.metric_specs import DIMENSIONS
-from dashboard.services.scorecard.model import Scorecard
 from dashboard.services.views.overview import FIGURE_WINDOW_S, STALE_S
+from scorecard import math as sm
+from scorecard import slo as slo_mod
+from scorecard import walls
+from scorecard.build import MEAN_KEYS
+from scorecard.compute import ScorecardInputs, compute_scorecard
+from scorecard.image import DIFFUSION_KEYS, diffusion_inputs
+from scorecard.inputs import measured_ok
+from scorecard.metric_specs import DIMENSIONS
+from scorecard.model import Scorecard
 from storage import repo
 from storage import series_keys as sk
 from storage.models import Launch, ProbeRun, Server

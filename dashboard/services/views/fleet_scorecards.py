@@ -25,8 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.services.scorecard import math as sm
 from dashboard.services.views.fleet import NONE_LABEL, FleetRow
+from scorecard import math as sm
 
 GROUP_BYS = ("model", "profile")
 LATENCY_KEYS = tuple(f"{n}_p{p}_s" for n in ("ttft", "e2e") for p in (50, 95, 99))

@@ -24,9 +24,10 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services.format import fmt_value
-from dashboard.services.gpu_entries import GpuEntry
-from dashboard.services.gpu_wall import (
+from dashboard.services.views.image_panels import labelled_frame
+from present.format import fmt_value
+from scorecard.gpu_entries import GpuEntry
+from scorecard.gpu_wall import (
     BANDWIDTH_MIN,
     LOW,
     SM_BUSY_MIN,
@@ -34,8 +35,7 @@ from dashboard.services.gpu_wall import (
     VERDICTS,
     gpu_walls,
 )
-from dashboard.services.gpu_wall_stage import stage_walls
-from dashboard.services.views.image_panels import labelled_frame
+from scorecard.gpu_wall_stage import stage_walls
 from storage import repo
 
 NOT_AVAILABLE = "not available on this GPU"

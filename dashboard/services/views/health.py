@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
-from dashboard.services.format import fmt_ts
+from present.format import fmt_bytes as fmt_bytes  # `pitwall status` prints with it
+from present.format import fmt_ts
 from runner import launch_logs
 from runner.lease import LEASE_TTL_S
 from runner.loop import SELF_SERVER_ID, self_source
@@ -111,7 +111,7 @@ def list_runners(engine: Engine, now: float | None = None, ttl_s: float = LEASE_
 
 
 def start_runner_detached(repo_root: str) -> None:
-    """Ask the runner package to start `python -m dashboard collect` detached (runner/up.py).
+    """Ask the runner package to start `python -m cli collect` detached (runner/up.py).
 
     Safe to call when one may already be running: the runner's lease lets only one collect.
     """

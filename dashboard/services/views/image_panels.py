@@ -1,7 +1,7 @@
 """Chart series of the Server page for image servers: where a request's time goes, seconds per
 denoising step, peak memory against the card, queue and batch.
 
-Keys come from dashboard/services/scorecard/image.py DIFFUSION_KEYS (the diffusion log parser's
+Keys come from scorecard/image.py DIFFUSION_KEYS (the diffusion log parser's
 and metrics collector's contract). Every frame has the columns of timeseries.read_series (ts,
 label, value, min, max), values in base units:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services.scorecard.image import DIFFUSION_KEYS, GIB
+from scorecard.image import DIFFUSION_KEYS, GIB
 from storage import repo
 
 COLUMNS = ["ts", "label", "value", "min", "max"]

@@ -15,14 +15,14 @@ Key figures over the last FIGURE_WINDOW_S (base units; the page formats them):
 | success_rate | 0-1 | mean of `canary.ok` in the window |
 
 Grades per dimension, and the four figures when it has them, come from the scorecard service
-(dashboard/services/scorecard/build.py, same window); a dimension it cannot grade reads "none"
+(scorecard/build.py, same window); a dimension it cannot grade reads "none"
 ("no grade yet"). For image servers the card shows the image figures instead (scorecard keys image_p50_s,
 image_p99_s, images_per_min, usd_per_image, image_step_s, peak_mem_bytes, mem_headroom_bytes,
 energy_j_per_image; queue and running from `metrics.diffusion_num_*`).
 Cross-check TTFT: `sqlite3 pitwall.db "select value from sample where metric='canary.ttft_s'
 and server_id=N order by ts desc limit 20"`.
 
-Cards and the server detail are redacted (dashboard/services/shown.py): the launch command,
+Cards and the server detail are redacted (present/shown.py): the launch command,
 server args, env, base URL and event excerpts reach the page without any secret.
 """
 
@@ -38,11 +38,11 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services import shown
-from dashboard.services.format import launch_label
-from dashboard.services.gpu_entries import gpu_entries
-from dashboard.services.scorecard import math as sm
-from dashboard.services.scorecard.metric_specs import DIMENSIONS
+from present import shown
+from present.format import launch_label
+from scorecard import math as sm
+from scorecard.gpu_entries import gpu_entries
+from scorecard.metric_specs import DIMENSIONS
 from storage import repo
 from storage import series_keys as sk
 from storage.models import Server
@@ -178,7 +178,7 @@ def grades(
 ) -> tuple[dict[str, str], dict[str, str], dict[str, float | None], dict[str, str], tuple[str, ...]]:
     """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}, {figure key:
     source}, dimensions with no target set) of the server's scorecard over the last
-    FIGURE_WINDOW_S (dashboard/services/scorecard/build.py); a source is the figure's own
+    FIGURE_WINDOW_S (scorecard/build.py); a source is the figure's own
     (probe, canary, server…).
 
     When the scorecard service is missing or cannot score the server every dimension reads
@@ -190,7 +190,7 @@ def grades(
     figs: dict[str, float | None] = {}
     sources: dict[str, str] = {}
     try:
-        from dashboard.services.scorecard.build import build_scorecard
+        from scorecard.build import build_scorecard
     except ImportError:
         return out, why, figs, sources, tuple(unset)
     try:

@@ -8,7 +8,7 @@ simulator. Beside it runs `demo-image` (kind image, port demo_port + 1): the sim
 demo-image.toml; relaunch it under demo-image-fast for an acceleration A/B with the image check).
 The demo's GPUs: the LLM demo simulates GPU 0, the image demo GPU 1; each serves a dcgm-exporter
 look-alike at its port + 100 (profiles' SGLANG_SIM_DCGM_PORT = "+100"), which Pitwall reads
-like any dcgm-exporter (dashboard/settings.py demo_dcgm_urls, when gpu.dcgm_url is unset).
+like any dcgm-exporter (config/settings.py demo_dcgm_urls, when gpu.dcgm_url is unset).
 
 A fleet (several runners, one database): every server row carries the runner host that owns it
 (its `[[servers]]` `host`, else this runner's runner.host). Server names are fleet-wide unique:
@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
-from dashboard.settings import ServerConfig, Settings
+from config.settings import ServerConfig, Settings
 from runner.lease import LEASE_TTL_S
 from storage import repo
 from storage.models import Server

@@ -17,7 +17,7 @@ Panels (metric keys are the collectors' contract; each collector's docstring nam
 | gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
 
 A card in MIG mode (collectors/gpu.py) is a card plus one GPU entry per instance
-(services/gpu_entries.py): utilisation and memory are drawn per entry, so an instance is a series of
+(scorecard/gpu_entries.py): utilisation and memory are drawn per entry, so an instance is a series of
 its own ("GPU 0 · MIG 3g.71gb (instance 1)", `gpu.<i>.mig<GPU_I_ID>.mem_used_bytes`); power and
 temperature stay the card's ("GPU 0"), drawn once.
 
@@ -35,10 +35,10 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services import gpu_entries as entries_svc
-from dashboard.services import shown
-from dashboard.services.format import fmt_window
-from dashboard.services.gpu_entries import CARD_FIELDS, GpuEntry
+from present import shown
+from present.format import fmt_window
+from scorecard import gpu_entries as entries_svc
+from scorecard.gpu_entries import CARD_FIELDS, GpuEntry
 from storage import repo
 from storage import series_keys as sk
 from storage.kinds import EVENT_KINDS as _EVENT_KINDS
@@ -115,7 +115,7 @@ GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
 
 def gpu_entries(engine: Engine, *, server_id: int, configured: list[int] | None = None) -> list[GpuEntry]:
     """GPU entries with telemetry for this server: each card (the configured ones, else what is
-    stored), then each of its MIG instances with stored series (services/gpu_entries.py)."""
+    stored), then each of its MIG instances with stored series (scorecard/gpu_entries.py)."""
     return entries_svc.gpu_entries(engine, server_id=server_id, configured=configured)
 
 
@@ -278,7 +278,7 @@ def events_in_window(
     engine: Engine, *, server_id: int, since: float, until: float, limit: int = 300
 ) -> pd.DataFrame:
     """Events to mark on the time axis (newest `limit`); columns of repo.list_events, message
-    and raw redacted (dashboard/services/shown.py)."""
+    and raw redacted (present/shown.py)."""
     return shown.frame(repo.list_events(engine, server_id=server_id, since=since, until=until, limit=limit))
 
 
@@ -291,7 +291,7 @@ def list_events(
     limit: int = 1000,
 ) -> pd.DataFrame:
     """Events newest first (the Events page); columns of repo.list_events, message and raw
-    redacted (dashboard/services/shown.py)."""
+    redacted (present/shown.py)."""
     return shown.frame(repo.list_events(engine, server_id=server_id, kinds=kinds, since=since, limit=limit))
 
 

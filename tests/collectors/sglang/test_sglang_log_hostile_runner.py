@@ -36,7 +36,7 @@ def test_collect_with_a_fifo_log_path_keeps_the_healthy_server(tmp_path: Path) -
     env = subprocess_env({"PITWALL_DATA_DIR": str(tmp_path / "data"),
                           "PITWALL_DATABASE_URL": f"sqlite:///{db}",
                           "PITWALL_CONFIG": str(cfg), "PITWALL_DEMO": "off"})
-    proc = subprocess.run([sys.executable, "-m", "dashboard", "collect", "--duration", "8"],
+    proc = subprocess.run([sys.executable, "-m", "cli", "collect", "--duration", "8"],
                           cwd=REPO, env=env, capture_output=True, timeout=90)
     assert proc.returncode == 0, proc.stdout.decode(errors="replace")[-3000:]
     with sqlite3.connect(db) as conn:

@@ -245,7 +245,7 @@ def test_a_malformed_payload_is_reported_once_per_episode():
 
 def test_runner_settings_reach_the_collector(tmp_path):
     from collectors.registry import build_collectors
-    from dashboard.settings import load_settings
+    from config.settings import load_settings
 
     (tmp_path / "pitwall.toml").write_text(
         "[runner]\nmetrics_max_series = 500\nmetrics_max_rank_keys = 4\n"

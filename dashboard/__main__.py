@@ -1,5 +1,0 @@
-"""`python -m dashboard` is the `pitwall` command."""
-
-from dashboard.cli import main
-
-raise SystemExit(main())

@@ -1,0 +1,279 @@
+"""METRIC_SPECS: every scorecard figure declared once (key, label, dimension, units, direction, formula).
+
+Scorecards (build.py, compute.py), SLO grading (slo.py), comparisons (compare.py), charts and
+every export read this table; the README's metric table is `metric_table_markdown()` pasted
+verbatim (a meta-test compares them). A figure's `key` is also its SLO key in pitwall.toml's
+`[slo]` table.
+
+Units: `unit` is the base unit the value is stored and exported in, a key of storage/units.py
+UNITS (`s`, `ratio` 0-1, `rps`, `tok_s`, `img_min`, `usd`, `usd_h`, `j`, `w`, `count`, `x`,
+`bytes`, `bytes_s`, `verdict`: an index into scorecard/gpu_wall.py VERDICTS, the word in
+the figure's note); `display` is its label there, and `fmt_value(value, unit)` in
+present/format.py writes a value as a person reads it. `better` is
+`lower`, `higher` or `none` (informational, never coloured or graded).
+
+Where the inputs come from (Sample keys are the collectors' contract; each collector's docstring names its keys):
+- probe figures: ProbeRequest rows of the scorecard's probe run, exact numpy percentiles
+  (linear interpolation), measured (non-warm-up) successful requests of the headline level;
+- canary figures (no probe run): `canary.ttft_s` / `canary.e2e_s` samples in the window;
+- server figures: `metrics.*` / `log.*` samples in the window, energy from `gpu.<i>.energy_j`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage import series_keys as sk
+from storage import units
+
+DIMENSIONS = ("latency", "throughput", "cost", "stability")
+DIMENSION_LABELS = {
+    "latency": "Latency",
+    "throughput": "Throughput",
+    "cost": "Cost",
+    "stability": "Stability",
+}
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    key: str  # unique; also the [slo] key
+    label: str
+    dimension: str  # one of DIMENSIONS
+    unit: str  # base unit of the value (see module docstring)
+    better: str  # "lower" | "higher" | "none"
+    formula: str  # how the value is computed, in words, with its inputs
+
+    @property
+    def display(self) -> str:
+        return units.label(self.unit)
+
+
+_LAT_NAMES = {
+    "ttft": ("TTFT", "time to first token"),
+    "itl": ("ITL", "inter-token latency, pooled over every per-token gap"),
+    "tpot": ("TPOT", "time per output token, (e2e - ttft) / (tokens_out - 1) per request"),
+    "e2e": ("E2E", "end-to-end request latency"),
+}
+_SERVER_HIST = ("ttft", "itl", "e2e")  # histograms of storage/series_keys.py
+
+
+def _latency_specs() -> list[MetricSpec]:
+    out: list[MetricSpec] = []
+    for name, (short, meaning) in _LAT_NAMES.items():
+        for p in (50, 95, 99):
+            canary = (
+                f"; without probes: p{p} of `canary.{name}_s` samples (labelled canary only)"
+                if name in ("ttft", "e2e")
+                else ""
+            )
+            out.append(
+                MetricSpec(
+                    f"{name}_p{p}_s",
+                    f"{short} p{p}",
+                    "latency",
+                    "s",
+                    "lower",
+                    f"p{p} of the probe's {meaning} (exact, ProbeRequest rows){canary}",
+                )
+            )
+    for p in (50, 95, 99):
+        out.append(
+            MetricSpec(
+                f"image_p{p}_s",
+                f"Per-image latency p{p}",
+                "latency",
+                "s",
+                "lower",
+                f"image servers: p{p} of e2e_s / images per request over the probe's requests",
+            )
+        )
+    for name in _SERVER_HIST:
+        for p in (50, 95, 99):
+            out.append(
+                MetricSpec(
+                    f"server_{name}_p{p}_s",
+                    f"Server {_LAT_NAMES[name][0]} p{p} (histogram)",
+                    "latency",
+                    "s",
+                    "lower",
+                    f"mean of `{sk.hist_key(name, f'p{p}')}` samples in the window (the server's histogram "
+                    f"estimate); flagged when any `{sk.hist_key(name, 'clamped')}` sample is 1 (the "
+                    "quantile hit the last finite bucket, so the true value is higher)",
+                )
+            )
+    return out
+
+
+METRIC_SPECS: tuple[MetricSpec, ...] = (
+    *_latency_specs(),
+    MetricSpec("image_step_s", "Seconds per denoising step", "latency", "s", "lower",
+               "image servers: mean of `log.diffusion.step_s` (DenoisingStage 'average time per "
+               "step') in the window; else `metrics.diffusion_stage_p50_s.DenoisingStep`; else "
+               "`metrics.diffusion_stage_p50_s.DenoisingStage` / steps; else the probe's inference_time_s p50 / steps (an upper bound)"),
+    MetricSpec("image_steps", "Denoising steps", "latency", "count", "none",
+               "image servers: num_inference_steps of the probe workload (in its fingerprint)"),
+    MetricSpec("stage_share_encode", "Share of time: text encode", "latency", "ratio", "none",
+               "image servers: Σ `log.diffusion.stage_s.<*Encoding*>` / Σ every stage (else "
+               "the /metrics stage p50s); the note names the source"),
+    MetricSpec("stage_share_denoise", "Share of time: denoise", "latency", "ratio", "none",
+               "image servers: DenoisingStage seconds / Σ every stage, as stage_share_encode"),
+    MetricSpec("stage_share_decode", "Share of time: VAE decode", "latency", "ratio", "none",
+               "image servers: DecodingStage seconds / Σ every stage, as stage_share_encode"),
+    MetricSpec("stage_share_other", "Share of time: other stages", "latency", "ratio", "none",
+               "image servers: every other stage (latent / timestep preparation, new ones) / Σ "
+               "every stage"),
+    # -- throughput ---------------------------------------------------------------------------
+    MetricSpec("rps", "Requests/s", "throughput", "rps", "higher",
+               "probe: successful requests / the steady window, as Benchmarks (last warm-up end -> last "
+               "measured start, else first start -> last end); without probes: mean of `metrics.requests_per_s`"),
+    MetricSpec("output_tok_s", "Output tokens/s", "throughput", "tok_s", "higher",
+               "probe: Σ tokens_out of successful requests / the steady window; without probes: mean "
+               "of `metrics.generation_tokens_per_s`, else `log.gen_throughput_tok_s`"),
+    MetricSpec("input_tok_s", "Input tokens/s", "throughput", "tok_s", "higher",
+               "probe: Σ tokens_in of successful requests / the steady window; without probes: mean "
+               "of `metrics.prompt_tokens_per_s`, else `log.input_throughput_tok_s`"),
+    MetricSpec("images_per_min", "Images/min", "throughput", "img_min", "higher",
+               "image servers: images of successful requests / level window × 60"),
+    MetricSpec("server_gen_tok_s", "Server gen throughput", "throughput", "tok_s", "higher",
+               "mean of `log.gen_throughput_tok_s` samples in the window, else "
+               "`metrics.gen_throughput_tok_s` (what the scheduler reports)"),
+    MetricSpec("avg_running_batch", "Avg running batch", "throughput", "count", "higher",
+               "mean of `log.running_req` samples in the window, else `metrics.num_running_reqs`"),
+    MetricSpec("radix_hit_rate", "Radix cache hit rate", "throughput", "ratio", "higher",
+               "token-weighted: Σ `log.prefill_cached_token` / Σ (`log.prefill_cached_token` + "
+               "`log.prefill_new_token`) in the window; else mean `metrics.cached_tokens_per_s` / "
+               "mean `metrics.prompt_tokens_per_s`; else Σ tokens_cached / Σ tokens_in of the "
+               "probe's requests (client-reported)"),
+    MetricSpec("gpu_bound_by", "GPU bound by", "throughput", "verdict", "none",
+               "the verdict of most GPM samples of the server's GPUs in the window (memory "
+               "bandwidth, compute, neither wall, idle, mixed; rules in scorecard/gpu_wall.py, "
+               "from `gpu.<i>.gpm.dram_bw_util_ratio`, `tensor_any_ratio`, `sm_util_ratio` and the "
+               "queue); the value is its index, the note names it with its evidence; missing (never "
+               "0) without GPM"),
+    MetricSpec("gpu_bandwidth_bound_share", "Share of GPU time bound by memory bandwidth",
+               "throughput", "ratio", "none",
+               "GPM samples of every GPU with the verdict `bandwidth` / all GPM samples in the window"),
+    MetricSpec("gpu_compute_bound_share", "Share of GPU time bound by compute", "throughput",
+               "ratio", "none",
+               "GPM samples of every GPU with the verdict `compute` / all GPM samples in the window"),
+    MetricSpec("gpu_achieved_bw_bytes_s", "Achieved memory bandwidth per GPU", "throughput",
+               "bytes_s", "none",
+               "mean over GPUs of mean `gpu.<i>.gpm.dram_bw_util_ratio` × the card's peak memory "
+               "bandwidth (GPU_SPECS); the note gives the share of the peak"),
+    MetricSpec("denoise_bandwidth_share", "Share of denoising time bound by memory bandwidth",
+               "throughput", "ratio", "none",
+               "image servers: seconds of DenoisingStage intervals ([ts − s, ts] of "
+               "`log.diffusion.stage_s.DenoisingStage`) covered by GPM samples with the verdict "
+               "`bandwidth` / seconds covered by any GPM sample, pooled over GPUs"),
+    MetricSpec("denoise_compute_share", "Share of denoising time bound by compute", "throughput",
+               "ratio", "none",
+               "image servers: as denoise_bandwidth_share, for the verdict `compute`"),
+    MetricSpec("image_step_s_what_if", "Seconds per step on a B300 (what-if)", "throughput", "s",
+               "none",
+               "image servers: image_step_s × (denoise_bandwidth_share × this card's / the B300's "
+               "memory bandwidth + denoise_compute_share × this card's / the B300's dense BF16 "
+               "FLOPS + the rest unchanged); the note states the assumption"),
+    # -- cost ---------------------------------------------------------------------------------
+    MetricSpec("gpu_usd_per_hour", "GPU cost per hour", "cost", "usd_h", "none",
+               "Server.gpu_hourly_usd × GPU count (gpu_indices, else GPUs seen in `gpu.<i>.*`, "
+               "else tp_size × dp_size of the launch, else 1); missing price: not configured"),
+    MetricSpec("usd_per_1m_output_tok", "USD per 1M output tokens", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 3600 / output_tok_s × 1e6"),
+    MetricSpec("usd_per_1m_total_tok", "USD per 1M total tokens", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 3600 / (input_tok_s + output_tok_s) × 1e6"),
+    MetricSpec("usd_per_image", "USD per image", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 60 / images_per_min"),
+    MetricSpec("usd_per_1k_requests", "USD per 1,000 requests", "cost", "usd", "lower",
+               "gpu_usd_per_hour / 3600 / rps × 1000"),
+    MetricSpec("usd_per_1m_output_tok_at_slo", "USD per 1M output tokens at the TTFT target",
+               "cost", "usd", "lower",
+               "cheapest usd_per_1m_output_tok over the probe's load levels whose TTFT p99 meets "
+               "the ttft_p99_s SLO target (names the level)"),
+    MetricSpec("avg_power_w", "Avg GPU power", "cost", "w", "lower",
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` / window seconds (counter deltas; without /metrics "
+               "only the time SGLang logged decode lines), else Σ mean `gpu.<i>.power_w`"),
+    MetricSpec("energy_j_per_output_tok", "Energy per output token", "cost", "j", "lower",
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / output tokens produced in it; "
+               "without /metrics both over only the time SGLang logged decode lines (idle excluded)"),
+    MetricSpec("energy_j_per_image", "Energy per image", "cost", "j", "lower",
+               "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / images produced in it"),
+    MetricSpec("electricity_usd_per_1m_output_tok", "Electricity per 1M output tokens", "cost",
+               "usd", "lower",
+               "energy_j_per_output_tok × 1e6 / 3.6e6 J/kWh × electricity_usd_per_kwh"),
+    # -- stability ----------------------------------------------------------------------------
+    MetricSpec("success_rate", "Success rate", "stability", "ratio", "higher",
+               "probe: ok / measured requests over every level; without probes: mean of "
+               "`canary.ok`"),
+    MetricSpec("error_count", "Errors", "stability", "count", "lower",
+               "failed measured probe requests (by kind in errors_by_kind); without probes: "
+               "canary samples with `canary.ok` = 0"),
+    MetricSpec("oom_count", "OOMs", "stability", "count", "lower",
+               "`oom` + `prefill_oom` events in the window"),
+    MetricSpec("retraction_count", "Decode retractions", "stability", "count", "lower",
+               "`decode_retract` events in the window"),
+    MetricSpec("crash_count", "Crashes", "stability", "count", "lower",
+               "`crash` events in the window"),
+    MetricSpec("restart_count", "Server exits / restarts", "stability", "count", "lower",
+               "`server_exit` events in the window"),
+    MetricSpec("nccl_timeout_count", "NCCL timeouts", "stability", "count", "lower",
+               "`nccl_timeout` events in the window"),
+    MetricSpec("queue_max", "Max queue", "stability", "count", "lower",
+               "max of `log.queue_req` (else `metrics.num_queue_reqs`) in the window"),
+    MetricSpec("queue_above_threshold_s", "Time with queue above threshold", "stability", "s",
+               "lower",
+               "Σ (ts[i+1] - ts[i]) over queue samples with value > [slo] queue_threshold "
+               "(default 16): the queue as a step function"),
+    MetricSpec("timeout_count", "Timeouts", "stability", "count", "lower",
+               "measured probe requests that failed with error kind `timeout`"),
+    MetricSpec("peak_mem_bytes", "Peak GPU memory per request", "stability", "bytes", "lower",
+               "image servers: max `peak_memory_mb` × 2^20 of the probe's requests; else max "
+               "`log.diffusion.peak_mem_gb` × 2^30 in the window"),
+    MetricSpec("mem_headroom_bytes", "GPU memory headroom at peak", "stability", "bytes",
+               "higher",
+               "image servers: min `log.diffusion.remaining_mem_gb` × 2^30 (the server's "
+               "'Remaining GPU memory at peak'); else Σ NVML `gpu.<i>.mem_total_bytes` − "
+               "peak_mem_bytes"),
+    MetricSpec("ttft_p99_p50_ratio", "TTFT p99/p50", "stability", "x", "lower",
+               "ttft_p99_s / ttft_p50_s (tail spread; 1 = flat)"),
+    MetricSpec("health_flaps", "Health flaps", "stability", "count", "lower",
+               "`health_down` events in the window, else 1 -> 0 transitions of `api.health_ok`"),
+    MetricSpec("structured_valid_rate", "Structured output valid rate", "stability", "ratio",
+               "higher",
+               "structured-output probe runs only: measured successful requests whose output "
+               "passed the check (`detail.structured.valid`) / those checked; not applicable "
+               "otherwise"),
+    MetricSpec("cold_grammar_ttft_s", "Cold-grammar TTFT", "latency", "s", "lower",
+               "structured-output probe runs only: TTFT of the run's first request (a schema "
+               "the server had not compiled); the note gives the warm p50 beside it"),
+)
+
+SPECS_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in METRIC_SPECS}
+if len(SPECS_BY_KEY) != len(METRIC_SPECS):  # pragma: no cover - a programming error
+    raise RuntimeError("METRIC_SPECS declares a key twice")
+
+
+def spec(key: str) -> MetricSpec:
+    """The spec of a figure; KeyError names the unknown key."""
+    try:
+        return SPECS_BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"unknown metric {key!r}; see METRIC_SPECS") from None
+
+
+def specs_of(dimension: str) -> list[MetricSpec]:
+    return [s for s in METRIC_SPECS if s.dimension == dimension]
+
+
+def metric_table_markdown() -> str:
+    """METRIC_SPECS as the README's Markdown table (paste verbatim; a meta-test compares)."""
+    lines = [
+        "| key | metric | dimension | unit | better | formula |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in METRIC_SPECS:
+        formula = s.formula.replace("|", "\\|")
+        lines.append(
+            f"| `{s.key}` | {s.label} | {s.dimension} | {s.display} | {s.better} | {formula} |"
+        )
+    return "\n".join(lines) + "\n"
