@@ -328,6 +328,14 @@ def gpu_key(index: int, field: str, mig_id: int | None = None) -> str:
     return gpu_prefix(index, mig_id) + field
 
 
+def gpu_pattern(field: str) -> str:
+    """`gpu.<gpu>.<field>`: the field on every GPU (and MIG instance) a server's series name;
+    `keys_matching` lists the stored keys it stands for."""
+    if field not in GPU_FIELDS:
+        raise KeyError(f"{field!r} is not a GPU field of storage/series_keys.py")
+    return f"{GPU_PREFIX}<gpu>.{field}"
+
+
 # -- reading the table ----------------------------------------------------------------------------
 _MATCHERS: list[tuple[re.Pattern[str], SeriesKey]] = [(e.regex(), e) for e in SERIES_KEYS.values()]
 
@@ -348,3 +356,16 @@ def unit_of(key: str) -> str:
     """The storage/units.py unit of a stored key ("" when it has none or is not in the table)."""
     e = entry(key)
     return "" if e is None else e.unit
+
+
+def keys_matching(pattern: str, keys: list[str]) -> list[str]:
+    """The keys of `keys` a pattern (`gpu.<gpu>.temp_c`) stands for; a plain key matches itself."""
+    if "<" not in pattern:
+        return [k for k in keys if k == pattern]
+    rx = SeriesKey(pattern, "", "", "").regex()
+    return [k for k in keys if rx.fullmatch(k)]
+
+
+def pattern_prefix(pattern: str) -> str:
+    """The fixed part of a pattern before its first placeholder (`gpu.` of `gpu.<gpu>.temp_c`)."""
+    return pattern.split("<", 1)[0]

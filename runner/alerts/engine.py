@@ -140,9 +140,16 @@ class AlertEvaluator:
             return self._burn(rule, server, now)
         if rule.kind == "threshold":
             metric, agg = rule.series()
-            _, values = repo.sample_points(self.engine, server_id=server.id, metric=metric, since=now - rule.window_s,
-                                           until=now + 1e-6)
-            return ev.threshold(list(values), agg=agg, op=rule.op, value=rule.value, what=metric)
+            keys = [metric]
+            if "<" in metric:  # a field on every GPU: each stored key it stands for
+                keys = sk.keys_matching(metric, repo.metric_names(self.engine, server_id=server.id,
+                                                                  prefix=sk.pattern_prefix(metric)))
+            values: list[float] = []
+            for key in keys:
+                _, vals = repo.sample_points(self.engine, server_id=server.id, metric=key,
+                                             since=now - rule.window_s, until=now + 1e-6)
+                values += vals.tolist()
+            return ev.threshold(values, agg=agg, op=rule.op, value=rule.value, what=metric)
         return self._event(rule, server, now)
 
     def _burn(self, rule: Rule, server: Server, now: float) -> ev.Verdict:

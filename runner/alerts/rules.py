@@ -68,9 +68,12 @@ THRESHOLD_ALIASES: dict[str, tuple[str, str]] = {
     "queue_max": (sk.LOG_QUEUE_REQ, "max"),
     "radix_hit_rate": (sk.LOG_CACHE_HIT_RATE, "avg"),
     "kv_usage": (sk.LOG_TOKEN_USAGE, "avg"),
-    "gpu_mem_used_bytes": ("gpu.mem_used_bytes", "max"),
-    "gpu_temp_c": ("gpu.temp_c", "max"),
+    # every GPU of the server: the hottest or fullest one decides
+    "gpu_mem_used_bytes": (sk.gpu_pattern("mem_used_bytes"), "max"),
+    "gpu_temp_c": (sk.gpu_pattern("temp_c"), "max"),
 }
+_METRIC_FORMS = (f"name a stored series ({sk.LOG_QUEUE_REQ}, {sk.gpu_key(0, 'temp_c')}), a field on every GPU "
+                 f"({sk.gpu_pattern('temp_c')}) or one of {', '.join(THRESHOLD_ALIASES)}.")
 OPS = (">", ">=", "<", "<=")
 AGGS = ("last", "avg", "max", "min")
 
@@ -168,8 +171,11 @@ def _check(rule: Rule, where: str) -> Rule:
             raise AlertRuleError(f"{where}.speed is {rule.speed!r}; expected fast or slow.")
     elif rule.kind == "threshold":
         if not rule.metric:
-            raise AlertRuleError(f"{where}.metric is missing; name a stored series (log.queue_req, "
-                                 f"gpu.temp_c, ...) or one of {', '.join(THRESHOLD_ALIASES)}.")
+            raise AlertRuleError(f"{where}.metric is missing; {_METRIC_FORMS}")
+        if rule.metric not in THRESHOLD_ALIASES and sk.entry(rule.metric) is None \
+                and rule.metric not in sk.SERIES_KEYS:
+            raise AlertRuleError(f"{where}.metric {rule.metric!r} is not a series Pitwall writes, so the "
+                                 f"rule could never see a value; {_METRIC_FORMS}")
         if rule.op not in OPS or rule.agg not in AGGS:
             raise AlertRuleError(f"{where}: op must be one of {' '.join(OPS)} and agg one of {', '.join(AGGS)}.")
         if rule.window_s <= 0:

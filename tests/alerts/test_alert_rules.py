@@ -69,7 +69,7 @@ def test_burn_rate_needs_both_windows() -> None:
 @pytest.mark.parametrize("rule", [r for r in build_rules([]) if r.kind == "threshold"] + [
     Rule("queue", "threshold", metric="queue_max", op=">", value=64.0, window_s=60.0, for_s=120.0),
     Rule("hit", "threshold", metric="radix_hit_rate", op="<", value=0.2, window_s=60.0, for_s=120.0),
-    Rule("temp", "threshold", metric="gpu.temp_c", op=">=", value=85.0, agg="avg", window_s=60.0, for_s=120.0),
+    Rule("temp", "threshold", metric="gpu.<gpu>.temp_c", op=">=", value=85.0, agg="avg", window_s=60.0, for_s=120.0),
 ], ids=lambda r: r.name)
 def test_threshold_fires_after_for_and_not_on_noise(rule: Rule) -> None:
     _, agg = rule.series()
