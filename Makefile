@@ -25,14 +25,17 @@ run: setup
 system-deps:
 	bash scripts/system_deps.sh
 
-## test: set up and run the whole test suite
+## test: set up and run the whole test suite, on TEST_WORKERS pytest-xdist workers (most tests
+## wait on processes and sockets, not the CPU: 4 suit a 2-core host; TEST_WORKERS=0 runs it in
+## one process); the 30 slowest tests are listed at the end
+TEST_WORKERS ?= 4
 test: setup system-deps
-	$(VPY) -m pytest
+	$(VPY) -m pytest -n $(TEST_WORKERS) --durations=30
 
 ## test-fast: the edit loop's tests, unit and AppTest pages (no browser, real SGLang, slow or
 ## integration test: nothing that starts PostgreSQL, Prometheus, Alertmanager, the demo or a runner)
 test-fast: setup
-	$(VPY) -m pytest -m "not browser and not real_sglang and not slow and not integration"
+	$(VPY) -m pytest -n 2 -m "not browser and not real_sglang and not slow and not integration"
 
 ## sglang-cpu: build the real SGLang 0.5.23 CPU environment (outside the repo) for the real_sglang tier
 sglang-cpu:

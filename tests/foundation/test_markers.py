@@ -135,3 +135,22 @@ def test_make_test_fast_leaves_out_those_markers_and_slow() -> None:
     makefile = (REPO / "Makefile").read_text()
     recipe = makefile.split("\ntest-fast:", 1)[1].split("\n\n", 1)[0]
     assert all(f"not {m}" in recipe for m in sorted(LEFT_OUT | {"slow"})), recipe
+
+
+def test_every_browser_and_real_sglang_file_runs_in_its_serial_group() -> None:
+    """`make test`'s workers run the browser tests one file at a time, and the real-SGLang tier
+    too (tests/conftest.py test_group): a file carrying either marker outside its group's paths
+    would run beside another and share the cores it paints or serves on."""
+    from conftest import SERIAL_GROUPS, test_group
+
+    stray = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        marks = _module_marks(path, tree) | {m for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
+                                              and fn.name.startswith("test") for m in _marks(fn)}
+        rel = path.relative_to(REPO).as_posix()
+        for group in SERIAL_GROUPS:
+            if group in marks and test_group(f"{rel}::t") != group:
+                stray.append(f"{rel} is marked {group} but runs in group {test_group(rel + '::t')}")
+    assert not stray, stray
+    assert test_group("tests/storage/test_storage.py::test_x") == "tests/storage/test_storage.py"
