@@ -85,6 +85,7 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
     from dashboard.services import tune
     from dashboard.services.views import health
     from launching import launcher
+    from present import tune_result
     from storage import repo
 
     settings, engine = _context()
@@ -124,7 +125,7 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
         print(json.dumps(tune.tune_json(final), indent=2))
     else:
         print(tune.format_table(final.result or {}))
-        elapsed = tune.elapsed_s(final)
+        elapsed = tune_result.elapsed_s(final)
         if elapsed is not None:
             print(f"took {elapsed:.0f} s")
     if final.state == "done":
