@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args, parse_duration
-from dashboard.services.export.formats import (
+from export.formats import (
     FORMATS,
     ExportError,
     default_filename,
@@ -89,7 +89,7 @@ def export_cli(argv: list[str]) -> int:
             cards.append(build_scorecard(engine, launch_id=lid, **common))
         if args.output == "-":
             sys.stdout.write(render(args.format, cards).decode())
-            from dashboard.services.export.formats import record_export
+            from export.formats import record_export
 
             record_export(engine, fmt=args.format, cards=cards, target="stdout", actor="cli")
             return EXIT_OK

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args
-from dashboard.services.export.fleet import (
+from export.fleet import (
     FLEET_FORMATS,
     FLEET_KINDS,
     fleet_filename,
@@ -24,7 +24,7 @@ from dashboard.services.export.fleet import (
     record_fleet_export,
     render_fleet,
 )
-from dashboard.services.export.formats import ExportError, write_file
+from export.formats import ExportError, write_file
 from storage.files import private_dir
 from storage.redact import redact_text
 

@@ -20,9 +20,9 @@ import streamlit as st
 from dashboard.components import auth, session
 from dashboard.components.scorecard import md_escape
 from dashboard.services import tune
-from dashboard.services.export import tune_doc
-from dashboard.services.export.charts import tune_goodput, tune_pareto
 from dashboard.services.views import benchmarks as bm
+from export import tune_doc
+from export.charts import tune_goodput, tune_pareto
 from present import tune_result
 from present.format import request_label
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.export.escape import csv_writer, md_table, md_text
-from dashboard.services.export.formats import ExportError, _finite
+from export.escape import csv_writer, md_table, md_text
+from export.formats import ExportError, _finite
 from present.format import fmt_ts, fmt_value
 from scorecard.metric_specs import DIMENSIONS, FLEET_LATENCY_KEYS, FLEET_ROW_FIGURES, SPECS_BY_KEY
 from storage import repo

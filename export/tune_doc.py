@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services.export.charts import chart_svg, tune_goodput, tune_pareto
-from dashboard.services.export.escape import md_table, md_text
-from dashboard.services.export.html import CSS, _table
+from export.charts import chart_svg, tune_goodput, tune_pareto
+from export.escape import md_table, md_text
+from export.html import CSS, _table
 from present import tune_result
 from present.format import request_label
 from runner import tune_rank
