@@ -42,13 +42,13 @@ def alerts_cli(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     from config.settings import load_settings
-    from dashboard.services.alerts import views, wiring
-    from runner.alerts.deliver import send_test
+    from dashboard.services.alerts import views
+    from runner.alerts.deliver import receivers, send_test
     from storage.db import make_engine
 
     settings = load_settings()
     if args.action == "test":
-        targets = wiring.receivers(settings)
+        targets = receivers(settings.alerting)
         if not targets:
             print("pitwall alerts: no receiver configured; set alerting.alertmanager_url or alerting.webhook_url.",
                   file=sys.stderr)
