@@ -48,7 +48,7 @@ bench: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy config present scorecard launching cli collectors storage dashboard/services simulator runner
+	$(VENV)/bin/mypy config present scorecard launching export cli collectors storage dashboard/services simulator runner
 
 clean:
 	rm -rf $(VENV) .pytest_cache

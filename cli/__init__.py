@@ -3,7 +3,7 @@
 | module | owns |
 |---|---|
 | main | the `pitwall` entry (`main(argv) -> int`), `up`, `collect`, `status` and the subcommand table |
-| common | the exit codes, `parse_duration` and the argument plumbing the subcommands share |
+| common | the exit codes, `parse_duration`, the argument plumbing and the database opener (`open_db`, `CliError`) the subcommands share |
 | wiring | the runner's assembly: the Runner with the launcher, scorer, alerting and exporter injected |
 | profiles, tune, export, export_fleet, alerts, gpu_wall | one module per subcommand family |
 

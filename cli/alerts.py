@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, parse_duration
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, open_db, parse_duration
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,13 +42,12 @@ def alerts_cli(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0)
     from config.settings import load_settings
-    from dashboard.services.alerts import views, wiring
-    from runner.alerts.deliver import send_test
-    from storage.db import make_engine
+    from dashboard.services.alerts import views
+    from runner.alerts.deliver import receivers, send_test
 
     settings = load_settings()
     if args.action == "test":
-        targets = wiring.receivers(settings)
+        targets = receivers(settings.alerting)
         if not targets:
             print("pitwall alerts: no receiver configured; set alerting.alertmanager_url or alerting.webhook_url.",
                   file=sys.stderr)
@@ -59,7 +58,11 @@ def alerts_cli(argv: list[str]) -> int:
             print(f"{r.name}: {'sent' if error is None else 'FAILED: ' + error}")
             failed += error is not None
         return EXIT_FAIL if failed else EXIT_OK
-    engine = make_engine(settings.database_url)
+    try:
+        engine = open_db(settings)
+    except CliError as exc:
+        print(f"pitwall alerts: {exc}", file=sys.stderr)
+        return exc.code
     if args.action == "list":
         rows = views.alerts(engine, open_only=not args.history)
         if args.json:

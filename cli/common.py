@@ -4,7 +4,10 @@ Exit status: EXIT_OK 0, EXIT_FAIL 1 (unknown server/run, unwritable path, a refu
 EXIT_USAGE 2 (bad usage). `parse_duration` reads `--since`-style durations ('90s', '15m', '1h',
 '2d', plain seconds) into seconds. `Parser` raises `Usage` instead of printing argparse's usage
 block and exiting, so `parse_args` prints one line that points at the command's --help
-(`pitwall export` and `pitwall export --fleet` use it).
+(`pitwall export` and `pitwall export --fleet` use it). `open_db` is how every subcommand opens
+the database: a locked, missing, unreadable or too new database is a `CliError` whose message is
+one line a person can act on (the URL's secrets masked), which each command prints after its own
+prefix ("pitwall export: ..."). `CliError.code` is the exit status.
 """
 
 from __future__ import annotations
@@ -12,6 +15,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from config.settings import Settings
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -45,3 +54,36 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str], hint: str) -> a
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+
+
+class CliError(Exception):
+    """A failure to report as one line; `code` is the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def open_db(settings: Settings, *, create: bool = True) -> Engine:
+    """The database (storage/db.py make_engine); `create=False` for a read-only command, which
+    creates nothing. Raises CliError: EXIT_USAGE when it is not a Pitwall database this version can
+    use (SchemaError's message says what to do), EXIT_FAIL when it cannot be opened."""
+    # sqlalchemy and storage are imported here, late: a `--help` stays quick
+    from sqlalchemy.exc import DBAPIError
+
+    from storage.db import SchemaError, make_engine
+    from storage.redact import redact_text, redact_url
+
+    try:
+        return make_engine(settings.database_url, create=create)
+    except SchemaError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except DBAPIError as exc:
+        msg = str(exc.orig) if exc.orig else str(exc)
+        if "locked" in msg:
+            raise CliError(
+                "The database is locked by another process for too long; retry, or stop the "
+                "process holding it.",
+            ) from None
+        raise CliError(f"Cannot open the database {redact_url(settings.database_url)}: "
+                       f"{redact_text(msg)}.") from None

@@ -16,8 +16,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args, parse_duration
-from dashboard.services.export.formats import (
+from cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Parser,
+    open_db,
+    parse_args,
+    parse_duration,
+)
+from export.formats import (
     FORMATS,
     ExportError,
     default_filename,
@@ -72,9 +81,7 @@ def export_cli(argv: list[str]) -> int:
         return EXIT_USAGE
     try:
         settings = load_settings()
-        from storage.db import make_engine
-
-        engine = make_engine(settings.database_url, create=False)  # read-only: creates nothing
+        engine = open_db(settings, create=False)  # read-only: creates nothing
         common: dict[str, Any] = {"settings_slo": settings.slo,
                   "electricity_usd_per_kwh": settings.electricity_usd_per_kwh,
                   "retention": dict(settings.retention)}
@@ -89,7 +96,7 @@ def export_cli(argv: list[str]) -> int:
             cards.append(build_scorecard(engine, launch_id=lid, **common))
         if args.output == "-":
             sys.stdout.write(render(args.format, cards).decode())
-            from dashboard.services.export.formats import record_export
+            from export.formats import record_export
 
             record_export(engine, fmt=args.format, cards=cards, target="stdout", actor="cli")
             return EXIT_OK
@@ -98,6 +105,9 @@ def export_cli(argv: list[str]) -> int:
         path = Path(args.output) if args.output else (
             settings.exports_dir / default_filename(args.format, cards))
         write_export(engine, fmt=args.format, cards=cards, path=path, actor="cli")
+    except CliError as exc:  # the database: locked, missing, unreadable or too new
+        print(f"pitwall export: {exc}", file=sys.stderr)
+        return exc.code
     except SettingsError as exc:
         print(f"pitwall export: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Parser, parse_args
-from dashboard.services.export.fleet import (
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, Parser, open_db, parse_args
+from export.fleet import (
     FLEET_FORMATS,
     FLEET_KINDS,
     fleet_filename,
@@ -24,7 +24,7 @@ from dashboard.services.export.fleet import (
     record_fleet_export,
     render_fleet,
 )
-from dashboard.services.export.formats import ExportError, write_file
+from export.formats import ExportError, write_file
 from storage.files import private_dir
 from storage.redact import redact_text
 
@@ -58,9 +58,7 @@ def fleet_cli(argv: list[str]) -> int:
             fleet_rows,
         )
         from dashboard.services.views.fleet_scorecards import fleet_scorecards
-        from storage.db import make_engine
-
-        engine = make_engine(settings.database_url, create=False)  # read-only: creates nothing
+        engine = open_db(settings, create=False)  # read-only: creates nothing
         now = time.time()
         flt = FleetFilter(hosts=args.host, models=args.model, profiles=args.profile,
                           statuses=args.status, search=args.search)
@@ -84,6 +82,9 @@ def fleet_cli(argv: list[str]) -> int:
         write_file(path, data)  # never through a symlink (formats.write_file)
         record_fleet_export(engine, fmt=args.format, what=args.fleet, rows=len(records),
                             target=str(path), actor="cli")
+    except CliError as exc:  # the database: locked, missing, unreadable or too new
+        print(f"pitwall export: {exc}", file=sys.stderr)
+        return exc.code
     except SettingsError as exc:
         print(f"pitwall export: {redact_text(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

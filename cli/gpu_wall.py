@@ -14,7 +14,7 @@ import json
 import sys
 import time
 
-from cli.common import EXIT_OK, EXIT_USAGE, parse_duration
+from cli.common import EXIT_OK, EXIT_USAGE, CliError, open_db, parse_duration
 from scorecard.gpu_wall import gpu_walls
 
 EXIT_EMPTY = 1  # no GPU telemetry in the window
@@ -49,13 +49,12 @@ def gpu_wall_cli(argv: list[str]) -> int:
         return EXIT_USAGE
     from config.settings import load_settings
     from storage import repo
-    from storage.db import SchemaError, make_engine
 
     try:
-        engine = make_engine(load_settings().database_url, create=False)  # read-only: creates nothing
-    except SchemaError as exc:
+        engine = open_db(load_settings(), create=False)  # read-only: creates nothing
+    except CliError as exc:
         print(f"pitwall gpu-wall: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exc.code
     servers = [s for s in repo.list_servers(engine) if s.retired_at is None]
     if args.server:
         match = [s for s in servers if s.name == args.server]

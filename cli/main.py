@@ -22,41 +22,11 @@ import signal
 import sys
 from collections.abc import Callable
 
-from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, open_db
 from config import __version__
 from config.settings import REPO_ROOT, Settings, SettingsError, load_settings
 
 RUNNER_STOP_TIMEOUT_S = 120.0
-
-
-class CliError(Exception):
-    """A failure to report as one line; `code` is the exit status."""
-
-    def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _engine(settings: Settings, *, create: bool = True):  # the Engine (sqlalchemy, imported late)
-    """The database; `create=False` for a read-only command (storage/db.py creates nothing)."""
-    from sqlalchemy.exc import OperationalError
-
-    from storage.db import SchemaError, make_engine
-    from storage.redact import redact_text, redact_url
-
-    try:
-        return make_engine(settings.database_url, create=create)
-    except SchemaError as exc:
-        raise CliError(str(exc), EXIT_USAGE) from None
-    except OperationalError as exc:
-        msg = str(exc.orig) if exc.orig else str(exc)
-        if "locked" in msg:
-            raise CliError(
-                "The database is locked by another process for too long; retry, or stop the "
-                "process holding it.",
-            ) from None
-        raise CliError(f"Cannot open the database {redact_url(settings.database_url)}: "
-                       f"{redact_text(msg)}.") from None
 
 
 def _private_dirs(settings: Settings) -> None:
@@ -81,7 +51,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
             "(or password in pitwall.toml), or bind to 127.0.0.1.",
             EXIT_USAGE,
         )
-    _engine(settings)  # create / check the database before starting anything
+    open_db(settings)  # create / check the database before starting anything
     _private_dirs(settings)
     env = dict(os.environ)
     env["PITWALL_HOST"] = host
@@ -123,7 +93,7 @@ def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     )
     for noisy in ("httpx", "httpcore"):  # one line per scrape would drown the runner's own log
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    engine = _engine(settings)
+    engine = open_db(settings)
     _private_dirs(settings)
     try:
         sync_servers(engine, settings)
@@ -177,7 +147,7 @@ def _exit_past_abandoned_polls() -> None:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from dashboard.services.views import health
 
-    engine = _engine(settings, create=False)
+    engine = open_db(settings, create=False)
     ttl_s = float(settings.runner.get("lease_ttl_s", 15.0))
     report = health.runner_health(engine, settings.database_url, host=settings.runner.get("host"))
     print(f"config     {settings.config_path or 'none (defaults and PITWALL_* variables only)'}")

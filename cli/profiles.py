@@ -22,15 +22,9 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE
+from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, open_db
 from present.format import request_label
-from storage.redact import redact_obj, redact_text, redact_url
-
-
-class _Fail(Exception):
-    def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
-        super().__init__(message)
-        self.code = code
+from storage.redact import redact_obj, redact_text
 
 
 def _run(func: Callable[[], int]) -> int:
@@ -38,7 +32,7 @@ def _run(func: Callable[[], int]) -> int:
 
     try:
         return func()
-    except _Fail as exc:
+    except CliError as exc:
         print(f"pitwall: {redact_text(str(exc))}", file=sys.stderr)
         return exc.code
     except SettingsError as exc:
@@ -50,16 +44,9 @@ def _run(func: Callable[[], int]) -> int:
 
 def _context() -> tuple[Any, Engine]:
     from config.settings import load_settings
-    from storage.db import SchemaError, make_engine
 
     settings = load_settings()
-    try:
-        engine = make_engine(settings.database_url)
-    except SchemaError as exc:
-        raise _Fail(str(exc), EXIT_USAGE) from None
-    except Exception as exc:
-        raise _Fail(f"Cannot open the database {redact_url(settings.database_url)}: {exc}.") from None
-    return settings, engine
+    return settings, open_db(settings)
 
 
 def _actor() -> str:
@@ -114,7 +101,7 @@ def _profiles(args: argparse.Namespace) -> int:
         if args.server:
             server = repo.get_server(engine, name=args.server)
             if server is None:
-                raise _Fail(f"No server named {args.server!r}; see `pitwall status`.")
+                raise CliError(f"No server named {args.server!r}; see `pitwall status`.")
         report = launcher.validate(spec, server, use_real_parser=not args.bundled,
                                    sandbox=launcher.sandbox_for(settings, engine))
         print(f"{spec.name}: checked by {report.checked_by}")
@@ -150,7 +137,7 @@ def _resolve(engine: Engine, settings: Any, name: str) -> Any:
     try:
         return profiles.resolve(engine, settings.profiles_dir, name)
     except profiles.ProfileError as exc:
-        raise _Fail(str(exc)) from None
+        raise CliError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,10 +179,10 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
 
     settings, engine = _context()
     if settings.read_only:
-        raise _Fail(f"Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall {kind}` is refused; "
+        raise CliError(f"Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall {kind}` is refused; "
                     "unset it to change servers.", EXIT_USAGE)
     if not health.runner_alive(engine):
-        raise _Fail(f"No runner is alive on the database {health.shown_url(settings.database_url)} "
+        raise CliError(f"No runner is alive on the database {health.shown_url(settings.database_url)} "
                     f"(config: {settings.config_path or 'none'}) to carry this out; start the runner with "
                     "`pitwall up`, or point this command at the page's pitwall.toml with PITWALL_CONFIG.")
     try:
@@ -203,7 +190,7 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
                                   profile=getattr(args, "profile", None),
                                   timeout_s=getattr(args, "ready_timeout", None))
     except launcher.LauncherError as exc:
-        raise _Fail(str(exc)) from None
+        raise CliError(str(exc)) from None
     assert intent.id is not None
     print(f"{kind} of {args.server} requested ({request_label(intent.id, kind)}).", flush=True)
     if args.no_wait:
@@ -217,11 +204,11 @@ def _do_lifecycle(kind: str, args: argparse.Namespace) -> int:
 
     final = launcher.follow(engine, intent.id, timeout_s=args.timeout, on_progress=show)
     if final is None or final.state not in launcher.FINAL_STATES:
-        raise _Fail(f"{request_label(intent.id, kind, start=True)} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; follow it on the Profiles page.")
+        raise CliError(f"{request_label(intent.id, kind, start=True)} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; follow it on the Profiles page.")
     if final.state == "done":
         print(redact_text(final.message or "done"))
         return EXIT_OK
-    raise _Fail(final.message or f"{kind} {final.state}")
+    raise CliError(final.message or f"{kind} {final.state}")
 
 
 def launch_cli(argv: list[str]) -> int:

@@ -21,11 +21,10 @@ import json
 import sys
 from typing import Any
 
-from cli.common import EXIT_OK, EXIT_USAGE
+from cli.common import EXIT_OK, EXIT_USAGE, CliError
 from cli.profiles import (
     _actor,
     _context,
-    _Fail,
     _run,
 )
 from present.format import request_label
@@ -63,16 +62,16 @@ def sweep_from_options(rest: list[str]) -> dict[str, Any]:
 
     for bad in ("--url", "--api-key", "--api-key-file", "--db", "--no-store", "--baseline"):
         if bad in rest or any(a.startswith(bad + "=") for a in rest):
-            raise _Fail(f"{bad} is not a tune option: the tune uses the server's own URL, key and database.",
+            raise CliError(f"{bad} is not a tune option: the tune uses the server's own URL, key and database.",
                         EXIT_USAGE)
     try:
         args = probe_parser().parse_args([*rest, "--url", PLACEHOLDER_URL])
         spec = spec_from_args(args)
         spec.validate()
     except SystemExit:
-        raise _Fail("A workload option is wrong (see above); `pitwall probe --help` lists them.", EXIT_USAGE) from None
+        raise CliError("A workload option is wrong (see above); `pitwall probe --help` lists them.", EXIT_USAGE) from None
     except ValueError as exc:
-        raise _Fail(str(exc), EXIT_USAGE) from None
+        raise CliError(str(exc), EXIT_USAGE) from None
     return spec.to_dict(redact=True)
 
 
@@ -85,11 +84,12 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
     from dashboard.services import tune
     from dashboard.services.views import health
     from launching import launcher
+    from present import tune_result
     from storage import repo
 
     settings, engine = _context()
     if settings.read_only:
-        raise _Fail("Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall tune` is refused.", EXIT_USAGE)
+        raise CliError("Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall tune` is refused.", EXIT_USAGE)
     if rest:
         sweep = sweep_from_options(rest)
     else:
@@ -102,15 +102,15 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
             srv = repo.get_server(engine, name=args.server)
             base = (srv.profile if srv is not None else None) or ""
             if not base:
-                raise _Fail(f"Server {args.server!r} has no profile to derive a grid from; use --profiles.")
+                raise CliError(f"Server {args.server!r} has no profile to derive a grid from; use --profiles.")
             profiles += tune.write_grid_profiles(engine, settings.profiles_dir, base, tune.parse_grid(args.grid))
         tune.check_candidates(engine, server=args.server, profiles=profiles)
         if not health.runner_alive(engine):
-            raise _Fail("No runner is alive to carry this out; start the runner with `pitwall up`.")
+            raise CliError("No runner is alive to carry this out; start the runner with `pitwall up`.")
         intent = tune.start_tune(engine, server=args.server, profiles=profiles, sweep=sweep, apply=args.apply,
                                  requested_by=_actor())
     except tune.TuneRequestError as exc:
-        raise _Fail(str(exc)) from None
+        raise CliError(str(exc)) from None
     assert intent.id is not None
     print(f"tune of {args.server} requested ({request_label(intent.id, 'tune')}): {', '.join(profiles)}", file=sys.stderr, flush=True)
     if args.no_wait:
@@ -118,18 +118,18 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
     bar = _Bar(enabled=not args.no_progress)
     final = launcher.follow(engine, intent.id, timeout_s=args.timeout, on_progress=bar, poll_s=0.5)
     if final is None or final.state not in launcher.FINAL_STATES:
-        raise _Fail(f"{request_label(intent.id, 'tune', start=True)} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; "
+        raise CliError(f"{request_label(intent.id, 'tune', start=True)} is still {final.state if final else 'missing'} after {args.timeout:.0f} s; "
                     "follow it on the Benchmarks page.")
     if args.json:
         print(json.dumps(tune.tune_json(final), indent=2))
     else:
         print(tune.format_table(final.result or {}))
-        elapsed = tune.elapsed_s(final)
+        elapsed = tune_result.elapsed_s(final)
         if elapsed is not None:
             print(f"took {elapsed:.0f} s")
     if final.state == "done":
         return EXIT_OK
-    raise _Fail(final.message or f"tune {final.state}")
+    raise CliError(final.message or f"tune {final.state}")
 
 
 class _Bar:

@@ -6,28 +6,36 @@ asks this module for a Runner with its parts injected:
   LaunchPlan) and the `[runner]` settings (auto_restart, restart budget);
 - the control lane runs launch / stop / relaunch, the probe lane sweeps (runner/sweeps.py), the
   check lane profile validation (runner/validation.py with check.validate_named), the
-  tune lane tune runs (runner/tunes.py with the scorecard scorer of dashboard/services/tune.py);
-- the profiles folder is mirrored into storage first.
+  tune lane tune runs (runner/tunes.py with the scorer of scorecard/scorer.py);
+- the profiles folder is mirrored into storage first;
+- alerting (runner/alerts) gets the rules of `[[alerts]]` (with the Alerts page's stored edits,
+  re-read at every pass), the receivers of `alerting.*` and each server's SLO targets
+  (scorecard/slo.py, which the runner cannot import) injected as a callable.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
 from config.settings import Settings
-from dashboard.services.alerts.wiring import build_alerting
 from dashboard.services.own_metrics import build_exporter
 from launching import check, launcher, profiles
+from runner.alerts import Alerting
+from runner.alerts.deliver import Sender, receivers
+from runner.alerts.engine import AlertConfig, AlertEvaluator
+from runner.alerts.rules import build_rules, rule_source
 from runner.lease import LEASE_TTL_S
 from runner.loop import Runner
 from runner.supervisor import ProcessSupervisor
 from runner.sweeps import Sweeps
 from runner.tunes import Tunes
 from runner.validation import Validations
+from scorecard import slo
 from scorecard.scorer import make_scorer
 from storage import repo
 from storage.kinds import CONTROL_KINDS
@@ -97,3 +105,38 @@ class _with_close:  # noqa: N801 - reads as a function at the call site
 
     def __call__(self, intent: Any) -> None:
         self._handle(intent)
+
+
+# -- alerting: runner/alerts' Alerting from settings ---------------------------------------------
+def slo_targets(settings: Settings, engine: Engine) -> Callable[[str], dict[str, float]]:
+    """server name -> {slo key: target} (defaults, [slo], UI edits; read at every pass)."""
+    def targets(server: str) -> dict[str, float]:
+        resolved = slo.resolve(server, settings.slo, slo.load_overrides(engine))
+        return {k: t.target for k, t in resolved.targets.items()}
+
+    return targets
+
+
+def build_evaluator(settings: Settings, engine: Engine) -> AlertEvaluator:
+    opts = settings.alerting
+    config = AlertConfig(
+        receivers=tuple(r.name for r in receivers(settings.alerting)),
+        repeat_s=float(opts.get("repeat_interval_s", 4 * 3600.0)),
+        am_resend_s=max(float(opts.get("eval_interval_s", 15.0)) * 4, 60.0),
+        outbox_max=int(opts.get("outbox_max", 10_000)),
+        inhibit_grace_s=float(opts.get("inhibit_grace_s", 120.0)),
+        dashboard_url=f"http://{settings.host}:{settings.port}",
+    )
+    defaults = bool(opts.get("defaults", True))
+    source = rule_source(engine, settings.alerts, defaults=defaults)
+    # the file's rules now (a bad [[alerts]] stops the start with its message); edits join each pass
+    return AlertEvaluator(engine, build_rules(settings.alerts, defaults=defaults), config=config, slo_targets=slo_targets(settings, engine),
+                          rule_source=source)
+
+
+def build_alerting(settings: Settings, engine: Engine) -> Alerting:
+    opts = settings.alerting
+    evaluator = build_evaluator(settings, engine)
+    sender = Sender(engine, receivers(settings.alerting), deadline_s=float(opts.get("send_deadline_s", 10.0)),
+                    am_expire_s=evaluator.config.am_resend_s * 4)
+    return Alerting(evaluator, sender, eval_interval_s=float(opts.get("eval_interval_s", 15.0)))

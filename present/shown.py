@@ -82,6 +82,23 @@ def diff_rows(rows: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
     return out
 
 
+def setting_text(v: Any) -> str:
+    """A profile setting's value as a diff shows it: missing as an em dash, booleans as TOML spells them."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return str(v).lower()
+    return str(v)
+
+
+def diff_frame(rows: list[tuple[str, Any, Any]], a: str, b: str) -> pd.DataFrame:
+    """A two-profile diff (setting, value in a, value in b) as a table, secrets masked (diff_rows);
+    `a` and `b` name the value columns ("running (demo)", "winner (fast)")."""
+    return pd.DataFrame(
+        [{"setting": k, a: setting_text(va), b: setting_text(vb)} for k, va, vb in diff_rows(rows)],
+        columns=["setting", a, b],
+    )
+
 def frame(df: pd.DataFrame, columns: tuple[str, ...] = EVENT_TEXT) -> pd.DataFrame:
     """A copy of `df` with the named text columns redacted (missing columns are skipped)."""
     present = [c for c in columns if c in df.columns]

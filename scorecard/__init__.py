@@ -2,7 +2,7 @@
 
 | module | owns |
 |---|---|
-| metric_specs | METRIC_SPECS: every figure's key, label, dimension, unit, direction, formula |
+| metric_specs | METRIC_SPECS: every figure's key, label, dimension, unit, direction, formula; the figures a fleet row and a fleet scorecard carry |
 | slo | SLO targets ([slo] table, UI overrides) and pass/warn/fail grading |
 | model | the Scorecard value and its export JSON (scorecard.schema.json, schema version 1) |
 | inputs | ScorecardInputs: what a scorecard is computed from, plus shared helpers |

@@ -252,6 +252,15 @@ SPECS_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in METRIC_SPECS}
 if len(SPECS_BY_KEY) != len(METRIC_SPECS):  # pragma: no cover - a programming error
     raise RuntimeError("METRIC_SPECS declares a key twice")
 
+#: the figures a fleet row (the Overview's table, `pitwall export --fleet table`) carries from its
+#: server's scorecard: fleet row key -> scorecard key
+FLEET_ROW_FIGURES: dict[str, str] = {
+    "output_tok_s": "output_tok_s", "rps": "rps", "ttft_p95_s": "ttft_p95_s", "ttft_p99_s": "ttft_p99_s",
+    "cache_hit_rate": "radix_hit_rate", "usd_per_mtok": "usd_per_1m_output_tok", "success_rate": "success_rate",
+    "images_per_min": "images_per_min", "usd_per_image": "usd_per_image"}
+#: the latency a fleet scorecard pools over its servers' probe requests (scorecard keys, seconds)
+FLEET_LATENCY_KEYS: tuple[str, ...] = tuple(f"{n}_p{p}_s" for n in ("ttft", "e2e") for p in (50, 95, 99))
+
 
 def spec(key: str) -> MetricSpec:
     """The spec of a figure; KeyError names the unknown key."""

@@ -1,4 +1,4 @@
-"""Chart builders for pages: the scorecard charts of dashboard/services/export/charts.py.
+"""Chart builders for pages: the scorecard charts of export/charts.py.
 
 They are pure (DataFrame in, Altair chart out, no st.* calls) and live with the exports, which
 render the same charts to SVG/PNG; pages import them from here and draw them with
@@ -7,7 +7,7 @@ render the same charts to SVG/PNG; pages import them from here and draw them wit
 
 from __future__ import annotations
 
-from dashboard.services.export.charts import (
+from export.charts import (
     compare_bars,
     latency_top,
     latency_vs_load,

@@ -13,7 +13,6 @@ import streamlit as st
 from sqlalchemy.engine import Engine
 
 from dashboard.components.format import units
-from dashboard.services.export import fleet as fleet_export
 from dashboard.services.views.fleet import (
     FLEET_WINDOW_S,
     FleetFilter,
@@ -21,6 +20,7 @@ from dashboard.services.views.fleet import (
     filter_options,
     server_link,
 )
+from export import fleet as fleet_export
 from scorecard.metric_specs import DIMENSIONS
 
 #: cards when the filters leave at most this many servers (view "auto"), the table above it

@@ -1,7 +1,7 @@
 """Streamlit widgets that draw scorecards, comparisons, SLO edits and export downloads.
 
 Any page can show a scorecard with `scorecard_view(card)`; the numbers come from
-scorecard (build, compare, slo) and dashboard.services.export (formats), the
+scorecard (build, compare, slo) and export (formats), the
 formats and colours from format.py.
 """
 
@@ -16,7 +16,7 @@ import streamlit as st
 from sqlalchemy.engine import Engine
 
 from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, grade_badge, units
-from dashboard.services.export import formats
+from export import formats
 from scorecard import slo
 from scorecard.compare import Comparison
 from scorecard.compute import level_name

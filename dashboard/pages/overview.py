@@ -24,7 +24,6 @@ from dashboard.components.format import (
     grade_badge,
 )
 from dashboard.components.scorecard import md_escape
-from dashboard.services.export.fleet import fleet_meta
 from dashboard.services.views.fleet import (
     FLEET_WINDOW_S,
     FleetFilter,
@@ -44,6 +43,7 @@ from dashboard.services.views.overview import (
     source_label,
     unit_of,
 )
+from export.fleet import fleet_meta
 from scorecard import gpu_entries
 from scorecard.metric_specs import DIMENSIONS
 

@@ -20,9 +20,10 @@ import streamlit as st
 from dashboard.components import auth, session
 from dashboard.components.scorecard import md_escape
 from dashboard.services import tune
-from dashboard.services.export import tune_doc
-from dashboard.services.export.charts import tune_goodput, tune_pareto
 from dashboard.services.views import benchmarks as bm
+from export import tune_doc
+from export.charts import tune_goodput, tune_pareto
+from present import tune_result
 from present.format import request_label
 
 ctx = session.bootstrap()
@@ -141,7 +142,7 @@ labels = {f"{request_label(r.id, 'tune')} · {r.state} · {', '.join((r.payload 
 chosen = labels[st.selectbox("Tune run", list(labels), key="tune_pick")]
 result = chosen.result or {}
 open_run = chosen.state in ("pending", "running")
-said = None if open_run else tune.verdict(result)
+said = None if open_run else tune_result.verdict(result)
 best = said.winner if said is not None else None
 if said is None:
     st.info("Not ranked yet: the verdict comes when every candidate has been measured.")
@@ -153,22 +154,22 @@ else:
     st.info(md_escape(said.text))
 st.markdown(f"Running now: {md_escape(str(result.get('restored_profile') or ('in progress' if open_run else '?')))} · workload fingerprint "
             f"`{md_escape(str(result.get('workload') or '?'))}`")
-st.dataframe(tune.ranking_frame(result), hide_index=True, width="stretch", placeholder="—",
+st.dataframe(tune_result.ranking_frame(result), hide_index=True, width="stretch", placeholder="—",
              column_config={"goodput req/s": st.column_config.NumberColumn(format="%.2f"),
                             "p99 TTFT ms": st.column_config.NumberColumn(format="%.0f"),
                             "p99 ITL ms": st.column_config.NumberColumn(format="%.1f"),
                             "output tok/s": st.column_config.NumberColumn(format="%.0f"),
                             "USD / 1M out": st.column_config.NumberColumn(format="%.3f")})
 
-goodput = tune.goodput_frame(result)
+goodput = tune_result.goodput_frame(result)
 if not goodput.empty:
     st.altair_chart(tune_goodput(goodput), width="stretch")
-points = tune.pareto_frame(result)
+points = tune_result.pareto_frame(result)
 if points.empty:
     st.caption("No candidate has both a cost and a p99 latency (is a GPU price configured?).")
 else:
     cost_label = "USD per image" if result.get("image") else "USD per 1M output tokens"
-    st.altair_chart(tune_pareto(points, slo_ms=tune.slo_line_ms(result), cost_label=cost_label), width="stretch")
+    st.altair_chart(tune_pareto(points, slo_ms=tune_result.slo_line_ms(result), cost_label=cost_label), width="stretch")
 
 export_cols = st.columns(len(tune_doc.TUNE_FORMATS) + 2)
 for col, fmt in zip(export_cols, tune_doc.TUNE_FORMATS, strict=False):
@@ -178,7 +179,7 @@ for col, fmt in zip(export_cols, tune_doc.TUNE_FORMATS, strict=False):
         file_name=tune_doc.tune_filename(int(chosen.id or 0), name, fmt), mime=tune_doc.TUNE_MEDIA_TYPES[fmt],
         key=f"tune_dl_{fmt}", on_click="ignore", width="stretch")
 
-diff = tune.winner_diff(ctx.engine, result)
+diff = tune_result.winner_diff(ctx.engine, result)
 if diff is not None:
     st.markdown("**Winner against the profile the tune started from**")
     if diff.empty:

@@ -129,21 +129,6 @@ def profile_table(settings: Settings) -> tuple[pd.DataFrame, list[ProfileSpec], 
     return pd.DataFrame(rows), [shown_spec(s) for s in specs], errors
 
 
-def diff_frame(rows: list[tuple[str, Any, Any]], a: str, b: str) -> pd.DataFrame:
-    return pd.DataFrame(
-        [{"setting": k, a: _show(va), b: _show(vb)} for k, va, vb in shown.diff_rows(rows)],
-        columns=["setting", a, b],
-    )
-
-
-def _show(v: Any) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, bool):
-        return str(v).lower()
-    return str(v)
-
-
 def running_diff(engine: Engine, server_name: str, spec: ProfileSpec) -> tuple[str | None, pd.DataFrame | None]:
     """(running profile name, diff table running -> spec), or (None, None) when nothing runs."""
     server = repo.get_server(engine, name=server_name)
@@ -155,7 +140,7 @@ def running_diff(engine: Engine, server_name: str, spec: ProfileSpec) -> tuple[s
     assert server.id is not None
     launch = launcher.running_launch(engine, server.id)
     running = launch.profile_name if launch else None
-    return running, diff_frame(rows, f"running ({running})", spec.name)
+    return running, shown.diff_frame(rows, f"running ({running})", spec.name)
 
 
 def toml_value(text: str) -> Any:
@@ -249,7 +234,7 @@ def _save(engine: Engine, settings: Settings, spec: ProfileSpec, actor: str) -> 
     old = profiles.from_row(before).canonical() if before is not None else {}
     row = profiles.save(engine, settings.profiles_dir, spec)
     changes = profiles.diff(old, spec.canonical())
-    shown_changes = [list(map(_show, r)) for r in shown.diff_rows(changes)]
+    shown_changes = [list(map(shown.setting_text, r)) for r in shown.diff_rows(changes)]
     repo.add_audit(engine, actor=actor, action="profile_create" if before is None else "profile_edit",
                    target=spec.name, detail={"hash": row.content_hash, "diff": shown_changes})
     return spec, changes

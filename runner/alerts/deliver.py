@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -45,6 +46,18 @@ class Receiver:
         if self.name == "alertmanager":
             return self.url.rstrip("/") + "/api/v2/alerts"
         return self.url
+
+
+def receivers(alerting: Mapping[str, Any]) -> list[Receiver]:
+    """The receivers the `[alerting]` settings table names: Alertmanager (`alertmanager_url`), then a
+    webhook (`webhook_url`, `webhook_format`, `webhook_token`); none when neither URL is set."""
+    out = []
+    if alerting.get("alertmanager_url"):
+        out.append(Receiver("alertmanager", alerting["alertmanager_url"]))
+    if alerting.get("webhook_url"):
+        out.append(Receiver("webhook", alerting["webhook_url"], format=alerting.get("webhook_format", "json"),
+                            token=alerting.get("webhook_token")))
+    return out
 
 
 def _rfc3339(ts: float) -> str:

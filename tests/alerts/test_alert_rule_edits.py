@@ -1,5 +1,5 @@
 """Alert rules edited on the Alerts page reach the runner without a restart: the evaluator that
-dashboard/services/alerts/wiring.py builds re-reads the stored edits at every pass. Real SQLite
+cli/wiring.py builds re-reads the stored edits at every pass. Real SQLite
 file, real settings from a pitwall.toml, the same evaluator the runner runs."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from cli.wiring import build_evaluator
 from config.settings import load_settings
 from dashboard.services.alerts import rule_edits
-from dashboard.services.alerts.wiring import build_evaluator
 from runner.alerts.rules import AlertRuleError, build_rules, merge_edits
 from storage import repo
 

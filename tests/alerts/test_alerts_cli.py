@@ -7,8 +7,8 @@ import time
 from alert_receivers import Webhook
 
 from cli.main import main
+from cli.wiring import build_evaluator
 from config.settings import load_settings
-from dashboard.services.alerts.wiring import build_evaluator
 from storage import repo
 from storage.db import make_engine
 

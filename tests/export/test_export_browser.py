@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from scorecard_seed import DETAIL_A, seed_alpha
 
-from dashboard.services.export import formats
+from export import formats
 from scorecard.build import build_scorecard
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -11,8 +11,8 @@ import pytest
 from gpu_seed import FIXTURES, MIG_FIXTURE, T0, store_dcgm
 from scorecard_seed import seed_alpha, seed_levels
 
-from dashboard.services.export import formats
-from dashboard.services.export.charts import card_charts, export_spec
+from export import formats
+from export.charts import card_charts, export_spec
 from scorecard.build import build_scorecard
 from storage import repo
 
@@ -137,7 +137,7 @@ def test_chart_legends_use_labels_not_keys(cards, engine):
 
 
 def test_png_title_carries_the_grades(cards):
-    from dashboard.services.export.formats import png_title
+    from export.formats import png_title
 
     title = png_title(cards[:1])
     assert any("Latency PASS" in line for line in title["subtitle"])

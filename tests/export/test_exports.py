@@ -15,7 +15,7 @@ from scorecard_seed import DETAIL_A, seed_alpha, seed_canary_only
 
 from cli.common import parse_duration
 from cli.export import export_cli
-from dashboard.services.export import formats
+from export import formats
 from scorecard.build import build_scorecard
 from scorecard.metric_specs import METRIC_SPECS, metric_table_markdown
 from storage import repo
@@ -214,7 +214,7 @@ def test_json_maps_non_finite_figures_to_null(cards):
 
 
 def test_side_by_side_latency_charts_share_one_scale():
-    from dashboard.services.export.charts import latency_top, latency_vs_load
+    from export.charts import latency_top, latency_vs_load
 
     # run A tops out at 10.0 s per image, run B at 7.1 s: one scale to 10.5 s (5 % above) for both
     a = pd.DataFrame({"level": [1, 2], "image_p50_s": [5.0, 9.7], "image_p99_s": [5.1, 10.0]})
@@ -228,7 +228,7 @@ def test_side_by_side_latency_charts_share_one_scale():
 
 
 def test_subject_line_names_the_launch_by_its_number(cards):
-    from dashboard.services.export.verdict import subject_line
+    from export.verdict import subject_line
 
     # b's launch is row 2 but its server's first launch: "launch 1", as its title says
     assert cards[1].subject["launch_id"] == 2 and "launch 1" in cards[1].title

@@ -1,5 +1,5 @@
 """Hostile text through every Markdown and CSV export: server, model and profile
-names, event messages and error strings a server sends stay text (dashboard/services/export/
+names, event messages and error strings a server sends stay text (export/
 escape.py, one function per format).
 
 Markdown is rendered with markdown-it-py (CommonMark + tables) and the HTML it makes must hold
@@ -19,8 +19,8 @@ import pytest
 from markdown_it import MarkdownIt
 from scorecard_seed import seed_alpha
 
-from dashboard.services.export import escape, formats, tune_doc
-from dashboard.services.export.fleet import FLEET_COLUMNS, fleet_meta, render_fleet
+from export import escape, formats, tune_doc
+from export.fleet import FLEET_COLUMNS, fleet_meta, render_fleet
 from scorecard.build import build_scorecard
 from storage import repo
 

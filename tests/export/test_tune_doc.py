@@ -1,4 +1,4 @@
-"""A tune run's review document (dashboard/services/export/tune_doc.py), Markdown and HTML, from
+"""A tune run's review document (export/tune_doc.py), Markdown and HTML, from
 the recorded tune result of the Tune page's test (figures of a real `pitwall tune demo` run) in
 a real SQLite database: ranking, reasons, winner diff, sources, the Pareto chart inline, the
 audit row; hostile profile names stay text."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pages.test_tune_page import RESULT
 
-from dashboard.services.export import tune_doc
+from export import tune_doc
 from storage import repo
 
 

@@ -19,7 +19,7 @@ import pytest
 from config.settings import SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("app.py", "config", "present", "scorecard", "launching", "dashboard", "cli", "collectors", "storage", "simulator", "runner")
+PACKAGES = ("app.py", "config", "present", "scorecard", "launching", "export", "dashboard", "cli", "collectors", "storage", "simulator", "runner")
 
 
 def _py_files(root: str) -> list[Path]:
@@ -46,7 +46,7 @@ def _top(mods: set[str]) -> set[str]:
 
 ALL = [f for root in PACKAGES for f in _py_files(root)]
 #: the domain packages between the runner and the UI: they import neither dashboard nor cli
-DOMAIN = ("config/", "present/", "scorecard/", "launching/")
+DOMAIN = ("config/", "present/", "scorecard/", "launching/", "export/")
 
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: str(p.relative_to(REPO)))

@@ -339,7 +339,7 @@ def _png_text_chunks(data: bytes) -> list[bytes]:
 def test_no_export_contains_a_secret(pitwall_env, monkeypatch):
     import vl_convert
 
-    from dashboard.services.export import formats
+    from export import formats
     from scorecard.build import build_scorecard
     from storage import repo
 

@@ -11,6 +11,7 @@ from config.settings import Settings
 from dashboard.services import profile_admin
 from launching import profiles
 from launching.profiles import ProfileError
+from present import shown
 from storage import repo
 
 KEY = "S3CRET"
@@ -66,6 +67,6 @@ def test_diffs_mask_secret_settings(settings, engine):
     plain = profiles.parse_profile(TEXT.replace(f'api-key = "{KEY}"\n', "").replace(f'HF_TOKEN = "{KEY}"\n', "")
                                    .replace('"sec"', '"plain"'))
     rows = profiles.diff(profiles.parse_profile(TEXT).canonical(), plain.canonical())
-    frame = profile_admin.diff_frame(rows, "sec", "plain")
+    frame = shown.diff_frame(rows, "sec", "plain")
     assert KEY not in frame.to_string()
     assert set(frame["setting"]) >= {"flags.api-key", "env.HF_TOKEN"}

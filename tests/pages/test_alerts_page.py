@@ -1,7 +1,7 @@
 """AppTest of the Alerts page, the sidebar's firing count and Overview's alert line.
 
 The alert is real: an `oom` event on a real SQLite file, evaluated by the same evaluator the
-runner runs (dashboard/services/alerts/wiring.py), so the page reads what the runner wrote."""
+runner runs (cli/wiring.py), so the page reads what the runner wrote."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 from pwtest import run_page
 
+from cli.wiring import build_evaluator
 from config.settings import load_settings
-from dashboard.services.alerts.wiring import build_evaluator
 from storage import repo
 from storage.db import make_engine
 

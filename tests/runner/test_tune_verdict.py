@@ -9,6 +9,7 @@ import pytest
 from tune_seed import candidate, report_level
 
 from dashboard.services import tune
+from present import tune_result
 from runner import tune_rank
 from storage import repo
 
@@ -36,12 +37,12 @@ def _seed(engine, rates: dict[str, float]) -> int:
 def test_a_tie_is_said_in_words_and_has_nothing_to_apply(engine) -> None:
     tid = _seed(engine, {"demo-radix-off": 5.96, "demo": 5.95})
     result = repo.get_intent(engine, intent_id=tid).result
-    assert tune.winner(result) is None
+    assert tune_result.winner(result) is None
     table = tune.format_table(result)
     first = table.splitlines()[0]
     assert first.startswith("demo-radix-off and demo tie: goodput") and "inside the measured spread" in first
     assert "keep the current profile" in first and "winner: none" in table
-    assert tune.winner_diff(engine, result) is None
+    assert tune_result.winner_diff(engine, result) is None
     with pytest.raises(tune.TuneRequestError, match="no winner to apply: demo-radix-off and demo tie"):
         tune.apply_winner(engine, tid, actor="tester")
     assert repo.list_intents(engine, kinds=("relaunch",)) == []
@@ -51,7 +52,7 @@ def test_a_tie_is_said_in_words_and_has_nothing_to_apply(engine) -> None:
 def test_a_clearly_better_candidate_is_applied(engine) -> None:
     tid = _seed(engine, {"demo": 5.0, "demo-radix-off": 8.0})
     result = repo.get_intent(engine, intent_id=tid).result
-    assert tune.winner(result) == "demo-radix-off"
+    assert tune_result.winner(result) == "demo-radix-off"
     assert tune.format_table(result).splitlines()[0].startswith("demo-radix-off wins: goodput 8.")
     sub = tune.apply_winner(engine, tid, actor="tester")
     assert repo.get_intent(engine, intent_id=sub.id).payload["profile"] == "demo-radix-off"

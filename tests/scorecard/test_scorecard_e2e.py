@@ -25,7 +25,7 @@ from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.workloads import WorkloadSpec
 from collectors.sglang.log import records_to_rows
 from collectors.sglang.log_stream import parse_text
-from dashboard.services.export import formats
+from export import formats
 from scorecard.build import build_scorecard
 from scorecard.compare import compare
 from storage import repo

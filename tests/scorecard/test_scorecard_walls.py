@@ -12,7 +12,7 @@ import pytest
 from gpu_seed import T0, store_recording
 from image_seed import seed_image
 
-from dashboard.services.export.formats import to_csv, to_json, to_markdown
+from export.formats import to_csv, to_json, to_markdown
 from present.format import fmt_value
 from scorecard.build import build_scorecard
 from scorecard.compare import compare

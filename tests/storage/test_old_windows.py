@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from dashboard.services.export import formats
+from export import formats
 from scorecard.build import build_scorecard
 from scorecard.window_reads import ROLLUP_NOTE
 from storage import repo

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from fleet_seed import MODELS, PRICE, count_queries, fingerprint, seed_fleet, server_name, ttfts
 
-from dashboard.services.export.fleet import fleet_meta, render_fleet
 from dashboard.services.views.fleet import (
     FleetFilter,
     filter_options,
@@ -19,6 +18,7 @@ from dashboard.services.views.fleet import (
     fleet_rows,
 )
 from dashboard.services.views.fleet_scorecards import MIXED_NOTE, fleet_scorecards
+from export.fleet import fleet_meta, render_fleet
 from storage import repo
 
 
@@ -157,7 +157,7 @@ def test_exports_parse_back_with_the_same_numbers(fleet):
 
 
 def test_export_rejects_unknown_format_with_the_choices(fleet):
-    from dashboard.services.export.formats import ExportError
+    from export.formats import ExportError
 
     with pytest.raises(ExportError, match="csv, json, md"):
         render_fleet("xlsx", "table", [], fleet_meta(window_s=900, until=0.0))

@@ -1,2 +1,3 @@
-"""Alerts on the dashboard side: the runner's Alerting built from settings (wiring.py) and what the
-Alerts page, the sidebar and `pitwall alerts` read and write (views.py)."""
+"""Alerts on the dashboard side: what the Alerts page, the sidebar and `pitwall alerts` read and
+write (views.py) and the Alerts page's rule edits (rule_edits.py). The runner's Alerting is
+assembled by cli/wiring.py."""

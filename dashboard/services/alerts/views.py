@@ -11,7 +11,7 @@ from sqlalchemy.engine import Engine
 
 from config.settings import Settings
 from dashboard.services.alerts import rule_edits
-from dashboard.services.alerts.wiring import receivers
+from runner.alerts.deliver import receivers
 from runner.alerts.engine import STATE_KEY
 from storage import repo
 from storage.kinds import OPEN_ALERT_STATES
@@ -104,7 +104,7 @@ def receiver_status(settings: Settings, engine: Engine) -> list[dict[str, Any]]:
     """Configured receivers (URLs shown without their secrets) and what waits in the outbox."""
     queued = repo.outbox_summary(engine)
     out = []
-    for r in receivers(settings):
+    for r in receivers(settings.alerting):
         shown = redact_webhook_url(r.url) if r.name == "webhook" else r.url
         q = queued.get(r.name, {})
         out.append({"receiver": r.name, "url": shown, "queued": q.get("queued", 0),

@@ -45,7 +45,7 @@ from scorecard.build import MEAN_KEYS
 from scorecard.compute import ScorecardInputs, compute_scorecard
 from scorecard.image import DIFFUSION_KEYS, diffusion_inputs
 from scorecard.inputs import measured_ok
-from scorecard.metric_specs import DIMENSIONS
+from scorecard.metric_specs import DIMENSIONS, FLEET_ROW_FIGURES
 from scorecard.model import Scorecard
 from storage import repo
 from storage import series_keys as sk
@@ -64,11 +64,6 @@ AGG_METRICS = (*(k for k in MEAN_KEYS if k not in FLEET_METRICS), *SERVER_HIST_K
 #: series of which the fleet view shows the newest value only
 LATEST_METRICS = (sk.LOG_TOKEN_USAGE,)
 DIFFUSION_PREFIXES = (sk.LOG_DIFFUSION_PREFIX, sk.METRICS_DIFFUSION_PREFIX)
-#: the figures a fleet row carries from the server's scorecard (row key -> scorecard key)
-ROW_FIGURES = {"output_tok_s": "output_tok_s", "rps": "rps", "ttft_p95_s": "ttft_p95_s",
-               "ttft_p99_s": "ttft_p99_s", "cache_hit_rate": "radix_hit_rate",
-               "usd_per_mtok": "usd_per_1m_output_tok", "success_rate": "success_rate",
-               "images_per_min": "images_per_min", "usd_per_image": "usd_per_image"}
 #: scorecard figures that need per-GPU series the fleet reads do not fetch
 FLEET_UNREAD = ("avg_power_w", "energy_j_per_output_tok", "energy_j_per_image",
                 "electricity_usd_per_1m_output_tok", "mem_headroom_bytes", *walls.GPU_KEYS,
@@ -103,7 +98,7 @@ class FleetRow:
         """The row as the table and exports show it (no request rows)."""
         out: dict[str, Any] = {"server": self.name, "status": self.status, "host": self.host,
                                "model": self.model, "profile": self.profile, "kind": self.kind}
-        out.update({k: self.figures.get(k) for k in ROW_FIGURES})
+        out.update({k: self.figures.get(k) for k in FLEET_ROW_FIGURES})
         out["queue"] = self.figures.get("queue")
         out["kv_usage"] = self.figures.get("kv_usage")
         out["alerts"] = self.alerts
@@ -233,7 +228,7 @@ def _row(srv: Server, card: Scorecard, inp: ScorecardInputs, *, launch: Launch |
          samples: _ServerSamples, profiles: dict[str, str], alerts: int, run: ProbeRun | None,
          now: float) -> FleetRow:
     assert srv.id is not None
-    figures: dict[str, float | None] = {k: card.value(v) for k, v in ROW_FIGURES.items()}
+    figures: dict[str, float | None] = {k: card.value(v) for k, v in FLEET_ROW_FIGURES.items()}
     queue = next((q for k in QUEUE_KEYS if (q := samples.latest(k, now - STALE_S * 5))), None)
     kv = samples.latest(sk.LOG_TOKEN_USAGE, now - STALE_S * 5)
     figures["queue"] = None if queue is None else queue[1]

@@ -27,9 +27,9 @@ import pandas as pd
 
 from dashboard.services.views.fleet import NONE_LABEL, FleetRow
 from scorecard import math as sm
+from scorecard.metric_specs import FLEET_LATENCY_KEYS
 
 GROUP_BYS = ("model", "profile")
-LATENCY_KEYS = tuple(f"{n}_p{p}_s" for n in ("ttft", "e2e") for p in (50, 95, 99))
 MIXED_NOTE = "servers ran {n} different workloads: latency is pooled per fingerprint (rows below)"
 NO_PROBE_NOTE = "no probe run in the window: no pooled latency (each server's canary is on its card)"
 
@@ -69,7 +69,7 @@ def _group_row(by: str, group: str, rows: Sequence[FleetRow]) -> dict[str, Any]:
         "group_by": by, "group": group, "fingerprint": None, "servers": len(rows),
         "output_tok_s": _sum([r.figures.get("output_tok_s") for r in rows]),
         "rps": _sum([r.figures.get("rps") for r in rows]),
-        **dict.fromkeys(LATENCY_KEYS), "requests": None,
+        **dict.fromkeys(FLEET_LATENCY_KEYS), "requests": None,
         "usd_per_mtok": cost, "priced": priced,
         "errors": stab("error_count"), "ooms": stab("oom_count"),
         "restarts": None if crash is None and restart is None else (crash or 0.0) + (restart or 0.0),

@@ -38,7 +38,7 @@ from collectors.sglang.metrics import compute
 from collectors.sglang.metrics_alias import source_names
 from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
 from dashboard.services.views.timeseries import MAX_POINTS as TS_MAX_POINTS
-from dashboard.services.views.timeseries import Panel
+from present.panels import Panel
 
 MAX_POINTS = 1000  # steps per window at most (a chart is ~560 px wide; PromQL's cap is 11,000)
 GAP_FACTOR = 1.5  # a step whose sample is older than this many scrape intervals is a gap

@@ -5,16 +5,7 @@ Every series is SQL-bucketed by `storage.repo.bucketed_series` to at most MAX_PO
 so a 7-day panel over 1-second samples ships 336 points per series, never 600k. Values stay in base units
 (seconds, 0-1 ratios, bytes, watts, °C); the chart component converts for display.
 
-Panels (metric keys are the collectors' contract; each collector's docstring names its keys):
-
-| panel | unit | series |
-|---|---|---|
-| latency | s | canary.ttft_s (client-side), metrics.ttft_p50/p95/p99_s (server histogram estimate); probe TTFT p50/p99 per bucket from ProbeRequest rows (E2E lives on the scorecard: on one axis it would flatten TTFT) |
-| throughput | tok/s | log.gen_throughput_tok_s, log.input_throughput_tok_s (fallback metrics.gen_throughput_tok_s) |
-| batch | count | log.running_req, log.queue_req (fallback metrics.num_running_reqs / num_queue_reqs) |
-| token_usage | ratio | log.token_usage (fallback metrics.token_usage) |
-| cache_hit | ratio | log.cache_hit_rate (fallback metrics.cache_hit_rate) |
-| gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
+Panels (present/panels.py PANELS and GPU_PANELS: which series each panel plots) are read here.
 
 A card in MIG mode (collectors/gpu.py) is a card plus one GPU entry per instance
 (scorecard/gpu_entries.py): utilisation and memory are drawn per entry, so an instance is a series of
@@ -29,7 +20,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -37,10 +27,10 @@ from sqlalchemy.engine import Engine
 
 from present import shown
 from present.format import fmt_window
+from present.panels import GPU_PANELS, PANELS, Panel
 from scorecard import gpu_entries as entries_svc
 from scorecard.gpu_entries import CARD_FIELDS, GpuEntry
 from storage import repo
-from storage import series_keys as sk
 from storage.kinds import EVENT_KINDS as _EVENT_KINDS
 
 # A chart's plot is ~560 px wide in the two-column layout: more points than pixels cannot be
@@ -52,65 +42,6 @@ MAX_POINTS = 600
 
 #: every event kind, in taxonomy order (the Events page's filter)
 EVENT_KINDS: tuple[str, ...] = tuple(_EVENT_KINDS)
-
-
-@dataclass(frozen=True)
-class Panel:
-    key: str
-    title: str
-    unit: str  # storage/units.py: the unit storage/series_keys.py gives the panel's keys
-    series: tuple[tuple[str, str], ...]  # (metric key, legend label)
-    fallback: tuple[tuple[str, str], ...] = ()  # used when none of `series` has data
-
-
-PANELS: tuple[Panel, ...] = (
-    Panel(
-        "latency",
-        "Latency: canary and server histogram estimate",
-        sk.unit_of(sk.CANARY_TTFT_S),
-        (
-            (sk.CANARY_TTFT_S, "canary TTFT"),
-            (sk.hist_key("ttft", "p50"), "server TTFT p50 (est.)"),
-            (sk.hist_key("ttft", "p95"), "server TTFT p95 (est.)"),
-            (sk.hist_key("ttft", "p99"), "server TTFT p99 (est.)"),
-        ),
-    ),
-    Panel(
-        "throughput",
-        "Throughput",
-        sk.unit_of(sk.LOG_GEN_THROUGHPUT_TOK_S),
-        ((sk.LOG_GEN_THROUGHPUT_TOK_S, "output tok/s"), (sk.LOG_INPUT_THROUGHPUT_TOK_S, "input tok/s")),
-        ((sk.METRICS_GEN_THROUGHPUT_TOK_S, "output tok/s (metrics)"),),
-    ),
-    Panel(
-        "batch",
-        "Running batch and queue",
-        sk.unit_of(sk.LOG_RUNNING_REQ),
-        ((sk.LOG_RUNNING_REQ, "running"), (sk.LOG_QUEUE_REQ, "queued")),
-        ((sk.METRICS_NUM_RUNNING_REQS, "running"), (sk.METRICS_NUM_QUEUE_REQS, "queued")),
-    ),
-    Panel(
-        "token_usage",
-        "KV cache token usage",
-        sk.unit_of(sk.LOG_TOKEN_USAGE),
-        ((sk.LOG_TOKEN_USAGE, "token usage"),),
-        ((sk.METRICS_TOKEN_USAGE, "token usage"),),
-    ),
-    Panel(
-        "cache_hit",
-        "Radix cache hit rate",
-        sk.unit_of(sk.LOG_CACHE_HIT_RATE),
-        ((sk.LOG_CACHE_HIT_RATE, "cache hit rate"),),
-        ((sk.METRICS_CACHE_HIT_RATE, "cache hit rate"),),
-    ),
-)
-
-GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
-    ("gpu_util", "GPU utilisation", sk.GPU_FIELDS["util_ratio"][0], "util_ratio"),
-    ("gpu_mem", "GPU memory used", sk.GPU_FIELDS["mem_used_bytes"][0], "mem_used_bytes"),
-    ("gpu_power", "GPU power", sk.GPU_FIELDS["power_w"][0], "power_w"),
-    ("gpu_temp", "GPU temperature", sk.GPU_FIELDS["temp_c"][0], "temp_c"),
-)
 
 
 def gpu_entries(engine: Engine, *, server_id: int, configured: list[int] | None = None) -> list[GpuEntry]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 
-from dashboard.services.export.verdict import GRADE_MARK
-from dashboard.services.export.verdict import words as verdict_words
+from export.verdict import GRADE_MARK
+from export.verdict import words as verdict_words
 from present.format import fmt_ts, fmt_value, launch_label
 from scorecard.compare import Comparison
 from scorecard.metric_specs import SPECS_BY_KEY, specs_of

@@ -17,7 +17,7 @@ milliseconds.
 
 card_charts(card) / all_charts(cards) pick the charts of one scorecard or a comparison, by name.
 Their legends name series in words: a series key (`log.queue_req`) becomes the label the Server
-page's legend shows for it ("queued"; SERIES_LABELS, read from views/timeseries.py PANELS, the
+page's legend shows for it ("queued"; SERIES_LABELS, read from present/panels.py PANELS, the
 one table of series labels), so a review reads the same words as the dashboard.
 """
 
@@ -29,8 +29,8 @@ from typing import Any
 import altair as alt
 import pandas as pd
 
-from dashboard.services.views.timeseries import PANELS
 from present.format import SERIES_COLORS, SEVERITY_COLORS
+from present.panels import PANELS
 from scorecard.metric_specs import SPECS_BY_KEY
 from scorecard.model import Scorecard
 from storage import series_keys as sk
@@ -39,7 +39,7 @@ from storage.redact import redact_obj
 
 WIDTH, HEIGHT = 520, 220
 PCT_COLORS = {"p50": SERIES_COLORS[0], "p95": SERIES_COLORS[1], "p99": SERIES_COLORS[2]}
-#: series key -> the legend label the Server page gives it (views/timeseries.py PANELS)
+#: series key -> the legend label the Server page gives it (present/panels.py PANELS)
 SERIES_LABELS: dict[str, str] = {key: label for p in PANELS for key, label in (*p.series, *p.fallback)}
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from dashboard.services.export import verdict
-from dashboard.services.export.charts import all_charts, chart_svg
-from dashboard.services.export.rows import delta_rows, figure_rows, level_rows, provenance_rows
-from dashboard.services.export.verdict import GRADE_MARK
+from export import verdict
+from export.charts import all_charts, chart_svg
+from export.rows import delta_rows, figure_rows, level_rows, provenance_rows
+from export.verdict import GRADE_MARK
 from present.format import GRADE_COLORS
 from scorecard.compare import Comparison
 from scorecard.metric_specs import DIMENSION_LABELS, DIMENSIONS

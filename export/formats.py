@@ -43,17 +43,17 @@ from typing import Any
 import altair as alt
 from sqlalchemy.engine import Engine
 
-from dashboard.services.export import verdict
-from dashboard.services.export.charts import all_charts, chart_png
-from dashboard.services.export.escape import csv_writer, md_table, md_text
-from dashboard.services.export.html import to_html
-from dashboard.services.export.rows import (
+from export import verdict
+from export.charts import all_charts, chart_png
+from export.escape import csv_writer, md_table, md_text
+from export.html import to_html
+from export.rows import (
     delta_rows,
     figure_rows,
     level_rows,
     provenance_rows,
 )
-from dashboard.services.export.verdict import GRADE_MARK
+from export.verdict import GRADE_MARK
 from present.format import fmt_value
 from scorecard.compare import Comparison, compare
 from scorecard.metric_specs import (

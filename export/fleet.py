@@ -26,12 +26,10 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from dashboard.services.export.escape import csv_writer, md_table, md_text
-from dashboard.services.export.formats import ExportError, _finite
-from dashboard.services.views.fleet import ROW_FIGURES
-from dashboard.services.views.fleet_scorecards import LATENCY_KEYS
+from export.escape import csv_writer, md_table, md_text
+from export.formats import ExportError, _finite
 from present.format import fmt_ts, fmt_value
-from scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
+from scorecard.metric_specs import DIMENSIONS, FLEET_LATENCY_KEYS, FLEET_ROW_FIGURES, SPECS_BY_KEY
 from storage import repo
 from storage.redact import redact_text
 
@@ -49,8 +47,8 @@ FLEET_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 META_COLUMNS = ("window_s", "resolution", "generated_at")
 #: column -> unit key (storage/units.py UNITS) of the Markdown table: the scorecard's own unit of each figure
-COLUMN_UNITS = {**{row: SPECS_BY_KEY[key].unit for row, key in ROW_FIGURES.items()},
-         **{k: "s" for k in LATENCY_KEYS}, "kv_usage": "ratio", "slo_met": "ratio"}
+COLUMN_UNITS = {**{row: SPECS_BY_KEY[key].unit for row, key in FLEET_ROW_FIGURES.items()},
+         **{k: "s" for k in FLEET_LATENCY_KEYS}, "kv_usage": "ratio", "slo_met": "ratio"}
 
 
 def fleet_meta(*, window_s: float, until: float, filters: dict[str, Any] | None = None,

@@ -18,10 +18,10 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
-from dashboard.services import tune
-from dashboard.services.export.charts import chart_svg, tune_goodput, tune_pareto
-from dashboard.services.export.escape import md_table, md_text
-from dashboard.services.export.html import CSS, _table
+from export.charts import chart_svg, tune_goodput, tune_pareto
+from export.escape import md_table, md_text
+from export.html import CSS, _table
+from present import tune_result
 from present.format import request_label
 from runner import tune_rank
 from storage import repo
@@ -46,7 +46,7 @@ def _facts(intent: Intent) -> list[tuple[str, str]]:
     """The header rows: server, state, candidates, workload, SLO, winner, elapsed."""
     result = intent.result or {}
     payload = intent.payload or {}
-    elapsed = tune.elapsed_s(intent)
+    elapsed = tune_result.elapsed_s(intent)
     return [
         ("server", str(result.get("server") or payload.get("server") or "?")),
         ("state", str(intent.state)),
@@ -55,7 +55,7 @@ def _facts(intent: Intent) -> list[tuple[str, str]]:
         ("workload fingerprint", str(result.get("workload") or "?")),
         ("workload", json.dumps(redact_obj(payload.get("sweep") or {}), sort_keys=True)),
         ("SLO", json.dumps(result.get("slo") or {}, sort_keys=True)),
-        ("winner", str(tune.winner(result) or "none")),
+        ("winner", str(tune_result.winner(result) or "none")),
         ("running afterwards", str(result.get("restored_profile") or "?")),
         ("elapsed", f"{elapsed:.0f} s" if elapsed is not None else "?"),
     ]
@@ -73,7 +73,7 @@ def _title(intent: Intent) -> str:
 
 
 def _verdict(intent: Intent) -> str:
-    said = tune.verdict(intent.result or {})
+    said = tune_result.verdict(intent.result or {})
     if said is not None:
         return said.text
     return f"Not ranked yet (the tune is {intent.state})."
@@ -82,8 +82,8 @@ def _verdict(intent: Intent) -> str:
 def to_markdown(engine: Engine, intent: Intent) -> str:
     result = intent.result or {}
     out = [f"# {md_text(_title(intent))}", "", f"**{md_text(_verdict(intent))}**", "", "## Ranking", ""]
-    out += [md_table(*_rows(tune.ranking_frame(result))), ""]
-    diff = tune.winner_diff(engine, result)
+    out += [md_table(*_rows(tune_result.ranking_frame(result))), ""]
+    diff = tune_result.winner_diff(engine, result)
     if diff is not None:
         out += ["## Winner against the profile the tune started from", ""]
         out += [md_table(*_rows(diff)) if not diff.empty else "The winner is the profile the server started from.", ""]
@@ -95,17 +95,17 @@ def to_markdown(engine: Engine, intent: Intent) -> str:
 def to_html(engine: Engine, intent: Intent) -> str:
     result = intent.result or {}
     body = [f"<h1>{html.escape(_title(intent))}</h1>", f"<p><strong>{html.escape(_verdict(intent))}</strong></p>",
-            "<h2>Ranking</h2>", _table(*_rows(tune.ranking_frame(result)))]
-    goodput = tune.goodput_frame(result)
+            "<h2>Ranking</h2>", _table(*_rows(tune_result.ranking_frame(result)))]
+    goodput = tune_result.goodput_frame(result)
     if not goodput.empty:
         body.append(f'<div class="chart">{chart_svg(tune_goodput(goodput))}</div>')
-    points = tune.pareto_frame(result)
+    points = tune_result.pareto_frame(result)
     if not points.empty:
         label = "USD per image" if result.get("image") else "USD per 1M output tokens"
-        body.append(f'<div class="chart">{chart_svg(tune_pareto(points, slo_ms=tune.slo_line_ms(result), cost_label=label))}</div>')
+        body.append(f'<div class="chart">{chart_svg(tune_pareto(points, slo_ms=tune_result.slo_line_ms(result), cost_label=label))}</div>')
     else:
         body.append('<p class="muted">No candidate has both a cost and a p99 latency (is a GPU price configured?).</p>')
-    diff = tune.winner_diff(engine, result)
+    diff = tune_result.winner_diff(engine, result)
     if diff is not None:
         body.append("<h2>Winner against the profile the tune started from</h2>")
         body.append(_table(*_rows(diff)) if not diff.empty

@@ -1,0 +1,83 @@
+"""What the Server page charts: its panels, the series each plots (metric key and legend label) and
+the panel's unit. The Server page (dashboard/services/views/timeseries.py reads the series) and the
+scorecard export's charts (export/charts.py, legend labels) both take them from here.
+
+Metric keys are the collectors' contract (storage/series_keys.py names each):
+
+| panel | unit | series |
+|---|---|---|
+| latency | s | canary.ttft_s (client-side), metrics.ttft_p50/p95/p99_s (server histogram estimate); probe TTFT p50/p99 per bucket from ProbeRequest rows (E2E lives on the scorecard: on one axis it would flatten TTFT) |
+| throughput | tok/s | log.gen_throughput_tok_s, log.input_throughput_tok_s (fallback metrics.gen_throughput_tok_s) |
+| batch | count | log.running_req, log.queue_req (fallback metrics.num_running_reqs / num_queue_reqs) |
+| token_usage | ratio | log.token_usage (fallback metrics.token_usage) |
+| cache_hit | ratio | log.cache_hit_rate (fallback metrics.cache_hit_rate) |
+| gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
+
+Units are storage/units.py keys, the unit storage/series_keys.py gives the panel's keys. A GPU
+panel has one series per GPU entry (dashboard/services/views/timeseries.py gpu_panels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage import series_keys as sk
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str
+    title: str
+    unit: str  # storage/units.py: the unit storage/series_keys.py gives the panel's keys
+    series: tuple[tuple[str, str], ...]  # (metric key, legend label)
+    fallback: tuple[tuple[str, str], ...] = ()  # used when none of `series` has data
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel(
+        "latency",
+        "Latency: canary and server histogram estimate",
+        sk.unit_of(sk.CANARY_TTFT_S),
+        (
+            (sk.CANARY_TTFT_S, "canary TTFT"),
+            (sk.hist_key("ttft", "p50"), "server TTFT p50 (est.)"),
+            (sk.hist_key("ttft", "p95"), "server TTFT p95 (est.)"),
+            (sk.hist_key("ttft", "p99"), "server TTFT p99 (est.)"),
+        ),
+    ),
+    Panel(
+        "throughput",
+        "Throughput",
+        sk.unit_of(sk.LOG_GEN_THROUGHPUT_TOK_S),
+        ((sk.LOG_GEN_THROUGHPUT_TOK_S, "output tok/s"), (sk.LOG_INPUT_THROUGHPUT_TOK_S, "input tok/s")),
+        ((sk.METRICS_GEN_THROUGHPUT_TOK_S, "output tok/s (metrics)"),),
+    ),
+    Panel(
+        "batch",
+        "Running batch and queue",
+        sk.unit_of(sk.LOG_RUNNING_REQ),
+        ((sk.LOG_RUNNING_REQ, "running"), (sk.LOG_QUEUE_REQ, "queued")),
+        ((sk.METRICS_NUM_RUNNING_REQS, "running"), (sk.METRICS_NUM_QUEUE_REQS, "queued")),
+    ),
+    Panel(
+        "token_usage",
+        "KV cache token usage",
+        sk.unit_of(sk.LOG_TOKEN_USAGE),
+        ((sk.LOG_TOKEN_USAGE, "token usage"),),
+        ((sk.METRICS_TOKEN_USAGE, "token usage"),),
+    ),
+    Panel(
+        "cache_hit",
+        "Radix cache hit rate",
+        sk.unit_of(sk.LOG_CACHE_HIT_RATE),
+        ((sk.LOG_CACHE_HIT_RATE, "cache hit rate"),),
+        ((sk.METRICS_CACHE_HIT_RATE, "cache hit rate"),),
+    ),
+)
+
+GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
+    ("gpu_util", "GPU utilisation", sk.GPU_FIELDS["util_ratio"][0], "util_ratio"),
+    ("gpu_mem", "GPU memory used", sk.GPU_FIELDS["mem_used_bytes"][0], "mem_used_bytes"),
+    ("gpu_power", "GPU power", sk.GPU_FIELDS["power_w"][0], "power_w"),
+    ("gpu_temp", "GPU temperature", sk.GPU_FIELDS["temp_c"][0], "temp_c"),
+)
