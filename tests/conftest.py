@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pwtest import PY, REPO, free_port, subprocess_env  # noqa: F401  (re-exported for fixtures)
+from pwtest import PY, REPO, free_port, subprocess_env, test_group  # noqa: F401  (re-exported for fixtures)
 from streamlit import config as _st_config
 
 # AppTest starts from Streamlit's defaults, not .streamlit/config.toml: give it the loopback
@@ -11,32 +11,8 @@ from streamlit import config as _st_config
 _st_config.set_option("server.address", "127.0.0.1")
 
 
-# `make test` runs the suite on several pytest-xdist workers: each worker takes whole groups of
-# tests, one at a time (test_group). A group is the test's file (a module's fixtures, one
-# PostgreSQL cluster, one demo, start once on one worker), except that the whole real-SGLang tier
-# is one group (one worker starts its servers one after another: two at once would not fit the
-# host's cores and memory) and so are the browser tests (each drives a demo and Chromium; they
-# paint on the same cores one at a time). tests/foundation/test_markers.py checks that every file
-# marked `browser` or `real_sglang` falls in its group. (xdist's own `--dist loadgroup` cannot be
-# used: it renames items through `item._nodeid`, which pytest 9 no longer reads.)
-SERIAL_GROUPS = {
-    "real_sglang": ("tests/real_sglang/", "tests/launch/test_real_parser_validation.py"),
-    "browser": ("tests/browser/", "_browser.py"),
-}
-
-
-def test_group(nodeid: str) -> str:
-    """The xdist work unit a test belongs to: a SERIAL_GROUPS name, else its file."""
-    path = nodeid.split("::", 1)[0]
-    for group, forms in SERIAL_GROUPS.items():
-        if any(path.startswith(f) if f.endswith("/") else path.endswith(f) for f in forms):
-            return group
-    return path
-
-
-test_group.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
-
-
+# `make test` runs the suite on several pytest-xdist workers, each taking whole groups of tests
+# (pwtest.test_group: a file, or the one browser group, or the one real-SGLang group).
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
     from xdist.scheduler import LoadScopeScheduling

@@ -171,3 +171,29 @@ def collect_measured(duration_s: int, env: dict[str, str], give_up_s: float):  #
         proc.kill()
     out = proc.communicate(timeout=30)[0].decode(errors="replace")
     return (proc.returncode if took < give_up_s else None), took, peak, out
+
+
+# `make test` runs the suite on several pytest-xdist workers: each worker takes whole groups of
+# tests, one at a time (test_group). A group is the test's file (a module's fixtures, one
+# PostgreSQL cluster, one demo, start once on one worker), except that the whole real-SGLang tier
+# is one group (one worker starts its servers one after another: two at once would not fit the
+# host's cores and memory) and so are the browser tests (each drives a demo and Chromium; they
+# paint on the same cores one at a time): tests/conftest.py's scheduler hook. tests/foundation/test_markers.py checks that every file
+# marked `browser` or `real_sglang` falls in its group. (xdist's own `--dist loadgroup` cannot be
+# used: it renames items through `item._nodeid`, which pytest 9 no longer reads.)
+SERIAL_GROUPS = {
+    "real_sglang": ("tests/real_sglang/", "tests/launch/test_real_parser_validation.py"),
+    "browser": ("tests/browser/", "_browser.py"),
+}
+
+
+def test_group(nodeid: str) -> str:
+    """The xdist work unit a test belongs to: a SERIAL_GROUPS name, else its file."""
+    path = nodeid.split("::", 1)[0]
+    for group, forms in SERIAL_GROUPS.items():
+        if any(path.startswith(f) if f.endswith("/") else path.endswith(f) for f in forms):
+            return group
+    return path
+
+
+test_group.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test

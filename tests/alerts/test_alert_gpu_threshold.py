@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from cli.wiring import build_evaluator
 from config.settings import load_settings
-from dashboard.services.alerts.wiring import build_evaluator
 from runner.alerts.rules import AlertRuleError, parse_rule
 from storage import repo
 

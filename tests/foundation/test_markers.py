@@ -15,7 +15,7 @@ import ast
 from itertools import pairwise
 from pathlib import Path
 
-from pwtest import REPO
+from pwtest import REPO, SERIAL_GROUPS, test_group
 
 TESTS = REPO / "tests"
 # What each helper starts: the name a test module reaches it by.
@@ -141,8 +141,6 @@ def test_every_browser_and_real_sglang_file_runs_in_its_serial_group() -> None:
     """`make test`'s workers run the browser tests one file at a time, and the real-SGLang tier
     too (tests/conftest.py test_group): a file carrying either marker outside its group's paths
     would run beside another and share the cores it paints or serves on."""
-    from conftest import SERIAL_GROUPS, test_group
-
     stray = []
     for path in sorted(TESTS.rglob("test_*.py")):
         tree = ast.parse(path.read_text())
