@@ -63,3 +63,32 @@ def test_the_overviews_canary_ttft_p99_is_the_scorecards(seeded) -> None:
     card = build_scorecard(engine, server="alpha", since_s=900, now=NOW, use_probes=False)
     assert overview == pytest.approx(0.485)
     assert card.value("ttft_p99_s") == overview
+
+
+def test_a_fleet_row_and_the_servers_scorecard_come_from_one_gatherer(engine) -> None:
+    """scorecard/gather.py fills both from their own reads (the fleet's batched, the scorecard's
+    per server); these are the figures both gave when each had its own gatherer."""
+    from scorecard_seed import seed_alpha, seed_canary_only
+
+    seed_alpha(engine)
+    seed_canary_only(engine)
+    now = T0 + 5
+    rows = {r.name: r for r in fleet_rows(engine, now=now)}
+    # alpha: probe level 4, 4 of 5 measured requests ok, TTFT 0.1..0.4 (p99 0.397); 1 req/s x
+    # 100 tok; 2 GPUs x 2 USD/h / 3600 / 100 tok/s x 1e6 = 11.1 USD/1M; radix 80 / 100 cached
+    # beta: canary only, TTFT 0.1 0.2 0.3 (p99 0.298), 3 of 4 ok
+    want = {"alpha": {"output_tok_s": 100.0, "rps": 1.0, "ttft_p99_s": 0.397, "cache_hit_rate": 0.8,
+                      "usd_per_mtok": 2 * 2.0 / 3600 / 100 * 1e6, "success_rate": 0.8},
+            "beta": {"output_tok_s": None, "rps": None, "ttft_p99_s": 0.298, "cache_hit_rate": None,
+                     "usd_per_mtok": None, "success_rate": 0.75}}
+    for name, figures in want.items():
+        card = build_scorecard(engine, server=name, since_s=900, now=now)
+        row = rows[name]
+        assert {k: row.figures[k] for k in figures} == pytest.approx(figures), name
+        assert row.figures["cache_hit_rate"] == card.value("radix_hit_rate")
+        assert row.figures["ttft_p99_s"] == card.value("ttft_p99_s")
+        assert row.grades == {d: g.grade or "none" for d, g in card.dimensions.items()}
+    alpha = build_scorecard(engine, server="alpha", since_s=900, now=now)
+    # queue 0 -> 20 -> 5 (max 20), health 1 1 0 1 (one flap), the server's own TTFT p99 0.5, 0.7
+    assert (alpha.value("queue_max"), alpha.value("health_flaps")) == (20.0, 1.0)
+    assert alpha.value("server_ttft_p99_s") == pytest.approx(0.6)
