@@ -10,7 +10,7 @@ scorecard/compare.py's (Comparison), read as they are.
   headline figure was read at (the level both ran: scorecard/matched.py), or the refusal when
   they share none.
 - A tie is called a tie: compare.py's `same` (a change inside the noise: under
-  compare.SAME_TOLERANCE, or inside the measured spread, collectors/probe/spread.py) reads "tie".
+  compare.SAME_TOLERANCE, or inside the measured spread, collectors/probe/stats.py) reads "tie".
 """
 
 from __future__ import annotations

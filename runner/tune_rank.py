@@ -3,7 +3,7 @@
 Pure functions over plain dicts, so the runner's tune job, the CLI and the dashboard rank the
 same way and a test can feed recorded figures.
 
-- **Goodput** (the idea of `--goodput` in SGLang's bench_serving): the highest load level of the
+- **Goodput** (collectors/probe/stats.py `goodput`; the idea of `--goodput` in SGLang's bench_serving): the highest load level of the
   candidate's sweep at which every latency target holds: p99 TTFT (`ttft_p99_s`), p99 ITL
   (`itl_p99_s`) and, for image servers, per-image p99 (`image_p99_s`), with the success rate at
   least its target. `goodput_rps` is the measured requests/s at that level. A candidate that
@@ -12,7 +12,7 @@ same way and a test can feed recorded figures.
   hour and the throughput measured at the goodput level; None when no price is configured.
 - **Stability**: errors, OOMs, decode retractions, crashes and queue spikes during the run; a
   candidate with any is ranked after the clean ones it ties with.
-- **Ties** (collectors/probe/spread.py, the one tie rule): goodput is a tie with the best of
+- **Ties** (collectors/probe/stats.py, the one tie rule): goodput is a tie with the best of
   its group when the two goodput levels' measured rps spreads (`spread.rps` of the sweep report
   level: [lo, hi] over 3 repeats) overlap, or, where a spread was not measured (an old report,
   fewer than 9 requests at the level), when they differ by less than spread.UNKNOWN_REL. Inside a
@@ -27,63 +27,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.probe import spread as spread_rule
+from collectors.probe import stats as spread_rule
+from collectors.probe.stats import goodput, level_p99, level_value
 
-LATENCY_TARGETS = (("ttft_p99_s", "ttft_s", "p99 TTFT"), ("itl_p99_s", "itl_s", "p99 ITL"))
 STABILITY_KEYS = ("error_count", "oom_count", "retraction_count", "crash_count", "queue_above_threshold_s")
-
-
-def _p99(level: dict[str, Any], key: str) -> float | None:
-    if key == "image":
-        block = (level.get("image") or {}).get("per_image_s") or {}
-    else:
-        block = level.get(key) or {}
-    v = block.get("p99")
-    return float(v) if isinstance(v, (int, float)) else None
-
-
-def level_value(level: dict[str, Any]) -> float:
-    """The load level of a report level: its concurrency, or its request rate."""
-    for key in ("concurrency", "rate"):
-        if isinstance(level.get(key), (int, float)):
-            return float(level[key])
-    return 0.0
-
-
-def level_misses(level: dict[str, Any], slo: dict[str, float], *, image: bool) -> list[str]:
-    """What a level misses of the SLO targets, one phrase each (empty: the level meets them)."""
-    misses = []
-    checks = [("image_p99_s", "image", "per-image p99")] if image else list(LATENCY_TARGETS)
-    for target_key, report_key, label in checks:
-        target = slo.get(target_key)
-        if target is None:
-            continue
-        value = _p99(level, report_key)
-        if value is None:
-            misses.append(f"{label} not measured")
-        elif value > target:
-            misses.append(f"{label} {value * 1000:.0f} ms > {target * 1000:.0f} ms")
-    want_ok = slo.get("success_rate")
-    rate = level.get("success_rate")
-    if want_ok is not None and (rate is None or float(rate) < want_ok):
-        misses.append(f"success rate {float(rate or 0) * 100:.1f} % < {want_ok * 100:.1f} %")
-    return misses
-
-
-def goodput(levels: list[dict[str, Any]], slo: dict[str, float], *, image: bool
-            ) -> tuple[dict[str, Any] | None, str]:
-    """(the highest level meeting the SLO or None, why none does: the misses of the lowest)."""
-    ordered = sorted(levels, key=level_value)
-    best = None
-    for lv in ordered:
-        if not level_misses(lv, slo, image=image):
-            best = lv
-    if best is not None:
-        return best, ""
-    if not ordered:
-        return None, "no load level was measured"
-    low = ordered[0]
-    return None, f"no load level meets the SLO (at {level_value(low):g}: {'; '.join(level_misses(low, slo, image=image))})"
 
 
 def cost_at(level: dict[str, Any], usd_per_hour: float | None, *, image: bool) -> float | None:
@@ -133,7 +80,7 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
         c.update(status="ok", goodput_rps=float(rps) if rps is not None else 0.0,
                  goodput_spread=[float(v) for v in got] if isinstance(got, list) and len(got) == 2 else None,
                  goodput_level=level_value(best), cost_at_goodput=cost_at(best, usd_h, image=image),
-                 p99_at_goodput=_p99(best, "image" if image else "ttft_s"))
+                 p99_at_goodput=level_p99(best, "image" if image else "ttft_s"))
         ok.append(c)
     ordered = _order_ok(ok)
     n = 0

@@ -32,7 +32,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 from sqlalchemy.engine import Engine
 
 from collectors.probe.trust import run_note
@@ -40,10 +39,11 @@ from config import __version__
 from scorecard import math as sm
 from scorecard import slo as slo_mod
 from scorecard.compute import ScorecardInputs, compute_scorecard
+from scorecard.gather import MEAN_KEYS as MEAN_KEYS  # the fleet view reads the same means
+from scorecard.gather import gather_window, probe_detail
 from scorecard.gpu_entries import parse_key
 from scorecard.gpu_wall import gpu_walls
 from scorecard.gpu_wall_stage import stage_walls
-from scorecard.image import DIFFUSION_KEYS, diffusion_inputs
 from scorecard.metric_specs import METRIC_SPECS
 from scorecard.model import Scorecard
 from scorecard.window_reads import WindowReads
@@ -52,17 +52,6 @@ from storage import series_keys as sk
 from storage.models import Launch, ProbeRun, Server
 from storage.redact import redact_argv, redact_obj, redact_text, redact_url
 
-MEAN_KEYS = (
-    sk.LOG_GEN_THROUGHPUT_TOK_S,
-    sk.LOG_INPUT_THROUGHPUT_TOK_S,
-    sk.LOG_RUNNING_REQ,
-    sk.METRICS_GEN_THROUGHPUT_TOK_S,
-    sk.METRICS_NUM_RUNNING_REQS,
-    sk.METRICS_REQUESTS_PER_S,
-    sk.METRICS_GENERATION_TOKENS_PER_S,
-    sk.METRICS_PROMPT_TOKENS_PER_S,
-    sk.METRICS_CACHED_TOKENS_PER_S,
-)
 #: Series kept on the scorecard for charts (bucketed, at most SERIES_POINTS per metric).
 SERIES_KEYS = (
     sk.LOG_RUNNING_REQ,
@@ -196,9 +185,7 @@ def _probe_parts(engine: Engine, run: ProbeRun | None) -> tuple[
         Any, dict[str, Any], int, str, dict[str, Any] | None]:
     """(requests, fingerprint detail, images per request, load mode, self-check) of a run."""
     reqs = repo.probe_requests(engine, run_id=run.id) if run is not None and run.id else None
-    detail = (run.fingerprint_detail or {}) if run is not None else {}
-    images_per_request = int((detail.get("image") or {}).get("n") or 1)
-    mode = str(detail.get("mode") or "concurrency")
+    detail, images_per_request, mode = probe_detail(run)
     report = (run.report or {}) if run is not None else {}
     self_checks = [lv.get("self_check") for lv in report.get("levels", []) if lv.get("self_check")]
     self_check: dict[str, Any] | None = None
@@ -252,35 +239,6 @@ def run_only_inputs(engine: Engine, run: ProbeRun, *, now: float | None = None) 
         unavailable={s.key: why for s in METRIC_SPECS})
 
 
-def _mean(reads: WindowReads, metric: str) -> float | None:
-    """The window's mean of a series: the rollups' where it was read from them, else the raw values'."""
-    return reads.mean(metric) if reads.rolled(metric) else sm.mean_or_none(reads.values(metric))
-
-
-def _server_latency(reads: WindowReads) -> tuple[dict[str, np.ndarray], dict[str, bool | None]]:
-    """The server's own TTFT / ITL / E2E p50, p95, p99 (seconds; each figure the window's mean of
-    the server's estimate) and, per name, whether its histogram clamped them (None: not said)."""
-    server_hist: dict[str, np.ndarray] = {}
-    clamped: dict[str, bool | None] = {}
-    for name in ("ttft", "itl", "e2e"):
-        for p in (50, 95, 99):
-            est = _mean(reads, sk.hist_key(name, f"p{p}"))  # the figure is the window's mean of the estimate
-            server_hist[f"{name}_p{p}"] = np.empty(0) if est is None else np.array([est])
-        high = reads.maximum(sk.hist_key(name, "clamped"))
-        clamped[name] = None if high is None else bool(high >= 0.5)
-    return server_hist, clamped
-
-
-def _decode_spans(reads: WindowReads) -> tuple[list[tuple[float, float]] | None, float | None]:
-    """Without /metrics the token rate is SGLang's decode lines, logged only while it decodes: the
-    window's tokens and energy are counted over the time those lines cover, idle time neither
-    credited with tokens nor charged with its energy (one truth for J/token). Returns
-    the busy spans (None when the lines give no token count) and the output tokens over them."""
-    g_ts, g_rate = reads.points(sk.LOG_GEN_THROUGHPUT_TOK_S)
-    log_tokens = sm.rate_over_spans(g_ts, g_rate)
-    return (sm.busy_spans(g_ts) if log_tokens is not None else None), log_tokens
-
-
 def _energy_and_power(reads: WindowReads, cards: list[int], log_spans: list[tuple[float, float]] | None
                       ) -> tuple[float | None, float | None]:
     """Energy (J, the cards' counter increase, within `log_spans` when given) and power (W, the
@@ -293,7 +251,7 @@ def _energy_and_power(reads: WindowReads, cards: list[int], log_spans: list[tupl
         d = sm.counter_increase(e) if log_spans is None else sm.counter_increase_within(e_ts, e, log_spans)
         if d is not None:
             energy = (energy or 0.0) + d
-        pw = _mean(reads, sk.gpu_key(i, "power_w"))
+        pw = reads.window_mean(sk.gpu_key(i, "power_w"))
         if pw is not None:
             power = (power or 0.0) + pw
     if reads.unavailable.keys() & {"energy_j_per_output_tok"}:
@@ -362,87 +320,46 @@ def gather_inputs(
     unavailable, and the subject names the resolution per series and for the window."""
     assert srv.id is not None
     sid = srv.id
-    reqs, detail, images_per_request, mode, self_check = _probe_parts(engine, run)
+    reqs, detail, _, _, self_check = _probe_parts(engine, run)
     reads = WindowReads(engine, server_id=sid, since=since, until=until, retention=retention, now=now)
-    canary_keys = [f"{n}_p{p}_s" for n in ("ttft", "e2e", "image") for p in sm.PCTS] + ["ttft_p99_p50_ratio"]
-    means = {k: _mean(reads, k) for k in MEAN_KEYS}
-    server_hist, clamped = _server_latency(reads)
-    cached, n_cached = reads.total(sk.LOG_PREFILL_CACHED_TOKEN)
-    new, n_new = reads.total(sk.LOG_PREFILL_NEW_TOKEN)
-    queue_key = next((k for k in (sk.LOG_QUEUE_REQ, sk.METRICS_NUM_QUEUE_REQS, DIFFUSION_KEYS["queue"])
-                      if reads.agg(k).count), sk.LOG_QUEUE_REQ)
-    q_ts, q_vals = reads.points(queue_key, "queue_above_threshold_s")
-    _, health = reads.points(sk.API_HEALTH_OK, "health_flaps")
     gpu_metrics = repo.series_names(engine, server_id=sid, prefix="gpu.")
-    diffusion: dict[str, Any] = {}
-    if srv.kind == "image":
-        names = [n for n in repo.series_names(engine, server_id=sid)
-                 if n.startswith((sk.LOG_DIFFUSION_PREFIX, sk.METRICS_DIFFUSION_PREFIX))]
-        diffusion = diffusion_inputs(reads.values, names)
+    seen = sorted({key[0] for k in gpu_metrics if (key := parse_key(k))})  # cards, each once
     mem_total = repo.latest_samples(engine, server_id=sid, metrics=[
         k for k in gpu_metrics if k.endswith(".mem_total_bytes")])
-    seen = sorted({key[0] for k in gpu_metrics if (key := parse_key(k))})  # cards, each once
-    log_spans, log_tokens = (_decode_spans(reads) if run is None and means.get(
-        sk.METRICS_GENERATION_TOKENS_PER_S) is None else (None, None))
-    energy, power = _energy_and_power(reads, seen, log_spans)
-    canary_ok = reads.agg(sk.CANARY_OK)
-    n_gpu, gpu_note = sm.gpu_count(srv.gpu_indices, seen, launch.server_args if launch else None)
-    out_rate = means.get(sk.METRICS_GENERATION_TOKENS_PER_S) or means.get(sk.LOG_GEN_THROUGHPUT_TOK_S)
+    got: dict[str, float | None] = {}
+
+    def subject(log_spans: list[tuple[float, float]] | None) -> dict[str, Any]:
+        """Energy over the spans the tokens were counted over; then the subject, whose
+        resolution names every series read so far."""
+        got["energy"], got["power"] = _energy_and_power(reads, seen, log_spans)
+        return _subject(engine, srv, launch, run, since, until, reads)
+
+    inputs = gather_window(
+        reads, srv=srv, launch=launch, run=run, requests=reqs, gpus_seen=seen, since=since,
+        until=until, subject=subject, provenance={}, electricity_usd_per_kwh=electricity_usd_per_kwh,
+        level=level, event_counts=repo.count_events(engine, server_id=sid, since=since, until=until))
     events_df = repo.list_events(engine, server_id=sid, since=since, until=until, limit=EVENT_LIMIT)
     series_df = repo.bucketed_series(engine, server_id=sid, metrics=SERIES_KEYS, since=since,
                                      until=until, max_points=SERIES_POINTS)
     gpu_model, gpu_driver = _gpu_info(engine, sid, list(srv.gpu_indices or seen))
-    subject = _subject(engine, srv, launch, run, since, until, reads)
-    provenance = _provenance(launch, run, detail, self_check, gpu_model, gpu_driver, n_gpu)
-    return ScorecardInputs(
-        subject=subject,
-        provenance=provenance,
-        kind=srv.kind,
-        gpu_hourly_usd=srv.gpu_hourly_usd,
-        gpu_count=n_gpu,
-        gpu_count_note=gpu_note,
-        electricity_usd_per_kwh=electricity_usd_per_kwh,
-        probe_requests=reqs,
-        probe_mode=mode,
-        images_per_request=images_per_request,
-        level=level,
-        canary_ttft_s=reads.values(sk.CANARY_TTFT_S, *canary_keys),
-        canary_e2e_s=reads.values(sk.CANARY_E2E_S, *canary_keys),
-        canary_ok=reads.values(sk.CANARY_OK),
-        canary_ok_sum=(canary_ok.total, canary_ok.count) if canary_ok.count else None,
-        server_hist=server_hist,
-        server_clamped=clamped,
-        means=means,
-        prefill_cached_tokens=cached if n_cached else None,
-        prefill_new_tokens=new if n_new else None,
-        queue_ts=q_ts,
-        queue_values=q_vals,
-        queue_max=reads.maximum(queue_key),
-        health_values=health,
-        energy_j=energy,
-        power_w_sum_of_means=power,
-        busy_s=None if log_spans is None else float(sum(b - a for a, b in log_spans)),
-        window_output_tokens=log_tokens if log_spans is not None else (
-            None if out_rate is None else out_rate * (until - since)),
-        event_counts=repo.count_events(engine, server_id=sid, since=since, until=until),
-        events=[
-            {"ts": float(r.ts), "kind": r.kind, "severity": r.severity,
-             "message": redact_text(r.message) if isinstance(r.message, str) else r.message}
-            for r in events_df.itertuples()
-        ],
-        series=[
-            {"metric": r.metric, "ts": float(r.ts), "value": float(r.avg)}
-            for r in series_df.itertuples()
-        ],
-        unavailable=dict(reads.unavailable),
-        image_steps=(detail.get("image") or {}).get("steps"),
-        diffusion=diffusion,
-        gpu_mem_total_bytes=card_mem_total({k: v for k, (_, v) in mem_total.items()}),
-        # raw GPM samples only: a window older than retention.samples_days has no verdict
-        gpu_walls=gpu_walls(engine, server_id=sid, since=since, until=until),
-        stage_walls=stage_walls(engine, server_id=sid, since=since, until=until)
-        if srv.kind == "image" else {},
-    )
+    inputs.provenance = _provenance(launch, run, detail, self_check, gpu_model, gpu_driver, inputs.gpu_count)
+    inputs.energy_j = got["energy"]
+    inputs.power_w_sum_of_means = got["power"]
+    inputs.unavailable = dict(reads.unavailable)
+    inputs.events = [
+        {"ts": float(r.ts), "kind": r.kind, "severity": r.severity,
+         "message": redact_text(r.message) if isinstance(r.message, str) else r.message}
+        for r in events_df.itertuples()
+    ]
+    inputs.series = [
+        {"metric": r.metric, "ts": float(r.ts), "value": float(r.avg)}
+        for r in series_df.itertuples()
+    ]
+    inputs.gpu_mem_total_bytes = card_mem_total({k: v for k, (_, v) in mem_total.items()})
+    # raw GPM samples only: a window older than retention.samples_days has no verdict
+    inputs.gpu_walls = gpu_walls(engine, server_id=sid, since=since, until=until)
+    inputs.stage_walls = stage_walls(engine, server_id=sid, since=since, until=until) if srv.kind == "image" else {}
+    return inputs
 
 
 def build_scorecard(

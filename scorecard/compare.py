@@ -6,7 +6,7 @@ load, the per-level delta table, the config diff (launch flags and env) and the 
   them from the highest shared level and name it. Runs with no level in common get a refusal in
   words (`refusal`) and no cross-level delta; goodput within the SLO needs no shared level.
 - **Verdicts** by METRIC_SPECS direction: `better` / `worse`, `same` (equal), `tie` (inside the
-  measured spread of collectors/probe/spread.py, or under 5 % without one). No verdict where
+  measured spread of collectors/probe/stats.py, or under 5 % without one). No verdict where
   the figures cannot be set against each other: `not comparable` (workload fingerprints differ:
   collectors.probe.fingerprint.diff_fingerprints says what), `different levels` (no shared
   level), `different sources` (probe sweep vs canary vs server log vs /metrics histogram),
@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from collectors.probe import spread as spread_mod
+from collectors.probe import stats as spread_mod
 from present.format import fmt_ts, launch_label
 from scorecard import matched
 from scorecard.compute import level_name

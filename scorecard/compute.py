@@ -10,9 +10,10 @@ run is the run's own start -> finish. Without probes, latency comes from the can
 "canary only"; ITL/TPOT are then missing) and throughput from the server's own counters.
 
 Each probe level also carries `spread`: figure key -> [lo, hi], the measured spread of that
-figure (collectors/probe/spread.py: the level's measured requests in start order cut into
-consecutive repeats, each repeat scored by the same `level_figures`, widened to the whole
-level's figure). A key is absent when the level has too few requests to repeat. Compare reads it
+figure (collectors/probe/stats.py: the level's measured requests in start order cut into
+consecutive repeats, latency percentiles of each repeat by the same `level_figures`, throughput of
+each repeat by stats.repeat_throughput, the probe report's own rule, widened to the whole level's
+figure). A key is absent when the level has too few requests to repeat. Compare reads it
 to call a difference inside the spread a tie.
 """
 
@@ -23,8 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from collectors.probe import spread as spread_mod
-from collectors.probe.report import steady_window
+from collectors.probe import stats as probe_stats
 from present.format import fmt_value
 from scorecard import math as sm
 from scorecard import slo as slo_mod
@@ -94,7 +94,7 @@ def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
     starts = rows["start_ts"].astype(float).to_numpy()
     ends = starts + pd.to_numeric(rows["e2e_s"], errors="coerce").fillna(0.0).to_numpy()
     window = sm.request_window_s(starts, ends)
-    mask, span = steady_window(starts.tolist(), ends.tolist(), rows["ok"].astype(bool).tolist(),
+    mask, span = probe_stats.steady_window(starts.tolist(), ends.tolist(), rows["ok"].astype(bool).tolist(),
                                list(warm_ends or []), closed_loop)
     counted = rows[np.asarray(mask, dtype=bool)] if len(mask) else ok
     images = float(len(counted) * images_per_request) if kind == "image" else None
@@ -114,72 +114,64 @@ def level_figures(rows: pd.DataFrame, *, kind: str, images_per_request: int,
 
 
 def _in_flight(rows: pd.DataFrame, figs: dict[str, Any], workers: float) -> float:
-    """The requests in flight a closed-loop level's own rps implies (spread.level_in_flight:
+    """The requests in flight a closed-loop level's own rps implies (stats.level_in_flight:
     rps × Σ e2e ÷ successes), `workers` without an rps; the probe report's figure alike."""
-    return spread_mod.level_in_flight(
+    return probe_stats.level_in_flight(
         figs.get("rps"), pd.to_numeric(rows["e2e_s"], errors="coerce").dropna().tolist(),
         rows["ok"].astype(bool).tolist(), workers)
 
 
-def _little(rows: pd.DataFrame, figs: dict[str, Any], concurrency: float, *, kind: str,
-            images_per_request: int, gpu_usd_per_hour: float | None) -> dict[str, Any]:
-    """`figs` of one closed-loop repeat with its throughput (and the cost that divides by it)
-    by Little's law (spread.closed_loop_rps): a repeat's own short window swings with where its
-    edges fall, its mean latency does not."""
-    ok = rows["ok"].astype(bool)
-    rps = spread_mod.closed_loop_rps(pd.to_numeric(rows["e2e_s"], errors="coerce").dropna().tolist(),
-                                     ok.tolist(), concurrency)
-    n_ok = int(ok.sum())
+def _column(rows: pd.DataFrame, col: str) -> list[float | None]:
+    return [None if pd.isna(v) else float(v) for v in pd.to_numeric(rows[col], errors="coerce")]
 
-    def per_request(total: float | None) -> float | None:
-        return None if rps is None or total is None or n_ok == 0 else rps * total / n_ok
 
-    good = rows[ok]
-    out = dict(figs, rps=rps)
-    if kind == "image":
-        out["images_per_min"] = per_request(float(n_ok * images_per_request * 60))
-    else:
-        out["output_tok_s"] = per_request(col_sum(good, "tokens_out"))
-        out["input_tok_s"] = per_request(col_sum(good, "tokens_in"))
-    out.update(sm.cost_figures(gpu_usd_per_hour=gpu_usd_per_hour, rps=out["rps"],
-                               output_tok_s=out["output_tok_s"], input_tok_s=out["input_tok_s"],
-                               images_per_min=out["images_per_min"]))
-    return out
+def _repeat_throughput(ordered: pd.DataFrame, in_flight: float | None, *, kind: str,
+                       images_per_request: int) -> dict[str, list[float | None]]:
+    """Per repeat of a level (rows in start order): rps, output and input tok/s, images/min by
+    stats.repeat_throughput, the rule the probe report's spread uses (closed loop: Little's law at
+    `in_flight`; open loop, `in_flight` None: completions inside each repeat's own window)."""
+    starts = ordered["start_ts"].astype(float).tolist()
+    e2e = _column(ordered, "e2e_s")
+    ends = [t + (d or 0.0) for t, d in zip(starts, e2e, strict=True)]
+    ok = ordered["ok"].astype(bool).tolist()
+
+    def rate(amounts: list[float | None]) -> list[float | None]:
+        return probe_stats.repeat_throughput(starts, ends, ok, e2e, amounts, in_flight=in_flight)
+
+    none: list[float | None] = [None] * len(probe_stats.slices(starts))
+    image = kind == "image"
+    return {
+        "rps": rate([1.0] * len(starts)),
+        # images a minute: 60 × images per request, summed, over the seconds (the level's order)
+        "images_per_min": rate([float(images_per_request * 60)] * len(starts)) if image else none,
+        "output_tok_s": none if image else rate(_column(ordered, "tokens_out")),
+        "input_tok_s": none if image else rate(_column(ordered, "tokens_in")),
+    }
 
 
 def level_spread(rows: pd.DataFrame, whole: dict[str, Any], concurrency: float | None = None,
                  **kwargs: Any) -> dict[str, list[float]]:
-    """SPREAD_KEYS -> [lo, hi] of one level (collectors/probe/spread.py): its measured rows in
-    start order, cut into repeats, each scored by level_figures(**kwargs), a closed loop's
-    throughput by Little's law (`concurrency`: the in flight its rps implies, _in_flight; None
-    for an open loop); a key without a spread (too few requests, or no value in two repeats) is
-    left out."""
+    """SPREAD_KEYS -> [lo, hi] of one level (collectors/probe/stats.py): its measured rows in
+    start order, cut into repeats, each repeat's latency percentiles by level_figures(**kwargs),
+    its throughput (and the cost that divides by it) by _repeat_throughput (`concurrency`: the
+    in flight a closed loop's rps implies, _in_flight; None for an open loop); a key without a
+    spread (too few requests, or no value in two repeats) is left out."""
     ordered = rows.sort_values("start_ts", kind="stable")
-    scored: dict[tuple[int, int], dict[str, Any]] = {}
-
-    def figures(part: list[int]) -> dict[str, Any]:
-        span = (part[0], part[-1])
-        if span not in scored:  # each repeat scored once, whatever the number of keys
-            repeat = ordered.iloc[part[0]:part[-1] + 1]
-            # Known gap: an open loop's repeat reads its own window here, not
-            # the probe report's (first start -> next repeat's first start, completions inside it)
-            figs = level_figures(repeat, **kwargs)
-            if concurrency is not None:
-                figs = _little(repeat, figs, concurrency, kind=kwargs["kind"],
-                               images_per_request=kwargs["images_per_request"],
-                               gpu_usd_per_hour=kwargs["gpu_usd_per_hour"])
-            scored[span] = figs
-        return scored[span]
-
+    parts = probe_stats.slices(list(range(len(ordered))))
+    tput = _repeat_throughput(ordered, concurrency, kind=kwargs["kind"],
+                              images_per_request=kwargs["images_per_request"])
+    repeats: list[dict[str, Any]] = []
+    for k, part in enumerate(parts):
+        figs = level_figures(ordered.iloc[part[0]:part[-1] + 1], **kwargs)
+        figs.update({key: values[k] for key, values in tput.items()})
+        figs.update(sm.cost_figures(gpu_usd_per_hour=kwargs["gpu_usd_per_hour"], rps=figs["rps"],
+                                    output_tok_s=figs["output_tok_s"], input_tok_s=figs["input_tok_s"],
+                                    images_per_min=figs["images_per_min"]))
+        repeats.append(figs)
     out: dict[str, list[float]] = {}
-    positions = list(range(len(ordered)))
     for key in SPREAD_KEYS:
-
-        def figure(part: list[int], key: str = key) -> float | None:
-            value = figures(part).get(key)
-            return None if value is None else float(value)
-
-        got = spread_mod.widen(spread_mod.spread_of(positions, figure), whole.get(key))
+        values = [None if (v := figs.get(key)) is None else float(v) for figs in repeats]
+        got = probe_stats.widen(probe_stats.from_values(values), whole.get(key))
         if got is not None:
             out[key] = got.as_list()
     return out

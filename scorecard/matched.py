@@ -1,6 +1,6 @@
 """Compare at matched load: the probe figures of two or more scorecards are set against each other
 only at a load level every run measured (same mode, same value), and each difference is judged
-against the measured spread of both sides (collectors/probe/spread.py, carried per level by
+against the measured spread of both sides (collectors/probe/stats.py, carried per level by
 compute.py as `spread`).
 
 - **Shared levels**: the levels every card's probe run measured. The **matched level** is the
@@ -8,7 +8,7 @@ compute.py as `spread`).
   throughput, cost per unit) from it and names it ("at concurrency 2: p50 −30 %").
 - **No shared level**: `refusal` says in words which levels each run measured and what to do;
   no delta is made across levels.
-- **Goodput within the SLO** needs no shared level: runner/tune_rank.py's definition (the
+- **Goodput within the SLO** needs no shared level: collectors/probe/stats.py's definition (the
   highest level at which every latency target and the success-rate target hold; its requests/s),
   fed with each card's own SLO targets. Without a latency target there is no goodput, and the
   comparison says so. A goodput at a run's highest level is a lower bound ("≥"); compare.py
@@ -24,9 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.probe import spread as spread_mod
+from collectors.probe import stats as probe_stats
 from present.format import fmt_value
-from runner import tune_rank
 from scorecard.compute import SPREAD_KEYS, level_name
 from scorecard.metric_specs import SPECS_BY_KEY, MetricSpec
 from scorecard.model import Scorecard
@@ -37,7 +36,7 @@ LEVEL_KEYS = SPREAD_KEYS
 LLM_LEVEL_TABLE = ("ttft_p50_s", "ttft_p99_s", "itl_p50_s", "e2e_p50_s", "rps", "output_tok_s",
                    "usd_per_1m_output_tok")
 IMAGE_LEVEL_TABLE = ("image_p50_s", "image_p99_s", "images_per_min", "rps", "usd_per_image")
-#: SLO keys goodput reads (tune_rank.level_misses)
+#: SLO keys goodput reads (collectors/probe/stats.py level_misses)
 GOODPUT_TARGETS = ("ttft_p99_s", "itl_p99_s", "image_p99_s", "success_rate")
 
 
@@ -103,7 +102,7 @@ def judge(spec: MetricSpec, base: float, other: float, base_spread: Sequence[flo
         return "n/a"
     if base == other:
         return "same"
-    if spread_mod.is_tie(base, other, base_spread, other_spread):
+    if probe_stats.is_tie(base, other, base_spread, other_spread):
         return "tie"
     return "better" if (other < base) == (spec.better == "lower") else "worse"
 
@@ -122,11 +121,11 @@ def verdict_words(key: str, verdict: str, base_spread: Sequence[float] | None,
 
     if base_spread is None or other_spread is None:
         if verdict == "tie":
-            return f"tie (spread not measured: under {spread_mod.UNKNOWN_REL * 100:g} %)"
-        return (f"{verdict} (spread not measured: more than {spread_mod.UNKNOWN_REL * 100:g} % "
+            return f"tie (spread not measured: under {probe_stats.UNKNOWN_REL * 100:g} %)"
+        return (f"{verdict} (spread not measured: more than {probe_stats.UNKNOWN_REL * 100:g} % "
                 "apart)")
-    if verdict == "tie" and not spread_mod.overlap(base_spread, other_spread):
-        return f"tie (under {spread_mod.FLOOR_REL * 100:g} %)"
+    if verdict == "tie" and not probe_stats.overlap(base_spread, other_spread):
+        return f"tie (under {probe_stats.FLOOR_REL * 100:g} %)"
     if verdict == "tie":
         return f"tie (inside the measured spread {rng(other_spread)} vs {rng(base_spread)})"
     return f"{verdict} (outside the measured spread {rng(base_spread)})"
@@ -170,7 +169,7 @@ def level_deltas(cards: Sequence[Scorecard], kind: str,
 
 
 def _report_level(lv: dict[str, Any]) -> dict[str, Any]:
-    """A scorecard level in the shape runner/tune_rank.py reads (a probe report level)."""
+    """A scorecard level in the shape collectors/probe/stats.py goodput reads (a probe report level)."""
     return {
         "rate" if lv.get("mode") == "rate" else "concurrency": float(lv["level"]),
         "ttft_s": {"p99": lv.get("ttft_p99_s")},
@@ -183,7 +182,7 @@ def _report_level(lv: dict[str, Any]) -> dict[str, Any]:
 
 def goodput(card: Scorecard) -> dict[str, Any]:
     """{level, rps, spread, capped, slo, why}: the card's goodput within its own SLO targets
-    (tune_rank.goodput); `spread` is the goodput level's rps [lo, hi] (None: not measured),
+    (collectors/probe/stats.py goodput); `spread` is the goodput level's rps [lo, hi] (None: not measured),
     `capped` True when that level is the highest the run measured (the goodput is at least
     `rps`: the sweep stopped before the SLO broke), `slo` the targets it was judged on; level and
     rps None with `why` when there is none."""
@@ -197,10 +196,10 @@ def goodput(card: Scorecard) -> dict[str, Any]:
         return {**none, "why": "no probe sweep"}
     if not any(k in slo for k in latency):
         return {**none, "why": f"no latency target set ({' or '.join(latency)})"}
-    best, why = tune_rank.goodput([_report_level(lv) for lv in card.levels], slo, image=image)
+    best, why = probe_stats.goodput([_report_level(lv) for lv in card.levels], slo, image=image)
     if best is None:
         return {**none, "why": why}
-    lv = levels_of(card)[tune_rank.level_value(best)]
+    lv = levels_of(card)[probe_stats.level_value(best)]
     return {"level": float(lv["level"]), "rps": lv.get("rps"),
             "spread": (lv.get("spread") or {}).get("rps"),
             "capped": float(lv["level"]) == max(levels_of(card)), "slo": slo,

@@ -2,31 +2,23 @@
 
 Every formula of METRIC_SPECS that is more than a mean lives here, so tests feed hand-computed
 fixtures. Conventions: seconds, tokens, joules, USD; a missing input gives None (never 0);
-percentiles are numpy's linear interpolation, as in collectors/probe/report.py.
+percentiles are collectors/probe/stats.py's (numpy linear interpolation), the one home of
+probe statistics, imported here for the formulas that read them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
+from collectors.probe.stats import PCTS as PCTS  # the one home of probe statistics
+from collectors.probe.stats import percentiles as percentiles
 from collectors.sglang.metrics_math import counter_delta
 
 J_PER_KWH = 3.6e6
-PCTS = (50, 95, 99)
-
-
-def percentiles(values: Iterable[float] | np.ndarray) -> dict[int, float | None]:
-    """{50: p50, 95: p95, 99: p99} (numpy linear interpolation); all None for no values."""
-    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values, dtype=float)
-    arr = arr[~np.isnan(arr)] if arr.size else arr
-    if arr.size == 0:
-        return dict.fromkeys(PCTS, None)
-    got = np.percentile(arr, PCTS)
-    return {p: float(v) for p, v in zip(PCTS, got, strict=True)}
 
 
 def mean_or_none(values: np.ndarray | Sequence[float]) -> float | None:

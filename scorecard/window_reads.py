@@ -12,11 +12,13 @@ alone. `resolution` names the tiers each series was read from ("raw", "1-minute 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from sqlalchemy.engine import Engine
 
+from scorecard import math as sm
 from storage import repo
 from storage.repo.windows import MINUTE_ROLLUP, QUARTER_ROLLUP, RAW, WindowAggregate
 
@@ -79,6 +81,18 @@ class WindowReads:
 
     def mean(self, metric: str) -> float | None:
         return self.agg(metric).mean
+
+    def window_mean(self, metric: str) -> float | None:
+        """The window's mean of a series: the rollups' where it was read from them, else the raw
+        values' (what a scorecard figure that is a mean reads)."""
+        return self.mean(metric) if self.rolled(metric) else sm.mean_or_none(self.values(metric))
+
+    def count(self, metric: str) -> int:
+        return self.agg(metric).count
+
+    def names(self, prefixes: Sequence[str]) -> list[str]:
+        """The server's series whose key starts with one of `prefixes`."""
+        return [n for n in repo.series_names(self.engine, server_id=self.sid) if n.startswith(tuple(prefixes))]
 
     def total(self, metric: str) -> tuple[float, int]:
         a = self.agg(metric)

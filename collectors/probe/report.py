@@ -18,7 +18,7 @@ Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.repo
 | achieved | concurrency = Σ e2e / window (Little's law); rate = starts / start span; start lag p99 (open loop) |
 | success_rate | ok / requests |
 | self_check | loop_lag_p99_s, lag_bound_s, lag_basis, client_cpu_pct (% of one core), cpu_max_pct, trusted, reasons |
-| spread | {rps, output_tok_s, images_per_min, ttft_p99_s, itl_p99_s, image_p99_s, e2e_p99_s}: each [lo, hi] in the figure's unit, or None (not this API, or fewer than 9 measured requests): the level's measured requests in start order cut into 3 consecutive repeats (collectors/probe/spread.py), the figure on each repeat, widened to the whole level's figure. Throughput per repeat: closed loop by Little's law (in flight × successful requests ÷ the repeat's Σ e2e, in flight = the level's rps × Σ e2e ÷ successes, so each repeat is the level's rps × the level's mean e2e ÷ the repeat's; spread.closed_loop_rps; counting completions in a repeat's short window swung 12–53 req/s at 16 requests); open loop the steady-window definition on the repeat's own window (its first start -> the next repeat's first start), counting every successful request that finished inside it |
+| spread | {rps, output_tok_s, images_per_min, ttft_p99_s, itl_p99_s, image_p99_s, e2e_p99_s}: each [lo, hi] in the figure's unit, or None (not this API, or fewer than 9 measured requests): the level's measured requests in start order cut into 3 consecutive repeats (collectors/probe/stats.py), the figure on each repeat, widened to the whole level's figure. Throughput per repeat: closed loop by Little's law (in flight × successful requests ÷ the repeat's Σ e2e, in flight = the level's rps × Σ e2e ÷ successes, so each repeat is the level's rps × the level's mean e2e ÷ the repeat's; stats.closed_loop_rps; counting completions in a repeat's short window swung 12–53 req/s at 16 requests); open loop the steady-window definition on the repeat's own window (its first start -> the next repeat's first start), counting every successful request that finished inside it |
 
 Client self-check (`self_check`): a level is `trusted: false` when the client's own delay is a
 visible share of what it measured, judged RELATIVE to the level's latency:
@@ -45,11 +45,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from collectors.probe import spread as spread_mod
+from collectors.probe import stats as probe_stats
 from collectors.probe.client import RequestRecord
 from collectors.probe.pacing import LevelResult
+from collectors.probe.stats import percentile, stats, steady_window
 from collectors.probe.trust import CLIENT_CPU_MAX_PCT, LAG_FLOOR_S, LAG_SHARE_MAX, level_mark
 
 START_LAG_P99_MAX_S = 0.010  # open loop: starts later than this behind schedule = rate not met
@@ -58,22 +57,12 @@ PUBLIC_STAT_KEYS = ("ttft_s", "itl_s", "tpot_s", "e2e_s")
 WORKLOAD_KEYS = ("structured", "turns", "branches", "branch_reuse")
 
 
-def stats(values: list[float] | np.ndarray) -> dict[str, float | None]:
-    """p50/p95/p99/mean/max (numpy, linear interpolation); all None when there are no values."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
-        return {"p50": None, "p95": None, "p99": None, "mean": None, "max": None}
-    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
-    return {"p50": float(p50), "p95": float(p95), "p99": float(p99),
-            "mean": float(arr.mean()), "max": float(arr.max())}
-
-
 def self_check(loop_lag_s: list[float], cpu_pct: float, reference_s: float | None = None,
                basis: str = "E2E p50") -> dict[str, Any]:
     """The client's verdict on itself for one level (rule and reasons: the module docstring).
     `reference_s`: the level's p50 latency named by `basis`; None (nothing succeeded) leaves the
     floor as the bound."""
-    lag_p99 = float(np.percentile(loop_lag_s, 99)) if loop_lag_s else None
+    lag_p99 = percentile(loop_lag_s, 99)
     bound = max(LAG_FLOOR_S, LAG_SHARE_MAX * reference_s) if reference_s else LAG_FLOOR_S
     named = f"{LAG_SHARE_MAX:.0%} of {basis} {reference_s * 1000:,.1f} ms" if reference_s else "floor"
     reasons = []
@@ -93,9 +82,8 @@ def reference_latency(ok: list[RequestRecord]) -> tuple[float | None, str]:
     requests when they streamed a first token, else their p50 E2E; (None, ...) when none."""
     ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
     if ttft:
-        return float(np.percentile(ttft, 50)), "TTFT p50"
-    e2e = [r.e2e_s for r in ok if r.e2e_s is not None]
-    return (float(np.percentile(e2e, 50)) if e2e else None), "E2E p50"
+        return percentile(ttft, 50), "TTFT p50"
+    return percentile([r.e2e_s for r in ok if r.e2e_s is not None], 50), "E2E p50"
 
 
 MIB = 1 << 20  # peak_memory_mb is torch's reserved bytes / 2^20
@@ -147,7 +135,7 @@ def level_report(result: LevelResult, api: str = "generate", *, image_steps: int
         span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
         achieved["rate"] = (len(starts) - 1) / span if span > 0 else None
         lag = result.start_lag_s[plan.warmup:] or result.start_lag_s
-        achieved["start_lag_p99_s"] = float(np.percentile(lag, 99)) if lag else None
+        achieved["start_lag_p99_s"] = percentile(lag, 99)
     check = self_check(result.loop_lag_s, result.cpu_pct, *reference_latency(ok))
     if plan.mode == "rate" and (achieved.get("start_lag_p99_s") or 0.0) > START_LAG_P99_MAX_S:
         check["trusted"] = False
@@ -190,49 +178,23 @@ def spread_block(result: LevelResult, measured: list[RequestRecord], level: dict
     image = api == "images"
     n_img = max(images_per_request, 1)
     order = sorted(measured, key=lambda r: r.t_start)
-    parts = spread_mod.slices(order)
+    parts = probe_stats.slices(order)
     if not parts:
         return dict.fromkeys(SPREAD_KEYS)
-    warm_ends = [r.t_end for r in result.records if r.warmup]
-    windows: list[tuple[float, float]] = []
-    for i, part in enumerate(parts):
-        t_a = part[0].t_start
-        if i == 0 and result.plan.mode == "concurrency" and warm_ends:
-            t_a = max(t_a, max(warm_ends))
-        t_b = parts[i + 1][0].t_start if i + 1 < len(parts) else order[-1].t_start
-        windows.append((t_a, t_b))
+    starts, ends = [r.t_start for r in order], [r.t_end for r in order]
+    ok, e2e = [r.ok for r in order], [r.e2e_s for r in order]
+    # a closed loop's repeats are read by Little's law at the requests in flight the level's own
+    # steady-window rps implies (stats.level_in_flight), an open loop's by their own window
+    in_flight = (probe_stats.level_in_flight(level["throughput"].get("rps"), e2e, ok, float(result.plan.value))
+                 if result.plan.mode == "concurrency" else None)
 
-    def rate(of: Callable[[RequestRecord], float], per: float = 1.0) -> list[float | None]:
-        vals: list[float | None] = []
-        for i, (t_a, t_b) in enumerate(windows):
-            last = i + 1 == len(windows)
-            done = [r for r in order if r.ok and t_a <= r.t_end and (r.t_end <= t_b if last else r.t_end < t_b)]
-            vals.append(sum(of(r) for r in done) / (t_b - t_a) * per if t_b > t_a and len(done) >= 2 else None)
-        return vals
+    def per_repeat(of: Callable[[RequestRecord], float], per: float = 1.0) -> list[float | None]:
+        return probe_stats.repeat_throughput(starts, ends, ok, e2e, [of(r) for r in order],
+                                             in_flight=in_flight, per=per)
 
     def p99(values: Callable[[list[RequestRecord]], list[float]]) -> list[float | None]:
-        out: list[float | None] = []
-        for part in parts:
-            got = values([r for r in part if r.ok])
-            out.append(float(np.percentile(got, 99)) if got else None)
-        return out
+        return [probe_stats.percentile(values([r for r in part if r.ok]), 99) for part in parts]
 
-    # the requests in flight the level's own steady-window rps implies (spread.level_in_flight)
-    in_flight = spread_mod.level_in_flight(level["throughput"].get("rps"), [r.e2e_s for r in order],
-                                           [r.ok for r in order], float(result.plan.value))
-
-    def little(per: Callable[[RequestRecord], float], scale: float = 1.0) -> list[float | None]:
-        """Closed loop: each repeat's rps by Little's law (spread.closed_loop_rps), times the
-        mean of `per` over its successful requests (tokens or images a request)."""
-        vals: list[float | None] = []
-        for part in parts:
-            rps = spread_mod.closed_loop_rps([r.e2e_s for r in part], [r.ok for r in part], in_flight)
-            good = [per(r) for r in part if r.ok]
-            vals.append(None if rps is None or not good else rps * sum(good) / len(good) * scale)
-        return vals
-
-    # a closed loop's repeats are read by Little's law, an open loop's by their own window
-    per_repeat = little if result.plan.mode == "concurrency" else rate
     tp = level["throughput"]
     figures: dict[str, tuple[list[float | None], float | None]] = {
         "rps": (per_repeat(lambda r: 1.0), tp.get("rps")),
@@ -249,31 +211,9 @@ def spread_block(result: LevelResult, measured: list[RequestRecord], level: dict
         figures["itl_p99_s"] = (p99(lambda ok: [g for r in ok for g in r.itl_s]), level["itl_s"]["p99"])
     out: dict[str, list[float] | None] = dict.fromkeys(SPREAD_KEYS)
     for key, (values, whole) in figures.items():
-        got = spread_mod.widen(spread_mod.from_values(values), whole)
+        got = probe_stats.widen(probe_stats.from_values(values), whole)
         out[key] = got.as_list() if got is not None else None
     return out
-
-
-def steady_window(starts: list[float], ends: list[float], ok: list[bool], warm_ends: list[float],
-                  closed_loop: bool) -> tuple[list[bool], float]:
-    """(which measured requests count, seconds) for throughput: the steady window. The one
-    definition of throughput: the probe report (Benchmarks) and the scorecard both use it.
-
-    From the moment only measured requests run (closed loop: the last warm-up end; open loop: the
-    first measured start) to the last measured start (after it the pacer runs dry and workers
-    idle), counting successful requests that *finished* inside it. Ramp-up and drain would
-    otherwise count as idle capacity. Falls back to every successful request over the whole
-    window (first start -> last end) when the steady one holds < 2 completions."""
-    if not starts:
-        return [], 0.0
-    t_a = min(starts)
-    if closed_loop and warm_ends:
-        t_a = max(t_a, max(warm_ends))
-    t_b = max(starts)
-    inside = [good and t_a <= end <= t_b for good, end in zip(ok, ends, strict=True)]
-    if t_b - t_a > 0 and sum(inside) >= 2:
-        return inside, t_b - t_a
-    return list(ok), max(ends) - min(starts)
 
 
 def _steady(result: LevelResult, measured: list[RequestRecord], ok: list[RequestRecord],

@@ -118,7 +118,7 @@ if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.ac
                                 key="bm_img_size", help="width x height in pixels")
             levels_text = c2.text_input("Concurrency levels", value="1,2", key="bm_levels")
             # 9: three repeats of 3 requests, the fewest that give each figure a measured spread
-            # (collectors/probe/spread.py), so a Compare can tell a tie from a change
+            # (collectors/probe/stats.py), so a Compare can tell a tie from a change
             requests = c3.number_input("Requests per level", min_value=1, max_value=100_000, value=9,
                                        step=1, key="bm_requests")
             img_steps = c4.number_input("Steps", min_value=1, max_value=1000, value=20, key="bm_img_steps",

@@ -8,7 +8,8 @@ from collectors.probe.client import RequestRecord
 from collectors.probe.consistency import compare_outputs, consistency_warnings
 from collectors.probe.fingerprint import diff_fingerprints, fingerprint_detail, fingerprint_hash
 from collectors.probe.pacing import LevelPlan, LevelResult
-from collectors.probe.report import level_report, public_report, self_check, stats
+from collectors.probe.report import level_report, public_report, self_check
+from collectors.probe.stats import stats
 from collectors.probe.workloads import WorkloadSpec, build_prompts
 
 

@@ -1,8 +1,8 @@
-"""The spread of a figure over repeats of a level, and the tie rule (collectors/probe/spread.py)."""
+"""The spread of a figure over repeats of a level, and the tie rule (collectors/probe/stats.py)."""
 
 from __future__ import annotations
 
-from collectors.probe.spread import (
+from collectors.probe.stats import (
     FLOOR_REL,
     UNKNOWN_REL,
     Spread,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from tune_seed import candidate as cand_r
 from tune_seed import report_level
 
-from runner.tune_rank import goodput, public_json, rank, state_verdict, verdict
+from collectors.probe.stats import goodput
+from runner.tune_rank import public_json, rank, state_verdict, verdict
 
 SLO = {"ttft_p99_s": 0.5, "itl_p99_s": 0.05, "success_rate": 0.99}
 

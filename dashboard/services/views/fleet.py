@@ -41,9 +41,8 @@ from dashboard.services.views.overview import FIGURE_WINDOW_S, STALE_S
 from scorecard import math as sm
 from scorecard import slo as slo_mod
 from scorecard import walls
-from scorecard.build import MEAN_KEYS
 from scorecard.compute import ScorecardInputs, compute_scorecard
-from scorecard.image import DIFFUSION_KEYS, diffusion_inputs
+from scorecard.gather import DIFFUSION_PREFIXES, MEAN_KEYS, QUEUE_KEYS, gather_window
 from scorecard.inputs import measured_ok
 from scorecard.metric_specs import DIMENSIONS, FLEET_ROW_FIGURES
 from scorecard.model import Scorecard
@@ -52,7 +51,6 @@ from storage import series_keys as sk
 from storage.models import Launch, ProbeRun, Server
 
 FLEET_WINDOW_S = FIGURE_WINDOW_S
-QUEUE_KEYS = (sk.LOG_QUEUE_REQ, sk.METRICS_NUM_QUEUE_REQS, DIFFUSION_KEYS["queue"])
 SERVER_HIST_KEYS = tuple(sk.hist_key(n, f"p{p}") for n in ("ttft", "itl", "e2e") for p in (50, 95, 99))
 #: series read sample by sample (percentiles, step functions, rate spans, newest value)
 FLEET_METRICS = (*QUEUE_KEYS, sk.CANARY_TTFT_S, sk.CANARY_E2E_S, sk.CANARY_OK, sk.API_HEALTH_OK,
@@ -63,7 +61,6 @@ AGG_METRICS = (*(k for k in MEAN_KEYS if k not in FLEET_METRICS), *SERVER_HIST_K
                sk.hist_key("ttft", "clamped"), sk.hist_key("itl", "clamped"), sk.hist_key("e2e", "clamped"))
 #: series of which the fleet view shows the newest value only
 LATEST_METRICS = (sk.LOG_TOKEN_USAGE,)
-DIFFUSION_PREFIXES = (sk.LOG_DIFFUSION_PREFIX, sk.METRICS_DIFFUSION_PREFIX)
 #: scorecard figures that need per-GPU series the fleet reads do not fetch
 FLEET_UNREAD = ("avg_power_w", "energy_j_per_output_tok", "energy_j_per_image",
                 "electricity_usd_per_1m_output_tok", "mem_headroom_bytes", *walls.GPU_KEYS,
@@ -109,7 +106,9 @@ class FleetRow:
 
 
 class _ServerSamples:
-    """One server's slice of the fleet sample frame, read like scorecard/window_reads.py."""
+    """One server's slice of the fleet sample frame: scorecard/gather.py's SeriesReads, as
+    scorecard/window_reads.py reads one server (SQL aggregates where the fleet read them, else
+    the raw values)."""
 
     def __init__(self, frame: pd.DataFrame, aggs: dict[str, tuple[int, float, float]] | None = None,
                  latest: dict[str, tuple[float, float]] | None = None) -> None:
@@ -117,30 +116,42 @@ class _ServerSamples:
                            if len(frame) else {})
         self._aggs = aggs or {}
         self._latest = latest or {}
+        #: the figures the fleet reads leave out, each with why
+        self.unavailable: dict[str, str] = dict.fromkeys(FLEET_UNREAD, UNREAD_NOTE)
 
-    def mean(self, metric: str) -> float | None:
+    def window_mean(self, metric: str) -> float | None:
         """Window mean: from the SQL aggregate, else from the raw values."""
         if metric in self._aggs:
             n, total, _ = self._aggs[metric]
             return total / n if n else None
         return sm.mean_or_none(self.values(metric))
 
-    def total(self, metric: str) -> float | None:
-        n, total, _ = self._aggs.get(metric, (0, 0.0, 0.0))
-        return total if n else None
+    def total(self, metric: str) -> tuple[float, int]:
+        """(Σ, count): from the SQL aggregate, else from the raw values."""
+        if metric in self._aggs:
+            n, total, _ = self._aggs[metric]
+            return total, n
+        vals = self.values(metric)
+        return float(vals.sum()), int(vals.size)
 
     def maximum(self, metric: str) -> float | None:
-        n, _, top = self._aggs.get(metric, (0, 0.0, 0.0))
-        return top if n else None
+        if metric in self._aggs:
+            n, _, top = self._aggs[metric]
+            return top if n else None
+        vals = self.values(metric)
+        return float(vals.max()) if vals.size else None
 
-    def names(self) -> list[str]:
-        return list(self._by_metric)
+    def count(self, metric: str) -> int:
+        return self._aggs[metric][0] if metric in self._aggs else int(self.values(metric).size)
 
-    def values(self, metric: str) -> np.ndarray:
+    def names(self, prefixes: Sequence[str]) -> list[str]:
+        return [n for n in self._by_metric if n.startswith(tuple(prefixes))]
+
+    def values(self, metric: str, *figures: str) -> np.ndarray:
         g = self._by_metric.get(metric)
         return np.empty(0) if g is None else g["value"].to_numpy(dtype=float)
 
-    def points(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    def points(self, metric: str, *figures: str) -> tuple[np.ndarray, np.ndarray]:
         g = self._by_metric.get(metric)
         if g is None:
             return np.empty(0), np.empty(0)
@@ -177,51 +188,17 @@ def _model(launch: Launch | None, profiles: dict[str, str]) -> str | None:
 def _inputs(srv: Server, launch: Launch | None, run: ProbeRun | None, reqs: pd.DataFrame | None,
             s: _ServerSamples, events: dict[str, int], gpus_seen: Sequence[int], since: float,
             until: float, electricity: float | None) -> ScorecardInputs:
-    """The scorecard inputs of one server from the fleet reads (build.gather_inputs' figures,
-    without the per-GPU series, events list and chart series the fleet view does not show)."""
-    means = {k: s.mean(k) for k in MEAN_KEYS}
-    hist: dict[str, np.ndarray] = {}
-    for key in SERVER_HIST_KEYS:  # the figure is the window's mean of the server's estimate
-        est = s.mean(key)
-        hist[key.removeprefix(sk.METRICS_PREFIX).removesuffix("_s")] = np.empty(0) if est is None else np.array([est])
-    clamped: dict[str, bool | None] = {}
-    for n in ("ttft", "itl", "e2e"):
-        high = s.maximum(sk.hist_key(n, "clamped"))
-        clamped[n] = None if high is None else bool(high >= 0.5)
-    queue_key = next((k for k in QUEUE_KEYS if s.values(k).size), QUEUE_KEYS[0])
-    q_ts, q_vals = s.points(queue_key)
-    log_tokens = busy = None
-    if run is None and means.get(sk.METRICS_GENERATION_TOKENS_PER_S) is None:
-        g_ts, g_rate = s.points(sk.LOG_GEN_THROUGHPUT_TOK_S)
-        log_tokens = sm.rate_over_spans(g_ts, g_rate)
-        busy = None if log_tokens is None else float(sum(b - a for a, b in sm.busy_spans(g_ts)))
-    out_rate = means.get(sk.METRICS_GENERATION_TOKENS_PER_S) or means.get(sk.LOG_GEN_THROUGHPUT_TOK_S)
-    n_gpu, note = sm.gpu_count(srv.gpu_indices, gpus_seen, launch.server_args if launch else None)
-    detail = (run.fingerprint_detail or {}) if run is not None else {}
-    ok = s.values(sk.CANARY_OK)
-    return ScorecardInputs(
-        subject={"server": srv.name, "server_kind": srv.kind, "run_id": run.id if run else None,
-                 "since": since, "until": until, "resolution": "raw"},
+    """The scorecard inputs of one server from the fleet reads (scorecard/gather.py, the
+    gatherer build.gather_inputs uses, without the per-GPU series, events list and chart series
+    the fleet view does not show)."""
+    return gather_window(
+        s, srv=srv, launch=launch, run=run, requests=reqs, gpus_seen=gpus_seen, since=since,
+        until=until, electricity_usd_per_kwh=electricity, event_counts=events,
+        subject=lambda _spans: {"server": srv.name, "server_kind": srv.kind,
+                                "run_id": run.id if run else None, "since": since, "until": until,
+                                "resolution": "raw"},
         provenance={"fingerprint": run.fingerprint if run else None, "self_check": {
-            "trusted": run.trusted} if run is not None else None},
-        kind=srv.kind, gpu_hourly_usd=srv.gpu_hourly_usd, gpu_count=n_gpu, gpu_count_note=note,
-        electricity_usd_per_kwh=electricity, probe_requests=reqs,
-        probe_mode=str(detail.get("mode") or "concurrency"),
-        images_per_request=int((detail.get("image") or {}).get("n") or 1),
-        canary_ttft_s=s.values(sk.CANARY_TTFT_S), canary_e2e_s=s.values(sk.CANARY_E2E_S),
-        canary_ok=ok, canary_ok_sum=(float(ok.sum()), int(ok.size)) if ok.size else None,
-        server_hist=hist, server_clamped=clamped, means=means,
-        prefill_cached_tokens=s.total(sk.LOG_PREFILL_CACHED_TOKEN),
-        prefill_new_tokens=s.total(sk.LOG_PREFILL_NEW_TOKEN),
-        queue_ts=q_ts, queue_values=q_vals, queue_max=float(q_vals.max()) if q_vals.size else None,
-        health_values=s.values(sk.API_HEALTH_OK), busy_s=busy,
-        window_output_tokens=log_tokens if busy is not None else (
-            None if out_rate is None else out_rate * (until - since)),
-        event_counts=events, unavailable=dict.fromkeys(FLEET_UNREAD, UNREAD_NOTE),
-        image_steps=(detail.get("image") or {}).get("steps"),
-        diffusion=diffusion_inputs(s.values, [n for n in s.names() if n.startswith(DIFFUSION_PREFIXES)])
-        if srv.kind == "image" else {},
-    )
+            "trusted": run.trusted} if run is not None else None})
 
 
 def _row(srv: Server, card: Scorecard, inp: ScorecardInputs, *, launch: Launch | None,

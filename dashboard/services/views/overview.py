@@ -9,7 +9,7 @@ Key figures over the last FIGURE_WINDOW_S (base units; the page formats them):
 
 | figure | unit | from |
 |---|---|---|
-| ttft_p99_s | s | numpy p99 of `canary.ttft_s` samples in the window (the client's view) |
+| ttft_p99_s | s | p99 of `canary.ttft_s` samples in the window (the client's view; collectors/probe/stats.py percentiles) |
 | output_tok_s | tok/s | mean of `log.gen_throughput_tok_s` (else `metrics.gen_throughput_tok_s`) |
 | usd_per_mtok | USD / 1M output tokens | scorecard math's cost_figures: gpu_hourly_usd × configured GPUs (else 1) ÷ 3600 ÷ output_tok_s × 1e6; None without a price or throughput |
 | success_rate | 0-1 | mean of `canary.ok` in the window |
@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
@@ -150,7 +149,7 @@ def key_figures(engine: Engine, server: Server, now: float) -> dict[str, float |
     usd = sm.cost_figures(gpu_usd_per_hour=sm.server_usd_per_hour(server.gpu_hourly_usd, gpus),
                           output_tok_s=tok_s)["usd_per_1m_output_tok"]
     return {
-        "ttft_p99_s": float(np.percentile(ttft, 99)) if ttft.size else None,
+        "ttft_p99_s": sm.percentiles(ttft)[99],
         "output_tok_s": tok_s,
         "usd_per_mtok": usd,
         "success_rate": ok_sum / ok_n if ok_n else None,

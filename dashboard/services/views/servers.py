@@ -46,7 +46,7 @@ DEMO_IMAGE_GPU_HOURLY_USD = 6.50
 def demo_image_sweep(name: str = "demo-image: first sweep") -> Any:
     """The demo image sweep: Qwen-Image at 1024², 20 steps, concurrency 1 and 2, 9 requests each
     (seed 0): 9 is three repeats of 3, the fewest that give each figure a measured spread
-    (collectors/probe/spread.py), so the README's A/B can tell a tie from a change; short enough
+    (collectors/probe/stats.py), so the README's A/B can tell a tie from a change; short enough
     to finish within two minutes, and the same workload every time, so a second run under
     demo-image-fast compares with it (fingerprints match)."""
     from dashboard.services.views.benchmarks import SweepRequest
