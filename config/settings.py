@@ -165,6 +165,7 @@ SERVER_KEYS = {
     "name": str,
     "base_url": str,
     "kind": str,
+    "engine": str,
     "managed": bool,
     "log_path": str,
     "gpu_indices": list,
@@ -183,6 +184,7 @@ class ServerConfig:
     name: str
     base_url: str
     kind: str = "llm"
+    engine: str = "sglang"  # collectors/engines.py names the engines; an unknown one is reported by the runner
     managed: bool = False
     log_path: str | None = None
     gpu_indices: list[int] | None = None
