@@ -162,20 +162,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
 )
 
 SERVER_KEYS = {
-    "name": str,
-    "base_url": str,
-    "kind": str,
-    "engine": str,
-    "managed": bool,
-    "log_path": str,
-    "gpu_indices": list,
-    "gpu_hourly_usd": (int, float),
-    "python": str,
-    "profile": str,
-    "api_key": str,
-    "host": str,
-    "prometheus_url": str,
-    "prometheus_selector": str,
+    "name": str, "base_url": str, "kind": str, "engine": str, "managed": bool, "log_path": str,
+    "gpu_indices": list, "gpu_hourly_usd": (int, float), "python": str, "profile": str,
+    "api_key": str, "host": str, "prometheus_url": str, "prometheus_selector": str,
 }
 
 
