@@ -122,7 +122,7 @@ def generate(db_path: Path, *, days: int, raw_hours: float, now: float) -> dict[
                                  gpu_indices=list(range(gpu0, gpu0 + GPUS_PER_SERVER)),
                                  gpu_hourly_usd=3.8)
         assert srv.id is not None
-        repo.create_launch(engine, server_id=srv.id, profile_name="bench", sglang_version="0.5.23",
+        repo.create_launch(engine, server_id=srv.id, profile_name="bench", engine_version="0.5.23",
                            status="ready", started_at=start, server_args={"tp_size": GPUS_PER_SERVER})
         for metric, base, amp, noise in _series_defs(srv.id, gpu0):
             avg = _wave(minutes, base, amp, noise, rng)

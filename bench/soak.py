@@ -80,7 +80,7 @@ def soak(db: Path, *, days: int, hz: float, policy: dict[str, float] = POLICY) -
     srv = repo.upsert_server(engine, name="srv-a", base_url="http://127.0.0.1:30000",
                              gpu_indices=list(range(GPUS_PER_SERVER)), gpu_hourly_usd=3.8)
     assert srv.id is not None
-    repo.create_launch(engine, server_id=srv.id, profile_name="soak", sglang_version="0.5.23", status="ready",
+    repo.create_launch(engine, server_id=srv.id, profile_name="soak", engine_version="0.5.23", status="ready",
                        started_at=start, server_args={"tp_size": GPUS_PER_SERVER})
     with engine.begin() as conn:  # a few events, so the Server view has rules to mark (and toggle)
         repo.insert_events(conn, rows=[

@@ -89,6 +89,9 @@ class ServerTarget:
     #: is not "ready", so a start or a stop is not reported as errors.
     launch_status: str | None = None
     host: str | None = None  # the runner host that owns it (fleet)
+    #: storage's Server.engine; the runner hands an engine's collectors only its own servers
+    #: (engine_of). None: a target built outside the runner, read by whichever collector polls it.
+    engine: str | None = None
     #: read `sglang:*` from this Prometheus instead of scraping /metrics (None: scrape directly)
     prometheus_url: str | None = None
     prometheus_selector: str | None = None  # label matchers naming this server there
@@ -119,6 +122,13 @@ class Collector(Protocol):
     def close(self) -> None: ...
 
 
+def engine_of(collector: Collector) -> str | None:
+    """The engine whose servers `collector` reads (set by Engine.collector); None for an
+    engine-neutral collector (GPU, canary, Prometheus source), which reads every server."""
+    engine = getattr(collector, "engine", None)
+    return engine if isinstance(engine, str) else None
+
+
 class FlagIssue(Protocol):
     """One finding of an engine's flag or env check; an "error" blocks a launch."""
 
@@ -146,19 +156,22 @@ class Engine:
     argv (config_path: a file of secret flags, passed as the engine reads one).
     ready_line: the log line that says the server is ready; startup_progress(log text) ->
     (fraction 0-1, what it is doing). health_path answers 200 when serving; server_info_paths
-    are tried in order (newest first) for the server's args and version.
+    are tried in order (newest first) for the server's args and version; version_of(server info)
+    -> the version the server reports, None when it says none (stored as Launch.engine_version).
     check_flags / check_env: a profile's [flags] / [env] -> issues, against the engine's bundled
     flag table of version `flags_version`. parse_line: one log line -> a record or None.
     entrypoints: the launch entrypoints a profile may name (the launch sandbox's allow-list).
     """
 
     name: str
+    display_name: str  # how pages, exports and messages name the engine
     collectors: Mapping[str, Callable[[], Collector]]
     build_argv: Callable[..., list[str]]
     ready_line: str
     startup_progress: Callable[[str], tuple[float, str]]
     health_path: str
     server_info_paths: tuple[str, ...]
+    version_of: Callable[[dict[str, Any]], str | None]
     check_flags: Callable[[dict[str, Any]], Sequence[FlagIssue]]
     check_env: Callable[..., Sequence[FlagIssue]]
     flags_version: str
@@ -171,4 +184,6 @@ class Engine:
         if factory is None:
             known = ", ".join(sorted(self.collectors))
             raise CollectorError(f"Engine {self.name!r} has no {role!r} collector; it has: {known}.")
-        return factory()
+        collector = factory()
+        collector.engine = self.name  # type: ignore[attr-defined]  # engine_of: only its servers
+        return collector

@@ -21,3 +21,9 @@ def get_engine(name: str) -> Engine:
         known = ", ".join(sorted(ENGINES))
         raise CollectorError(f"Unknown engine {name!r}; Pitwall knows: {known}. Set the server's engine to one of them.")
     return engine
+
+
+def display_name(name: str) -> str:
+    """How pages and exports name the engine called `name` ("SGLang"); an unknown one by its name."""
+    engine = ENGINES.get(name)
+    return engine.display_name if engine is not None else name

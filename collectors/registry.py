@@ -1,9 +1,11 @@
 """The one table of collectors the runner runs (one module per collector, one protocol, one registry).
 
 Each row: name, factory. A factory takes the settings groups a collector may need ({"probe": {...},
-"gpu": {...}}, each a dict of that group's settings) and returns a Collector. An
-engine's collectors are named "<engine>_<role>" and built through its Engine (collectors/engines.py).
-The runner adds its built-in `self` collector on top of these.
+"gpu": {...}}, each a dict of that group's settings) and returns a Collector. COLLECTORS holds the
+engine-neutral ones (GPU, canary, Prometheus source); every engine of collectors/engines.py brings
+its own (engine_rows: one per role it fills, named "<engine>_<role>", built through its Engine),
+and the runner hands those only the servers whose Server.engine is theirs (collectors/base.py
+engine_of). The runner adds its built-in `self` collector on top of these.
 """
 
 from __future__ import annotations
@@ -87,14 +89,26 @@ def _prometheus_source(groups: dict[str, dict[str, Any]]) -> Collector:
     return collector
 
 
-COLLECTORS: tuple[tuple[str, Callable[[dict[str, dict[str, Any]]], Collector]], ...] = (
-    ("sglang_log", _engine("sglang", "log")),
-    ("sglang_metrics", _engine("sglang", "metrics")),
-    ("sglang_api", _engine("sglang", "api")),
+Factory = Callable[[dict[str, dict[str, Any]]], Collector]
+
+COLLECTORS: tuple[tuple[str, Factory], ...] = (
     ("gpu", _gpu),
     ("canary", _canary),
     ("prometheus_source", _prometheus_source),
 )
+
+
+def engine_rows() -> list[tuple[str, Factory]]:
+    """("<engine>_<role>", factory) for every role of every registered engine (importing the
+    engine registry, not the collectors: a factory imports its module when called)."""
+    from collectors.engines import ENGINES
+
+    return [(f"{name}_{role}", _engine(name, role)) for name, eng in ENGINES.items() for role in eng.collectors]
+
+
+def collector_names() -> list[str]:
+    """Every collector build_collectors can build, engines' first."""
+    return [name for name, _ in [*engine_rows(), *COLLECTORS]]
 
 
 def build_collectors(
@@ -108,7 +122,7 @@ def build_collectors(
     """
     out: list[Collector] = []
     errors: list[str] = []
-    for name, factory in COLLECTORS:
+    for name, factory in [*engine_rows(), *COLLECTORS]:
         if names is not None and name not in names:
             continue
         if name == "canary" and float(probe.get("canary_interval_s", 30.0)) <= 0:

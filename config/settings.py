@@ -162,19 +162,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
 )
 
 SERVER_KEYS = {
-    "name": str,
-    "base_url": str,
-    "kind": str,
-    "managed": bool,
-    "log_path": str,
-    "gpu_indices": list,
-    "gpu_hourly_usd": (int, float),
-    "python": str,
-    "profile": str,
-    "api_key": str,
-    "host": str,
-    "prometheus_url": str,
-    "prometheus_selector": str,
+    "name": str, "base_url": str, "kind": str, "engine": str, "managed": bool, "log_path": str,
+    "gpu_indices": list, "gpu_hourly_usd": (int, float), "python": str, "profile": str,
+    "api_key": str, "host": str, "prometheus_url": str, "prometheus_selector": str,
 }
 
 
@@ -183,6 +173,7 @@ class ServerConfig:
     name: str
     base_url: str
     kind: str = "llm"
+    engine: str = "sglang"  # collectors/engines.py names the engines; an unknown one is reported by the runner
     managed: bool = False
     log_path: str | None = None
     gpu_indices: list[int] | None = None

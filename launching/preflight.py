@@ -76,7 +76,7 @@ class HostFacts:
 
     cuda_driver: int | None = None  # NVML's form: 12080 = CUDA 12.8
     driver: str | None = None
-    sglang_version: str | None = None
+    engine_version: str | None = None
     gpus: list[Gpu] = field(default_factory=list)
     replacing: bool = False  # the server being replaced holds these GPUs; its memory is freed first
 
@@ -90,23 +90,23 @@ def _version(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x) for x in m.groups() if x is not None) if m else None
 
 
-def wheel_cuda(sglang_version: str | None) -> tuple[int, int] | None:
+def wheel_cuda(engine_version: str | None) -> tuple[int, int] | None:
     """The CUDA (major, minor) the torch wheel of that SGLang version needs; None when unknown."""
-    v = _version(sglang_version)
+    v = _version(engine_version)
     if v is None:
         return None
     return next(cuda for since, cuda in SGLANG_CUDA if v >= since)
 
 
 def check_driver(facts: HostFacts) -> list[Issue]:
-    need = wheel_cuda(facts.sglang_version)
+    need = wheel_cuda(facts.engine_version)
     if facts.cuda_driver is None:
         return [Issue("note", "driver", "The driver's CUDA version is unknown (no NVML reading yet); not checked.")]
     have = (facts.cuda_driver // 1000, facts.cuda_driver % 1000 // 10)
     if need is None:
         return [Issue("note", "driver", f"Driver {facts.driver or '?'} supports CUDA {have[0]}.{have[1]}; the SGLang "
                       "version is unknown until the server has run once, so it is not compared.")]
-    text = (f"Driver {facts.driver or '?'} supports CUDA {have[0]}.{have[1]}; SGLang {facts.sglang_version} "
+    text = (f"Driver {facts.driver or '?'} supports CUDA {have[0]}.{have[1]}; SGLang {facts.engine_version} "
             f"installs torch built for CUDA {need[0]}.{need[1]}")
     if have[0] < need[0]:
         return [Issue("error", "driver", f"{text}: torch stops with 'The NVIDIA driver on your system is too old'. "
@@ -332,7 +332,7 @@ def host_facts(engine: Any, server: Any, *, replacing: bool) -> HostFacts:
     names = {int(g["index"]): str(g.get("name") or "") for g in info.get("gpus") or [] if "index" in g}
     launch = repo.latest_launch(engine, server_id=server.id)
     facts = HostFacts(cuda_driver=info.get("cuda_driver"), driver=info.get("driver"), replacing=replacing,
-                      sglang_version=launch.sglang_version if launch is not None else None)
+                      engine_version=launch.engine_version if launch is not None else None)
     names_stored = repo.metric_names(engine, server_id=server.id, prefix="gpu.")
     entries = entries_from(names_stored, info, server.gpu_indices or None)
     keys = [k for e in entries for k in (e.key("mem_total_bytes"), e.key("mem_used_bytes"))]

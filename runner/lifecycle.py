@@ -277,8 +277,9 @@ class Lifecycle:
         fields: dict[str, Any] = {"status": "ready", "ready_at": ready_at}
         if info is not None:
             fields["server_args"] = info
-            if isinstance(info.get("version"), str):
-                fields["sglang_version"] = info["version"]
+            version = eng.version_of(info)
+            if version is not None:
+                fields["engine_version"] = version
         repo.update_launch(self.engine, launch_id=launch.id, **fields)
         m.phase = "ready"
         repo.add_event(self.engine, kind="server_ready", server_id=plan.server_id, launch_id=launch.id,

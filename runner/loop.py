@@ -52,9 +52,12 @@ from sqlalchemy.exc import OperationalError
 from collectors.base import (
     Collector,
     CollectorContext,
+    CollectorError,
     EventRow,
     ServerTarget,
+    engine_of,
 )
+from collectors.engines import get_engine
 from runner import fleet, launch_logs
 from runner.intents import IntentHandler, IntentLanes
 from runner.lease import LEASE_TTL_S, RENEW_EVERY_S, Lease, LeaseHeld
@@ -148,6 +151,7 @@ class Runner:
         self.alerting = alerting  # runner/alerts Alerting: rule passes and delivery in its own thread
         self.exporter = exporter  # runner/own_metrics MetricsServer: Pitwall's own /metrics, or None
         self._slots = [_Slot(c) for c in collectors] + [_Slot(SelfCollector(self))]
+        self._unknown_engines: set[tuple[int, str]] = set()  # (server id, engine) already reported
         self._pool = ThreadPoolExecutor(max_workers=max(2, len(self._slots)), thread_name_prefix="poll")
         self._stop = threading.Event()
         if supervisor is not None:
@@ -210,16 +214,30 @@ class Runner:
             if launch_id is None and latest is not None and latest.ended_at is None:
                 launch_id = latest.id
             status = latest.status if latest is not None and latest.id == launch_id else None
+            self._check_engine(s.id, s.name, s.engine)
             out.append(
                 ServerTarget(
                     id=s.id, name=s.name, base_url=s.base_url, kind=s.kind, managed=s.managed,
                     log_path=s.log_path, gpu_indices=s.gpu_indices, api_key=s.api_key,
                     launch_id=launch_id, pids=list(pids), launch_status=status if s.managed else None,
                     host=s.host, prometheus_url=s.prometheus_url or None,
-                    prometheus_selector=s.prometheus_selector,
+                    prometheus_selector=s.prometheus_selector, engine=s.engine,
                 )
             )
         return out
+
+    def _check_engine(self, server_id: int, name: str, engine: str) -> None:
+        """One collector_error event per server whose engine is not registered: no engine's
+        collectors read it (engine_of), the engine-neutral ones (GPU, canary) still do."""
+        if (server_id, engine) in self._unknown_engines:
+            return
+        try:
+            get_engine(engine)
+        except CollectorError as exc:
+            self._unknown_engines.add((server_id, engine))
+            msg = f"Server {name}: {exc} Until then its log, metrics and API are not read."
+            log.warning(msg)
+            self.writer.put(Batch(events=[EventRow(time.time(), server_id, "collector_error", msg)]))
 
     # -- polling ------------------------------------------------------------------------------
     def _poll_one(self, slot: _Slot, targets: list[ServerTarget]) -> None:
@@ -230,10 +248,13 @@ class Runner:
             staged[key] = value
 
         def update_launch(launch_id: int, fields: dict[str, Any]) -> None:
-            allowed = {k: v for k, v in fields.items() if k in ("server_args", "sglang_version", "pid")}
+            allowed = {k: v for k, v in fields.items() if k in ("server_args", "engine_version", "pid")}
             if allowed:
                 repo.update_launch(self.engine, launch_id=launch_id, **allowed)
 
+        engine = engine_of(slot.collector)
+        if engine is not None:  # an engine's collector reads only that engine's servers
+            targets = [t for t in targets if t.engine == engine]
         ctx = CollectorContext(
             servers=targets, load_state=self.writer.load_state, save_state=save_state,
             update_launch=update_launch,

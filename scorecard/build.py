@@ -286,7 +286,7 @@ def _provenance(launch: Launch | None, run: ProbeRun | None, detail: dict[str, A
     """Where the figures come from: versions, the launch's args (redacted), GPUs, the workload."""
     return {
         "pitwall_version": __version__,
-        "sglang_version": (launch.sglang_version if launch else None) or "unknown",
+        "sglang_version": (launch.engine_version if launch else None) or "unknown",
         "server_args": redact_obj((launch.server_args if launch else None) or {}),
         "argv": redact_argv((launch.argv if launch else None) or []),
         "env": redact_obj((launch.env if launch else None) or {}),

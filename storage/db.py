@@ -147,6 +147,15 @@ def _v6_to_v7(conn: Connection) -> None:
     conn.execute(text("DROP TABLE IF EXISTS runnerlease"))
 
 
+def _v7_to_v8(conn: Connection) -> None:
+    """v8: Launch.engine_version replaces the engine-named version column, copied over."""
+    old = "sglang_version"  # the column's name before v8
+    _add_column(conn, "launch", "engine_version", "VARCHAR")
+    if old in {c["name"] for c in inspect(conn).get_columns("launch")}:
+        conn.execute(text(f"UPDATE launch SET engine_version = {old} WHERE engine_version IS NULL"))
+        conn.execute(text(f"ALTER TABLE launch DROP COLUMN {old}"))
+
+
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """ALTER TABLE ... ADD COLUMN unless it is there (a file whose version was lowered by hand,
     or an upgrade step that another process already ran)."""
@@ -156,7 +165,8 @@ def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
 
 # Each step upgrades the schema from version N to N+1 (key N).
 _UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
-                                                    4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
+                                                    4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
+                                                    7: _v7_to_v8}
 
 
 def ensure_schema(engine: Engine, *, create: bool = True) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def _json(default: Any = None) -> Any:
@@ -113,7 +113,7 @@ class Launch(SQLModel, table=True):
     env: dict[str, str] | None = _json()
     pid: int | None = None
     log_path: str | None = None
-    sglang_version: str | None = None
+    engine_version: str | None = None  # the version the server reports (its engine's server info)
     server_args: dict[str, Any] | None = _json()
     status: str = "starting"  # starting | ready | stopping | stopped | exited | failed
     started_at: float = 0.0

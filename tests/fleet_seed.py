@@ -58,7 +58,7 @@ def seed_fleet(engine: Any, n: int = 50, now: float | None = None, start: int = 
         sid = srv.id
         assert sid is not None
         launch = repo.create_launch(
-            engine, server_id=sid, profile_name=f"p{i % 4 + 1}", sglang_version="0.5.23",
+            engine, server_id=sid, profile_name=f"p{i % 4 + 1}", engine_version="0.5.23",
             server_args={"model_path": MODELS[i % 3], "tp_size": 2}, argv=["python", "-m", "sglang.launch_server"],
             status="ready", started_at=now - 3600, ready_at=now - 3500)
         for t in range(int(now - 600), int(now), 60):

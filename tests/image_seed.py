@@ -47,7 +47,7 @@ def seed_image(engine: Any, *, name: str = "img", profile: str = "demo-image",
                              gpu_indices=[0], gpu_hourly_usd=price, profile=profile)
     launch = repo.create_launch(
         engine, server_id=srv.id, profile_name=profile, profile_hash="i" * 16,
-        argv=["sglang", "serve"], env={}, sglang_version="0.5.23",
+        argv=["sglang", "serve"], env={}, engine_version="0.5.23",
         server_args={"num_gpus": 1, "enable_torch_compile": profile.endswith("fast")},
         status="ready", started_at=t0 - 100)
     run = repo.create_probe_run(

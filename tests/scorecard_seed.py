@@ -39,7 +39,7 @@ def seed_alpha(engine, *, price: float | None = 2.0, name: str = "alpha",
     launch = repo.create_launch(
         engine, server_id=srv.id, profile_name="prof-" + name, profile_hash="h" * 16,
         argv=["python", "-m", "sglang.launch_server"], env={"SGLANG_X": "1"},
-        sglang_version="0.5.23", server_args=flags or {"tp_size": 2, "chunked_prefill_size": 8192},
+        engine_version="0.5.23", server_args=flags or {"tp_size": 2, "chunked_prefill_size": 8192},
         status="ready", started_at=T0 - 100)
     run = repo.create_probe_run(
         engine, server_id=srv.id, launch_id=launch.id, url=srv.base_url, api="generate",
@@ -120,7 +120,7 @@ def seed_levels(engine, *, name: str, levels: dict[float, tuple[float, float]],
                                  gpu_indices=[0], gpu_hourly_usd=2.0)
         launch = repo.create_launch(
             engine, server_id=srv.id, profile_name="prof-" + name, profile_hash="l" * 16,
-            argv=["python", "-m", "sglang.launch_server"], env={}, sglang_version="0.5.23",
+            argv=["python", "-m", "sglang.launch_server"], env={}, engine_version="0.5.23",
             server_args={"tp_size": 1}, status="ready", started_at=t0 - 100)
         srv_id, launch_id = srv.id, launch.id
     spec_levels = sorted(levels)

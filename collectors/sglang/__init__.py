@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collectors.base import Collector, Engine
 from collectors.sglang import flags, sandbox
-from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS
+from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
 from collectors.sglang.launch import ENTRYPOINTS, READY_LINE, build_argv, startup_progress
 from collectors.sglang.log_parse import parse_line
 
@@ -36,12 +36,14 @@ def _api_collector() -> Collector:
 
 ENGINE = Engine(
     name="sglang",
+    display_name="SGLang",
     collectors={"log": _log_collector, "metrics": _metrics_collector, "api": _api_collector},
     build_argv=build_argv,
     ready_line=READY_LINE,
     startup_progress=startup_progress,
     health_path=HEALTH_PATH,
     server_info_paths=SERVER_INFO_PATHS,
+    version_of=version_of,
     check_flags=flags.check_flags,
     check_env=sandbox.check_env,
     flags_version=flags.SGLANG_VERSION,

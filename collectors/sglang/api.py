@@ -5,7 +5,7 @@ a one-token generation, so its latency is a cheap end-to-end liveness probe), th
 `/v1/loads` (falling back to `/get_load`). Server and model info (`/server_info` ->
 `/get_server_info` -> `/get_server_args`; `/model_info` -> `/get_model_info`) are read on the
 first healthy poll, after every down -> up change and every `info_interval_s`; they are recorded on
-the current Launch (`server_args`, `sglang_version`) and kept in this collector's state
+the current Launch (`server_args`, `engine_version`) and kept in this collector's state
 (`sglang_api:<server_id>:info`). Parsing is collectors/sglang/api_parse.py.
 
 Restart outside Pitwall: a server whose identity (version, launch command, startup timings,
@@ -227,7 +227,7 @@ class SGLangApiCollector:
             and (prev.get("identity") != info.identity or prev.get("launch_id") != server.launch_id)
         ):
             ctx.update_launch(
-                server.launch_id, {"server_args": info.server_args, "sglang_version": info.version}
+                server.launch_id, {"server_args": info.server_args, "engine_version": info.version}
             )
         ctx.save_state(
             key,

@@ -69,6 +69,12 @@ class ServerInfo:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def version_of(data: dict[str, Any]) -> str | None:
+    """The version a server-info JSON names (its `version` string), None when it names none."""
+    version = data.get("version")
+    return version if isinstance(version, str) else None
+
+
 def parse_server_info(data: Any) -> ServerInfo:
     """ServerInfo from any era's server-info JSON; raises ValueError if it is not an object."""
     if not isinstance(data, dict):

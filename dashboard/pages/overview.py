@@ -72,7 +72,7 @@ def _card(card: ServerCard, firing: dict[str, list[dict]]) -> None:
                     query_params=params, help="the full scorecard, with exports")
     st.caption(
         f"{md_escape(card.base_url)} · {card.kind} · {'managed' if card.managed else 'watched'}"
-        f" · profile **{md_escape(card.profile or '—')}** · SGLang {md_escape(card.sglang_version or '—')}"
+        f" · profile **{md_escape(card.profile or '—')}** · {card.engine_label} {md_escape(card.engine_version or '—')}"
     )
     if card.status == "down":
         st.warning("Health check failing — the server is down. See Events for why; relaunch from Profiles.")

@@ -120,7 +120,7 @@ label, color = STATUS_BADGE.get(detail.status, ("unknown", "gray"))
 st.title(md_escape(detail.server.name))
 st.markdown(
     f":{color}-badge[{label}] &nbsp; profile **{md_escape(detail.profile or '—')}** · "
-    f"SGLang **{md_escape(detail.sglang_version or 'unknown')}** · {detail.server.kind} · "
+    f"{detail.engine_label} **{md_escape(detail.engine_version or 'unknown')}** · {detail.server.kind} · "
     f"{'managed' if detail.server.managed else 'watched'}"
 )
 if detail.launch is not None:

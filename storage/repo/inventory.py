@@ -64,10 +64,11 @@ def _upsert_by_name(engine: Engine, model: type[Any], name: str, fields: dict[st
     raise AssertionError("unreachable")
 
 
-def upsert_server(engine: Engine, *, name: str, check: Callable[[Server], None] | None = None,
+def upsert_server(engine: Engine, /, *, name: str, check: Callable[[Server], None] | None = None,
                   **fields: Any) -> Server:
     """Insert or update a server; `check` may refuse to update an existing row (a fleet runner
-    checks it does not take another live host's server, even one inserted a moment ago)."""
+    checks it does not take another live host's server, even one inserted a moment ago).
+    `engine` is positional only, so `engine=` among the fields is the server's (Server.engine)."""
     # configured again: active (retired_at None unless the caller retires it)
     return _upsert_by_name(engine, Server, name, {**fields, "retired_at": fields.get("retired_at")}, check)
 

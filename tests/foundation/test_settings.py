@@ -34,6 +34,21 @@ def test_servers_table(tmp_path):
     assert not s.demo_active
 
 
+def test_a_servers_engine_reaches_its_row(tmp_path):
+    """[[servers]] engine picks the engine (Server.engine); without it, the settings default."""
+    from dashboard.services.views.servers import sync_servers
+    from storage.db import make_engine
+
+    (tmp_path / "pitwall.toml").write_text(
+        '[[servers]]\nname = "a"\nbase_url = "http://127.0.0.1:30000"\nengine = "toy"\n'
+        '[[servers]]\nname = "b"\nbase_url = "http://127.0.0.1:30001"\n')
+    s = load_settings(env={"PITWALL_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
+    engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    rows = {r.name: r.engine for r in sync_servers(engine, s)}
+    engine.dispose()
+    assert rows == {"a": "toy", "b": s.servers[1].engine} and s.servers[1].engine != "toy"
+
+
 @pytest.mark.parametrize(
     ("toml", "env", "needle"),
     [

@@ -27,7 +27,7 @@ H100 = 85520809984.0
 
 
 def facts(*gpus: Gpu, cuda: int | None = 13000, sglang: str | None = "0.5.6", replacing: bool = False) -> HostFacts:
-    return HostFacts(cuda_driver=cuda, driver="580.159.04", sglang_version=sglang, gpus=list(gpus), replacing=replacing)
+    return HostFacts(cuda_driver=cuda, driver="580.159.04", engine_version=sglang, gpus=list(gpus), replacing=replacing)
 
 
 def severities(issues: list, flag: str | None = None) -> list[str]:
@@ -117,7 +117,7 @@ def test_host_facts_from_the_recorded_h200(engine) -> None:
     got = preflight.host_facts(engine, srv, replacing=False)
     assert got.cuda_driver == 13000 and got.driver == "580.159.04"
     assert [(g.index, g.name, g.total_bytes) for g in got.gpus] == [(0, "NVIDIA H200", H200)]
-    assert got.sglang_version is None  # never launched: the driver is reported, not compared
+    assert got.engine_version is None  # never launched: the driver is reported, not compared
     other = repo.upsert_server(engine, name="elsewhere", base_url="http://127.0.0.1:2", managed=True,
                                gpu_indices=[3])
     assert preflight.host_facts(engine, other, replacing=False).gpus == []

@@ -39,7 +39,7 @@ def seed(engine, now: float | None = None) -> dict[str, int]:
                                gpu_indices=[0, 1], gpu_hourly_usd=2.0, profile="fast")
     beta = repo.upsert_server(engine, name="beta", base_url="http://127.0.0.1:2")
     assert alpha.id and beta.id
-    repo.create_launch(engine, server_id=alpha.id, profile_name="fast", sglang_version="0.5.23",
+    repo.create_launch(engine, server_id=alpha.id, profile_name="fast", engine_version="0.5.23",
                        server_args={"model_path": "tiny", "tp_size": 2, "mem_fraction_static": 0.8},
                        argv=["python", "-m", "sglang.launch_server", "--tp", "2"], status="ready",
                        started_at=now - 7200, ready_at=now - 7100)

@@ -154,7 +154,7 @@ def test_api_collector_records_real_server_args_and_version(rig: Rig) -> None:
                      60, "the API collector's server info of launch A")
     assert state["version"] == "0.5.23"
     launch = repo.get_launch(rig.engine, launch_id=lid)
-    assert launch is not None and launch.sglang_version == "0.5.23"
+    assert launch is not None and launch.engine_version == "0.5.23"
     real = httpx.get(f"{rig.base_url}/server_info", timeout=TIMEOUT).json()
     args = launch.server_args or {}
     for k in ("device", "attention_backend", "max_total_tokens", "disable_radix_cache", "port", "model_path"):
@@ -291,7 +291,7 @@ def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None
     b = repo.latest_launch(rig.engine, server_id=rig.sid)
     assert b is not None and b.id != a.id and b.profile_name == "real-cpu-no-radix"
     assert "--disable-radix-cache" in (b.argv or [])
-    assert (b.server_args or {}).get("disable_radix_cache") is True and b.sglang_version == "0.5.23"
+    assert (b.server_args or {}).get("disable_radix_cache") is True and b.engine_version == "0.5.23"
     assert a.id is not None
     old = repo.get_launch(rig.engine, launch_id=a.id)
     assert old is not None and old.status == "stopped" and old.ended_at is not None

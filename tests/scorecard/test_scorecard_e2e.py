@@ -69,7 +69,7 @@ def _run_profile(engine, tmp_path: Path, *, server_id: int, radix: bool,
     launch = repo.create_launch(
         engine, server_id=server_id, profile_name="radix-on" if radix else "radix-off",
         argv=argv[1:], server_args={"disable_radix_cache": not radix, "enable_metrics": True},
-        sglang_version="0.5.23", status="starting", started_at=float(math.floor(time.time())))
+        engine_version="0.5.23", status="starting", started_at=float(math.floor(time.time())))
     log = tmp_path / f"sim-{'on' if radix else 'off'}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=REPO, env=subprocess_env(), stdout=out,

@@ -319,3 +319,26 @@ def test_v4_database_gets_probe_request_detail(tmp_path):
                                                 "detail": {"peak_memory_mb": 61234.0}}])
     df = repo.probe_requests(engine, run_id=run_id)
     assert df["detail"].iloc[1] == {"peak_memory_mb": 61234.0}
+
+
+def test_v7_database_keeps_each_launch_version_as_engine_version(tmp_path):
+    """v7 -> v8: Launch's engine-named version column becomes Launch.engine_version, values copied."""
+    path = tmp_path / "v7.db"
+    url = f"sqlite:///{path}"
+    engine = make_engine(url)
+    srv = repo.upsert_server(engine, name="old", base_url="http://127.0.0.1:1")
+    launch = repo.create_launch(engine, server_id=srv.id, profile_name="p", engine_version="0.5.23")
+    engine.dispose()
+    con = sqlite3.connect(path)  # the v7 shape: the version under its old column name
+    con.execute("ALTER TABLE launch RENAME COLUMN engine_version TO sglang_version")
+    con.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
+    con.commit()
+    con.close()
+    engine = make_engine(url)
+    got = repo.get_launch(engine, launch_id=launch.id)
+    assert got is not None and got.engine_version == "0.5.23"
+    engine.dispose()
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    assert "sglang_version" not in [r[1] for r in con.execute("PRAGMA table_info(launch)")]
+    con.close()

@@ -37,6 +37,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from collectors.engines import display_name
 from present import shown
 from present.format import launch_label
 from scorecard import math as sm
@@ -99,7 +100,8 @@ class ServerCard:
     managed: bool
     status: str
     profile: str | None
-    sglang_version: str | None
+    engine_version: str | None
+    engine_label: str  # the engine's display name ("SGLang"), collectors/engines.py
     figures: dict[str, float] = field(default_factory=dict)
     key: dict[str, float | None] = field(default_factory=dict)
     key_sources: dict[str, str] = field(default_factory=dict)  # key figure -> SOURCE_LABELS key
@@ -259,7 +261,8 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
                 managed=s.managed,
                 status=_status(latest, launch, now),
                 profile=(launch.profile_name if launch else None) or s.profile,
-                sglang_version=launch.sglang_version if launch else None,
+                engine_version=launch.engine_version if launch else None,
+                engine_label=display_name(s.engine),
                 figures={k: v for k, (_, v) in latest.items()},
                 key=key,
                 key_sources=key_sources,
@@ -282,14 +285,15 @@ class ServerDetail:
     status: str
     launch: Any
     profile: str | None
-    sglang_version: str | None
+    engine_version: str | None
+    engine_label: str  # the engine's display name ("SGLang"), collectors/engines.py
     server_args: dict[str, Any]
     argv: list[str]
     launch_name: str | None = None  # "demo launch 3" (format.launch_label), never the row id
 
 
 def server_detail(engine: Engine, name: str, now: float | None = None) -> ServerDetail | None:
-    """Status, current launch, SGLang version and server args of one server (Server page header)."""
+    """Status, current launch, engine version and server args of one server (Server page header)."""
     now = time.time() if now is None else now
     s = repo.get_server(engine, name=name)
     if s is None or s.id is None:
@@ -301,7 +305,8 @@ def server_detail(engine: Engine, name: str, now: float | None = None) -> Server
         status=_status(latest, launch, now),
         launch=launch,
         profile=(launch.profile_name if launch else None) or s.profile,
-        sglang_version=launch.sglang_version if launch else None,
+        engine_version=launch.engine_version if launch else None,
+        engine_label=display_name(s.engine),
         server_args=dict(launch.server_args or {}) if launch else {},
         argv=list(launch.argv or []) if launch else [],
         launch_name=launch_label(s.name, repo.launch_numbers(engine, [launch.id]).get(launch.id))

@@ -105,6 +105,7 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
         fields: dict[str, Any] = {
             "base_url": cfg.base_url.rstrip("/"),
             "kind": cfg.kind,
+            "engine": cfg.engine,
             "managed": cfg.managed,
             "log_path": cfg.log_path,
             "gpu_indices": cfg.gpu_indices,

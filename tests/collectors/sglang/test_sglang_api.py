@@ -145,7 +145,7 @@ def test_collector_fallbacks_record_the_launch_and_read_loads():
     samples = {s.metric: s.value for s in results[0].samples}
     assert samples["api.health_ok"] == 1.0 and samples["api.health_latency_s"] >= 0.0
     assert samples["api.num_reqs"] == 2.0 and samples["api.num_waiting_reqs"] == 1.0
-    assert launches == [(7, {"server_args": {"tp_size": 1, "random_seed": 42, "api_key": REDACTED}, "sglang_version": "0.4.9"})]
+    assert launches == [(7, {"server_args": {"tp_size": 1, "random_seed": 42, "api_key": REDACTED}, "engine_version": "0.4.9"})]
     # fallbacks are remembered: /server_info and /v1/loads are asked once, then skipped
     assert paths.count("/server_info") == 1 and paths.count("/v1/loads") == 1
     assert paths.count("/get_load") == 3
