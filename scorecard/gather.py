@@ -75,7 +75,7 @@ def probe_detail(run: ProbeRun | None) -> tuple[dict[str, Any], int, str]:
 
 
 def decode_spans(reads: SeriesReads) -> tuple[Spans | None, float | None]:
-    """Without /metrics the token rate is SGLang's decode lines, logged only while it decodes: the
+    """Without /metrics the token rate is the engine's decode log lines, logged only while it decodes: the
     window's tokens and energy are counted over the time those lines cover, idle time neither
     credited with tokens nor charged with its energy (one truth for J/token). Returns
     the busy spans (None when the lines give no token count) and the output tokens over them."""

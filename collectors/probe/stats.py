@@ -31,7 +31,7 @@ the baseline (a floor below which no verdict is made even with a narrow spread),
 either spread is unknown, when they differ by less than `UNKNOWN_REL` (5 %). Cross-check: `pitwall probe ... --json` prints each level's
 `spread` block; a tie's two [lo, hi] ranges share a point.
 
-**Goodput** (the idea of `--goodput` in SGLang's bench_serving): the highest load level of a
+**Goodput** (the idea of a serving benchmark's `--goodput`): the highest load level of a
 sweep at which every latency target holds: p99 TTFT (`ttft_p99_s`), p99 ITL (`itl_p99_s`) and, for
 image servers, per-image p99 (`image_p99_s`), with the success rate at least its target. Levels
 are probe report levels (collectors/probe/report.py).
