@@ -64,6 +64,10 @@ class Block:
                 extra[key] = value
         return cls(**kw, extra=extra, shape=tuple(d))
 
+    def has(self, name: str) -> bool:
+        """Whether the dict had the key `name` (built in code: whether the field is set)."""
+        return name in self.shape if self.shape is not None else getattr(self, name, None) is not None
+
     def to_dict(self) -> dict[str, Any]:
         own = _own_fields(type(self))
         if self.shape is None:
