@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from collectors.probe.report_model import SweepReport
 from collectors.probe.sweep import SweepSpec, _jsonable, run_sweep
 from runner.procs import exit_with_parent
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
-    return 0 if report["status"] in ("done", "aborted") else 1
+    return 0 if SweepReport.of(report).status in ("done", "aborted") else 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Ranking of tune candidates: goodput against the SLO, cost at that level, stability.
 
-Pure functions over plain dicts, so the runner's tune job, the CLI and the dashboard rank the
-same way and a test can feed recorded figures.
+Pure functions over plain dicts (a candidate as the tune's state stores it; its report levels
+read as collectors/probe/report_model.py Levels), so the runner's tune job, the CLI and the
+dashboard rank the same way and a test can feed recorded figures.
 
 - **Goodput** (collectors/probe/stats.py `goodput`; the idea of `--goodput` in SGLang's bench_serving): the highest load level of the
   candidate's sweep at which every latency target holds: p99 TTFT (`ttft_p99_s`), p99 ITL
@@ -28,20 +29,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.probe import stats as spread_rule
+from collectors.probe.report_model import Level
 from collectors.probe.stats import goodput, level_p99, level_value
 
 STABILITY_KEYS = ("error_count", "oom_count", "retraction_count", "crash_count", "queue_above_threshold_s")
 
 
-def cost_at(level: dict[str, Any], usd_per_hour: float | None, *, image: bool) -> float | None:
+def cost_at(level: Level, usd_per_hour: float | None, *, image: bool) -> float | None:
     """USD per 1M output tokens (LLM) or per image at `level`; None without a price or output."""
-    tp = level.get("throughput") or {}
+    tp = level.throughput
     if usd_per_hour is None:
         return None
     if image:
-        per_min = tp.get("images_per_min")
+        per_min = tp.images_per_min
         return usd_per_hour / (float(per_min) * 60.0) if per_min else None
-    tok_s = tp.get("output_tok_s")
+    tok_s = tp.output_tok_s
     return usd_per_hour / (float(tok_s) * 3600.0) * 1e6 if tok_s else None
 
 
@@ -69,14 +71,14 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
         if c.get("status") == "failed":
             c["goodput_rps"] = None
             continue
-        best, why = goodput(c.get("levels") or [], slo, image=image)
+        best, why = goodput([Level.of(lv) for lv in c.get("levels") or []], slo, image=image)
         if best is None:
             c.update(status="slo_missed", reason=why, goodput_rps=None)
             missed.append(c)
             continue
         usd_h = (c.get("scorecard") or {}).get("cost", {}).get("gpu_usd_per_hour")
-        rps = (best.get("throughput") or {}).get("rps")
-        got = (best.get("spread") or {}).get("rps")
+        rps = best.throughput.rps
+        got = best.spread.of("rps") if best.spread is not None else None
         c.update(status="ok", goodput_rps=float(rps) if rps is not None else 0.0,
                  goodput_spread=[float(v) for v in got] if isinstance(got, list) and len(got) == 2 else None,
                  goodput_level=level_value(best), cost_at_goodput=cost_at(best, usd_h, image=image),

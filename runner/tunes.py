@@ -34,6 +34,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from collectors.probe.report_model import SweepReport
 from runner import tune_rank
 from runner.sweeps import Sweeps
 from storage import repo
@@ -141,7 +142,7 @@ class Tunes:
         run = repo.get_probe_run(self.engine, run_id=run_id)
         if run is not None:
             state["workload"] = state.get("workload") or run.fingerprint or None
-            rec["levels"] = list((run.report or {}).get("levels") or [])
+            rec["levels"] = [lv.to_dict() for lv in SweepReport.of(run.report).levels]
         launch = repo.get_launch(self.engine, launch_id=launch_id) if launch_id else None
         if launch is not None and (launch.end_reason or "").startswith(RUNNER_STOPPED):
             raise _Interrupted

@@ -34,6 +34,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from collectors.probe.report_model import SweepReport
 from collectors.probe.trust import run_note
 from config import __version__
 from scorecard import math as sm
@@ -186,20 +187,20 @@ def _probe_parts(engine: Engine, run: ProbeRun | None) -> tuple[
     """(requests, fingerprint detail, images per request, load mode, self-check) of a run."""
     reqs = repo.probe_requests(engine, run_id=run.id) if run is not None and run.id else None
     detail, images_per_request, mode = probe_detail(run)
-    report = (run.report or {}) if run is not None else {}
-    self_checks = [lv.get("self_check") for lv in report.get("levels", []) if lv.get("self_check")]
+    levels = SweepReport.of(run.report if run is not None else None).levels
+    checks = [sc for lv in levels if (sc := lv.self_check) is not None and sc.to_dict()]
     self_check: dict[str, Any] | None = None
-    if self_checks:
-        lags = [c.get("loop_lag_p99_s") for c in self_checks if c.get("loop_lag_p99_s") is not None]
-        cpus = [c.get("client_cpu_pct") for c in self_checks if c.get("client_cpu_pct") is not None]
+    if checks:
+        lags = [c.loop_lag_p99_s for c in checks if c.loop_lag_p99_s is not None]
+        cpus = [c.client_cpu_pct for c in checks if c.client_cpu_pct is not None]
         self_check = {
             "loop_lag_p99_s": max(lags) if lags else None,
             "client_cpu_pct": max(cpus) if cpus else None,
-            "trusted": all(bool(c.get("trusted")) for c in self_checks),
-            "levels": self_checks,
+            "trusted": all(bool(c.trusted) for c in checks),
+            "levels": [c.to_dict() for c in checks],
             # the run's one note in plain words (which levels, lag against its bound), the same
             # sentence Benchmarks and `pitwall probe` print
-            "note": run_note(report.get("levels", [])),
+            "note": run_note(levels),
         }
     elif run is not None:
         self_check = {"trusted": run.trusted}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.probe import stats as probe_stats
+from collectors.probe.report_model import ImageFigures, Level, Stats, Throughput
 from present.format import fmt_value
 from scorecard.compute import SPREAD_KEYS, level_name
 from scorecard.metric_specs import SPECS_BY_KEY, MetricSpec
@@ -168,16 +169,18 @@ def level_deltas(cards: Sequence[Scorecard], kind: str,
     return out
 
 
-def _report_level(lv: dict[str, Any]) -> dict[str, Any]:
-    """A scorecard level in the shape collectors/probe/stats.py goodput reads (a probe report level)."""
-    return {
-        "rate" if lv.get("mode") == "rate" else "concurrency": float(lv["level"]),
-        "ttft_s": {"p99": lv.get("ttft_p99_s")},
-        "itl_s": {"p99": lv.get("itl_p99_s")},
-        "image": {"per_image_s": {"p99": lv.get("image_p99_s")}},
-        "success_rate": lv.get("success_rate"),
-        "throughput": {"rps": lv.get("rps")},
-    }
+def _report_level(lv: dict[str, Any]) -> Level:
+    """A scorecard level as the probe report level collectors/probe/stats.py goodput reads."""
+    value = float(lv["level"])
+    return Level(
+        concurrency=None if lv.get("mode") == "rate" else value,
+        rate=value if lv.get("mode") == "rate" else None,
+        ttft_s=Stats(p99=lv.get("ttft_p99_s")),
+        itl_s=Stats(p99=lv.get("itl_p99_s")),
+        image=ImageFigures(per_image_s=Stats(p99=lv.get("image_p99_s"))),
+        success_rate=lv.get("success_rate"),
+        throughput=Throughput(rps=lv.get("rps")),
+    )
 
 
 def goodput(card: Scorecard) -> dict[str, Any]:

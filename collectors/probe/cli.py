@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 from sqlalchemy.engine import Engine
 
 from collectors.probe.report import format_table, format_workload, public_report
+from collectors.probe.report_model import SweepReport
 from collectors.probe.structured import KINDS, StructuredError, load_spec
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.trust import run_note
@@ -265,25 +266,26 @@ def probe_cli(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     bar.close()
+    typed = SweepReport.from_dict(report)
     if args.json:
-        print(json.dumps(public_report(report), indent=2))
+        print(json.dumps(public_report(typed), indent=2))
         if attached:
-            print(f"pitwall probe: run {report.get('run_id')} {attached}", file=sys.stderr)
+            print(f"pitwall probe: run {typed.run_id} {attached}", file=sys.stderr)
     else:
-        print(f"fingerprint {report['fingerprint']}  run {report.get('run_id') or '(not stored)'}  status {report['status']}")
+        print(f"fingerprint {typed.fingerprint}  run {typed.run_id or '(not stored)'}  status {typed.status}")
         if attached:
-            print(f"run {report.get('run_id')} {attached}")
-        print(format_table(report))
-        note = run_note(report.get("levels") or [])
+            print(f"run {typed.run_id} {attached}")
+        print(format_table(typed))
+        note = run_note(typed.levels)
         if note:
             print(note)
-        extra = format_workload(report)
+        extra = format_workload(typed)
         if extra:
             print(extra)
-        cons = report.get("consistency")
+        cons = typed.consistency
         if cons:
             print(f"consistency vs run {cons['baseline_run_id']}: {cons.get('differing')} of "
                   f"{cons.get('compared')} outputs differ" + (f" ({'; '.join(cons['warnings'])})" if cons.get("warnings") else ""))
-    if report.get("error"):
-        print(f"pitwall probe: {report['error']}", file=sys.stderr)
-    return 0 if report["status"] == "done" else 1
+    if typed.error:
+        print(f"pitwall probe: {typed.error}", file=sys.stderr)
+    return 0 if typed.status == "done" else 1

@@ -48,6 +48,7 @@ from typing import Any
 from collectors.probe import stats as probe_stats
 from collectors.probe.client import RequestRecord
 from collectors.probe.pacing import LevelResult
+from collectors.probe.report_model import SelfCheck, SweepReport
 from collectors.probe.stats import percentile, stats, steady_window
 from collectors.probe.trust import CLIENT_CPU_MAX_PCT, LAG_FLOOR_S, LAG_SHARE_MAX, level_mark
 
@@ -233,24 +234,24 @@ def _window(records: list[RequestRecord]) -> float:
     return max(r.t_end for r in records) - min(r.t_start for r in records)
 
 
-def public_report(full: dict[str, Any]) -> dict[str, Any]:
+def public_report(full: SweepReport | dict[str, Any]) -> dict[str, Any]:
     """Exactly the `pitwall probe --json` shape of the issue, from a full sweep report."""
+    report = SweepReport.of(full)
     levels = []
-    for lv in full.get("levels", []):
-        key = "concurrency" if "concurrency" in lv else "rate"
-        sc = lv["self_check"]
+    for lv in report.levels:
+        key = "rate" if lv.is_rate else "concurrency"
+        sc = lv.self_check or SelfCheck()
         levels.append({
-            key: lv[key], "requests": lv["requests"], "ok": lv["ok"], "errors": lv["errors"],
-            **{k: lv[k] for k in PUBLIC_STAT_KEYS},
-            "throughput": {"rps": lv["throughput"]["rps"],
-                           "output_tok_s": lv["throughput"]["output_tok_s"]},
-            "self_check": {"loop_lag_p99_s": sc["loop_lag_p99_s"],
-                           "client_cpu_pct": sc["client_cpu_pct"], "trusted": sc["trusted"]},
-            **({"image": lv["image"]} if "image" in lv else {}),
-            "spread": lv.get("spread"),
+            key: getattr(lv, key), "requests": lv.requests, "ok": lv.ok, "errors": lv.errors,
+            **{k: getattr(lv, k).to_dict() for k in PUBLIC_STAT_KEYS},
+            "throughput": {"rps": lv.throughput.rps, "output_tok_s": lv.throughput.output_tok_s},
+            "self_check": {"loop_lag_p99_s": sc.loop_lag_p99_s,
+                           "client_cpu_pct": sc.client_cpu_pct, "trusted": sc.trusted},
+            **({"image": lv.image.to_dict() if lv.image is not None else None} if lv.has("image") else {}),
+            "spread": lv.spread.to_dict() if lv.spread is not None else None,
         })
-    out: dict[str, Any] = {"fingerprint": full.get("fingerprint"), "levels": levels}
-    out.update({k: full[k] for k in WORKLOAD_KEYS if full.get(k) is not None})
+    out: dict[str, Any] = {"fingerprint": report.fingerprint, "levels": levels}
+    out.update({k: v for k in WORKLOAD_KEYS if (v := getattr(report, k)) is not None})
     return out
 
 
@@ -258,29 +259,29 @@ def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v * 1000:.1f}"
 
 
-def format_table(full: dict[str, Any]) -> str:
+def format_table(full: SweepReport | dict[str, Any]) -> str:
     """A fixed-width text table of a sweep report (milliseconds for latencies)."""
     head = (f"{'level':>9} {'req':>5} {'ok':>5} {'TTFT p50/p99 ms':>17} {'ITL p50/p99 ms':>16} "
             f"{'TPOT p50 ms':>11} {'E2E p50/p99 ms':>17} {'rps':>8} {'tok/s':>9} trusted")
     lines = [head]
-    for lv in full.get("levels", []):
-        label = f"c={lv['concurrency']}" if "concurrency" in lv else f"r={lv['rate']:g}"
-        tp = lv["throughput"]
-        rps = "-" if tp["rps"] is None else f"{tp['rps']:.2f}"
-        tok = tp.get("output_tok_s")
+    for lv in SweepReport.of(full).levels:
+        label = f"c={lv.concurrency}" if not lv.is_rate else f"r={lv.rate:g}"
+        tp = lv.throughput
+        rps = "-" if tp.rps is None else f"{tp.rps:.2f}"
+        tok = tp.output_tok_s
         tok_s = f"{tok:.1f}" if tok is not None else (
-            f"{tp['images_per_min']:.1f}/m" if tp.get("images_per_min") is not None else "-")
-        trusted = level_mark(lv["self_check"])  # why: one note under the table (`pitwall probe`)
+            f"{tp.images_per_min:.1f}/m" if tp.images_per_min is not None else "-")
+        trusted = level_mark(lv.self_check)  # why: one note under the table (`pitwall probe`)
         lines.append(
-            f"{label:>9} {lv['requests']:>5} {lv['ok']:>5} "
-            f"{_ms(lv['ttft_s']['p50']) + '/' + _ms(lv['ttft_s']['p99']):>17} "
-            f"{_ms(lv['itl_s']['p50']) + '/' + _ms(lv['itl_s']['p99']):>16} "
-            f"{_ms(lv['tpot_s']['p50']):>11} "
-            f"{_ms(lv['e2e_s']['p50']) + '/' + _ms(lv['e2e_s']['p99']):>17} "
+            f"{label:>9} {lv.requests:>5} {lv.ok:>5} "
+            f"{_ms(lv.ttft_s.p50) + '/' + _ms(lv.ttft_s.p99):>17} "
+            f"{_ms(lv.itl_s.p50) + '/' + _ms(lv.itl_s.p99):>16} "
+            f"{_ms(lv.tpot_s.p50):>11} "
+            f"{_ms(lv.e2e_s.p50) + '/' + _ms(lv.e2e_s.p99):>17} "
             f"{rps:>8} {tok_s:>9} {trusted}"
         )
-        if lv["errors"]:
-            lines.append(" " * 10 + "errors: " + ", ".join(f"{k}={n}" for k, n in lv["errors"].items()))
+        if lv.errors:
+            lines.append(" " * 10 + "errors: " + ", ".join(f"{k}={n}" for k, n in lv.errors.items()))
     return "\n".join(lines)
 
 
@@ -288,10 +289,11 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
-def format_workload(full: dict[str, Any]) -> str:
+def format_workload(full: SweepReport | dict[str, Any]) -> str:
     """Lines for the structured / turns / branches blocks of a report ("" when it has none)."""
+    report = SweepReport.of(full)
     lines: list[str] = []
-    st = full.get("structured")
+    st = report.structured
     if st:
         fails = ", ".join(f"{k}={n}" for k, n in st["failures"].items() if n) or "none"
         lines.append(f"structured {st['kind']} (backend {st['grammar_backend'] or '?'}): valid "
@@ -300,8 +302,8 @@ def format_workload(full: dict[str, Any]) -> str:
                      f"{_ms(st['warm_ttft_p50_s'])} ms")
         if st.get("refused"):
             lines.append(f"  refused by the server: {st['refused']['error_kind']} {st['refused']['message']}")
-    for key, step in (("turns", "turn"), ("branches", "branch")):
-        for row in full.get(key) or []:
+    for rows, step in ((report.turns, "turn"), (report.branches, "branch")):
+        for row in rows or []:
             lines.append(f"{step} {row[step]}: {row['requests']} req, TTFT p50/p99 "
                          f"{_ms(row['ttft_p50_s'])}/{_ms(row['ttft_p99_s'])} ms, cache hit "
                          f"{_pct(row['cache_hit_rate'])}, input {row['input_tokens']} tok")

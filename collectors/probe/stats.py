@@ -45,6 +45,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from collectors.probe.report_model import Level
+
 REPEATS = 3
 MIN_PER_SLICE = 3
 #: below this relative difference no verdict is made even when both spreads are narrower
@@ -251,47 +253,49 @@ def describe(spread: Spread | Sequence[float] | None, fmt: Callable[[float], str
     return f"{fmt(lo)}–{fmt(hi)} over the level's repeats"
 
 
-def level_p99(level: dict[str, Any], key: str) -> float | None:
+#: a probe report level, typed or as stored (collectors/probe/report_model.py reads the dict)
+LevelLike = TypeVar("LevelLike", Level, dict[str, Any])
+
+
+def level_p99(level: Level | dict[str, Any], key: str) -> float | None:
     """The p99 (s) of a report level's `key` block (`ttft_s`, `itl_s`; "image": per image)."""
-    if key == "image":
-        block = (level.get("image") or {}).get("per_image_s") or {}
-    else:
-        block = level.get(key) or {}
-    v = block.get("p99")
-    return float(v) if isinstance(v, (int, float)) else None
+    return Level.of(level).p99(key)
 
 
-def level_value(level: dict[str, Any]) -> float:
+def level_value(level: Level | dict[str, Any]) -> float:
     """The load level of a report level: its concurrency, or its request rate."""
-    for key in ("concurrency", "rate"):
-        if isinstance(level.get(key), (int, float)):
-            return float(level[key])
+    lv = Level.of(level)
+    for v in (lv.concurrency, lv.rate):
+        if isinstance(v, (int, float)):
+            return float(v)
     return 0.0
 
 
-def level_misses(level: dict[str, Any], slo: dict[str, float], *, image: bool) -> list[str]:
+def level_misses(level: Level | dict[str, Any], slo: dict[str, float], *, image: bool) -> list[str]:
     """What a report level misses of the SLO targets, one phrase each (empty: it meets them)."""
+    lv = Level.of(level)
     misses = []
     checks = [("image_p99_s", "image", "per-image p99")] if image else list(LATENCY_TARGETS)
     for target_key, report_key, label in checks:
         target = slo.get(target_key)
         if target is None:
             continue
-        value = level_p99(level, report_key)
+        value = lv.p99(report_key)
         if value is None:
             misses.append(f"{label} not measured")
         elif value > target:
             misses.append(f"{label} {value * 1000:.0f} ms > {target * 1000:.0f} ms")
     want_ok = slo.get("success_rate")
-    rate = level.get("success_rate")
+    rate = lv.success_rate
     if want_ok is not None and (rate is None or float(rate) < want_ok):
         misses.append(f"success rate {float(rate or 0) * 100:.1f} % < {want_ok * 100:.1f} %")
     return misses
 
 
-def goodput(levels: list[dict[str, Any]], slo: dict[str, float], *, image: bool
-            ) -> tuple[dict[str, Any] | None, str]:
-    """(the highest level meeting the SLO or None, why none does: the misses of the lowest)."""
+def goodput(levels: Sequence[LevelLike], slo: dict[str, float], *, image: bool
+            ) -> tuple[LevelLike | None, str]:
+    """(the highest level meeting the SLO or None, why none does: the misses of the lowest); the
+    level given back is the one passed in."""
     ordered = sorted(levels, key=level_value)
     best = None
     for lv in ordered:

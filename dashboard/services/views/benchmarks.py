@@ -7,7 +7,8 @@ Flow (pages never do slow work: README.md, "How it fits together"):
    from ProbeRun.progress (0..1, finished requests / planned requests) into Intent.progress).
 3. The page reads ProbeRun rows (`list_runs`, `curves`, `tradeoff`) and draws them.
 
-Figures per level come from ProbeRun.report["levels"] (collectors/probe/report.py): latencies in
+Figures per level come from the run's report read as typed Levels (collectors/probe/report_model.py;
+the figures are collectors/probe/report.py's): latencies in
 seconds ({p50, p95, p99, mean, max}), throughput.output_tok_s and .rps, self_check.trusted; an
 image server's runs (Server.kind "image", the images API) add the `image` block: per-image
 latency and seconds per denoising step (seconds), and throughput.images_per_min.
@@ -25,6 +26,7 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from collectors.probe import trust
+from collectors.probe.report_model import ImageFigures, Level, SelfCheck, Stats, SweepReport
 from present import shown
 from storage import repo
 from storage.models import Intent, ProbeRun
@@ -33,8 +35,8 @@ POLL_S = 1.0
 PROMPT_SETS = ("builtin", "synthetic", "shared-prefix")
 LATENCY_KEYS = {"ttft_s": "TTFT", "itl_s": "ITL", "tpot_s": "TPOT", "e2e_s": "E2E"}
 IMAGE_SIZES = ("512x512", "768x768", "1024x1024", "1328x1328")
-#: curve metric -> (block, key) in a level's report: image runs only, seconds
-IMAGE_KEYS = {"per_image_s": ("image", "per_image_s"), "s_per_step": ("image", "inference_s_per_step")}
+#: curve metric -> the block of a level's image figures (report_model.ImageFigures): image runs only, seconds
+IMAGE_KEYS = {"per_image_s": "per_image_s", "s_per_step": "inference_s_per_step"}
 
 
 class SweepRequestError(ValueError):
@@ -209,8 +211,8 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
         spec = r.spec or {}
         wl = spec.get("workload") or {}
         levels = _levels(r)
-        sent = sum(int(lv.get("requests") or 0) for lv in levels)
-        ok = sum(int(lv.get("ok") or 0) for lv in levels)
+        sent = sum(int(lv.requests or 0) for lv in levels)
+        ok = sum(int(lv.ok or 0) for lv in levels)
         rows.append(
             {
                 "id": r.id,
@@ -243,12 +245,12 @@ def _workload_label(api: str | None, wl: dict[str, Any]) -> str:
     return f"{wl.get('image_size', '?')}, {steps}" + (f", {n} images" if n > 1 else "")
 
 
-def _levels(run: ProbeRun) -> list[dict[str, Any]]:
-    return list((run.report or {}).get("levels") or [])
+def _levels(run: ProbeRun) -> list[Level]:
+    return SweepReport.of(run.report).levels
 
 
-def _level_value(lv: dict[str, Any]) -> float | None:
-    v = lv.get("concurrency", lv.get("rate"))
+def _level_value(lv: Level) -> float | None:
+    v = lv.rate if lv.is_rate else lv.concurrency
     return float(v) if v is not None else None
 
 
@@ -269,22 +271,21 @@ def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
         named = (lambda what: what) if len(run_ids) == 1 else (lambda what, lb=label: f"{lb} · {what}")
         for lv in _levels(run):
             level = _level_value(lv)
-            trusted = bool((lv.get("self_check") or {}).get("trusted", False))
+            trusted = bool(lv.trusted)
             for key, short in LATENCY_KEYS.items():
-                st = lv.get(key) or {}
+                st: Stats = getattr(lv, key)
                 for p in ("p50", "p95", "p99"):
-                    if st.get(p) is not None:
-                        rows.append((rid, named(f"{short} {p}"), level, key, p, float(st[p]), trusted))
-            tp = lv.get("throughput") or {}
+                    if (v := getattr(st, p)) is not None:
+                        rows.append((rid, named(f"{short} {p}"), level, key, p, float(v), trusted))
             for key in ("output_tok_s", "rps", "images_per_min"):
-                if tp.get(key) is not None:
-                    rows.append((rid, label, level, key, "-", float(tp[key]), trusted))
-            for key, (block, field) in IMAGE_KEYS.items():
-                st = (lv.get(block) or {}).get(field) or {}
+                if (v := getattr(lv.throughput, key)) is not None:
+                    rows.append((rid, label, level, key, "-", float(v), trusted))
+            for key, block in IMAGE_KEYS.items():
+                st = getattr(lv.image, block) if lv.image is not None else Stats()
                 for p in ("p50", "p99"):
-                    if st.get(p) is not None:
+                    if (v := getattr(st, p)) is not None:
                         # one metric a chart (its title names it): the series is run and stat
-                        rows.append((rid, named(p), level, key, p, float(st[p]), trusted))
+                        rows.append((rid, named(p), level, key, p, float(v), trusted))
     return pd.DataFrame(rows, columns=["run", "series", "level", "metric", "stat", "value", "trusted"])
 
 
@@ -297,12 +298,10 @@ def tradeoff(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
             continue
         label = run.name or f"run {rid}"
         for lv in _levels(run):
-            tok = (lv.get("throughput") or {}).get("output_tok_s")
-            p99 = (lv.get("ttft_s") or {}).get("p99")
+            tok, p99 = lv.throughput.output_tok_s, lv.ttft_s.p99
             if tok is None or p99 is None:
                 continue
-            trusted = bool((lv.get("self_check") or {}).get("trusted", False))
-            rows.append((label, _level_value(lv), float(tok), float(p99), trusted))
+            rows.append((label, _level_value(lv), float(tok), float(p99), bool(lv.trusted)))
     return pd.DataFrame(rows, columns=["series", "level", "output_tok_s", "ttft_p99_s", "trusted"])
 
 
@@ -310,28 +309,29 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
     """Per-level figures of one run for a table (base units; the page formats them)."""
     rows = []
     for lv in _levels(run):
-        sc = lv.get("self_check") or {}
-        tp = lv.get("throughput") or {}
+        sc = lv.self_check or SelfCheck()
+        tp = lv.throughput
+        image = lv.image or ImageFigures()
         rows.append(
             {
                 "level": _level_value(lv),
-                "requests": lv.get("requests"),
-                "ok": lv.get("ok"),
-                "success_rate": lv.get("success_rate"),
-                "ttft_p50_s": (lv.get("ttft_s") or {}).get("p50"),
-                "ttft_p99_s": (lv.get("ttft_s") or {}).get("p99"),
-                "itl_p50_s": (lv.get("itl_s") or {}).get("p50"),
-                "e2e_p99_s": (lv.get("e2e_s") or {}).get("p99"),
-                "output_tok_s": tp.get("output_tok_s"),
-                "rps": tp.get("rps"),
-                "per_image_p50_s": ((lv.get("image") or {}).get("per_image_s") or {}).get("p50"),
-                "per_image_p99_s": ((lv.get("image") or {}).get("per_image_s") or {}).get("p99"),
-                "s_per_step_p50": ((lv.get("image") or {}).get("inference_s_per_step") or {}).get("p50"),
-                "images_per_min": tp.get("images_per_min"),
-                "trusted": sc.get("trusted"),
+                "requests": lv.requests if lv.has("requests") else None,
+                "ok": lv.ok if lv.has("ok") else None,
+                "success_rate": lv.success_rate,
+                "ttft_p50_s": lv.ttft_s.p50,
+                "ttft_p99_s": lv.ttft_s.p99,
+                "itl_p50_s": lv.itl_s.p50,
+                "e2e_p99_s": lv.e2e_s.p99,
+                "output_tok_s": tp.output_tok_s,
+                "rps": tp.rps,
+                "per_image_p50_s": image.per_image_s.p50,
+                "per_image_p99_s": image.per_image_s.p99,
+                "s_per_step_p50": image.inference_s_per_step.p50,
+                "images_per_min": tp.images_per_min,
+                "trusted": sc.trusted,
                 "trust": trust.level_mark(sc),
-                "why_not_trusted": "; ".join(sc.get("reasons") or []),
-                "errors": ", ".join(f"{k}={n}" for k, n in (lv.get("errors") or {}).items()),
+                "why_not_trusted": "; ".join(sc.reasons or []),
+                "errors": ", ".join(f"{k}={n}" for k, n in (lv.errors or {}).items()),
             }
         )
     return pd.DataFrame(rows)
@@ -340,9 +340,8 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
 def step_table(run: ProbeRun) -> pd.DataFrame:
     """Per-turn (multi-turn) or per-branch (fork) rows of a run's report, with a `step` label
     column ("turn 1", "branch 2"); empty for other workloads."""
-    report = run.report or {}
-    for key, name in (("turns", "turn"), ("branches", "branch")):
-        rows = report.get(key) or []
+    report = SweepReport.of(run.report)
+    for rows, name in ((report.turns or [], "turn"), (report.branches or [], "branch")):
         if rows:
             df = pd.DataFrame(rows)
             df.insert(0, "step", [f"{name} {r.get(name)}" for r in rows])
