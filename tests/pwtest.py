@@ -174,23 +174,30 @@ def collect_measured(duration_s: int, env: dict[str, str], give_up_s: float):  #
 
 
 # `make test` runs the suite on several pytest-xdist workers: each worker takes whole groups of
-# tests, one at a time (test_group). A group is the test's file (a module's fixtures, one
-# PostgreSQL cluster, one demo, start once on one worker), except that the whole real-SGLang tier
-# is one group (one worker starts its servers one after another: two at once would not fit the
-# host's cores and memory) and so are the browser tests (each drives a demo and Chromium; they
-# paint on the same cores one at a time): tests/conftest.py's scheduler hook. tests/foundation/test_markers.py checks that every file
-# marked `browser` or `real_sglang` falls in its group. (xdist's own `--dist loadgroup` cannot be
-# used: it renames items through `item._nodeid`, which pytest 9 no longer reads.)
-SERIAL_GROUPS = {
-    "real_sglang": ("tests/real_sglang/", "tests/launch/test_real_parser_validation.py"),
-    "browser": ("tests/browser/", "_browser.py"),
+# tests, one at a time (test_group; tests/conftest.py's scheduler hook). A group is the test's file
+# (a module's fixtures, one PostgreSQL cluster, one demo, start once on one worker), except:
+# - the whole real-SGLang tier is one group: one worker starts its servers one after another (two
+#   at once would not fit the host's cores and memory);
+# - the browser tests are two groups, each file after file on one worker, so that at most two
+#   demos and two Chromiums paint on the host's cores at once: the long page flows (the image
+#   flow, the sweep and relaunch end to end: about 9 minutes on a 2-core host) and the rest (about
+#   8). One group of all of them was the suite's long pole (16 of its 19 minutes).
+# tests/foundation/test_markers.py checks that every file marked `browser` or `real_sglang` falls
+# in a group of that marker. (xdist's own `--dist loadgroup` cannot be used: it renames items
+# through `item._nodeid`, which pytest 9 no longer reads.)
+#: group -> (the marker its files carry, path forms: a folder "x/", else a path's ending); the
+#: first group a path matches is its group
+SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "real_sglang": ("real_sglang", ("tests/real_sglang/", "tests/launch/test_real_parser_validation.py")),
+    "browser-flows": ("browser", ("tests/browser/test_image_browser.py", "tests/browser/test_dashboard_e2e.py")),
+    "browser": ("browser", ("tests/browser/", "_browser.py")),
 }
 
 
 def test_group(nodeid: str) -> str:
     """The xdist work unit a test belongs to: a SERIAL_GROUPS name, else its file."""
     path = nodeid.split("::", 1)[0]
-    for group, forms in SERIAL_GROUPS.items():
+    for group, (_, forms) in SERIAL_GROUPS.items():
         if any(path.startswith(f) if f.endswith("/") else path.endswith(f) for f in forms):
             return group
     return path

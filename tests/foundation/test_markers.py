@@ -138,17 +138,20 @@ def test_make_test_fast_leaves_out_those_markers_and_slow() -> None:
 
 
 def test_every_browser_and_real_sglang_file_runs_in_its_serial_group() -> None:
-    """`make test`'s workers run the browser tests one file at a time, and the real-SGLang tier
-    too (tests/conftest.py test_group): a file carrying either marker outside its group's paths
-    would run beside another and share the cores it paints or serves on."""
+    """`make test`'s workers run the browser tests in two groups and the real-SGLang tier in one,
+    each group one file at a time (pwtest.test_group): a file carrying either marker outside a
+    group of that marker would run beside the others and share the cores they paint or serve on."""
     stray = []
     for path in sorted(TESTS.rglob("test_*.py")):
         tree = ast.parse(path.read_text())
         marks = _module_marks(path, tree) | {m for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef)
                                               and fn.name.startswith("test") for m in _marks(fn)}
         rel = path.relative_to(REPO).as_posix()
-        for group in SERIAL_GROUPS:
-            if group in marks and test_group(f"{rel}::t") != group:
-                stray.append(f"{rel} is marked {group} but runs in group {test_group(rel + '::t')}")
+        group = test_group(f"{rel}::t")
+        for marker in {m for m, _ in SERIAL_GROUPS.values()} & marks:
+            if SERIAL_GROUPS.get(group, ("",))[0] != marker:
+                stray.append(f"{rel} is marked {marker} but runs in group {group}")
     assert not stray, stray
     assert test_group("tests/storage/test_storage.py::test_x") == "tests/storage/test_storage.py"
+    assert test_group("tests/browser/test_image_browser.py::t") == "browser-flows"
+    assert test_group("tests/export/test_export_browser.py::t") == "browser"
