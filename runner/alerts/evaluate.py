@@ -26,6 +26,7 @@ class Verdict:
     active: bool
     value: float | None  # the figure behind it (burn rate, aggregate, count, seconds silent)
     summary: str  # one sentence with the figure and the target
+    known: bool = True  # False: nothing to judge (no sample in the window): the alert keeps its state
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,14 @@ def aggregate(values: Sequence[float], agg: str) -> float | None:
 
 
 def threshold(values: Sequence[float], *, agg: str, op: str, value: float, what: str) -> Verdict:
-    """The window's aggregate against `value`; no sample in the window is not active."""
+    """The window's aggregate against `value`. No sample in the window is no verdict (`known`
+    False): a firing alert stays firing and a pending one pending until a sample says otherwise,
+    so a sampler slowed by the incident itself (a canary whose requests take longer than the
+    window) does not resolve and re-fire the alert with every gap; a server that sends nothing at
+    all is the `no_sample` rule's."""
     figure = aggregate(values, agg)
     if figure is None:
-        return Verdict(False, None, f"{what}: no sample in the window")
+        return Verdict(False, None, f"{what}: no sample in the window", known=False)
     return Verdict(_OPS[op](figure, value), figure, f"{what} {agg} is {figure:.4g} (alert when {op} {value:g})")
 
 

@@ -8,6 +8,9 @@ from nothing -> pending -> firing -> resolved, and says what to notify.
 - firing, no longer active: `resolved` (resolved_at), notify "resolved" when "firing" was sent;
 - firing, still active: notify "firing" again after `repeat_s` (a reminder), or when a silence
   that held the first notification back has ended.
+- no verdict (`Verdict.known` False: a threshold's window holds no sample): nothing starts, a
+  pending episode stays pending (its `for_s` is not counted as met), a firing one stays firing
+  (reminders go on).
 A silenced alert changes state like any other; only its notifications are held back.
 """
 
@@ -30,6 +33,11 @@ def advance(prev: AlertState | None, verdict: Verdict, *, fresh: AlertState, now
             repeat_s: float, silenced: bool) -> Step:
     """The next state of one alert. `fresh` carries the labels, annotations and severity of this
     evaluation (used for a new episode, and refreshed on an open one)."""
+    if prev is not None and not verdict.known:
+        prev.last_eval_at, prev.summary = now, verdict.summary
+        if prev.state == "firing" and (prev.notified_at is None or now - prev.notified_at >= repeat_s):
+            return _maybe_notify(prev, now, silenced)
+        return Step(prev, None, None)
     if prev is None:
         if not verdict.active:
             return Step(None, None, None)

@@ -125,6 +125,32 @@ def test_lifecycle_resolve_and_reminders() -> None:
     assert advance(q.save, no, fresh=fresh(), now=NOW + 5, for_s=0, repeat_s=100, silenced=True).notify is None
 
 
+def test_no_sample_in_the_window_keeps_the_alert_as_it_is() -> None:
+    """A gap in the samples (a canary slowed by the incident it reports) neither resolves a firing
+    alert nor drops a pending one, nor starts one; the next sample decides."""
+    yes, no = ev.Verdict(True, 1.0, "on"), ev.Verdict(False, 0.0, "off")
+    gap = ev.threshold([], agg="last", op=">", value=0.3, what="canary.ttft_s")
+    assert gap.known is False and gap.active is False and "no sample" in gap.summary
+
+    def fresh() -> AlertState:
+        return AlertState(rule="r", fingerprint="r:1")
+
+    assert advance(None, gap, fresh=fresh(), now=NOW, for_s=0, repeat_s=100, silenced=False).save is None
+    firing = advance(None, yes, fresh=fresh(), now=NOW, for_s=0, repeat_s=100, silenced=False).save
+    assert firing is not None and firing.state == "firing"
+    kept = advance(firing, gap, fresh=fresh(), now=NOW + 1, for_s=0, repeat_s=100, silenced=False)
+    assert kept.save is not None and kept.save.state == "firing" and kept.notify is None
+    reminder = advance(kept.save, gap, fresh=fresh(), now=NOW + 100, for_s=0, repeat_s=100, silenced=False)
+    assert reminder.notify == "firing"
+    done = advance(reminder.save, no, fresh=fresh(), now=NOW + 101, for_s=0, repeat_s=100, silenced=False)
+    assert done.save is not None and done.save.state == "resolved" and done.notify == "resolved"
+    # pending: kept through the gap (not dropped, not promoted by it)
+    pending = advance(None, yes, fresh=fresh(), now=NOW, for_s=10, repeat_s=100, silenced=False).save
+    assert pending is not None and pending.state == "pending"
+    held = advance(pending, gap, fresh=fresh(), now=NOW + 20, for_s=10, repeat_s=100, silenced=False)
+    assert held.save is not None and held.save.state == "pending" and held.drop is None
+
+
 @pytest.mark.parametrize("raw,needle", [
     ({"name": "x"}, "kind is missing"),
     ({"name": "x", "kind": "nope"}, "expected one of burn_rate"),
