@@ -114,3 +114,46 @@ def test_the_homes_still_export_the_moved_classes() -> None:
     from storage.db import SchemaError
 
     assert CollectorError is errors.CollectorError and SchemaError is errors.SchemaError
+
+
+def _error(dotted: str, *args: object) -> Exception:
+    module, _, name = dotted.rpartition(".")
+    cls: type[Exception] = getattr(importlib.import_module(module), name)
+    return cls(*args)
+
+
+@pytest.mark.parametrize(("dotted", "args", "code"), [
+    ("config.settings.SettingsError", ("port must be an integer.",), 2),
+    ("cli.common.CliError", ("No server named 'a'; see `pitwall status`.",), 1),
+    ("cli.common.CliError", ("Not a Pitwall database.", 2), 2),
+    ("runner.lease.LeaseHeld", ("Another runner holds host h; stop it first.",), 1),
+    ("launching.profiles.ProfileError", ("p.toml: flags must be a table.",), 2),
+    ("storage.errors.SchemaError", ("Not a Pitwall database.",), 2),
+])
+def test_main_prints_any_pitwall_error_as_one_line_with_its_code(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        dotted: str, args: tuple[object, ...], code: int) -> None:
+    """`pitwall` catches PitwallError once: one line on stderr, the error's exit status, no
+    traceback, whichever family reaches it (here a subcommand that lets one through)."""
+    from cli import main as cli_main
+
+    exc = _error(dotted, *args)
+
+    def boom(_argv: list[str]) -> int:
+        raise exc
+
+    monkeypatch.setitem(cli_main.DELEGATED, "boom", ("raises", boom))
+    assert cli_main.main(["boom"]) == code
+    assert capsys.readouterr().err == f"pitwall: {exc}\n"
+
+
+def test_main_masks_a_secret_in_the_line(monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from cli import main as cli_main
+
+    def boom(_argv: list[str]) -> int:
+        raise errors.SchemaError("postgresql://pitwall:hunter2@db/pitwall is not a Pitwall database.")
+
+    monkeypatch.setitem(cli_main.DELEGATED, "boom", ("raises", boom))
+    assert cli_main.main(["boom"]) == 2
+    assert "hunter2" not in capsys.readouterr().err
