@@ -7,7 +7,8 @@ block and exiting, so `parse_args` prints one line that points at the command's 
 (`pitwall export` and `pitwall export --fleet` use it). `open_db` is how every subcommand opens
 the database: a locked, missing, unreadable or too new database is a `CliError` whose message is
 one line a person can act on (the URL's secrets masked), which each command prints after its own
-prefix ("pitwall export: ..."). `CliError.code` is the exit status.
+prefix ("pitwall export: ..."). `CliError.code` is the exit status, as every PitwallError's
+(storage/errors.py): `main` prints any of them as one line and exits with its code.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import argparse
 import re
 import sys
 from typing import TYPE_CHECKING
+
+from storage.errors import PitwallError, RequestError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -41,8 +44,10 @@ class Parser(argparse.ArgumentParser):
         raise Usage(message)
 
 
-class Usage(Exception):
-    pass
+class Usage(RequestError):
+    """A command line of the wrong form; the message is argparse's, `parse_args` adds the hint."""
+
+    code = 2
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str], hint: str) -> argparse.Namespace | int:
@@ -56,8 +61,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str], hint: str) -> a
         return int(exc.code or 0)
 
 
-class CliError(Exception):
-    """A failure to report as one line; `code` is the exit status."""
+class CliError(PitwallError):
+    """A failure to report as one line; `code` is the exit status (EXIT_FAIL unless given)."""
 
     def __init__(self, message: str, code: int = EXIT_FAIL) -> None:
         super().__init__(message)

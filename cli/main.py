@@ -24,7 +24,8 @@ from collections.abc import Callable
 
 from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, open_db
 from config import __version__
-from config.settings import REPO_ROOT, Settings, SettingsError, load_settings
+from config.settings import REPO_ROOT, Settings, load_settings
+from storage.errors import PitwallError
 
 RUNNER_STOP_TIMEOUT_S = 120.0
 
@@ -243,10 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         settings = load_settings()
         return COMMANDS[args.command](args, settings)
-    except SettingsError as exc:
-        print(f"pitwall: {_shown(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    except CliError as exc:
+    except PitwallError as exc:  # a bad setting exits 2 (EXIT_USAGE), a CliError its own code
         print(f"pitwall: {_shown(exc)}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:

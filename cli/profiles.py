@@ -24,20 +24,16 @@ from sqlalchemy.engine import Engine
 
 from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, open_db
 from present.format import request_label
+from storage.errors import PitwallError
 from storage.redact import redact_obj, redact_text
 
 
 def _run(func: Callable[[], int]) -> int:
-    from config.settings import SettingsError
-
     try:
         return func()
-    except CliError as exc:
+    except PitwallError as exc:  # a bad setting exits 2 (EXIT_USAGE), a CliError its own code
         print(f"pitwall: {redact_text(str(exc))}", file=sys.stderr)
         return exc.code
-    except SettingsError as exc:
-        print(f"pitwall: {redact_text(str(exc))}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
 

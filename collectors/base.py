@@ -1,5 +1,6 @@
-"""The collector protocol, the row types collectors emit, CollectorError, and the Engine
-description (what one inference engine, e.g. SGLang, provides to the runner and the launcher).
+"""The collector protocol, the row types collectors emit, CollectorError (defined with Pitwall's
+other error families in storage/errors.py) and the Engine description (what one inference engine,
+e.g. SGLang, provides to the runner and the launcher).
 
 A collector is a small object with a `name`, an `interval_s` and a `poll(ctx)` method that returns
 a `PollResult` (samples + events). The runner (runner/loop.py) calls `poll` on the collector's
@@ -18,11 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from storage.errors import CollectorError as CollectorError  # its home; importable from here too
 from storage.kinds import EVENT_KINDS
-
-
-class CollectorError(Exception):
-    """A failure a person can act on; the message is one sentence saying what to do."""
 
 
 @dataclass(slots=True)

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from storage.errors import CollectorError
+
 #: Raw field keys read per GPU, in NVML's units (the suffix names the unit).
 RAW_FIELDS: tuple[str, ...] = (
     "name",
@@ -84,7 +86,7 @@ POWER_REASONS = REASON_SW_POWER_CAP | REASON_HW_POWER_BRAKE
 THERMAL_REASONS = REASON_SW_THERMAL | REASON_HW_THERMAL | REASON_HW_SLOWDOWN
 
 
-class NvmlUnavailable(Exception):
+class NvmlUnavailable(CollectorError):
     """NVML cannot be used on this host (no driver, no library, no permission)."""
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from storage.errors import ConfigError
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -34,7 +36,7 @@ def demo_dcgm_urls(demo_port: int) -> list[str]:
     return [f"http://127.0.0.1:{demo_port + i + DEMO_DCGM_PORT_OFFSET}/metrics" for i in (0, 1)]
 
 
-class SettingsError(ValueError):
+class SettingsError(ConfigError, ValueError):
     """A setting has the wrong form; the message names the key and the expected form."""
 
 

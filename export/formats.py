@@ -63,6 +63,7 @@ from scorecard.metric_specs import (
 )
 from scorecard.model import SCHEMA_PATH, SCHEMA_VERSION, Scorecard
 from storage import repo
+from storage.errors import RequestError
 from storage.files import private_dir
 from storage.redact import redact_text
 
@@ -87,7 +88,7 @@ CSV_COLUMNS = ("scorecard", "server", "launch_id", "run_id", "fingerprint", "dim
                "note", "resolution")
 
 
-class ExportError(ValueError):
+class ExportError(RequestError, ValueError):
     """An export that cannot be written; the message says what to do."""
 
 

@@ -48,6 +48,7 @@ from present.format import request_label
 from runner import procs
 from runner.launch_plan import LaunchPlan, PlanError
 from storage import repo
+from storage.errors import RequestError
 from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES
 from storage.models import Intent, Launch, Server
 
@@ -88,7 +89,7 @@ def entry_module(entrypoint: str) -> str:
     return "sglang.cli.main" if entrypoint == "sglang serve" else entrypoint
 
 
-class LauncherError(ValueError):
+class LauncherError(RequestError, ValueError):
     """A request cannot be recorded (unknown server, busy, read-only); one sentence."""
 
 

@@ -31,6 +31,7 @@ import tomli_w
 from sqlalchemy.engine import Engine
 
 from storage import repo
+from storage.errors import ConfigError
 from storage.models import Profile
 
 TOP_KEYS = ("name", "description", "model_path", "entrypoint", "flags", "env")
@@ -38,7 +39,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 ENTRYPOINT_RE = re.compile(r"^(sglang serve|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)$")
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError, ValueError):
     """A profile file is malformed; the message names the file and what to fix."""
 
 

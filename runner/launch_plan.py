@@ -13,12 +13,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from storage.errors import LaunchRefused
 from storage.models import Server
 
 EXCERPT_LINES = 30
 
 
-class PlanError(Exception):
+class PlanError(LaunchRefused):
     """The planner refused to start (bad flag, port in use, ...): one sentence + event kind."""
 
     def __init__(self, message: str, kind: str = "bad_cli_flag", detail: str | None = None) -> None:

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
 from storage import repo
+from storage.errors import HeldElsewhere
 from storage.models import Lease as LeaseRow
 
 LEASE_TTL_S = 15.0
@@ -40,7 +41,7 @@ RENEW_EVERY_S = 2.0
 log = logging.getLogger("pitwall.runner")
 
 
-class LeaseHeld(RuntimeError):
+class LeaseHeld(HeldElsewhere, RuntimeError):
     """Another runner holds this host's lease in this database; the message names it."""
 
 

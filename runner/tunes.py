@@ -38,6 +38,7 @@ from collectors.probe.report_model import SweepReport
 from runner import tune_rank
 from runner.sweeps import Sweeps
 from storage import repo
+from storage.errors import Interrupted
 from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES, request_label
 from storage.models import Intent, Server
 
@@ -49,7 +50,7 @@ POLL_S = 0.3
 RUNNER_STOPPED = "runner stopped"  # the supervisor's end reason of a launch it stopped at shutdown
 
 
-class _Interrupted(Exception):
+class _Interrupted(Interrupted):
     """The runner is stopping: leave the tune `running` for the next runner to resume."""
 
 

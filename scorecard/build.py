@@ -50,6 +50,7 @@ from scorecard.model import Scorecard
 from scorecard.window_reads import WindowReads
 from storage import repo
 from storage import series_keys as sk
+from storage.errors import RequestError
 from storage.models import Launch, ProbeRun, Server
 from storage.redact import redact_argv, redact_obj, redact_text, redact_url
 
@@ -66,7 +67,7 @@ SERIES_POINTS = 240
 EVENT_LIMIT = 200
 
 
-class ScorecardError(ValueError):
+class ScorecardError(RequestError, ValueError):
     """The scorecard cannot be built (unknown server, run or launch); says what to do."""
 
 

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 
 from collectors.probe.images import decode_thumb
 from storage import repo
+from storage.errors import RequestError
 
 SSIM_WIN = 7
 K1, K2, DATA_RANGE = 0.01, 0.03, 255.0
@@ -34,7 +35,7 @@ SAME, DIFFERENT, MISSING, NOT_COMPARABLE = ("same picture", "different picture",
                                             "not comparable")
 
 
-class ImageCheckError(ValueError):
+class ImageCheckError(RequestError, ValueError):
     """The two runs cannot be checked against each other; the message says why and what to do."""
 
 

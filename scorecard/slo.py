@@ -34,6 +34,7 @@ from sqlalchemy.engine import Engine
 
 from scorecard.metric_specs import DIMENSIONS, SPECS_BY_KEY
 from storage import repo
+from storage.errors import ConfigError
 
 STATE_KEY = "scorecard:slo"
 DEFAULT_WARN_MARGIN = 0.10
@@ -54,7 +55,7 @@ DEFAULT_TARGETS: dict[str, dict[str, float]] = {
 }
 
 
-class SloError(ValueError):
+class SloError(ConfigError, ValueError):
     """An [slo] entry has the wrong form; the message names it and the expected form."""
 
 

@@ -32,13 +32,10 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlmodel import SQLModel, create_engine
 
 from storage import models
+from storage.errors import SchemaError as SchemaError  # its home; importable from here too
 from storage.files import private_sqlite
 
 BUSY_TIMEOUT_MS = 10_000
-
-
-class SchemaError(RuntimeError):
-    """The database cannot be used by this Pitwall; the message says what to do."""
 
 
 def sqlite_path(url: str) -> Path | None:

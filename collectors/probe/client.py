@@ -58,6 +58,7 @@ from collectors.probe.sse import (
     parse_full_response,
     parse_image_response,
 )
+from storage.errors import CollectorError
 
 MAX_ERROR_BODY = 2048
 
@@ -183,7 +184,7 @@ MAX_SSE_LINE_BYTES = 1 << 20  # one SSE line (a cumulative /generate chunk is ~t
 MAX_RESPONSE_BYTES = 64 << 20  # one whole streamed response
 
 
-class TooLarge(Exception):
+class TooLarge(CollectorError):
     """A streamed answer passed MAX_SSE_LINE_BYTES per line or MAX_RESPONSE_BYTES in total."""
 
 

@@ -18,13 +18,15 @@ import base64
 import io
 from typing import Any
 
+from storage.errors import CollectorError
+
 CHECK_PROMPTS = 8
 THUMB_MAX_SIDE = 256
 MAX_THUMB_BYTES = 160 << 10
 MAX_DECODE_PIXELS = 4096 * 4096
 
 
-class ImageDecodeError(ValueError):
+class ImageDecodeError(CollectorError, ValueError):
     """The server's image bytes could not be read as an image."""
 
 

@@ -26,12 +26,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from storage.errors import CollectorError
 
-class InvalidResponse(ValueError):
+
+class InvalidResponse(CollectorError, ValueError):
     """The body is not the SSE / JSON shape the API promises."""
 
 
-class ServerStreamError(RuntimeError):
+class ServerStreamError(CollectorError, RuntimeError):
     """The server reported an error inside a 200 stream; `kind` is the error kind to record."""
 
     def __init__(self, kind: str, message: str) -> None:

@@ -30,6 +30,8 @@ from typing import Any
 
 import jsonschema
 
+from storage.errors import RequestError
+
 KINDS = ("json-schema", "regex", "ebnf")
 FAILURES = ("truncated", "invalid_json", "schema_mismatch", "regex_mismatch")
 MAX_SPEC_BYTES = 256 * 1024
@@ -54,7 +56,7 @@ DEFAULT_PATTERN = r"(yes|no), confidence [1-9][0-9]?%"
 DEFAULT_EBNF = 'root ::= "answer: " ("yes" | "no") ", because " [a-z ]+ "."'
 
 
-class StructuredError(ValueError):
+class StructuredError(RequestError, ValueError):
     """A constraint that cannot be used; the message says what to fix."""
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.probe import structured
+from storage.errors import RequestError
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 BUILTIN_SETS = ("builtin", "synthetic", "shared-prefix", "multi-turn", "fork")
@@ -58,7 +59,7 @@ _WORDS = (
 ).split()
 
 
-class WorkloadError(ValueError):
+class WorkloadError(RequestError, ValueError):
     """A workload that cannot be built; the message says what to fix."""
 
 

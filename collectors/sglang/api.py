@@ -62,7 +62,7 @@ SOURCE = "api"
 WAIT_S = 2.0  # a poll waits this long for its servers; a slower one is handed in by a later poll
 
 
-class _NotFound(Exception):
+class _NotFound(CollectorError):
     pass
 
 

@@ -52,6 +52,8 @@ import stat
 from dataclasses import dataclass
 from typing import IO, Any
 
+from storage.errors import CollectorError
+
 HEAD_BYTES = 64
 #: A line longer than this is cut: its first LINE_CAP bytes are returned (SGLang's longest lines,
 #: the server_args dump, are a few KiB), the rest is skipped as it arrives, never read twice.
@@ -61,7 +63,7 @@ LINE_CAP = 64 << 10
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class LogPathRefused(Exception):
+class LogPathRefused(CollectorError):
     """The thing at a log path is not a regular file (see the module docstring)."""
 
     def __init__(self, path: str, why: str) -> None:

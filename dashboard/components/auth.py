@@ -49,6 +49,7 @@ import streamlit as st
 
 from config.settings import Settings
 from dashboard.components.scorecard import md_escape
+from dashboard.services.views.session import RequestError
 
 LOCAL = "local"  # the operator of a loopback dashboard without any credential
 OPERATOR, VIEWER = "operator", "viewer"
@@ -239,7 +240,7 @@ def who(settings: Settings) -> str | None:
     return login.name if login is not None else operator(settings)
 
 
-class SignInExpired(RuntimeError):
+class SignInExpired(RequestError, RuntimeError):
     """A download clicked after the sign-in it was drawn under expired (viewer gate on)."""
 
 

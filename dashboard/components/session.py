@@ -28,7 +28,7 @@ import streamlit as st
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
-from config.settings import REPO_ROOT, Settings, SettingsError, load_settings
+from config.settings import REPO_ROOT, Settings, load_settings
 from dashboard.components import auth
 from dashboard.services.alerts import views as alert_views
 from dashboard.services.views import health
@@ -78,7 +78,7 @@ def bootstrap() -> AppContext:
     try:
         settings = _settings()
         engine = _engine(settings.database_url)
-    except (SettingsError, session_view.SchemaError) as exc:
+    except session_view.PitwallError as exc:  # a bad setting, a database this Pitwall cannot use
         st.error(f"Pitwall cannot start: {exc}")
         st.stop()
     except Exception as exc:  # an unreadable database file, a bad URL

@@ -33,12 +33,13 @@ from present.format import request_label
 from present.tune_result import verdict, winner
 from runner import tune_rank
 from storage import repo
+from storage.errors import RequestError
 from storage.models import Intent
 
 GRID_MAX = 16
 
 
-class TuneRequestError(ValueError):
+class TuneRequestError(RequestError, ValueError):
     """A tune request that cannot be carried out; the message says what to change."""
 
 

@@ -45,6 +45,7 @@ from sqlalchemy.engine import Engine
 
 from storage import repo
 from storage import series_keys as sk
+from storage.errors import ConfigError
 from storage.kinds import ALERT_RULE_KINDS
 
 SEVERITIES = ("info", "warning", "error", "critical")
@@ -93,7 +94,7 @@ EVENT_RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], bool]] = {
 }
 
 
-class AlertRuleError(ValueError):
+class AlertRuleError(ConfigError, ValueError):
     """An [[alerts]] entry has the wrong form; the message names it and the expected form."""
 
 

@@ -14,11 +14,12 @@ from dashboard.services.alerts import rule_edits
 from runner.alerts.deliver import receivers
 from runner.alerts.engine import STATE_KEY
 from storage import repo
+from storage.errors import RequestError
 from storage.kinds import OPEN_ALERT_STATES
 from storage.redact import redact_obj, redact_webhook_url
 
 
-class SilenceError(ValueError):
+class SilenceError(RequestError, ValueError):
     """A silence request is incomplete; the message says what to give."""
 
 

@@ -29,6 +29,7 @@ from collectors.probe import trust
 from collectors.probe.report_model import ImageFigures, Level, SelfCheck, Stats, SweepReport
 from present import shown
 from storage import repo
+from storage.errors import RequestError
 from storage.models import Intent, ProbeRun
 
 POLL_S = 1.0
@@ -39,7 +40,7 @@ IMAGE_SIZES = ("512x512", "768x768", "1024x1024", "1328x1328")
 IMAGE_KEYS = {"per_image_s": "per_image_s", "s_per_step": "inference_s_per_step"}
 
 
-class SweepRequestError(ValueError):
+class SweepRequestError(RequestError, ValueError):
     """A sweep request the page should refuse; the message says what to change."""
 
 

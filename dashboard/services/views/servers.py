@@ -31,6 +31,7 @@ from sqlalchemy.engine import Engine
 from config.settings import ServerConfig, Settings
 from runner.lease import LEASE_TTL_S
 from storage import repo
+from storage.errors import HeldElsewhere
 from storage.models import Server
 
 DEMO_SERVER = "demo"
@@ -87,7 +88,7 @@ def configured_servers(settings: Settings) -> list[ServerConfig]:
     return servers
 
 
-class ServerOwnershipError(ValueError):
+class ServerOwnershipError(HeldElsewhere, ValueError):
     """A configured server's name is owned by another runner host; the message says what to do."""
 
 

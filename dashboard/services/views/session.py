@@ -3,7 +3,8 @@ names of the sidebar's picker and the runner's one-line status (no Streamlit; th
 caches these with st.cache_resource / st.cache_data).
 
 `open_engine(url)` is storage.db.make_engine: it creates or upgrades the schema and raises
-SchemaError (re-exported here) for a database this Pitwall cannot use. The runner counts as
+SchemaError (re-exported here) for a database this Pitwall cannot use; PitwallError and
+RequestError (storage/errors.py) are re-exported too, for components, which import no storage. The runner counts as
 alive while its host lease's heartbeat is fresh (health.runner_alive, health.list_runners: a fleet
 has one per host); cross-check with `pitwall status`.
 """
@@ -15,8 +16,10 @@ from sqlalchemy.engine import Engine
 from dashboard.services.views import health
 from storage import repo
 from storage.db import SchemaError, make_engine
+from storage.errors import PitwallError, RequestError
 
-__all__ = ["SchemaError", "open_engine", "runner_status_line", "server_names"]
+__all__ = ["PitwallError", "RequestError", "SchemaError", "open_engine", "runner_status_line",
+           "server_names"]
 
 
 def open_engine(url: str) -> Engine:
