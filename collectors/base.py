@@ -129,17 +129,46 @@ def engine_of(collector: Collector) -> str | None:
     return engine if isinstance(engine, str) else None
 
 
-class FlagIssue(Protocol):
-    """One finding of an engine's flag or env check; an "error" blocks a launch."""
+@dataclass(frozen=True)
+class Issue:
+    """One finding of a launch check (an engine's flags or env, the sandbox, guardrails,
+    preflight); an "error" blocks a launch."""
 
-    @property
-    def severity(self) -> str: ...  # error | warning | note
+    severity: str  # error | warning | note
+    flag: str | None  # the flag (no dashes) or env var it is about; None for the profile
+    message: str
 
-    @property
-    def flag(self) -> str | None: ...  # the flag (no dashes) or env var; None for the profile
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.message}"
 
-    @property
-    def message(self) -> str: ...
+
+@dataclass(frozen=True)
+class FlagParser:
+    """How to ask an engine's own argument parser about a profile's flags, in the server's Python.
+
+    The launcher runs `python -c script *args(entrypoint, model_path, flags)` (secret values
+    already replaced) with a deadline of `timeout_s` seconds, and hands the exit code and stderr
+    to `verdict(python, entrypoint, flags, returncode, stderr)` -> (issues, what checked the
+    flags), or None when the engine cannot be imported there (the bundled table judges alone).
+    `applies(flags)`: whether this parser judges these flags at all.
+    """
+
+    script: str
+    args: Callable[[str, str, dict[str, Any]], list[str]]
+    applies: Callable[[dict[str, Any]], bool]
+    verdict: Callable[[str, str, dict[str, Any], int | None, str], tuple[list[Issue], str] | None]
+
+
+def _llm_only(flags: dict[str, Any]) -> str:
+    return "llm"
+
+
+def _no_secrets(flags: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    return dict(flags), {}
+
+
+def _no_config(secrets: dict[str, str]) -> str:
+    raise CollectorError("This engine reads no config file of secret flags; put none in the profile.")
 
 
 #: The collector roles every engine fills; the registry names them "<engine>_<role>".
@@ -161,6 +190,7 @@ class Engine:
     check_flags / check_env: a profile's [flags] / [env] -> issues, against the engine's bundled
     flag table of version `flags_version`. parse_line: one log line -> a record or None.
     entrypoints: the launch entrypoints a profile may name (the launch sandbox's allow-list).
+    flag_parser: how to ask the engine's own parser (FlagParser); None: the bundled table only.
     """
 
     name: str
@@ -172,11 +202,23 @@ class Engine:
     health_path: str
     server_info_paths: tuple[str, ...]
     version_of: Callable[[dict[str, Any]], str | None]
-    check_flags: Callable[[dict[str, Any]], Sequence[FlagIssue]]
-    check_env: Callable[..., Sequence[FlagIssue]]
+    check_flags: Callable[..., Sequence[Issue]]  # (flags, *, known_by_parser=False)
+    check_env: Callable[..., Sequence[Issue]]
     flags_version: str
     parse_line: Callable[[str], object | None]
     entrypoints: tuple[str, ...] = ()  # what a profile's `entrypoint` may name for this engine
+    flag_parser: FlagParser | None = None  # the engine's own parser, asked before the bundled table
+    #: flags -> (flags for argv, secret flags); the secrets go into a 0600 file of config_text(secrets)
+    #: whose path build_argv passes as the engine reads one (argv is visible to every local user)
+    split_secrets: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, str]]] = _no_secrets
+    config_text: Callable[[dict[str, str]], str] = _no_config
+    #: a profile's [flags] -> the server kind it starts, in Server.kind's words ("llm" | "image")
+    profile_kind: Callable[[dict[str, Any]], str] = _llm_only
+
+    @property
+    def bundled_table(self) -> str:
+        """What checked the flags when the engine's own parser could not: "bundled SGLang 0.5.23 flag table"."""
+        return f"bundled {self.display_name} {self.flags_version} flag table"
 
     def collector(self, role: str) -> Collector:
         """A new collector of `role`; CollectorError naming the roles this engine has."""

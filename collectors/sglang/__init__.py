@@ -10,9 +10,16 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 from __future__ import annotations
 
 from collectors.base import Collector, Engine
-from collectors.sglang import flags, sandbox
+from collectors.sglang import flags, parser, sandbox
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
-from collectors.sglang.launch import ENTRYPOINTS, READY_LINE, build_argv, startup_progress
+from collectors.sglang.launch import (
+    ENTRYPOINTS,
+    READY_LINE,
+    build_argv,
+    config_text,
+    split_secrets,
+    startup_progress,
+)
 from collectors.sglang.log_parse import parse_line
 
 
@@ -49,4 +56,8 @@ ENGINE = Engine(
     flags_version=flags.SGLANG_VERSION,
     entrypoints=ENTRYPOINTS,
     parse_line=parse_line,
+    flag_parser=parser.FLAG_PARSER,
+    split_secrets=split_secrets,
+    config_text=config_text,
+    profile_kind=parser.profile_kind,
 )

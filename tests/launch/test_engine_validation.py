@@ -1,0 +1,48 @@
+"""Launch validation goes through the server's engine (collectors/engines.py): its flag table,
+its own parser (or none), its secret flags and its profile kinds; nothing SGLang's is asked of
+another engine's server."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import toy_engine
+
+from collectors.engines import ENGINES
+from launching import launcher
+from launching.profiles import ProfileSpec
+from storage.models import Server
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(ENGINES, "toy", toy_engine.ENGINE)
+    return toy_engine.ENGINE
+
+
+def test_a_toy_servers_flags_are_judged_by_the_toy_engine(toy) -> None:
+    server = Server(id=1, name="t", base_url="http://127.0.0.1:9", engine="toy", python=sys.executable)
+    # unknown to SGLang's bundled table (an error there); the toy engine's table accepts anything
+    spec = ProfileSpec(name="t", model_path="org/m", entrypoint="toy", flags={"toy-speed": 3})
+    report = launcher.validate(spec, server, replacing=True, gpu_snapshot={})
+    assert report.checked_by == "bundled Toy 9.9 flag table"  # the toy has no parser of its own
+    assert [i for i in report.issues if i.flag == "toy-speed"] == []
+
+
+def test_an_sglang_server_still_gets_sglangs_table() -> None:
+    spec = ProfileSpec(name="x", model_path="org/m", entrypoint="simulator.launch_server", flags={"toy-speed": 3})
+    report = launcher.validate(spec, use_real_parser=False)
+    assert report.checked_by == "bundled SGLang 0.5.23 flag table"
+    assert [i.flag for i in report.errors] == ["toy-speed"]
+
+
+def test_profile_kind_and_secrets_come_from_the_engine(toy) -> None:
+    from collectors.engines import get_engine
+
+    sglang = get_engine("sglang")
+    assert sglang.profile_kind({"model-type": "diffusion"}) == "image"
+    assert sglang.profile_kind({}) == "llm" and toy.profile_kind({"model-type": "diffusion"}) == "llm"
+    public, secrets = sglang.split_secrets({"api-key": "k", "tp-size": 2})
+    assert public == {"tp-size": 2} and secrets == {"api-key": "k"}
+    assert toy.split_secrets({"api-key": "k"}) == ({"api-key": "k"}, {})
