@@ -150,7 +150,7 @@ def validate(
         report.issues.extend(real[0])
         report.checked_by = real[1]
     report.issues.extend(engine.check_flags(spec.flags, known_by_parser=parsed))
-    report.issues.extend(guardrails.check_model_path(spec.model_path))
+    report.issues.extend(guardrails.check_model_path(spec.model_path, engine.display_name))
     if server is None:
         return report
     host, port = host_port(server.base_url)

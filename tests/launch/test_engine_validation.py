@@ -28,6 +28,8 @@ def test_a_toy_servers_flags_are_judged_by_the_toy_engine(toy) -> None:
     report = launcher.validate(spec, server, replacing=True, gpu_snapshot={})
     assert report.checked_by == "bundled Toy 9.9 flag table"  # the toy has no parser of its own
     assert [i for i in report.issues if i.flag == "toy-speed"] == []
+    (hf,) = [i for i in report.issues if i.flag == "model_path"]
+    assert hf.message == "org/m is not a local folder; Toy will treat it as a Hugging Face id (downloaded unless cached)."
 
 
 def test_an_sglang_server_still_gets_sglangs_table() -> None:
@@ -35,6 +37,7 @@ def test_an_sglang_server_still_gets_sglangs_table() -> None:
     report = launcher.validate(spec, use_real_parser=False)
     assert report.checked_by == "bundled SGLang 0.5.23 flag table"
     assert [i.flag for i in report.errors] == ["toy-speed"]
+    assert "org/m is not a local folder; SGLang will treat it as a Hugging Face id" in report.lines()[-1]
 
 
 def test_profile_kind_and_secrets_come_from_the_engine(toy) -> None:
