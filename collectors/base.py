@@ -159,6 +159,24 @@ class FlagParser:
     verdict: Callable[[str, str, dict[str, Any], int | None, str], tuple[list[Issue], str] | None]
 
 
+@dataclass(frozen=True)
+class Preflight:
+    """What the launch preflight (launching/preflight.py) checks of an engine on a host.
+
+    wheel_cuda: (engine version from, CUDA (major, minor) of the torch wheel it installs), newest
+    first; min_sm: the oldest compute capability it runs on, and `old_card` what it says when it
+    refuses an older card; default_mem_fraction: the share of a GPU's memory its static pool
+    (weights + KV cache) takes when a profile sets none, 0-1; no_kv_cache: what it says when
+    that pool leaves no room for the KV cache.
+    """
+
+    wheel_cuda: tuple[tuple[tuple[int, ...], tuple[int, int]], ...]
+    min_sm: tuple[int, int]
+    old_card: str
+    default_mem_fraction: float
+    no_kv_cache: str
+
+
 def _llm_only(flags: dict[str, Any]) -> str:
     return "llm"
 
@@ -214,6 +232,7 @@ class Engine:
     config_text: Callable[[dict[str, str]], str] = _no_config
     #: a profile's [flags] -> the server kind it starts, in Server.kind's words ("llm" | "image")
     profile_kind: Callable[[dict[str, Any]], str] = _llm_only
+    preflight: Preflight | None = None  # None: the driver, card and memory are not checked
 
     @property
     def bundled_table(self) -> str:

@@ -21,6 +21,7 @@ from collectors.sglang.launch import (
     startup_progress,
 )
 from collectors.sglang.log_parse import parse_line
+from collectors.sglang.preflight import PREFLIGHT
 
 
 def _log_collector() -> Collector:
@@ -60,4 +61,5 @@ ENGINE = Engine(
     split_secrets=split_secrets,
     config_text=config_text,
     profile_kind=parser.profile_kind,
+    preflight=PREFLIGHT,
 )

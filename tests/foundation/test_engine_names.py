@@ -55,7 +55,6 @@ NOT_YET_MOVED = {
     "dashboard/services/views/servers.py",
     "dashboards/grafana-pitwall.json",
     "launching/__init__.py",
-    "launching/preflight.py",
     "launching/profiles.py",
     "launching/sandbox.py",
     "pyproject.toml",

@@ -49,3 +49,36 @@ def test_profile_kind_and_secrets_come_from_the_engine(toy) -> None:
     public, secrets = sglang.split_secrets({"api-key": "k", "tp-size": 2})
     assert public == {"tp-size": 2} and secrets == {"api-key": "k"}
     assert toy.split_secrets({"api-key": "k"}) == ({"api-key": "k"}, {})
+
+
+def test_preflight_reads_the_engines_table(toy, monkeypatch) -> None:
+    import dataclasses
+
+    from collectors.base import Preflight
+    from launching import preflight
+    from launching.preflight import Gpu, HostFacts
+
+    gib = 1024**3
+    facts = HostFacts(cuda_driver=12040, driver="550", engine_version="2.1", engine="toy",
+                      gpus=[Gpu(0, "Tesla T4", 16 * gib, 0)])
+    (none,) = preflight.preflight("org/m", {}, facts)
+    assert none.message.startswith("Pitwall has no preflight table for Toy;")
+    table = Preflight(wheel_cuda=(((2, 0), (12, 8)), ((0,), (11, 8))), min_sm=(8, 0),
+                      old_card="Toy needs sm80", default_mem_fraction=0.5, no_kv_cache="'toy: no room'")
+    monkeypatch.setitem(ENGINES, "toy", dataclasses.replace(toy, preflight=table))
+    (driver,) = preflight.check_driver(facts)
+    assert driver.severity == "warning" and "Toy 2.1 installs torch built for CUDA 12.8" in driver.message
+    (card,) = preflight.check_architecture(facts, {})
+    assert card.severity == "error" and "is sm75; Toy needs sm80, so the launch fails" in card.message
+
+
+def test_preflight_of_an_sglang_server_names_sglang() -> None:
+    from launching import preflight
+    from launching.preflight import Gpu, HostFacts
+
+    facts = HostFacts(cuda_driver=12040, driver="550", engine_version="0.5.6",
+                      gpus=[Gpu(0, "Tesla V100-SXM2-32GB", 32 * 1024**3, 0)])
+    (driver,) = preflight.check_driver(facts)
+    assert "SGLang 0.5.6 installs torch built for CUDA 12.8" in driver.message
+    (card,) = preflight.check_architecture(facts, {})
+    assert "is sm70; SGLang only supports sm75 and above, so the launch fails" in card.message
