@@ -159,6 +159,27 @@ class FlagParser:
     verdict: Callable[[str, str, dict[str, Any], int | None, str], tuple[list[Issue], str] | None]
 
 
+class PromReader(Protocol):
+    """How the Prometheus source (collectors/prometheus_source.py) reads one engine's series back
+    from a Prometheus; one per collector (it may remember limit episodes between polls).
+
+    names: the PromQL `__name__` matcher of the engine's series; series_label: how messages name
+    them ("sglang:*"); no_series_hint: what to do when Prometheus holds none for a live target;
+    max_series / max_rank_keys: the defaults of runner.metrics_max_series / _max_rank_keys.
+    convert(server, raw API series, labels Prometheus added, after (s), state, now (s), max_series,
+    max_rank_keys) -> (rows and events, the new state, the newest scrape time read or None).
+    """
+
+    names: str
+    series_label: str
+    no_series_hint: str
+    max_series: int
+    max_rank_keys: int
+
+    def convert(self, server: ServerTarget, series: list[Any], strip: set[str], after: float, state: Any,
+                now: float, max_series: int, max_rank_keys: int) -> tuple[PollResult, Any, float | None]: ...
+
+
 @dataclass(frozen=True)
 class Preflight:
     """What the launch preflight (launching/preflight.py) checks of an engine on a host.
@@ -233,6 +254,8 @@ class Engine:
     #: a profile's [flags] -> the server kind it starts, in Server.kind's words ("llm" | "image")
     profile_kind: Callable[[dict[str, Any]], str] = _llm_only
     preflight: Preflight | None = None  # None: the driver, card and memory are not checked
+    #: a new PromReader of the engine's series (None: its servers cannot be read through Prometheus)
+    prometheus: Callable[[], PromReader] | None = None
 
     @property
     def bundled_table(self) -> str:

@@ -9,7 +9,7 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 
 from __future__ import annotations
 
-from collectors.base import Collector, Engine
+from collectors.base import Collector, Engine, PromReader
 from collectors.sglang import flags, parser, sandbox
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
 from collectors.sglang.launch import (
@@ -42,6 +42,12 @@ def _api_collector() -> Collector:
     return SGLangApiCollector()
 
 
+def _prom_reader() -> PromReader:
+    from collectors.sglang.metrics_prom import PromReader as SGLangPromReader
+
+    return SGLangPromReader()
+
+
 ENGINE = Engine(
     name="sglang",
     display_name="SGLang",
@@ -62,4 +68,5 @@ ENGINE = Engine(
     config_text=config_text,
     profile_kind=parser.profile_kind,
     preflight=PREFLIGHT,
+    prometheus=_prom_reader,
 )

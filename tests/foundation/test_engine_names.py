@@ -40,8 +40,6 @@ NOT_YET_MOVED = {
     "collectors/probe/sse.py",
     "collectors/probe/structured.py",
     "collectors/probe/workloads.py",
-    "collectors/prometheus_api.py",
-    "collectors/prometheus_source.py",
     "dashboard/components/doctor_panel.py",
     "dashboard/components/scorecard.py",
     "dashboard/pages/overview.py",
