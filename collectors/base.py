@@ -1,5 +1,5 @@
 """The collector protocol, the row types collectors emit, CollectorError, and the Engine
-description (what one inference engine, e.g. SGLang, provides to the runner and the launcher).
+description (what one inference engine provides to the runner and the launcher).
 
 A collector is a small object with a `name`, an `interval_s` and a `poll(ctx)` method that returns
 a `PollResult` (samples + events). The runner (runner/loop.py) calls `poll` on the collector's
@@ -7,7 +7,7 @@ interval in a worker thread, writes the rows in batches, and turns an exception 
 `collector_error` event while the other collectors carry on. Collectors never touch the database
 directly: persistent state (a tailer's offset) goes through `ctx.load_state` / `ctx.save_state`.
 
-An engine is one folder (collectors/sglang/) exposing `ENGINE = Engine(...)`; the registry of
+An engine is one folder (collectors/<engine>/) exposing `ENGINE = Engine(...)`; the registry of
 engines is collectors/engines.py. Everything engine-specific is reached through it.
 """
 
@@ -92,7 +92,7 @@ class ServerTarget:
     #: storage's Server.engine; the runner hands an engine's collectors only its own servers
     #: (engine_of). None: a target built outside the runner, read by whichever collector polls it.
     engine: str | None = None
-    #: read `sglang:*` from this Prometheus instead of scraping /metrics (None: scrape directly)
+    #: read the engine's series from this Prometheus instead of scraping /metrics (None: scrape directly)
     prometheus_url: str | None = None
     prometheus_selector: str | None = None  # label matchers naming this server there
 
@@ -164,7 +164,7 @@ class PromReader(Protocol):
     from a Prometheus; one per collector (it may remember limit episodes between polls).
 
     names: the PromQL `__name__` matcher of the engine's series; series_label: how messages name
-    them ("sglang:*"); no_series_hint: what to do when Prometheus holds none for a live target;
+    them (e.g. "<prefix>:*"); no_series_hint: what to do when Prometheus holds none for a live target;
     max_series / max_rank_keys: the defaults of runner.metrics_max_series / _max_rank_keys.
     convert(server, raw API series, labels Prometheus added, after (s), state, now (s), max_series,
     max_rank_keys) -> (rows and events, the new state, the newest scrape time read or None).
@@ -259,7 +259,8 @@ class Engine:
 
     @property
     def bundled_table(self) -> str:
-        """What checked the flags when the engine's own parser could not: "bundled SGLang 0.5.23 flag table"."""
+        """What checked the flags when the engine's own parser could not:
+        "bundled <display_name> <flags_version> flag table"."""
         return f"bundled {self.display_name} {self.flags_version} flag table"
 
     def collector(self, role: str) -> Collector:
