@@ -198,6 +198,14 @@ class Preflight:
     no_kv_cache: str
 
 
+def _no_issues(*args: Any, **kwargs: Any) -> list[Issue]:
+    return []
+
+
+def _no_rule(name: str) -> str | None:
+    return None
+
+
 def _llm_only(flags: dict[str, Any]) -> str:
     return "llm"
 
@@ -254,6 +262,13 @@ class Engine:
     #: a profile's [flags] -> the server kind it starts, in Server.kind's words ("llm" | "image")
     profile_kind: Callable[[dict[str, Any]], str] = _llm_only
     preflight: Preflight | None = None  # None: the driver, card and memory are not checked
+    #: the launch sandbox's engine part (launching/sandbox.py): check_options(entrypoint,
+    #: model_path, flags) -> issues of option values and shapes; check_profile(model_path, flags,
+    #: env, *, allowed, data_dir, reserved_ports, server, own_port) -> its deny table's refusals;
+    #: deny_reason(flag or env name) -> why its deny table refuses it, None without a rule
+    check_options: Callable[[str, str, dict[str, Any]], Sequence[Issue]] = _no_issues
+    check_profile: Callable[..., Sequence[Issue]] = _no_issues
+    deny_reason: Callable[[str], str | None] = _no_rule
     #: a new PromReader of the engine's series (None: its servers cannot be read through Prometheus)
     prometheus: Callable[[], PromReader] | None = None
 

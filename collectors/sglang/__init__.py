@@ -10,7 +10,7 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 from __future__ import annotations
 
 from collectors.base import Collector, Engine, PromReader
-from collectors.sglang import flags, parser, sandbox
+from collectors.sglang import flags, launch_checks, parser, sandbox
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
 from collectors.sglang.launch import (
     ENTRYPOINTS,
@@ -68,5 +68,8 @@ ENGINE = Engine(
     config_text=config_text,
     profile_kind=parser.profile_kind,
     preflight=PREFLIGHT,
+    check_options=launch_checks.check_options,
+    check_profile=launch_checks.check_profile,
+    deny_reason=launch_checks.deny_reason,
     prometheus=_prom_reader,
 )

@@ -48,7 +48,6 @@ NOT_YET_MOVED = {
     "dashboard/services/views/servers.py",
     "dashboards/grafana-pitwall.json",
     "launching/profiles.py",
-    "launching/sandbox.py",
     "pyproject.toml",
     "scorecard/build.py",
     "scorecard/compare.py",

@@ -82,3 +82,13 @@ def test_preflight_of_an_sglang_server_names_sglang() -> None:
     assert "SGLang 0.5.6 installs torch built for CUDA 12.8" in driver.message
     (card,) = preflight.check_architecture(facts, {})
     assert "is sm70; SGLang only supports sm75 and above, so the launch fails" in card.message
+
+
+def test_the_sandbox_reads_the_servers_engines_tables(toy) -> None:
+    from launching.sandbox import sandbox_issues
+
+    spec = ProfileSpec(name="t", model_path="-m", entrypoint="toy", env={"TOY_THREADS": "2"})
+    server = Server(id=1, name="t", base_url="http://127.0.0.1:9", engine="toy")
+    assert sandbox_issues(spec, None, "toy", server) == []  # the toy engine refuses neither
+    sglang = sandbox_issues(spec, None, "sglang", server)
+    assert {i.flag for i in sglang if i.severity == "error"} == {"entrypoint", "model_path", "TOY_THREADS"}
