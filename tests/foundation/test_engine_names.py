@@ -47,7 +47,6 @@ NOT_YET_MOVED = {
     "dashboard/services/views/prom_series.py",
     "dashboard/services/views/servers.py",
     "dashboards/grafana-pitwall.json",
-    "launching/profiles.py",
     "pyproject.toml",
     "scorecard/build.py",
     "scorecard/compare.py",

@@ -92,3 +92,17 @@ def test_the_sandbox_reads_the_servers_engines_tables(toy) -> None:
     assert sandbox_issues(spec, None, "toy", server) == []  # the toy engine refuses neither
     sglang = sandbox_issues(spec, None, "sglang", server)
     assert {i.flag for i in sglang if i.severity == "error"} == {"entrypoint", "model_path", "TOY_THREADS"}
+
+
+def test_a_profile_may_name_any_known_engines_entrypoint(toy, monkeypatch) -> None:
+    import dataclasses
+
+    from launching.profiles import ProfileError, parse_profile
+
+    monkeypatch.setitem(ENGINES, "toy", dataclasses.replace(toy, entrypoints=("toy serve",)))
+    assert parse_profile('name = "a"\nmodel_path = "m/x"\nentrypoint = "toy serve"\n').entrypoint == "toy serve"
+    assert parse_profile('name = "a"\nmodel_path = "m/x"\n').entrypoint == "sglang.launch_server"
+    with pytest.raises(ProfileError) as err:
+        parse_profile('name = "a"\nmodel_path = "m/x"\nentrypoint = "no serve"\n')
+    assert str(err.value) == ("<profile>: entrypoint is 'no serve'; expected a Python module such as "
+                              "\"sglang.launch_server\" or \"sglang serve\".")
