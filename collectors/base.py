@@ -168,6 +168,10 @@ class PromReader(Protocol):
     max_series / max_rank_keys: the defaults of runner.metrics_max_series / _max_rank_keys.
     convert(server, raw API series, labels Prometheus added, after (s), state, now (s), max_series,
     max_rank_keys) -> (rows and events, the new state, the newest scrape time read or None).
+    For a window read with `query_range` (the Server page): range_names(metrics.* keys) -> the
+    matcher of only the series they need (ValueError: none); steps(series, labels Prometheus
+    added) -> {step time (s): that step's samples}; values_at(step, state, ts) -> ({key: value},
+    the next state).
     """
 
     names: str
@@ -178,6 +182,12 @@ class PromReader(Protocol):
 
     def convert(self, server: ServerTarget, series: list[Any], strip: set[str], after: float, state: Any,
                 now: float, max_series: int, max_rank_keys: int) -> tuple[PollResult, Any, float | None]: ...
+
+    def range_names(self, metrics: list[str]) -> str: ...
+
+    def steps(self, series: list[Any], strip: set[str]) -> dict[float, Any]: ...
+
+    def values_at(self, step: Any, state: Any, ts: float) -> tuple[dict[str, float], Any]: ...
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any
 
 from collectors.base import PollResult, ServerTarget
 from collectors.prometheus_api import Series
-from collectors.sglang.metrics import snapshot
+from collectors.sglang.metrics import compute, snapshot
+from collectors.sglang.metrics_alias import source_names
 from collectors.sglang.metrics_notes import Episodes, notes_for
 from collectors.sglang.metrics_parse import DEFAULT_MAX_SERIES, ParsedMetrics, ParsedSample
 from collectors.sglang.metrics_window import DEFAULT_MAX_DETAIL_KEYS, Window
@@ -71,6 +72,29 @@ class PromReader:
 
     def __init__(self) -> None:
         self._episodes = Episodes()
+
+    def range_names(self, metrics: list[str]) -> str:
+        """The `__name__` matcher of only the series `metrics` (metrics.* keys) need; ValueError
+        naming them when none is read from SGLang's metrics."""
+        bases = source_names(metrics)
+        if not bases:
+            raise ValueError(f"None of {metrics} is read from SGLang's metrics; pass metrics.* keys.")
+        return '__name__=~"sglang[:_](' + "|".join(bases) + ')(_total|_bucket|_sum|_count)?"'
+
+    def steps(self, series: list[Series], strip: set[str]) -> dict[float, ParsedMetrics]:
+        """`query_range` series -> one scrape-like set of samples per step (ms-rounded time)."""
+        out: dict[float, ParsedMetrics] = {}
+        for s in series:
+            labels = {k: v for k, v in s.labels.items() if k != "__name__" and k not in strip}
+            for ts, value in s.points:
+                out.setdefault(round(ts, 3), ParsedMetrics()).samples.append(
+                    ParsedSample(s.name, labels, value, s.name, "unknown"))
+        return out
+
+    def values_at(self, step: Any, state: Any, ts: float) -> tuple[dict[str, float], Any]:
+        """One step -> ({metrics.* key: value}, the state the next step is computed against),
+        through the direct collector's own conversion (`compute` in metrics.py)."""
+        return compute(step, state, ts)
 
     def convert(self, server: ServerTarget, series: list[Series], strip: set[str], after: float,
                 state: Any, now: float, max_series: int, max_rank_keys: int) -> tuple[PollResult, Any, float | None]:

@@ -44,7 +44,6 @@ NOT_YET_MOVED = {
     "dashboard/pages/profiles.py",
     "dashboard/services/doctor.py",
     "export/rows.py",
-    "dashboard/services/views/prom_series.py",
     "dashboard/services/views/servers.py",
     "dashboards/grafana-pitwall.json",
     "pyproject.toml",
