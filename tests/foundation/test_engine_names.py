@@ -32,7 +32,6 @@ NOT_YET_MOVED = {
     "bench/sim_metric_table.py",
     "bench/stamp_server.py",
     "cli/main.py",
-    "cli/profiles.py",
     "collectors/gpu_dcgm.py",
     "collectors/probe/client.py",
     "collectors/probe/sse.py",
