@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliError, open_db
+from collectors.engines import DEFAULT_ENGINE, get_engine
 from present.format import request_label
 from storage.errors import PitwallError
 from storage.redact import redact_obj, redact_text
@@ -64,7 +65,9 @@ def profiles_cli(argv: list[str]) -> int:
     va = sub.add_parser("validate", help="check a profile's flags, env and guardrails (exit 1 when invalid)")
     va.add_argument("profile", metavar="NAME|PATH")
     va.add_argument("--server", help="also run the guardrails (port, GPUs, tp x dp) for this server")
-    va.add_argument("--bundled", action="store_true", help="use the bundled 0.5.23 flag table, not SGLang's parser")
+    default = get_engine(DEFAULT_ENGINE)
+    va.add_argument("--bundled", action="store_true",
+                    help=f"use the bundled {default.flags_version} flag table, not {default.display_name}'s parser")
     di = sub.add_parser("diff", help="what differs between two profiles")
     di.add_argument("a", metavar="A")
     di.add_argument("b", metavar="B")

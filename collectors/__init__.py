@@ -1,1 +1,1 @@
-"""Collectors: turn what an SGLang server says and does into Samples and Events."""
+"""Collectors: turn what an inference server says and does into Samples and Events."""

@@ -1,6 +1,6 @@
 """The collector protocol, the row types collectors emit, CollectorError (defined with Pitwall's
-other error families in storage/errors.py) and the Engine description (what one inference engine,
-e.g. SGLang, provides to the runner and the launcher).
+other error families in storage/errors.py) and the Engine description (what one inference engine
+provides to the runner and the launcher).
 
 A collector is a small object with a `name`, an `interval_s` and a `poll(ctx)` method that returns
 a `PollResult` (samples + events). The runner (runner/loop.py) calls `poll` on the collector's
@@ -8,7 +8,7 @@ interval in a worker thread, writes the rows in batches, and turns an exception 
 `collector_error` event while the other collectors carry on. Collectors never touch the database
 directly: persistent state (a tailer's offset) goes through `ctx.load_state` / `ctx.save_state`.
 
-An engine is one folder (collectors/sglang/) exposing `ENGINE = Engine(...)`; the registry of
+An engine is one folder (collectors/<engine>/) exposing `ENGINE = Engine(...)`; the registry of
 engines is collectors/engines.py. Everything engine-specific is reached through it.
 """
 
@@ -90,7 +90,7 @@ class ServerTarget:
     #: storage's Server.engine; the runner hands an engine's collectors only its own servers
     #: (engine_of). None: a target built outside the runner, read by whichever collector polls it.
     engine: str | None = None
-    #: read `sglang:*` from this Prometheus instead of scraping /metrics (None: scrape directly)
+    #: read the engine's series from this Prometheus instead of scraping /metrics (None: scrape directly)
     prometheus_url: str | None = None
     prometheus_selector: str | None = None  # label matchers naming this server there
 
@@ -127,17 +127,103 @@ def engine_of(collector: Collector) -> str | None:
     return engine if isinstance(engine, str) else None
 
 
-class FlagIssue(Protocol):
-    """One finding of an engine's flag or env check; an "error" blocks a launch."""
+@dataclass(frozen=True)
+class Issue:
+    """One finding of a launch check (an engine's flags or env, the sandbox, guardrails,
+    preflight); an "error" blocks a launch."""
 
-    @property
-    def severity(self) -> str: ...  # error | warning | note
+    severity: str  # error | warning | note
+    flag: str | None  # the flag (no dashes) or env var it is about; None for the profile
+    message: str
 
-    @property
-    def flag(self) -> str | None: ...  # the flag (no dashes) or env var; None for the profile
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.message}"
 
-    @property
-    def message(self) -> str: ...
+
+@dataclass(frozen=True)
+class FlagParser:
+    """How to ask an engine's own argument parser about a profile's flags, in the server's Python.
+
+    The launcher runs `python -c script *args(entrypoint, model_path, flags)` (secret values
+    already replaced) with a deadline of `timeout_s` seconds, and hands the exit code and stderr
+    to `verdict(python, entrypoint, flags, returncode, stderr)` -> (issues, what checked the
+    flags), or None when the engine cannot be imported there (the bundled table judges alone).
+    `applies(flags)`: whether this parser judges these flags at all.
+    """
+
+    script: str
+    args: Callable[[str, str, dict[str, Any]], list[str]]
+    applies: Callable[[dict[str, Any]], bool]
+    verdict: Callable[[str, str, dict[str, Any], int | None, str], tuple[list[Issue], str] | None]
+
+
+class PromReader(Protocol):
+    """How the Prometheus source (collectors/prometheus_source.py) reads one engine's series back
+    from a Prometheus; one per collector (it may remember limit episodes between polls).
+
+    names: the PromQL `__name__` matcher of the engine's series; series_label: how messages name
+    them (e.g. "<prefix>:*"); no_series_hint: what to do when Prometheus holds none for a live target;
+    max_series / max_rank_keys: the defaults of runner.metrics_max_series / _max_rank_keys.
+    convert(server, raw API series, labels Prometheus added, after (s), state, now (s), max_series,
+    max_rank_keys) -> (rows and events, the new state, the newest scrape time read or None).
+    For a window read with `query_range` (the Server page): range_names(metrics.* keys) -> the
+    matcher of only the series they need (ValueError: none); steps(series, labels Prometheus
+    added) -> {step time (s): that step's samples}; values_at(step, state, ts) -> ({key: value},
+    the next state).
+    """
+
+    names: str
+    series_label: str
+    no_series_hint: str
+    max_series: int
+    max_rank_keys: int
+
+    def convert(self, server: ServerTarget, series: list[Any], strip: set[str], after: float, state: Any,
+                now: float, max_series: int, max_rank_keys: int) -> tuple[PollResult, Any, float | None]: ...
+
+    def range_names(self, metrics: list[str]) -> str: ...
+
+    def steps(self, series: list[Any], strip: set[str]) -> dict[float, Any]: ...
+
+    def values_at(self, step: Any, state: Any, ts: float) -> tuple[dict[str, float], Any]: ...
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the launch preflight (launching/preflight.py) checks of an engine on a host.
+
+    wheel_cuda: (engine version from, CUDA (major, minor) of the torch wheel it installs), newest
+    first; min_sm: the oldest compute capability it runs on, and `old_card` what it says when it
+    refuses an older card; default_mem_fraction: the share of a GPU's memory its static pool
+    (weights + KV cache) takes when a profile sets none, 0-1; no_kv_cache: what it says when
+    that pool leaves no room for the KV cache.
+    """
+
+    wheel_cuda: tuple[tuple[tuple[int, ...], tuple[int, int]], ...]
+    min_sm: tuple[int, int]
+    old_card: str
+    default_mem_fraction: float
+    no_kv_cache: str
+
+
+def _no_issues(*args: Any, **kwargs: Any) -> list[Issue]:
+    return []
+
+
+def _no_rule(name: str) -> str | None:
+    return None
+
+
+def _llm_only(flags: dict[str, Any]) -> str:
+    return "llm"
+
+
+def _no_secrets(flags: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    return dict(flags), {}
+
+
+def _no_config(secrets: dict[str, str]) -> str:
+    raise CollectorError("This engine reads no config file of secret flags; put none in the profile.")
 
 
 #: The collector roles every engine fills; the registry names them "<engine>_<role>".
@@ -159,6 +245,7 @@ class Engine:
     check_flags / check_env: a profile's [flags] / [env] -> issues, against the engine's bundled
     flag table of version `flags_version`. parse_line: one log line -> a record or None.
     entrypoints: the launch entrypoints a profile may name (the launch sandbox's allow-list).
+    flag_parser: how to ask the engine's own parser (FlagParser); None: the bundled table only.
     """
 
     name: str
@@ -170,11 +257,34 @@ class Engine:
     health_path: str
     server_info_paths: tuple[str, ...]
     version_of: Callable[[dict[str, Any]], str | None]
-    check_flags: Callable[[dict[str, Any]], Sequence[FlagIssue]]
-    check_env: Callable[..., Sequence[FlagIssue]]
+    check_flags: Callable[..., Sequence[Issue]]  # (flags, *, known_by_parser=False)
+    check_env: Callable[..., Sequence[Issue]]
     flags_version: str
     parse_line: Callable[[str], object | None]
     entrypoints: tuple[str, ...] = ()  # what a profile's `entrypoint` may name for this engine
+    flag_parser: FlagParser | None = None  # the engine's own parser, asked before the bundled table
+    #: flags -> (flags for argv, secret flags); the secrets go into a 0600 file of config_text(secrets)
+    #: whose path build_argv passes as the engine reads one (argv is visible to every local user)
+    split_secrets: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, str]]] = _no_secrets
+    config_text: Callable[[dict[str, str]], str] = _no_config
+    #: a profile's [flags] -> the server kind it starts, in Server.kind's words ("llm" | "image")
+    profile_kind: Callable[[dict[str, Any]], str] = _llm_only
+    preflight: Preflight | None = None  # None: the driver, card and memory are not checked
+    #: the launch sandbox's engine part (launching/sandbox.py): check_options(entrypoint,
+    #: model_path, flags) -> issues of option values and shapes; check_profile(model_path, flags,
+    #: env, *, allowed, data_dir, reserved_ports, server, own_port) -> its deny table's refusals;
+    #: deny_reason(flag or env name) -> why its deny table refuses it, None without a rule
+    check_options: Callable[[str, str, dict[str, Any]], Sequence[Issue]] = _no_issues
+    check_profile: Callable[..., Sequence[Issue]] = _no_issues
+    deny_reason: Callable[[str], str | None] = _no_rule
+    #: a new PromReader of the engine's series (None: its servers cannot be read through Prometheus)
+    prometheus: Callable[[], PromReader] | None = None
+
+    @property
+    def bundled_table(self) -> str:
+        """What checked the flags when the engine's own parser could not:
+        "bundled <display_name> <flags_version> flag table"."""
+        return f"bundled {self.display_name} {self.flags_version} flag table"
 
     def collector(self, role: str) -> Collector:
         """A new collector of `role`; CollectorError naming the roles this engine has."""

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collectors import sglang
 from collectors.base import CollectorError, Engine
 
+#: the engine of a server or profile that names none (storage's Server.engine default)
+DEFAULT_ENGINE = "sglang"
+
 ENGINES: dict[str, Engine] = {
     "sglang": sglang.ENGINE,
 }

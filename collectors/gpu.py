@@ -182,8 +182,8 @@ def pid_owner_map(
 ) -> dict[int, int]:
     """pid -> server id for every managed server's pids and their descendants.
 
-    SGLang's scheduler and detokenizer are child processes of the launched pid, and the
-    scheduler is what holds GPU memory, so descendants must count.
+    An inference server's scheduler and detokenizer are child processes of the launched pid,
+    and the scheduler is what holds GPU memory, so descendants must count.
     """
     children = children or _descendants
     out: dict[int, int] = {}

@@ -1,7 +1,7 @@
 """HTTP pieces every engine's clients share: the OpenAI-style `Authorization: Bearer` header, and
 the one capped read (`get_capped`) every control-plane read of a server goes through.
 
-Engine-neutral (SGLang and vLLM both take `--api-key` and check this header); the collectors, the
+Engine-neutral (OpenAI-compatible servers take `--api-key` and check this header); the collectors, the
 canary, the probe client and the supervisor's readiness checks all build it here.
 Cross-check: `curl -H "Authorization: Bearer $KEY" $URL/v1/models`.
 
@@ -40,7 +40,7 @@ from collectors.http_decode import ACCEPT_ENCODING, BodyDecoder
 KIB = 1024
 MIB = 1024 * KIB
 
-# Largest body accepted per endpoint, bytes. A real SGLang /metrics is ~50-500 KiB; /server_info
+# Largest body accepted per endpoint, bytes. A real server's /metrics is ~50-500 KiB; /server_info
 # with every server arg ~10-50 KiB; /health is empty or a few bytes.
 BODY_CAPS: dict[str, int] = {
     "/metrics": 16 * MIB,  # 4x what the series cap (runner.metrics_max_series, 20,000) lets through

@@ -7,7 +7,7 @@ an HTTP error, a query Prometheus refused, a body over the cap). Pure decoding (
 is separate from the reads so tests feed it JSON.
 
 Cross-check any read with curl, e.g.
-`curl -s "$PROM/api/v1/query" --data-urlencode 'query={__name__=~"sglang:.*",instance="h:30000"}[60s]'`.
+`curl -s "$PROM/api/v1/query" --data-urlencode 'query={instance="h:30000"}[60s]'`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from collectors.base import CollectorError
 from collectors.http import MIB, CapExceeded, capped_client, get_capped
 from collectors.http_decode import EncodingError
 
-#: `__name__` matcher of the series Pitwall reads (SGLang's `sglang:` and re-published `sglang_`)
-SGLANG_NAMES = '__name__=~"sglang[:_].*"'
 #: the largest API answer read, bytes after decompression (a 10-minute raw window of one server
 #: is ~1-5 MiB)
 BODY_CAP = 64 * MIB

@@ -2,15 +2,16 @@
 instead of being scraped again (the direct /metrics collector skips every server with a
 `prometheus_url`).
 
-Each poll reads, per server, every stored sample of its `sglang:*` series since the last poll
-(`{__name__=~"sglang[:_].*", <selector>}[window]`, a range-vector instant query). Why raw samples
-and not `query_range`: Prometheus stamps every sample of one scrape with that scrape's time, so
-grouping the raw samples by timestamp rebuilds each scrape exactly as the server served it, and
-each is fed through the direct collector's own conversion (`snapshot_rows` in
-collectors/sglang/metrics.py: gauges, counter rates, windowed histogram quantiles). The rows are
-the ones the direct scrape would have stored, stamped with Prometheus's scrape times. A scrape
-Prometheus missed (server down, network) has no samples, so nothing is stored for it: gaps stay
-gaps, never the last value carried forward (what `query_range` does for up to 5 minutes).
+Each poll reads, per server, every stored sample of its engine's series since the last poll
+(`{<the engine's __name__ matcher>, <selector>}[window]`, a range-vector instant query), and the
+server's engine converts them (the Engine's `prometheus`, collectors/base.py PromReader). Why raw
+samples and not `query_range`: Prometheus stamps every sample of one scrape with that scrape's
+time, so grouping the raw samples by timestamp rebuilds each scrape exactly as the server served
+it, and each is fed through the direct collector's own conversion (gauges, counter rates,
+windowed histogram quantiles). The rows are the ones the direct scrape would have stored,
+stamped with Prometheus's scrape times. A scrape Prometheus missed (server down, network) has no
+samples, so nothing is stored for it: gaps stay gaps, never the last value carried forward (what
+`query_range` does for up to 5 minutes).
 
 The labels Prometheus added (the target's job, instance and relabelled labels, read from `up`)
 are stripped first, so rank labels (`dp_rank`, `tp_rank`, ...) are judged as on the server.
@@ -24,8 +25,8 @@ after reading it, within its scrape_timeout <= scrape_interval), and read at mos
 
 | key | unit | meaning | cross-check |
 |---|---|---|---|
-| metrics.* | as the direct scrape | exactly the direct collector's keys (collectors/sglang/metrics.py) | `curl $PROM/api/v1/query?query=sglang:num_running_reqs{instance="h:p"}` |
-| prometheus.staleness_s | s | age of the newest `sglang:*` sample Prometheus holds for the server, at poll time | `time() - timestamp(sglang:num_running_reqs{...})` |
+| metrics.* | as the direct scrape | exactly the direct metrics collector's keys | `curl $PROM/api/v1/query?query=<metric>{instance="h:p"}` |
+| prometheus.staleness_s | s | age of the newest sample of the engine's series Prometheus holds for the server, at poll time | `time() - timestamp(<metric>{...})` |
 
 The scrape interval (for `settle` and the staleness figure's meaning) is the target's
 `scrapeInterval` from /api/v1/targets, 15 s when Prometheus does not say.
@@ -42,22 +43,13 @@ from collectors.base import (
     CollectorError,
     EventRow,
     PollResult,
+    PromReader,
     SampleRow,
     ServerTarget,
 )
+from collectors.engines import DEFAULT_ENGINE, get_engine
 from collectors.fanout import ServerPool
-from collectors.prometheus_api import (
-    SGLANG_NAMES,
-    PromClient,
-    ScrapeTarget,
-    Series,
-    TooLarge,
-    matchers,
-)
-from collectors.sglang.metrics import snapshot
-from collectors.sglang.metrics_notes import Episodes, notes_for
-from collectors.sglang.metrics_parse import DEFAULT_MAX_SERIES, ParsedMetrics, ParsedSample
-from collectors.sglang.metrics_window import DEFAULT_MAX_DETAIL_KEYS, Window
+from collectors.prometheus_api import PromClient, ScrapeTarget, Series, TooLarge, matchers
 from storage import series_keys as sk
 
 SOURCE = "prometheus"
@@ -70,40 +62,6 @@ TARGET_TTL_S = 300.0  # re-read a server's scrape target (interval, labels) this
 class _Known:
     target: ScrapeTarget
     read_at: float  # time.monotonic() of the read
-
-
-def snapshots(series: list[Series], strip: set[str], after: float) -> dict[float, ParsedMetrics]:
-    """Raw API series -> one ParsedMetrics per scrape timestamp later than `after`. Pure.
-
-    `strip`: label names Prometheus added (the target's labels); `__name__` becomes the name.
-    """
-    out: dict[float, ParsedMetrics] = {}
-    for s in series:
-        labels = {k: v for k, v in s.labels.items() if k != "__name__" and k not in strip}
-        for ts, value in s.points:
-            if ts > after:
-                snap = out.setdefault(ts, ParsedMetrics())
-                snap.samples.append(ParsedSample(s.name, labels, value, s.name, "unknown"))
-    return out
-
-
-def cap_series(parsed: ParsedMetrics, max_series: int) -> ParsedMetrics:
-    """`parsed` with whole families left out once `max_series` samples are kept (as the direct
-    scrape's parser does: never part of a family, so no sum over only some ranks), each noted in
-    `.limits`. Pure; `parsed` itself when it is under the cap."""
-    if len(parsed.samples) <= max_series:
-        return parsed
-    families: dict[str, list[ParsedSample]] = {}
-    for sample in parsed.samples:
-        families.setdefault(sample.family, []).append(sample)
-    out = ParsedMetrics()
-    for family, samples in families.items():
-        if len(out.samples) + len(samples) > max_series:
-            out.limits.append(("series", f"family {family} has {len(samples):,} series, over the "
-                                         f"{max_series:,}-sample limit per scrape; it was skipped"))
-            continue
-        out.samples.extend(samples)
-    return out
 
 
 class PrometheusSourceCollector:
@@ -126,10 +84,10 @@ class PrometheusSourceCollector:
         self._clients: dict[str, PromClient] = {}
         self._known: dict[tuple[str, str], _Known] = {}
         self._last_error: dict[int, str] = {}
-        self.max_series = DEFAULT_MAX_SERIES  # samples per server per scrape converted
-        self.max_rank_keys = DEFAULT_MAX_DETAIL_KEYS
+        self.max_series: int | None = None  # samples per server per scrape converted; None: the engine's default
+        self.max_rank_keys: int | None = None  # None: the engine's default
         self._servers = ServerPool(self.name)
-        self._episodes = Episodes()
+        self._readers: dict[str, PromReader] = {}  # engine name -> its reader (holds its episodes)
 
     def state_key(self, server_id: int) -> str:
         return f"{self.name}:{server_id}"
@@ -158,8 +116,21 @@ class PrometheusSourceCollector:
 
     def configure(self, runner: dict[str, Any]) -> None:
         """The `runner.metrics_max_series` / `_max_rank_keys` settings, as the direct scrape."""
-        self.max_series = int(runner.get("metrics_max_series", self.max_series))
-        self.max_rank_keys = int(runner.get("metrics_max_rank_keys", self.max_rank_keys))
+        if runner.get("metrics_max_series") is not None:
+            self.max_series = int(runner["metrics_max_series"])
+        if runner.get("metrics_max_rank_keys") is not None:
+            self.max_rank_keys = int(runner["metrics_max_rank_keys"])
+
+    def _reader(self, server: ServerTarget) -> PromReader:
+        """The server's engine's reader; CollectorError when that engine has none."""
+        name = server.engine or DEFAULT_ENGINE
+        if name not in self._readers:
+            engine = get_engine(name)
+            if engine.prometheus is None:
+                raise CollectorError(f"Server {server.name!r}: Pitwall cannot read {engine.display_name}'s series "
+                                     "through Prometheus; remove its prometheus_url so its /metrics is scraped directly.")
+            self._readers[name] = engine.prometheus()
+        return self._readers[name]
 
     def _client(self, url: str) -> PromClient:
         if url not in self._clients:
@@ -192,6 +163,7 @@ class PrometheusSourceCollector:
         if not selector:
             raise CollectorError(f"Server {server.name!r} has a prometheus_url but an empty "
                                  "prometheus_selector; set label matchers such as instance=\"host:port\".")
+        reader = self._reader(server)
         client = self._client(str(server.prometheus_url))
         target = self._target(client, server, selector)
         key = self.state_key(server.id)
@@ -210,26 +182,16 @@ class PrometheusSourceCollector:
         window = saved.get("window")
         out = PollResult()
         if end > start:
-            series = self._read(client, server, selector, start, end, target.interval_s)
-            snaps = snapshots(series, set(target.labels), start)
-            seen = ParsedMetrics()  # what this read left out, for the events
-            nonfinite: set[str] = set()
-            capped: set[str] = set()
-            for ts in sorted(snaps):
-                parsed = cap_series(snaps[ts], self.max_series)
-                seen.limits.extend(lim for lim in parsed.limits if lim not in seen.limits)
-                snap = snapshot(server, parsed, window, ts, self.max_rank_keys)
-                window = snap.state
-                out.samples.extend(snap.rows)
-                nonfinite.update(snap.window.nonfinite)
-                capped.update(snap.window.capped)
-            notes = notes_for(f"Server {server.name!r} through Prometheus", seen,
-                              Window({}, {}, sorted(nonfinite), sorted(capped)), self.max_rank_keys)
-            out.events.extend(self._episodes.events(server, notes, now))
-            if snaps:
-                last = max(snaps)
+            series = self._read(client, server, reader, selector, start, end, target.interval_s)
+            converted, window, newest = reader.convert(
+                server, series, set(target.labels), start, window, now,
+                self.max_series if self.max_series is not None else reader.max_series,
+                self.max_rank_keys if self.max_rank_keys is not None else reader.max_rank_keys)
+            out.extend(converted)
+            if newest is not None:
+                last = newest
             elif last is None and end - since >= 3 * target.interval_s:
-                self._no_series(client, server, selector, target)
+                self._no_series(client, server, reader, selector, target)
         if end > start or pos is None:
             ctx.save_state(key, {"pos": max(start, end), "last": last, "window": window,
                                  "since": since})
@@ -238,8 +200,8 @@ class PrometheusSourceCollector:
                                          SOURCE, server.launch_id))
         return out
 
-    def _read(self, client: PromClient, server: ServerTarget, selector: str, start: float,
-              end: float, interval_s: float) -> list[Series]:
+    def _read(self, client: PromClient, server: ServerTarget, reader: PromReader, selector: str,
+              start: float, end: float, interval_s: float) -> list[Series]:
         """The raw samples of (start, end]; an answer over the cap is read again in halves down
         to a few scrape intervals, then reported."""
         span = end - start
@@ -249,7 +211,7 @@ class PrometheusSourceCollector:
                 t = start
                 while t < end:
                     stop = min(end, t + span)
-                    found.extend(client.raw(f"{SGLANG_NAMES},{selector}", stop, stop - t))
+                    found.extend(client.raw(f"{reader.names},{selector}", stop, stop - t))
                     t = stop
                 return found
             except TooLarge as exc:
@@ -257,19 +219,18 @@ class PrometheusSourceCollector:
                     raise CollectorError(f"Server {server.name!r}: {exc}") from exc
                 span /= 2
 
-    def _no_series(self, client: PromClient, server: ServerTarget, selector: str,
+    def _no_series(self, client: PromClient, server: ServerTarget, reader: PromReader, selector: str,
                    target: ScrapeTarget) -> None:
-        """Nothing read and nothing ever read: say why (target down, or no sglang series)."""
+        """Nothing read and nothing ever read: say why (target down, or none of the engine's series)."""
         fresh = client.target(selector) or target
         if fresh.health == "up":
             raise CollectorError(
                 f"Server {server.name!r}: Prometheus {client.url} scrapes it ({{{selector}}}) but "
-                "holds no sglang:* series for it; start SGLang with --enable-metrics, or check "
-                "that the selector names the SGLang server and not another exporter."
+                f"holds no {reader.series_label} series for it; {reader.no_series_hint}."
             )
         raise CollectorError(
             f"Server {server.name!r}: Prometheus {client.url} reports its target down (up=0) "
-            "and holds no sglang:* samples for it; check the server and Prometheus's /targets page."
+            f"and holds no {reader.series_label} samples for it; check the server and Prometheus's /targets page."
         )
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ verdicts, the grades side by side, the deltas and the config diff), then the fig
 charts), then the provenance: Markdown's final section, HTML's folded <details>, JSON's last key
 of each scorecard (the comparison before the scorecards), PNG's title block the grades.
 
-Every format carries the provenance (rows.py provenance_rows: Pitwall and SGLang versions, server
+Every format carries the provenance (rows.py provenance_rows: Pitwall and engine versions, server
 args, GPU model and driver, workload fingerprint and spec, window and its resolution, client
 self-check). The resolution is "raw", or the rollup tiers ("1-minute rollup", "15-minute rollup")
 a window older than the raw samples kept was read from (subject.resolution and, per series,

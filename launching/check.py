@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Engine
 
-from collectors.sglang import flags as sglang_flags
+from collectors.engines import get_engine
 from config.settings import Settings
 from launching import guardrails, launcher, preflight, profiles
 from storage import repo
@@ -26,7 +26,7 @@ def validate_named(engine: Engine, settings: Settings, name: str, server_name: s
         own = guardrails.process_tree(launch.pid) if launch is not None else []
     report = launcher.validate(spec, server, replacing=replacing, own_pids=own,
                                sandbox=launcher.sandbox_for(settings, engine))
-    if server is not None and server.id is not None and not sglang_flags.is_diffusion(spec.flags):
+    if server is not None and server.id is not None and get_engine(server.engine).profile_kind(spec.flags) == "llm":
         facts = preflight.host_facts(engine, server, replacing=replacing)
         report.issues.extend(preflight.preflight(spec.model_path, spec.flags, facts))
     repo.add_audit(engine, actor=actor, action="profile_validate", target=name,

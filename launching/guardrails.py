@@ -1,6 +1,6 @@
 """Guardrails run before a managed server starts: port, GPUs, model path, parallelism fit.
 
-Each check returns Issues (collectors/sglang/flags.py: Issue): "error" blocks the launch,
+Each check returns Issues (collectors/base.py: Issue): "error" blocks the launch,
 "warning"/"note" do not. GPU checks use NVML (nvidia-ml-py); on a host without an NVIDIA driver
 they are skipped with a warning, so the demo (the bundled simulator) runs anywhere. Cross-check
 by hand: `ss -ltnp | grep :<port>`, `nvidia-smi --query-compute-apps=pid,used_memory --format=csv`.
@@ -16,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from collectors.sglang.flags import Issue
+from collectors.base import Issue
 
 HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -35,7 +35,7 @@ def check_port(host: str, port: int) -> list[Issue]:
     return []
 
 
-def check_model_path(model_path: str) -> list[Issue]:
+def check_model_path(model_path: str, engine_name: str = "the server") -> list[Issue]:
     """A local path must exist; an `org/name` Hugging Face id is accepted with a note."""
     looks_local = model_path.startswith(("/", "./", "../", "~")) or os.path.exists(model_path)
     if looks_local:
@@ -44,7 +44,7 @@ def check_model_path(model_path: str) -> list[Issue]:
             return [Issue("error", "model_path", f"Model path {model_path} does not exist on this host; fix model_path or copy the weights there.")]
         return []
     if HF_ID.match(model_path):
-        return [Issue("note", "model_path", f"{model_path} is not a local folder; SGLang will treat it as a Hugging Face id (downloaded unless cached).")]
+        return [Issue("note", "model_path", f"{model_path} is not a local folder; {engine_name} will treat it as a Hugging Face id (downloaded unless cached).")]
     return [Issue("error", "model_path", f"Model path {model_path!r} is neither an existing folder nor a Hugging Face id like Qwen/Qwen2.5-7B-Instruct.")]
 
 
@@ -71,7 +71,7 @@ def check_parallelism(flags: dict[str, Any], gpu_count: int | None) -> list[Issu
 
 
 def process_tree(pid: int | None) -> list[int]:
-    """pid and all its descendants (an SGLang server's scheduler and detokenizer children)."""
+    """pid and all its descendants (a server's worker children: its scheduler, detokenizer, ...)."""
     if not pid:
         return []
     import psutil

@@ -2,11 +2,10 @@
 
 - `validate(spec, server)` -> Report: the launch sandbox (sandbox.py: entrypoint, [env]
   allow-list, the deny table of code loaders, remote services, paths and ports); [flags] against
-  SGLang's real parser when `import sglang` works in the server's Python (a child of
-  runner/procs.py with an argument list and a deadline: the parser is built with
-  `ServerArgs.add_cli_args` and `parse_args`; secret values replaced by
-  "x"), otherwise against the bundled 0.5.23 table (collectors/sglang/flags.py); and the
-  guardrails (port, GPUs, model path, tp x dp).
+  the engine's own parser when the engine imports in the server's Python (the Engine's
+  `flag_parser`, run as a child of runner/procs.py with an argument list and a deadline; secret
+  values replaced by "x"), otherwise against the engine's bundled flag table (`check_flags`);
+  and the guardrails (port, GPUs, model path, tp x dp).
 - `Planner` (injected into runner.supervisor.ProcessSupervisor by wiring.py): profile name ->
   validated LaunchPlan, or PlanError (event kind bad_cli_flag / port_in_use). The runner calls
   it right before it starts the process, so a profile or pitwall.toml edited since the last
@@ -28,10 +27,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from collectors.engines import get_engine
-from collectors.sglang import flags as sglang_flags
-from collectors.sglang.flags import Issue
-from collectors.sglang.launch import SECRET_FLAGS, config_text, flag_args, split_secrets
+from collectors.base import FlagParser, Issue
+from collectors.engines import DEFAULT_ENGINE, get_engine
 from config.settings import Settings
 from launching import guardrails, profiles
 from launching.profiles import ProfileSpec
@@ -55,38 +52,8 @@ from storage.models import Intent, Launch, Server
 # the sandbox's names stay importable from here (profile_admin, the CLI and tests use them)
 __all__ = ["BUNDLED_ENTRYPOINTS", "Sandbox", "host_port", "sandbox_for", "sandbox_issues"]
 
-PARSER_TIMEOUT_S = 120.0  # importing sglang imports torch: seconds, more on a cold disk
+PARSER_TIMEOUT_S = 120.0  # importing an engine imports torch: seconds, more on a cold disk
 FINAL_STATES = FINAL_INTENT_STATES
-
-# Runs in the server's Python. argv[1] is the entrypoint module: exit 5 when it cannot be found
-# there (e.g. SGLang not installed in that environment). Then exit 3 when sglang is not
-# importable (use the bundled table), argparse's exit 2 with its message on a bad flag, 0 when
-# SGLang accepts the flags.
-_PARSER_SCRIPT = """
-import importlib.util, sys
-try:
-    found = importlib.util.find_spec(sys.argv[1]) is not None
-except Exception:
-    found = False
-if not found:
-    sys.exit(5)
-if importlib.util.find_spec("sglang") is None:
-    sys.exit(3)
-try:
-    import argparse
-    from sglang.srt.server_args import ServerArgs
-except Exception as exc:
-    print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-    sys.exit(4)
-parser = argparse.ArgumentParser(prog="sglang serve", allow_abbrev=False)
-ServerArgs.add_cli_args(parser)
-parser.parse_args(sys.argv[2:])
-"""
-
-
-def entry_module(entrypoint: str) -> str:
-    """The module `python -m` runs for a profile's entrypoint."""
-    return "sglang.cli.main" if entrypoint == "sglang serve" else entrypoint
 
 
 class LauncherError(RequestError, ValueError):
@@ -98,7 +65,7 @@ class Report:
     """Validation outcome: issues by severity and what checked the flags."""
 
     issues: list[Issue] = field(default_factory=list)
-    checked_by: str = f"bundled SGLang {sglang_flags.SGLANG_VERSION} flag table"
+    checked_by: str = field(default_factory=lambda: get_engine(DEFAULT_ENGINE).bundled_table)
 
     @property
     def ok(self) -> bool:
@@ -112,24 +79,27 @@ class Report:
         return [str(i) for i in self.issues]
 
 
-# (python, argv, env) -> the real parser's verdict. Importing sglang takes seconds (torch), so a
-# relaunch to a profile already validated in this process does not pay it again.
+# (python, argv, env) -> the real parser's verdict. Importing an engine takes seconds (torch), so
+# a relaunch to a profile already validated in this process does not pay it again.
 _PARSER_CACHE: dict[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]], tuple[list[Issue], str]] = {}
 _PARSER_CACHE_MAX = 64
 
 
-def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER_TIMEOUT_S) -> tuple[list[Issue], str] | None:
-    """Ask SGLang's own parser in `python`; None when sglang cannot be imported there.
+def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER_TIMEOUT_S,
+                       engine: str = DEFAULT_ENGINE) -> tuple[list[Issue], str] | None:
+    """Ask the engine's own parser in `python`; None when the engine cannot be imported there
+    (or has no parser).
 
     Also checks that `python` can find the profile's entrypoint module (an error Issue if not).
     """
-    # a secret's value never reaches a command line, not even the parser's: its shape is enough
-    shown = {k: ("x" if k in SECRET_FLAGS and isinstance(v, str) else v) for k, v in spec.flags.items()}
-    args = (entry_module(spec.entrypoint), "--model-path", spec.model_path, *flag_args(shown))
+    parser = get_engine(engine).flag_parser
+    if parser is None:
+        return None
+    args = tuple(parser.args(spec.entrypoint, spec.model_path, spec.flags))
     key = (python, args, tuple(sorted((k, str(v)) for k, v in spec.env.items())))
     if key in _PARSER_CACHE:
         return _PARSER_CACHE[key]
-    result = _run_real_parser(python, spec, list(args), timeout_s)
+    result = _run_real_parser(python, spec, list(args), timeout_s, parser)
     if result is not None:
         if len(_PARSER_CACHE) >= _PARSER_CACHE_MAX:
             _PARSER_CACHE.pop(next(iter(_PARSER_CACHE)))
@@ -137,11 +107,15 @@ def real_parser_issues(python: str, spec: ProfileSpec, timeout_s: float = PARSER
     return result
 
 
-def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s: float) -> tuple[list[Issue], str] | None:
+def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s: float,
+                     parser: FlagParser | None = None) -> tuple[list[Issue], str] | None:
     """Runs in the runner's check lane (runner/validation.py), never in a page: a child of
     runner/procs.py with a total deadline and capped output; its environment carries no
     PITWALL_* variable (procs.child_env)."""
-    argv = [python, "-c", _PARSER_SCRIPT, *args]
+    parser = parser or get_engine(DEFAULT_ENGINE).flag_parser
+    if parser is None:
+        return None
+    argv = [python, "-c", parser.script, *args]
     env = procs.child_env({k: str(v) for k, v in spec.env.items()}, keep_pitwall=False)
     try:
         proc = procs.run_capture(argv, timeout_s=timeout_s, env=env)
@@ -149,20 +123,7 @@ def _run_real_parser(python: str, spec: ProfileSpec, args: list[str], timeout_s:
         return None
     if proc.timed_out:
         return None
-    if proc.returncode == 5:
-        module = entry_module(spec.entrypoint)
-        return [Issue("error", "entrypoint", f"{python} cannot find the module {module} (the profile's entrypoint); install it in that environment or point the server's python at one that has it.")], f"the bundled SGLang {sglang_flags.SGLANG_VERSION} flag table"
-    if proc.returncode in (3, 4):
-        return None
-    who = f"SGLang's parser in {python}"
-    if proc.returncode == 0:
-        return [], who
-    err = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-    last = err[-1] if err else f"exit code {proc.returncode}"
-    msg = last.split("error: ", 1)[-1]
-    hints = [sglang_flags.NOTES[f][1] for f in spec.flags if f in sglang_flags.NOTES and f"--{f}" in msg]
-    text = f"SGLang rejected the flags: {msg}." + (" " + " ".join(hints) if hints else "")
-    return [Issue("error", None, text)], who
+    return parser.verdict(python, spec.entrypoint, spec.flags, proc.returncode, proc.stderr)
 
 
 def validate(
@@ -176,20 +137,21 @@ def validate(
     sandbox: Sandbox | None = None,
 ) -> Report:
     """Every check a launch of `spec` on `server` must pass (server None: flags and env only)."""
-    report = Report()
-    report.issues.extend(sandbox_issues(spec, sandbox, server.engine if server else "sglang", server))
+    name = server.engine if server else DEFAULT_ENGINE
+    engine = get_engine(name)
+    report = Report(checked_by=engine.bundled_table)
+    report.issues.extend(sandbox_issues(spec, sandbox, name, server))
     python = (server.python if server else None) or sys.executable
     refused_entry = any(i.flag == "entrypoint" for i in report.issues)
-    # The parser script asks the LLM ServerArgs; a diffusion profile is checked against the
-    # bundled diffusion table (collectors/sglang/sglang-diffusion-0.5.23-flags.json) instead.
-    diffusion = sglang_flags.is_diffusion(spec.flags)
-    real = real_parser_issues(python, spec) if use_real_parser and not refused_entry and not diffusion else None
+    # a profile the engine's parser does not judge (a diffusion server's) gets the bundled table
+    asked = use_real_parser and not refused_entry and engine.flag_parser is not None and engine.flag_parser.applies(spec.flags)
+    real = real_parser_issues(python, spec, engine=name) if asked else None
     parsed = real is not None and not any(i.flag == "entrypoint" for i in real[0])
     if real is not None:
         report.issues.extend(real[0])
         report.checked_by = real[1]
-    report.issues.extend(sglang_flags.check_flags(spec.flags, known_by_parser=parsed))
-    report.issues.extend(guardrails.check_model_path(spec.model_path))
+    report.issues.extend(engine.check_flags(spec.flags, known_by_parser=parsed))
+    report.issues.extend(guardrails.check_model_path(spec.model_path, engine.display_name))
     if server is None:
         return report
     host, port = host_port(server.base_url)
@@ -238,18 +200,19 @@ class Planner:
         if server.gpu_indices and "CUDA_VISIBLE_DEVICES" not in env:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in server.gpu_indices)
         log_path = server.log_path or str(self.settings.logs_dir / f"{server.name}.log")
-        flags, secrets = split_secrets(spec.flags)
+        engine = get_engine(server.engine)
+        flags, secrets = engine.split_secrets(spec.flags)
         config_path = None
         if secrets:  # into a 0600 file, not argv (ps shows argv to every local user)
             good = repo.list_launches(self.engine, server_id=server.id, limit=50)
             keep = {p for p in (config_path_of(x.argv) for x in good if x.ready_at) if p}
-            config_path = write_secrets(Path(self.settings.data_dir), server.name, config_text(secrets), keep)
+            config_path = write_secrets(Path(self.settings.data_dir), server.name, engine.config_text(secrets), keep)
         return LaunchPlan(
             server_id=server.id,
             server_name=server.name,
             base_url=server.base_url.rstrip("/"),
-            argv=get_engine(server.engine).build_argv(server.python or sys.executable, spec.entrypoint,
-                                                      spec.model_path, host, port, flags, config_path=config_path),
+            argv=engine.build_argv(server.python or sys.executable, spec.entrypoint,
+                                   spec.model_path, host, port, flags, config_path=config_path),
             engine=server.engine,
             env=env,
             log_path=log_path,

@@ -1,9 +1,13 @@
 """Preflight: the migration checklist operators skip, run beside Validate before a relaunch.
 
+What is the engine's own (the CUDA of its torch wheels, the oldest card it runs on, its default
+static memory fraction and the words it fails with) comes from its Engine's `preflight`
+(collectors/base.py Preflight); an engine without one gets a note and no check.
+
 - driver: the CUDA version the NVIDIA driver supports (NVML's `cuda_driver`, kept in the GPU
-  collector's `gpu:info` state) against the CUDA of the torch wheel that SGLang version installs;
-- architecture: the GPU's compute capability (from its name) against what SGLang runs on
-  (sm75 and up: SGLang refuses older cards with "SGLang only supports sm75 and above");
+  collector's `gpu:info` state) against the CUDA of the torch wheel that engine version installs;
+- architecture: the GPU's compute capability (from its name) against the oldest the engine runs
+  on (its `min_sm`; it refuses older cards);
 - memory plan: weights (the model folder's safetensors, else estimated from its config.json and
   dtype) per GPU, plus the KV cache one request of the context length needs, against the static
   pool (`--mem-fraction-static` x memory) and the memory other processes leave free
@@ -13,7 +17,7 @@
 
 Blocking (severity "error") only where the launch surely fails: a driver of an older CUDA major
 than the wheel's, a card below sm75, weights that do not fit the free memory or leave the static
-pool no KV cache (SGLang: "Not enough memory. Please try to increase --mem-fraction-static").
+pool no KV cache (the engine stops with its `no_kv_cache` words).
 Everything else is a warning or a note. Files are read from local disk only (the model path or
 the Hugging Face cache), with a size cap; never over the network.
 """
@@ -27,21 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collectors.sglang.flags import Issue
+from collectors.base import Issue, Preflight
+from collectors.engines import DEFAULT_ENGINE, get_engine
 
 GIB = 1024**3
 CONFIG_CAP_BYTES = 4 * 1024 * 1024  # a config.json is kilobytes; anything larger is not one
-DEFAULT_MEM_FRACTION = 0.85  # SGLang picks it from the GPU's memory and tp; about this on 80-141 GB cards
-MIN_SM = (7, 5)
-
-#: (SGLang version from, CUDA of the torch wheel it installs from PyPI) — newest first.
-#: 0.5.x pins torch 2.8/2.9 (cu128), 0.4.7-0.4.10 torch 2.7 (cu126), 0.4.0-0.4.6 torch 2.5/2.6 (cu124).
-SGLANG_CUDA: tuple[tuple[tuple[int, ...], tuple[int, int]], ...] = (
-    ((0, 5, 0), (12, 8)),
-    ((0, 4, 7), (12, 6)),
-    ((0, 4, 0), (12, 4)),
-    ((0, 0, 0), (12, 1)),
-)
 
 #: GPU name fragment -> compute capability (first match wins; the longer names come first).
 COMPUTE_CAPABILITY: tuple[tuple[str, tuple[int, int]], ...] = (
@@ -72,13 +66,23 @@ class Gpu:
 
 @dataclass
 class HostFacts:
-    """What the preflight knows about the host: the driver, the server's GPUs, its SGLang."""
+    """What the preflight knows about the host: the driver, the server's GPUs, its engine."""
 
     cuda_driver: int | None = None  # NVML's form: 12080 = CUDA 12.8
     driver: str | None = None
     engine_version: str | None = None
     gpus: list[Gpu] = field(default_factory=list)
     replacing: bool = False  # the server being replaced holds these GPUs; its memory is freed first
+    engine: str = DEFAULT_ENGINE  # the server's engine (collectors/engines.py)
+
+    @property
+    def name(self) -> str:
+        """How messages name the engine (its display_name)."""
+        return get_engine(self.engine).display_name
+
+    @property
+    def table(self) -> Preflight | None:
+        return get_engine(self.engine).preflight
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,23 +94,26 @@ def _version(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x) for x in m.groups() if x is not None) if m else None
 
 
-def wheel_cuda(engine_version: str | None) -> tuple[int, int] | None:
-    """The CUDA (major, minor) the torch wheel of that SGLang version needs; None when unknown."""
+def wheel_cuda(engine_version: str | None, table: Preflight) -> tuple[int, int] | None:
+    """The CUDA (major, minor) the torch wheel of that engine version needs; None when unknown."""
     v = _version(engine_version)
     if v is None:
         return None
-    return next(cuda for since, cuda in SGLANG_CUDA if v >= since)
+    return next((cuda for since, cuda in table.wheel_cuda if v >= since), None)
 
 
-def check_driver(facts: HostFacts) -> list[Issue]:
-    need = wheel_cuda(facts.engine_version)
+def check_driver(facts: HostFacts, table: Preflight | None = None) -> list[Issue]:
+    table = table or facts.table
+    if table is None:
+        return [_unchecked(facts)]
+    need = wheel_cuda(facts.engine_version, table)
     if facts.cuda_driver is None:
         return [Issue("note", "driver", "The driver's CUDA version is unknown (no NVML reading yet); not checked.")]
     have = (facts.cuda_driver // 1000, facts.cuda_driver % 1000 // 10)
     if need is None:
-        return [Issue("note", "driver", f"Driver {facts.driver or '?'} supports CUDA {have[0]}.{have[1]}; the SGLang "
+        return [Issue("note", "driver", f"Driver {facts.driver or '?'} supports CUDA {have[0]}.{have[1]}; the {facts.name} "
                       "version is unknown until the server has run once, so it is not compared.")]
-    text = (f"Driver {facts.driver or '?'} supports CUDA {have[0]}.{have[1]}; SGLang {facts.engine_version} "
+    text = (f"Driver {facts.driver or '?'} supports CUDA {have[0]}.{have[1]}; {facts.name} {facts.engine_version} "
             f"installs torch built for CUDA {need[0]}.{need[1]}")
     if have[0] < need[0]:
         return [Issue("error", "driver", f"{text}: torch stops with 'The NVIDIA driver on your system is too old'. "
@@ -122,7 +129,10 @@ def compute_capability(name: str) -> tuple[int, int] | None:
     return next((cc for frag, cc in COMPUTE_CAPABILITY if frag.upper() in upper), None)
 
 
-def check_architecture(facts: HostFacts, flags: dict[str, Any]) -> list[Issue]:
+def check_architecture(facts: HostFacts, flags: dict[str, Any], table: Preflight | None = None) -> list[Issue]:
+    table = table or facts.table
+    if table is None:
+        return [_unchecked(facts)]
     out: list[Issue] = []
     cards: set[int] = set()
     for gpu in facts.gpus:
@@ -131,11 +141,11 @@ def check_architecture(facts: HostFacts, flags: dict[str, Any]) -> list[Issue]:
             continue  # a card's MIG instances share its architecture: one verdict per card
         cards.add(gpu.index)
         sm = f"sm{cc[0]}{cc[1]}"
-        if cc < MIN_SM:
-            out.append(Issue("error", "gpu", f"GPU {gpu.index} ({gpu.name}) is {sm}; SGLang only supports sm75 and "
-                             "above, so the launch fails. Use another card."))
+        if cc < table.min_sm:
+            out.append(Issue("error", "gpu", f"GPU {gpu.index} ({gpu.name}) is {sm}; {table.old_card}, so the "
+                             "launch fails. Use another card."))
         elif cc < (8, 0):
-            out.append(Issue("warning", "gpu", f"GPU {gpu.index} ({gpu.name}) is {sm}: SGLang starts, but FlashInfer "
+            out.append(Issue("warning", "gpu", f"GPU {gpu.index} ({gpu.name}) is {sm}: {facts.name} starts, but FlashInfer "
                              "and most fused kernels need sm80; expect the Triton/torch fallbacks and lower speed."))
         quant = str(flags.get("quantization") or "")
         if "fp8" in quant and cc < (8, 9):
@@ -264,7 +274,7 @@ def _int(flags: dict[str, Any], *names: str, default: int = 1) -> int:
 
 
 def memory_plan(config: dict[str, Any], flags: dict[str, Any], facts: HostFacts,
-                on_disk: float | None = None) -> list[Issue]:
+                on_disk: float | None = None, table: Preflight | None = None) -> list[Issue]:
     """Weights and one full-context request's KV cache per GPU against the static pool and the
     free memory of the smallest of the server's GPUs."""
     if not facts.gpus:
@@ -277,7 +287,10 @@ def memory_plan(config: dict[str, Any], flags: dict[str, Any], facts: HostFacts,
     gpu = min(facts.gpus, key=lambda g: g.total_bytes - (0 if facts.replacing else g.used_bytes))
     free = gpu.total_bytes - (0.0 if facts.replacing else gpu.used_bytes)
     frac_set = flags.get("mem-fraction-static")
-    frac = float(frac_set) if frac_set not in (None, "") else DEFAULT_MEM_FRACTION
+    table = table or facts.table
+    if table is None:
+        return [_unchecked(facts)]
+    frac = float(frac_set) if frac_set not in (None, "") else table.default_mem_fraction
     static = frac * gpu.total_bytes
     per_gpu = weights / tp
     context = _int(flags, "context-length", default=int(_text(config).get("max_position_embeddings") or 4096))
@@ -288,10 +301,10 @@ def memory_plan(config: dict[str, Any], flags: dict[str, Any], facts: HostFacts,
         return [Issue("error", "memory", f"{head}: the weights do not fit, the load runs out of memory. Raise "
                       "--tp-size, quantize, or free the GPU.")]
     kv_room = min(static, free - (1 - frac) * gpu.total_bytes) - per_gpu
-    frac_text = f"--mem-fraction-static={frac:g}" + ("" if frac_set not in (None, "") else " (about SGLang's default)")
+    frac_text = f"--mem-fraction-static={frac:g}" + ("" if frac_set not in (None, "") else " (about {facts.name}'s default)")
     if kv_room <= 0:
-        return [Issue("error", "mem-fraction-static", f"{head}; {frac_text} leaves no KV cache: SGLang stops with "
-                      "'Not enough memory. Please try to increase --mem-fraction-static'. Raise it, or raise --tp-size.")]
+        return [Issue("error", "mem-fraction-static", f"{head}; {frac_text} leaves no KV cache: {facts.name} stops with "
+                      f"{table.no_kv_cache}. Raise it, or raise --tp-size.")]
     tokens = kv_room / per_token
     out: list[Issue] = []
     if tokens < context:
@@ -310,7 +323,10 @@ def memory_plan(config: dict[str, Any], flags: dict[str, Any], facts: HostFacts,
 
 def preflight(model_path: str, flags: dict[str, Any], facts: HostFacts, *, hf_home: str | None = None) -> list[Issue]:
     """Every preflight check of one profile on one host."""
-    issues = check_driver(facts) + check_architecture(facts, flags)
+    table = facts.table
+    if table is None:
+        return [_unchecked(facts)]
+    issues = check_driver(facts, table) + check_architecture(facts, flags, table)
     folder = model_dir(model_path, hf_home)
     config = read_config(folder) if folder is not None else None
     if config is None:
@@ -318,13 +334,18 @@ def preflight(model_path: str, flags: dict[str, Any], facts: HostFacts, *, hf_ho
                             "cache); the memory plan is not checked."))
         return issues
     assert folder is not None
-    return issues + memory_plan(config, flags, facts, safetensors_bytes(folder))
+    return issues + memory_plan(config, flags, facts, safetensors_bytes(folder), table)
+
+
+def _unchecked(facts: HostFacts) -> Issue:
+    return Issue("note", None, f"Pitwall has no preflight table for {facts.name}; the driver, the cards and "
+                 "the memory plan are not checked.")
 
 
 def host_facts(engine: Any, server: Any, *, replacing: bool) -> HostFacts:
     """The driver (GPU collector's `gpu:info`), the newest memory reading of each of the server's
     GPU entries (`gpu.<i>.mem_total_bytes` / `mem_used_bytes`; a card in MIG mode has none, each
-    of its instances has its own) and the SGLang version its last launch ran."""
+    of its instances has its own) and the engine version its last launch ran."""
     from scorecard.gpu_entries import entries_from, load_info
     from storage import repo
 
@@ -332,6 +353,7 @@ def host_facts(engine: Any, server: Any, *, replacing: bool) -> HostFacts:
     names = {int(g["index"]): str(g.get("name") or "") for g in info.get("gpus") or [] if "index" in g}
     launch = repo.latest_launch(engine, server_id=server.id)
     facts = HostFacts(cuda_driver=info.get("cuda_driver"), driver=info.get("driver"), replacing=replacing,
+                      engine=server.engine or DEFAULT_ENGINE,
                       engine_version=launch.engine_version if launch is not None else None)
     names_stored = repo.metric_names(engine, server_id=server.id, prefix="gpu.")
     entries = entries_from(names_stored, info, server.gpu_indices or None)

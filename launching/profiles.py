@@ -5,7 +5,7 @@ File shape (flags without their leading dashes; `true` for a bare switch):
     name = "baseline"
     description = "what this profile is for"
     model_path = "Qwen/Qwen2.5-7B-Instruct"
-    entrypoint = "sglang.launch_server"   # a python -m module, or "sglang serve"
+    entrypoint = "<module>"   # a python -m module, or one of the engine's own (Engine.entrypoints)
     [flags]
     mem-fraction-static = 0.8
     [env]
@@ -30,13 +30,21 @@ from typing import Any
 import tomli_w
 from sqlalchemy.engine import Engine
 
+from collectors.engines import DEFAULT_ENGINE, ENGINES, get_engine
 from storage import repo
 from storage.errors import ConfigError
 from storage.models import Profile
 
 TOP_KEYS = ("name", "description", "model_path", "entrypoint", "flags", "env")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-ENTRYPOINT_RE = re.compile(r"^(sglang serve|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*)$")
+MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+#: the default engine's first entrypoint: a profile that names none starts with it
+DEFAULT_ENTRYPOINT = get_engine(DEFAULT_ENGINE).entrypoints[0]
+
+
+def entrypoint_ok(entrypoint: str) -> bool:
+    """A Python module name, or an entrypoint of a known engine (one may hold a space)."""
+    return bool(MODULE_RE.match(entrypoint)) or any(entrypoint in e.entrypoints for e in ENGINES.values())
 
 
 class ProfileError(ConfigError, ValueError):
@@ -48,7 +56,7 @@ class ProfileSpec:
     name: str
     description: str = ""
     model_path: str = ""
-    entrypoint: str = "sglang.launch_server"
+    entrypoint: str = DEFAULT_ENTRYPOINT
     flags: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     source_path: str | None = None
@@ -72,7 +80,7 @@ class ProfileSpec:
 def parse_profile(text: str, *, source: str = "<profile>") -> ProfileSpec:
     """TOML text -> ProfileSpec; ProfileError (one sentence) when the shape is wrong.
 
-    Flag names and values are checked later by validation (collectors/sglang/flags.py), so a
+    Flag names and values are checked later by validation (the engine's `check_flags`), so a
     profile with an unknown flag still loads, lists and diffs; it just cannot be launched.
     """
     try:
@@ -96,11 +104,11 @@ def parse_profile(text: str, *, source: str = "<profile>") -> ProfileSpec:
     model_path = data.get("model_path", "")
     if not model_path:
         raise ProfileError(f"{source}: model_path is missing; e.g. model_path = \"Qwen/Qwen2.5-7B-Instruct\".")
-    entrypoint = data.get("entrypoint", "sglang.launch_server")
-    if not ENTRYPOINT_RE.match(entrypoint):
+    entrypoint = data.get("entrypoint", DEFAULT_ENTRYPOINT)
+    if not entrypoint_ok(entrypoint):
+        examples = " or ".join(f'"{e}"' for e in get_engine(DEFAULT_ENGINE).entrypoints)
         raise ProfileError(
-            f"{source}: entrypoint is {entrypoint!r}; expected a Python module such as "
-            "\"sglang.launch_server\" or \"sglang serve\"."
+            f"{source}: entrypoint is {entrypoint!r}; expected a Python module such as {examples}."
         )
     flags = data.get("flags", {})
     env = data.get("env", {})

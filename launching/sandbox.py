@@ -5,16 +5,17 @@ called by the runner right before it starts the process).
 
 - the entrypoint: the engine's own, the bundled simulator, or one `launch.allowed_entrypoints`
   names;
-- [env]: explicit names only (collectors/sglang/sandbox.py `ENV_NAMES`, plus
+- [env]: explicit names only (the engine's `check_env`: its own names, plus
   `launch.allowed_env`); `LD_*`, `PYTHON*`, `PATH` and `PITWALL_*` never;
-- the deny table (collectors/sglang/sandbox.py `DENY_FLAGS`, `DENY_ENV`): code loaders and
+- the engine's deny table (its `check_profile`, `deny_reason`): code loaders and
   remote services refused, paths kept out of system folders, written paths kept inside the data
   folder, ports kept off every port Pitwall holds (`reserved_ports`);
 - only `launch.allow_unsandboxed` in pitwall.toml (never a profile, never the page) lifts a deny
   rule, one flag or variable by name; the Profiles page lists what it lifts (`allowances`).
 
 Also the secrets file: `write_secrets` puts a profile's secret flags (`api-key`, ...) into a 0600
-YAML file under `<data_dir>/run/`, so argv carries only its path (collectors/sglang/launch.py).
+YAML file under `<data_dir>/run/`, so argv carries only its path (the engine's `config_text`
+and `build_argv`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
-from collectors.engines import get_engine
-from collectors.sglang import flags as sglang_flags
-from collectors.sglang import sandbox as sglang_sandbox
-from collectors.sglang.flags import Issue
+from collectors.base import Issue
+from collectors.engines import DEFAULT_ENGINE, get_engine
 from config.settings import DEMO_DCGM_PORT_OFFSET, Settings
 from launching.profiles import ProfileSpec
 from storage import repo
@@ -99,35 +98,31 @@ def allowances(settings: Settings) -> list[str]:
     return lines
 
 
-def _reason(name: str) -> str:
-    rule = sglang_sandbox.DENY_FLAGS.get(name) or sglang_sandbox.DENY_ENV.get(name)
+def _reason(name: str, engine: str = DEFAULT_ENGINE) -> str:
+    rule = get_engine(engine).deny_reason(name)
     if name == "model_path":
         return "model_path may point anywhere"
     if name == "load-format":
         return "weights may be loaded from a remote service"
-    return f"allowed although {rule.reason}" if rule else "not a flag or variable the sandbox refuses (no effect)"
+    return f"allowed although {rule}" if rule else "not a flag or variable the sandbox refuses (no effect)"
 
 
-def sandbox_issues(spec: ProfileSpec, sandbox: Sandbox | None = None, engine: str = "sglang",
+def sandbox_issues(spec: ProfileSpec, sandbox: Sandbox | None = None, engine: str = DEFAULT_ENGINE,
                    server: Server | None = None) -> list[Issue]:
     """Every sandbox refusal of `spec` (on `server` when given: its port and its companions).
     Each names the key and how to allow it, when it can be allowed."""
     sandbox = sandbox or Sandbox()
-    allowed = (*get_engine(engine).entrypoints, *BUNDLED_ENTRYPOINTS, *sandbox.entrypoints)
+    eng = get_engine(engine)
+    allowed = (*eng.entrypoints, *BUNDLED_ENTRYPOINTS, *sandbox.entrypoints)
     issues: list[Issue] = []
     if spec.entrypoint not in allowed:
         issues.append(Issue("error", "entrypoint", f"Entrypoint {spec.entrypoint!r} is not allowed; use one of {', '.join(allowed)} (more only through launch.allowed_entrypoints in pitwall.toml)."))
-    if sglang_flags.is_diffusion(spec.flags) and spec.entrypoint == "sglang.launch_server":
-        issues.append(Issue("error", "model-type", "model-type = \"diffusion\" needs entrypoint \"sglang serve\" (sglang.launch_server starts only the LLM server)."))
-    if spec.model_path.lstrip().startswith("-"):
-        issues.append(Issue("error", "model_path", f"model_path {spec.model_path!r} starts with '-', which SGLang would read as an option; use a model id or a folder."))
-    issues.extend(sglang_flags.check_option_values(spec.flags))
-    issues.extend(sglang_sandbox.check_env(spec.env, sandbox.env, allowed=sandbox.allowed))
-    ctx = sglang_sandbox.Context(allowed=sandbox.allowed, data_dir=sandbox.data_dir,
-                                 reserved_ports=sandbox.reserved_ports,
-                                 server=server.name if server else None,
-                                 own_port=host_port(server.base_url)[1] if server else None)
-    issues.extend(sglang_sandbox.check_profile(spec.model_path, spec.flags, spec.env, ctx))
+    issues.extend(eng.check_options(spec.entrypoint, spec.model_path, spec.flags))
+    issues.extend(eng.check_env(spec.env, sandbox.env, allowed=sandbox.allowed))
+    issues.extend(eng.check_profile(spec.model_path, spec.flags, spec.env, allowed=sandbox.allowed,
+                                    data_dir=sandbox.data_dir, reserved_ports=sandbox.reserved_ports,
+                                    server=server.name if server else None,
+                                    own_port=host_port(server.base_url)[1] if server else None))
     return issues
 
 

@@ -12,7 +12,7 @@
     lifecycle.py    start / stop / relaunch with rollback of one managed server
     launch_plan.py  what the supervisor starts, as data, and readers of a launch's log
     sweeps.py       the probe lane: one sweep process per sweep (sweep_child.py is that process)
-    validation.py   the check lane: profile validation with SGLang's own parser
+    validation.py   the check lane: profile validation with the engine's own parser
     up.py           `pitwall up` (runner + Streamlit) and the detached runner of `streamlit run`
 
 Nothing outside this package calls subprocess, os.kill or os.killpg (the simulator, tests,

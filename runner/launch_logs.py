@@ -1,8 +1,8 @@
 """Launch logs by size (setting `retention.launch_logs_mb`, MB; 0 keeps every log).
 
 Managed servers write to `<data dir>/logs/<server>.log`. Each launch starts a fresh file: the
-runner renames the previous launch's file to `<server>.log.<UTC stamp>` first (`rotate`; the log
-tailer follows a rename and drains the old file, collectors/sglang/log_tail.py). The size policy
+runner renames the previous launch's file to `<server>.log.<UTC stamp>` first (`rotate`; the engine's log
+tailer follows a rename and drains the old file). The size policy
 then removes whole rotated files, oldest first (by modification time), until the folder is within
 the budget. Never removed: a file a server or an unfinished launch names as its log (the live
 file a tailer reads), and any file written in the last ROTATED_GRACE_S (a tailer may still be

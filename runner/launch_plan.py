@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from collectors.engines import DEFAULT_ENGINE
 from storage.errors import LaunchRefused
 from storage.models import Server
 
@@ -45,7 +46,7 @@ class LaunchPlan:
     api_key: str | None = None
     ready_timeout_s: float = 600.0
     notes: list[str] = field(default_factory=list)
-    engine: str = "sglang"  # collectors/engines.py: ready line, startup milestones, endpoints
+    engine: str = DEFAULT_ENGINE  # collectors/engines.py: ready line, startup milestones, endpoints
 
 
 # (server, profile name or None for the server's own, replacing a running process) -> plan
@@ -62,7 +63,7 @@ def tail_lines(text: str, n: int = EXCERPT_LINES) -> str:
 
 # What a failing launch's log says, strongest evidence first: an exception line
 # ("RuntimeError: CUDA error: ...", "torch.OutOfMemoryError: ..."), then any error line, then the
-# generic "failed" notices (SGLang's "Received sigquit from a child process").
+# generic "failed" notices (e.g. "Received sigquit from a child process").
 _REASON_TIERS = (
     re.compile(r"\b\w*(Error|Exception)\b:|out of memory|CUDA error", re.IGNORECASE),
     re.compile(r"error|traceback|killed", re.IGNORECASE),

@@ -4,7 +4,7 @@ supervisor (runner/supervisor.py holds the watching half).
 - start: `procs.spawn(plan.argv)` (an argument list, never a shell), in its own session and
   process group, env = os.environ without any PITWALL_* variable + the profile's [env]
   (`procs.child_env`), stdout+stderr appended to the server's ONE log file, created 0600 (it
-  holds SGLang's server_args line; every launch of a server appends to the same file, so the log
+  holds the engine's startup line of its arguments, API key included; every launch of a server appends to the same file, so the log
   collector's tail has no gap across relaunches; the intent's result records the byte offset
   where a launch starts).
 - ready: `GET <base_url>/health` answers 200 or the log shows the engine's ready line; progress
@@ -30,7 +30,7 @@ import httpx
 from sqlalchemy.engine import Engine
 
 from collectors.base import CollectorError
-from collectors.engines import get_engine
+from collectors.engines import DEFAULT_ENGINE, get_engine
 from collectors.http import auth_headers, get_capped
 from runner import launch_logs, procs
 from runner.launch_plan import (
@@ -65,7 +65,7 @@ class Managed:
     ready_deadline: float | None = None  # adopted while starting: wall-clock deadline to be ready
     base_url: str | None = None  # adopted while starting: where to ask /health
     api_key: str | None = None
-    engine: str = "sglang"
+    engine: str = DEFAULT_ENGINE
     #: adopted: the launch / relaunch intent a previous runner left waiting on this launch
     interrupted: Intent | None = None
 
@@ -230,7 +230,7 @@ class Lifecycle:
         stage = "rolling back" if rollback else "starting"
         with open_private(plan.log_path, "ab") as logf:
             offset = logf.tell()
-            env = procs.child_env(plan.env, keep_pitwall=False)  # SGLang needs no PITWALL_*
+            env = procs.child_env(plan.env, keep_pitwall=False)  # a server needs no PITWALL_*
             try:
                 proc = procs.spawn(plan.argv, stdout=logf, env=env, cwd=plan.cwd)
             except OSError as exc:

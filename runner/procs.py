@@ -1,19 +1,19 @@
 """The one process-group helper: every process Pitwall starts or signals goes through here.
 
 - `spawn(argv, ...)` starts an argument list (never a shell string) in its own session and
-  process group, so a stop reaches the whole tree (an SGLang server's scheduler and detokenizer
+  process group, so a stop reaches the whole tree (an inference server's scheduler and detokenizer
   children too) and a signal to Pitwall's own group does not.
 - `Proc` wraps a child we started (Popen) or one a previous runner left (adopted by PID, checked
   against its start time so a reused PID is never signalled).
 - `stop(proc)`: SIGTERM to the group, wait, SIGKILL; then sweep the group once more (a leader
   can exit while children linger).
 - `run_capture(argv, ...)`: a short-lived child with a total deadline and capped output (profile
-  validation with SGLang's own parser); the whole group is killed at the deadline.
+  validation with the engine's own parser); the whole group is killed at the deadline.
 - `exit_with_parent(pid)`: called inside a child we started, ends it when the runner that
   started it dies, even by SIGKILL (no sweep outlives its runner).
 - `child_env(extra, keep_pitwall=...)`: the environment of a child: Pitwall's own secrets
   (`PITWALL_PASSWORD`, `PITWALL_VIEWER_PASSWORD`, API keys: any PITWALL_* name that
-  storage/redact.py calls secret) never reach one; a server (SGLang) gets no PITWALL_* at all,
+  storage/redact.py calls secret) never reach one; an inference server gets no PITWALL_* at all,
   a child that is Pitwall (runner, sweep) keeps the non-secret ones (PITWALL_DATABASE_URL...).
 """
 
@@ -40,7 +40,7 @@ def child_env(extra: Mapping[str, str] | None = None, *, keep_pitwall: bool,
               base: Mapping[str, str] | None = None) -> dict[str, str]:
     """`base` (default os.environ) without Pitwall's secrets, then `extra` on top.
 
-    keep_pitwall=False (SGLang servers, SGLang's parser): every PITWALL_* variable is dropped.
+    keep_pitwall=False (inference servers, an engine's parser): every PITWALL_* variable is dropped.
     keep_pitwall=True (the runner, a sweep process): PITWALL_* variables stay except secret
     ones (PITWALL_PASSWORD and the like). `extra` (a profile's [env], the database URL of a
     sweep) is added as given: what a profile asks for, it gets.
@@ -132,7 +132,7 @@ def stop(proc: Proc, *, timeout_s: float, kill_wait_s: float = 10.0) -> tuple[in
     """SIGTERM the group, wait up to timeout_s, then SIGKILL; returns (exit code, was killed).
 
     The group is swept with SIGKILL at the end either way: a leader that exited on SIGTERM
-    can leave children (an SGLang scheduler) behind.
+    can leave children (a server's scheduler) behind.
     """
     killed = False
     code = proc.poll()

@@ -4,7 +4,7 @@ Pure functions over plain dicts (a candidate as the tune's state stores it; its 
 read as collectors/probe/report_model.py Levels), so the runner's tune job, the CLI and the
 dashboard rank the same way and a test can feed recorded figures.
 
-- **Goodput** (collectors/probe/stats.py `goodput`; the idea of `--goodput` in SGLang's bench_serving): the highest load level of the
+- **Goodput** (collectors/probe/stats.py `goodput`; the idea of bench_serving's `--goodput`): the highest load level of the
   candidate's sweep at which every latency target holds: p99 TTFT (`ttft_p99_s`), p99 ITL
   (`itl_p99_s`) and, for image servers, per-image p99 (`image_p99_s`), with the success rate at
   least its target. `goodput_rps` is the measured requests/s at that level. A candidate that

@@ -1,10 +1,10 @@
 """Profile validation runs in the runner's check lane, never in a page.
 
-Validating a profile with SGLang's own parser imports sglang (and torch) in the server's Python:
+Validating a profile with the engine's own parser imports the engine (and torch) in the server's Python:
 seconds, up to PARSER_TIMEOUT_S on a cold disk. The Profiles page records an Intent(kind=
 "validate", payload={"profile": NAME, "server": NAME or None}) and returns at once; this handler
 runs the injected validator (launching/launcher.py through the wiring: flags against
-SGLang's parser via runner/procs.run_capture, env, guardrails) and stores the verdict in
+the engine's parser via runner/procs.run_capture, env, guardrails) and stores the verdict in
 Intent.result as {"ok": bool, "checked_by": str, "issues": [{"severity", "flag", "message"}]},
 which the page draws as it arrives.
 """
@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from collectors.engines import DEFAULT_ENGINE, display_name
 from storage import repo
 from storage.models import Intent
 
@@ -38,9 +39,11 @@ class Validations:
             return
         server = payload.get("server")
         where = f" for {server}" if server else ""
+        row = repo.get_server(self.engine, name=str(server)) if server else None
+        name = display_name(row.engine if row is not None else DEFAULT_ENGINE)
         repo.update_intent(self.engine, intent_id=intent.id, progress={
             "stage": "validating", "fraction": 0.3,
-            "detail": f"checking {profile}{where}: flags (SGLang's parser when installed), env, guardrails"})
+            "detail": f"checking {profile}{where}: flags ({name}'s parser when installed), env, guardrails"})
         try:
             verdict = self.validator(str(profile), str(server) if server else None, intent.requested_by)
         except Exception as exc:  # a profile that cannot be read: one sentence, not a traceback

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collectors.engines import display_name
 from present.format import fmt_value
 from scorecard import math as sm
 from scorecard import slo as slo_mod
@@ -91,7 +92,7 @@ def cost_figures(inp: ScorecardInputs, figs: dict[str, Figure], levels: list[dic
         else:
             put(figs, key, energy[key], "gpu",
                  "no energy counter" if inp.energy_j is None else "NVML energy counter deltas" + (
-                     "" if inp.busy_s is None else " while SGLang logged decode lines (idle time excluded)"))
+                     "" if inp.busy_s is None else f" while {display_name(inp.engine)} logged decode lines (idle time excluded)"))
     key = "electricity_usd_per_1m_output_tok"
     if image:
         put(figs, key, None, "gpu", "image server", status=NOT_APPLICABLE)

@@ -123,6 +123,7 @@ def gather_window(reads: SeriesReads, *, srv: Server, launch: Launch | None, run
         subject=about,
         provenance=provenance,
         kind=srv.kind,
+        engine=srv.engine,
         gpu_hourly_usd=srv.gpu_hourly_usd,
         gpu_count=n_gpu,
         gpu_count_note=gpu_note,

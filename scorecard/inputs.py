@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collectors.engines import DEFAULT_ENGINE
 from scorecard import math as sm
 from scorecard.model import MISSING, OK, Figure
 
@@ -21,6 +22,7 @@ class ScorecardInputs:
     subject: dict[str, Any]
     provenance: dict[str, Any]
     kind: str = "llm"  # llm | image
+    engine: str = DEFAULT_ENGINE  # the server's engine (collectors/engines.py), named in figure notes
     gpu_hourly_usd: float | None = None
     gpu_count: int = 1
     gpu_count_note: str = ""

@@ -142,7 +142,7 @@ def _line_spans(ts: Sequence[float], max_gap_s: float) -> list[tuple[float, floa
 
 
 def busy_spans(ts: np.ndarray | Sequence[float], max_gap_s: float = 10.0) -> list[tuple[float, float]]:
-    """The time a series logged only while the server works (SGLang's decode lines) covers;
+    """The time a series logged only while the server works (the engine's decode lines) covers;
     a gap longer than `max_gap_s` was idle and counts only as one typical line interval."""
     return _line_spans(sorted(np.asarray(ts, dtype=float).tolist()), max_gap_s)
 

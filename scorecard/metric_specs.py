@@ -192,10 +192,10 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "the ttft_p99_s SLO target (names the level)"),
     MetricSpec("avg_power_w", "Avg GPU power", "cost", "w", "lower",
                "Σ over GPUs of Δ`gpu.<i>.energy_j` / window seconds (counter deltas; without /metrics "
-               "only the time SGLang logged decode lines), else Σ mean `gpu.<i>.power_w`"),
+               "only the time the engine logged decode lines), else Σ mean `gpu.<i>.power_w`"),
     MetricSpec("energy_j_per_output_tok", "Energy per output token", "cost", "j", "lower",
                "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / output tokens produced in it; "
-               "without /metrics both over only the time SGLang logged decode lines (idle excluded)"),
+               "without /metrics both over only the time the engine logged decode lines (idle excluded)"),
     MetricSpec("energy_j_per_image", "Energy per image", "cost", "j", "lower",
                "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / images produced in it"),
     MetricSpec("electricity_usd_per_1m_output_tok", "Electricity per 1M output tokens", "cost",

@@ -1,7 +1,7 @@
 """The Scorecard value: plain dataclasses that serialise to the export JSON (schema version 1).
 
 A Scorecard names what it scores (`subject`: server, launch, profile, probe run, window, headline
-load level, latency source) and where its numbers come from (`provenance`: Pitwall and SGLang
+load level, latency source) and where its numbers come from (`provenance`: Pitwall and engine
 versions, server args, GPU model and driver, workload fingerprint and spec, client self-check),
 then holds one `Figure` per METRIC_SPECS key, the per-level table of the probe run, a grade per
 dimension with the reasons, and small chart data (bucketed series, events) so an export can be

@@ -1,13 +1,13 @@
 """Pitwall's own files are private: folders 0700, files 0600, whatever the umask.
 
-The database, the server logs Pitwall writes (they hold SGLang's `server_args` line, API key
-included) and the exports are read by the user who runs Pitwall and nobody else. Modes are set
+The database, the server logs Pitwall writes (they hold the engine's startup line of its
+arguments, API key included) and the exports are read by the user who runs Pitwall and nobody else. Modes are set
 explicitly (`os.open(..., 0o600)` then `fchmod`, `mkdir` then `chmod`), never through
 `os.umask`, which is process-wide and would race with other threads.
 
 A folder Pitwall creates is 0700; a folder that already existed keeps its mode unless the caller
 says it is Pitwall's own (`own=True`: the data dir and its logs/ and exports/), so pointing a
-log path or an export at `/var/log/sglang` or `~/reviews` never changes that folder.
+log path or an export at `/var/log/<engine>` or `~/reviews` never changes that folder.
 Cross-check: `stat -c '%a %n' ~/.local/share/pitwall ~/.local/share/pitwall/pitwall.db*`
 shows 700 and 600.
 """

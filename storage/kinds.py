@@ -5,7 +5,7 @@ Each event kind carries its severity and one line of meaning (EVENT_KINDS below)
 own kinds (`restart_budget_exhausted`, `intent_expired`) and the fleet's (`runner_lost` /
 `runner_back`) sit beside the server's. Intent kinds name the runner lane that carries them
 out: `control` (server lifecycle, one action at a time), `probe` (sweeps), `check` (profile
-validation with SGLang's own parser) and `tune` (a search over profiles that itself requests
+validation with the engine's own parser) and `tune` (a search over profiles that itself requests
 relaunches and runs sweeps), so a long sweep never blocks a relaunch and a validation
 never waits behind either.
 """

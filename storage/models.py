@@ -56,7 +56,8 @@ class CollectorState(SQLModel, table=True):
 
 
 class Server(SQLModel, table=True):
-    """An SGLang server Pitwall watches; `managed` servers are started and stopped by Pitwall."""
+    """An inference server Pitwall watches (`engine` names its engine in collectors/engines.py);
+    `managed` servers are started and stopped by Pitwall."""
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True)
@@ -80,14 +81,14 @@ class Server(SQLModel, table=True):
     #: the runner host that owns this server (runner.host of the runner whose configuration lists
     #: it): only that runner supervises it, collects from it and carries out its intents
     host: str | None = Field(default=None, index=True)
-    #: read this server's `sglang:*` series from this Prometheus (HTTP API) instead of scraping
+    #: read this server's engine series from this Prometheus (HTTP API) instead of scraping
     #: its /metrics; `prometheus_selector` is the label matcher naming it there
     prometheus_url: str | None = None
     prometheus_selector: str | None = None
 
 
 class Profile(SQLModel, table=True):
-    """A named launch profile: the flags and env of `python -m sglang.launch_server`."""
+    """A named launch profile: the entrypoint, flags and env a managed server starts with."""
 
     id: int | None = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True)

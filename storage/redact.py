@@ -18,7 +18,7 @@ says "no key" and hides nothing.
   of strings is treated as an argv (`--api-key X`, `--api-key=X`, `HF_TOKEN=X`); every other
   string goes through `redact_text`.
 - `redact_text(text)`: free text (log excerpts, messages, command lines): `api_key='X'` (the
-  `ServerArgs(...)` repr), `'api_key': 'X'` / `"api_key": "X"` (dict repr, JSON, SGLang 0.5.23's
+  `ServerArgs(...)` repr), `'api_key': 'X'` / `"api_key": "X"` (dict repr, JSON, an engine's
   `server_args={...}` log line), `api_key: X`, `HF_TOKEN=X`, `--api-key X`, `--api-key=X`,
   `Authorization: Bearer X` / `Basic X`, and URLs with a password (`scheme://user:X@host`).
 - `redact_url(url)`: the password of a URL's userinfo (and secret query parameters); the user,
@@ -43,7 +43,7 @@ _KEY_OWNERS = frozenset({"api", "private", "secret", "access", "token", "waterma
                          "signing"})
 # `<x>_token` is a count or a marker, not a credential, when x is one of these
 # (`bucket_time_to_first_token`, `kt_max_deferred_experts_per_token`, `eos_token`)
-# and SGLang's log counters (`#cached-token: 0`, `#pending-token`, `inter-token`)
+# and an engine log's counters (`#cached-token: 0`, `#pending-token`, `inter-token`)
 _NOT_CREDENTIAL_TOKEN = frozenset({"per", "first", "second", "last", "next", "each", "every", "eos",
                                    "bos", "pad", "unk", "sep", "cls", "mask", "special", "stop",
                                    "start", "end", "image", "input", "output", "prefix", "draft",
@@ -115,7 +115,7 @@ def _replace_values(text: str, pattern: re.Pattern[str], *, flag: bool) -> str:
         if bare == m.group("key").upper().replace("-", "_"):
             continue  # argparse usage text: `[--api-key API_KEY]` names the value, holds none
         if kind == "token" and _NUMBER.fullmatch(bare):
-            continue  # SGLang's log counters: `#token: 512`, `#full token: 1000`
+            continue  # an engine log's counters: `#token: 512`, `#full token: 1000`
         if flag and value.startswith("-"):
             continue  # the flag took no value: the next item is another flag
         quote = value[0] if value[0] in "'\"" and len(value) > 1 and value[-1] == value[0] else ""

@@ -31,13 +31,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: the writers, by the name `SeriesKey.writer` uses: what writes them (module paths are the
-#: bundled engine's and Pitwall's own collectors)
+#: the writers, by the name `SeriesKey.writer` uses: what writes them, by role (an engine's
+#: collectors are its Engine's `collectors`, collectors/engines.py; the rest are Pitwall's own)
 WRITERS: dict[str, str] = {
-    "log": "the engine's scheduler-log collector (collectors/sglang/log.py)",
-    "metrics": "the engine's /metrics collector, or Prometheus as its source "
-               "(collectors/sglang/metrics.py, collectors/prometheus_source.py)",
-    "api": "the engine's HTTP API collector (collectors/sglang/api.py)",
+    "log": "the engine's scheduler-log collector (its `log` role)",
+    "metrics": "the engine's /metrics collector (its `metrics` role), or Prometheus as its source "
+               "(collectors/prometheus_source.py)",
+    "api": "the engine's HTTP API collector (its `api` role)",
     "canary": "the canary (collectors/canary.py)",
     "gpu": "the GPU collector over NVML or dcgm-exporter (collectors/gpu.py)",
     "prometheus": "Prometheus as a source (collectors/prometheus_source.py)",

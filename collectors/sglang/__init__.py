@@ -9,11 +9,19 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 
 from __future__ import annotations
 
-from collectors.base import Collector, Engine
-from collectors.sglang import flags, sandbox
+from collectors.base import Collector, Engine, PromReader
+from collectors.sglang import flags, launch_checks, parser, sandbox
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
-from collectors.sglang.launch import ENTRYPOINTS, READY_LINE, build_argv, startup_progress
+from collectors.sglang.launch import (
+    ENTRYPOINTS,
+    READY_LINE,
+    build_argv,
+    config_text,
+    split_secrets,
+    startup_progress,
+)
 from collectors.sglang.log_parse import parse_line
+from collectors.sglang.preflight import PREFLIGHT
 
 
 def _log_collector() -> Collector:
@@ -34,6 +42,12 @@ def _api_collector() -> Collector:
     return SGLangApiCollector()
 
 
+def _prom_reader() -> PromReader:
+    from collectors.sglang.metrics_prom import PromReader as SGLangPromReader
+
+    return SGLangPromReader()
+
+
 ENGINE = Engine(
     name="sglang",
     display_name="SGLang",
@@ -49,4 +63,13 @@ ENGINE = Engine(
     flags_version=flags.SGLANG_VERSION,
     entrypoints=ENTRYPOINTS,
     parse_line=parse_line,
+    flag_parser=parser.FLAG_PARSER,
+    split_secrets=split_secrets,
+    config_text=config_text,
+    profile_kind=parser.profile_kind,
+    preflight=PREFLIGHT,
+    check_options=launch_checks.check_options,
+    check_profile=launch_checks.check_profile,
+    deny_reason=launch_checks.deny_reason,
+    prometheus=_prom_reader,
 )

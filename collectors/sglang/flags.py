@@ -26,6 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from collectors.base import Issue
+
+__all__ = ["Issue"]  # the finding type lives in collectors/base.py; importable from here too
+
 SGLANG_VERSION = "0.5.23"
 HELP_FILE = Path(__file__).with_name(f"sglang-{SGLANG_VERSION}-help.txt")
 #: The diffusion server's flags (``sglang serve --model-type diffusion``), read from the 0.5.23
@@ -122,16 +126,6 @@ class FlagSpec:
     kind: str  # switch | boolopt (--x / --no-x) | value | optional | list
     choices: tuple[str, ...] | None
     deprecated: str | None = None  # SGLang's own "Deprecated ..." help text
-
-
-@dataclass(frozen=True)
-class Issue:
-    severity: str  # error | warning | note
-    flag: str | None  # the flag (no dashes) or env var it is about; None for the profile
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.severity}: {self.message}"
 
 
 def parse_help_text(text: str) -> dict[str, FlagSpec]:

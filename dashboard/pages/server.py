@@ -45,16 +45,16 @@ def _detail(url: str, name: str) -> ServerDetail | None:
 @st.cache_data(ttl=10, show_spinner=False)
 def _panels(
     url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[ts.GpuEntry, ...], since: float, until: float,
-    prom: tuple[str, str] | None = None,
+    prom: tuple[str, str, str] | None = None,
 ) -> tuple[dict[str, pd.DataFrame], str]:
-    """(panel frames, Prometheus caption or ""); `prom` = (prometheus_url, selector) of a server
+    """(panel frames, Prometheus caption or ""); `prom` = (prometheus_url, selector, engine) of a server
     read through Prometheus: its metrics.* series come from there (prom_series.panel_series)."""
     # One read for every shown panel; hidden panels (the GPU metrics not picked) are never read.
     panels = [p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) if p.key in keys]
     frames = ts.read_series(session.engine_for(url), server_id=server_id, panels=panels, since=since, until=until)
     if prom is None:
         return frames, ""
-    return prom_series.panel_series(frames, panels, prom[0], prom[1], since, until)
+    return prom_series.panel_series(frames, panels, prom[0], prom[1], since, until, engine=prom[2])
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -208,7 +208,7 @@ def charts() -> None:
     cols = st.columns(2)
     keys = tuple(w[0] for w in wanted)
     srv = detail.server
-    prom = (srv.prometheus_url, srv.prometheus_selector or "") if srv.prometheus_url else None
+    prom = (srv.prometheus_url, srv.prometheus_selector or "", srv.engine) if srv.prometheus_url else None
     frames, prom_caption = _panels(ctx.url, sid, keys, tuple(gpus), since, until, prom)
     if prom_caption:
         st.caption(prom_caption)

@@ -259,7 +259,7 @@ def audit_frame(engine: Engine, limit: int = 50) -> pd.DataFrame:
 
 def request_validation(engine: Engine, *, profile: str, server_name: str | None, actor: str) -> Intent:
     """Record a `validate` intent and a `validate_request` Audit row: the runner's check lane runs
-    it (SGLang's own parser can take seconds to import), the page follows it with
+    it (the engine's own parser can take seconds to import), the page follows it with
     `latest_validation`. Returns at once."""
     server = repo.get_server(engine, name=server_name) if server_name else None
     intent = repo.create_intent(engine, kind="validate", server_id=server.id if server else None,

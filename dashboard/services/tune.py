@@ -4,8 +4,8 @@ The search itself runs in the runner (runner/tunes.py, the `tune` lane); this mo
 records the request (an Intent plus an Audit row) and reads tune intents back; the runner's
 scorer (a probe run's scorecard cut down to the ranking's dimensions) is scorecard/scorer.py.
 
-Candidates match the server's kind: a profile whose flags say `model-type = "diffusion"` is an
-image profile (collectors/sglang/flags.py is_diffusion), any other an LLM profile; a tune of an
+Candidates match the server's kind: a profile whose flags start an image-generation server (the
+engine's `profile_kind`) is an image profile, any other an LLM profile; a tune of an
 LLM server refuses image profiles and the other way round (`profile_kind`, `start_tune`).
 
 The default workload (`default_workload`) is the server's own newest finished sweep (its
@@ -52,10 +52,10 @@ def sweep_fragment(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def profile_kind(flags: dict[str, Any] | None) -> str:
-    """'image' for a diffusion profile (`model-type = "diffusion"`), else 'llm' (Server.kind's words)."""
-    from collectors.sglang.flags import is_diffusion
+    """'image' for an image-generation profile (the engine's `profile_kind`), else 'llm' (Server.kind's words)."""
+    from collectors.engines import DEFAULT_ENGINE, get_engine
 
-    return "image" if is_diffusion(flags or {}) else "llm"
+    return get_engine(DEFAULT_ENGINE).profile_kind(flags or {})
 
 
 def profile_names(engine: Engine, *, kind: str | None = None) -> list[str]:

@@ -1,7 +1,7 @@
 """Events: batched and one-off inserts, window reads and counts by kind.
 
 Every insert passes `message` and `raw` through storage/redact.py: a log excerpt that quotes
-SGLang's `server_args` (its `api_key`) or a command line keeps no secret in the database.
+a server's startup arguments (its API key) or a command line keeps no secret in the database.
 """
 
 from __future__ import annotations

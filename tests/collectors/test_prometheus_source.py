@@ -25,8 +25,9 @@ from sqlmodel import Session
 
 from collectors.base import CollectorContext, CollectorError, ServerTarget
 from collectors.prometheus_api import Series, decode_matrix, matchers, parse_duration
-from collectors.prometheus_source import STALENESS_KEY, PrometheusSourceCollector, snapshots
+from collectors.prometheus_source import STALENESS_KEY, PrometheusSourceCollector
 from collectors.sglang.metrics import SGLangMetricsCollector
+from collectors.sglang.metrics_prom import snapshots
 from runner.loop import Runner
 from storage import repo
 from storage.models import Sample

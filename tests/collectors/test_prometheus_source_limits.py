@@ -15,8 +15,9 @@ from prom_rig import SCRAPE_S, PromRig, needs_prometheus
 from pwtest import wait_for
 
 from collectors.base import CollectorContext, ServerTarget
-from collectors.prometheus_source import PrometheusSourceCollector, cap_series
+from collectors.prometheus_source import PrometheusSourceCollector
 from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
+from collectors.sglang.metrics_prom import cap_series
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

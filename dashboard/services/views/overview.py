@@ -101,7 +101,7 @@ class ServerCard:
     status: str
     profile: str | None
     engine_version: str | None
-    engine_label: str  # the engine's display name ("SGLang"), collectors/engines.py
+    engine_label: str  # the engine's display name, collectors/engines.py
     figures: dict[str, float] = field(default_factory=dict)
     key: dict[str, float | None] = field(default_factory=dict)
     key_sources: dict[str, str] = field(default_factory=dict)  # key figure -> SOURCE_LABELS key
@@ -286,7 +286,7 @@ class ServerDetail:
     launch: Any
     profile: str | None
     engine_version: str | None
-    engine_label: str  # the engine's display name ("SGLang"), collectors/engines.py
+    engine_label: str  # the engine's display name, collectors/engines.py
     server_args: dict[str, Any]
     argv: list[str]
     launch_name: str | None = None  # "demo launch 3" (format.launch_label), never the row id

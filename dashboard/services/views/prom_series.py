@@ -1,11 +1,12 @@
 """Time series of a Prometheus-sourced server read straight from its Prometheus (`query_range`),
 for windows longer than what Pitwall stored (a 7-day view of a server it began watching today).
 
-`read_window(url, selector, metrics, start, end)` asks Prometheus for only the SGLang series the
-requested `metrics.*` keys need, at a step matched to the window (window / MAX_POINTS, never below
-the target's scrape interval), and turns each step into Pitwall keys through the direct
-collector's own conversion (`compute` in collectors/sglang/metrics.py): gauges are the value at
-the step, counters the rate over the step, histograms windowed quantiles over the step.
+`read_window(url, selector, metrics, start, end, engine=...)` asks Prometheus for only the engine
+series the requested `metrics.*` keys need, at a step matched to the window (window / MAX_POINTS,
+never below the target's scrape interval), and turns each step into Pitwall keys through the
+engine's own conversion (its Engine's `prometheus` reader, collectors/base.py PromReader): gauges
+are the value at the step, counters the rate over the step, histograms windowed quantiles over
+the step.
 
 Gaps: `query_range` answers a step with the last sample up to 5 minutes old, so a server that
 stopped without Prometheus noticing (Prometheus itself down or restarted: no staleness markers)
@@ -19,7 +20,7 @@ staleness markers) is NaN as well. The same rule as the collector
 (collectors/prometheus_source.py), which stores only real scrapes. The step after a gap is
 computed against the last step before it, as the collector does.
 
-Cross-check a point: `curl "$PROM/api/v1/query_range?query=sglang:num_running_reqs{...}&start=..&end=..&step=.."`.
+Cross-check a point: `curl "$PROM/api/v1/query_range?query=<metric>{...}&start=..&end=..&step=.."`.
 Streamlit-free; the Server page calls it through a cached wrapper.
 """
 
@@ -32,11 +33,9 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
-from collectors.base import CollectorError
-from collectors.prometheus_api import PromClient, Series, gap_mask, matchers
-from collectors.sglang.metrics import compute
-from collectors.sglang.metrics_alias import source_names
-from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
+from collectors.base import CollectorError, PromReader
+from collectors.engines import DEFAULT_ENGINE, get_engine
+from collectors.prometheus_api import PromClient, gap_mask, matchers
 from dashboard.services.views.timeseries import MAX_POINTS as TS_MAX_POINTS
 from present.panels import Panel
 
@@ -69,33 +68,26 @@ def step_for(window_s: float, scrape_interval_s: float, max_points: int = MAX_PO
     return float(max(scrape_interval_s, math.ceil(window_s / max_points)))
 
 
-def _names_matcher(metrics: list[str]) -> str:
-    bases = source_names(metrics)
-    if not bases:
-        raise ValueError(f"None of {metrics} is read from SGLang's metrics; pass metrics.* keys.")
-    return '__name__=~"sglang[:_](' + "|".join(bases) + ')(_total|_bucket|_sum|_count)?"'
-
-
-def _steps(series: list[Series], strip: set[str]) -> dict[float, ParsedMetrics]:
-    out: dict[float, ParsedMetrics] = {}
-    for s in series:
-        labels = {k: v for k, v in s.labels.items() if k != "__name__" and k not in strip}
-        for ts, value in s.points:
-            out.setdefault(round(ts, 3), ParsedMetrics()).samples.append(
-                ParsedSample(s.name, labels, value, s.name, "unknown"))
-    return out
+def _reader(engine: str) -> PromReader:
+    factory = get_engine(engine).prometheus
+    if factory is None:
+        raise ValueError(f"Pitwall cannot read {get_engine(engine).display_name}'s series through Prometheus; "
+                         "its stored samples are shown.")
+    return factory()
 
 
 def read_window(url: str, selector: str, metrics: list[str], start: float, end: float, *,
                 scrape_interval_s: float | None = None, max_points: int = MAX_POINTS,
-                deadline_s: float = 30.0) -> PromWindow:
+                deadline_s: float = 30.0, engine: str = DEFAULT_ENGINE) -> PromWindow:
     """The `metrics` (metrics.* keys) of the server `selector` names, from start to end (s).
 
     Raises CollectorError (Prometheus down, a refused query, an answer over the cap) and
-    ValueError (no metrics.* key asked for); the message says what to do.
+    ValueError (no metrics.* key asked for, or an engine Pitwall cannot read there); the message
+    says what to do.
     """
     sel = matchers(selector)
-    names = _names_matcher(metrics)
+    reader = _reader(engine)
+    names = reader.range_names(metrics)
     start = round(start, 3)  # Prometheus's steps are whole milliseconds from start
     client = PromClient(url, deadline_s=deadline_s)
     try:
@@ -110,7 +102,7 @@ def read_window(url: str, selector: str, metrics: list[str], start: float, end: 
     finally:
         client.close()
     sample_at = {round(t, 3): v for s in stamps for t, v in s.points}
-    snaps = _steps(series, strip)
+    snaps = reader.steps(series, strip)
     # every step of the window: a step Prometheus answers nothing for (a target that went down
     # leaves staleness markers, so its series end there) is a gap too, not a missing row
     grid = sorted({round(start + k * step, 3) for k in range(int((end - start) // step) + 1)}
@@ -123,7 +115,7 @@ def read_window(url: str, selector: str, metrics: list[str], start: float, end: 
         if gap or t not in snaps:
             rows.extend((t, m, math.nan) for m in sorted(wanted))
             continue
-        values, state = compute(snaps[t], state, t)
+        values, state = reader.values_at(snaps[t], state, t)
         rows.extend((t, m, v) for m, v in sorted(values.items()) if m in wanted)
     last = max((v for v in sample_at.values() if not math.isnan(v)), default=None)
     frame = pd.DataFrame(rows, columns=["ts", "metric", "value"])
@@ -151,7 +143,7 @@ def _prom_pairs(panel: Panel, stored: pd.DataFrame | None) -> dict[str, str]:
 
 def panel_series(stored: dict[str, pd.DataFrame], panels: list[Panel], url: str, selector: str,
                  since: float, until: float, *, now: float | None = None,
-                 deadline_s: float = 5.0) -> tuple[dict[str, pd.DataFrame], str]:
+                 deadline_s: float = 5.0, engine: str = DEFAULT_ENGINE) -> tuple[dict[str, pd.DataFrame], str]:
     """The Server page's panels for a Prometheus-sourced server: `stored` (timeseries.read_series)
     with its metrics.* series replaced by the window read through Prometheus, and the caption
     ("read through Prometheus <host> · step N s · last sample N s ago"). When Prometheus cannot
@@ -162,7 +154,7 @@ def panel_series(stored: dict[str, pd.DataFrame], panels: list[Panel], url: str,
         return stored, ""
     try:
         win = read_window(url, selector, keys, since, until, max_points=TS_MAX_POINTS,
-                          deadline_s=deadline_s)
+                          deadline_s=deadline_s, engine=engine)
     except (CollectorError, ValueError) as exc:
         host = urlsplit(url).netloc or url
         return stored, f"Prometheus {host} could not be read, showing stored samples: {exc}"

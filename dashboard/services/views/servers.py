@@ -161,7 +161,7 @@ def _check_row(engine: Engine, row: Server, *, cfg: ServerConfig, host: str | No
 
 
 def _prometheus_source(cfg: ServerConfig, settings: Settings) -> dict[str, str | None]:
-    """Where a server's `sglang:*` series are read: its own prometheus_url, else prometheus.url
+    """Where a server's engine series are read: its own prometheus_url, else prometheus.url
     (an empty prometheus_url opts out: scrape /metrics directly); the selector's {instance}
     (host:port of base_url) and {name} filled in."""
     url = cfg.prometheus_url if cfg.prometheus_url is not None else settings.prometheus.get("url")
