@@ -278,7 +278,7 @@ class Runner:
                     slot.failures += 1
                     delay = min(slot.collector.interval_s * 2**slot.failures, self.max_backoff_s)
                     slot.next_at = now + delay
-                    msg = f"Collector {name} failed: {exc} (retrying in {delay:.0f} s)"
+                    msg = f"Collector {name} failed: {exc} (retrying in {delay:.3g} s)"
                     log.warning(msg)
                     self.writer.put(
                         Batch(events=[EventRow(time.time(), None, "collector_error", msg, raw=repr(exc)[:2000])])
