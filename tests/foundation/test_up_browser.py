@@ -69,6 +69,6 @@ def test_up_serves_a_page_that_renders_and_stops_cleanly(tmp_path):
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert "Pitwall stopped." in out
-    time.sleep(0.5)
-    alive = [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    _, left = psutil.wait_procs(children, timeout=30)  # a loaded host may take a while to reap them
+    alive = [c.pid for c in left if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     assert not alive, f"orphans left: {alive}"

@@ -62,14 +62,15 @@ def test_failing_collector_is_isolated_and_backs_off(engine):
     _run(runner, lambda: good.polls >= 30 and len(bad.calls) >= 4)
     assert good.polls >= 30
     events = repo.list_events(engine, kinds=["collector_error"])
-    assert len(events) == len(bad.calls)
+    # a call still failing when the runner stops may not have had its event written yet
+    assert len(bad.calls) - 1 <= len(events) <= len(bad.calls)
     assert "scrape failed" in events.iloc[0]["message"]
     gaps = [b - a for a, b in zip(bad.calls, bad.calls[1:], strict=False)]
     # backoff doubles from interval_s * 2 = 0.1 s up to max_backoff_s: retry n waits at least
-    # 0.1 * 2**n s (a lower bound: a busy host only ever makes a retry later, so the gaps are not
-    # compared with each other)
+    # 0.1 * 2**n s, less the pool thread's start (a lower bound: a busy host only ever makes a retry
+    # later, so the gaps are not compared with each other)
     due = [min(bad.interval_s * 2 ** (n + 1), 0.4) for n in range(len(gaps))]
-    assert all(g >= d - 0.01 for g, d in zip(gaps, due, strict=True)), (gaps, due)
+    assert all(g >= d - 0.05 for g, d in zip(gaps, due, strict=True)), (gaps, due)
     assert {m.rsplit("(", 1)[1] for m in events["message"]} >= {"retrying in 0.1 s)", "retrying in 0.2 s)"}
 
 
