@@ -360,7 +360,8 @@ def gather_inputs(
     inputs.gpu_mem_total_bytes = card_mem_total({k: v for k, (_, v) in mem_total.items()})
     # raw GPM samples only: a window older than retention.samples_days has no verdict
     inputs.gpu_walls = gpu_walls(engine, server_id=sid, since=since, until=until)
-    inputs.stage_walls = stage_walls(engine, server_id=sid, since=since, until=until) if srv.kind == "image" else {}
+    inputs.stage_walls = (stage_walls(engine, server_id=sid, since=since, until=until, engine_name=srv.engine)
+                          if srv.kind == "image" else {})
     return inputs
 
 

@@ -47,7 +47,6 @@ NOT_YET_MOVED = {
     "pyproject.toml",
     "scorecard/build.py",
     "scorecard/compare.py",
-    "scorecard/image.py",
     "scripts/sglang_cpu/build_env.sh",
     "scripts/sglang_cpu/capture_fixtures.py",
     "scripts/sglang_cpu/make_tiny_model.py",
