@@ -48,8 +48,6 @@ NOT_YET_MOVED = {
     "dashboard/pages/overview.py",
     "dashboard/pages/profiles.py",
     "dashboard/services/doctor.py",
-    "dashboard/services/views/servers.py",
-    "dashboards/grafana-pitwall.json",
 }
 
 
