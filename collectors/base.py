@@ -301,6 +301,9 @@ class Engine:
     prometheus: Callable[[], PromReader] | None = None
     #: how its image servers name their pipeline stages (the default: it names none)
     image_stages: ImageStages = ImageStages()
+    #: its offline commands: `pitwall <name> [--engine NAME] ARGS` -> entry(ARGS) -> exit code
+    #: ("parse-log": a saved log as records, "parse-metrics": a saved /metrics payload)
+    commands: Mapping[str, Callable[[list[str]], int]] = field(default_factory=dict)
 
     @property
     def bundled_table(self) -> str:

@@ -43,6 +43,18 @@ def _api_collector() -> Collector:
     return SGLangApiCollector()
 
 
+def _parse_log_cli(argv: list[str]) -> int:
+    from collectors.sglang.log_cli import parse_log_cli
+
+    return parse_log_cli(argv)
+
+
+def _parse_metrics_cli(argv: list[str]) -> int:
+    from collectors.sglang.metrics import parse_metrics_cli
+
+    return parse_metrics_cli(argv)
+
+
 def _prom_reader() -> PromReader:
     from collectors.sglang.metrics_prom import PromReader as SGLangPromReader
 
@@ -74,4 +86,5 @@ ENGINE = Engine(
     deny_reason=launch_checks.deny_reason,
     prometheus=_prom_reader,
     image_stages=stages.STAGES,
+    commands={"parse-log": _parse_log_cli, "parse-metrics": _parse_metrics_cli},
 )

@@ -39,7 +39,6 @@ TOOLING = {
     "scripts/sglang_diffusion/": "reads SGLang Diffusion's own flag table into the bundled one",
 }
 NOT_YET_MOVED = {
-    "cli/main.py",
     "collectors/probe/client.py",
     "collectors/probe/sse.py",
     "collectors/probe/structured.py",
