@@ -66,7 +66,7 @@ def child(path: str, which: str) -> None:
     text = Path(path).read_text(encoding="utf-8")
     c0, t0 = time.process_time(), time.perf_counter()
     if which in ("ours", "uncapped"):
-        from collectors.sglang.metrics_parse import ParseLimits, parse_metrics
+        from collectors.promtext import ParseLimits, parse_metrics
 
         lim = ParseLimits(max_series=10**9, budget_s=1e9) if which == "uncapped" else None
         parsed = parse_metrics(text, lim) if lim else parse_metrics(text)

@@ -4,8 +4,8 @@ Subcommands:
   up            start the runner and the dashboard (what `make run` calls)
   collect       run the runner in the foreground (collectors, supervisor, intents)
   status        runner, database and servers at a glance
-  parse-log     parse an SGLang log file (JSON lines)
-  parse-metrics parse a Prometheus /metrics payload (JSON)
+  parse-log     parse a saved engine log (JSON lines; --engine NAME, default the default engine)
+  parse-metrics parse a saved /metrics payload (JSON; --engine NAME as parse-log)
   probe         run a probe / load sweep against a server
   profiles      list, validate and diff launch profiles
   launch / stop / relaunch   manage a managed server through the runner
@@ -72,7 +72,10 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     shown = "localhost" if host == "127.0.0.1" else host
     banner = f"Pitwall {__version__} is starting: http://{shown}:{port}  (Ctrl-C stops everything)"
     if settings.demo_active:
-        banner += "\nNo servers configured: running the demo (bundled SGLang simulator, profile 'demo')."
+        from collectors.engines import DEFAULT_ENGINE, display_name
+
+        banner += (f"\nNo servers configured: running the demo (bundled {display_name(DEFAULT_ENGINE)} "
+                   "simulator, profile 'demo').")
     code = up(app_argv, env, cwd=REPO_ROOT, runner_stop_s=RUNNER_STOP_TIMEOUT_S, on_started=banner)
     print("Pitwall stopped.", flush=True)
     return EXIT_OK if code == 0 else EXIT_FAIL
@@ -186,10 +189,43 @@ def _delegate(module: str, func: str) -> Callable[[list[str]], int]:
     return run
 
 
+def _engine_option(argv: list[str]) -> tuple[str | None, list[str]]:
+    """(the NAME of `--engine NAME` / `--engine=NAME`, or None; argv without it)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--engine="):
+            return arg.split("=", 1)[1], argv[:i] + argv[i + 1:]
+        if arg == "--engine":
+            if i + 1 >= len(argv):
+                raise CliError("--engine needs a name (the server's engine, e.g. the default one); "
+                               "pass --engine NAME.", EXIT_USAGE)
+            return argv[i + 1], argv[:i] + argv[i + 2:]
+    return None, argv
+
+
+def _engine_command(command: str) -> Callable[[list[str]], int]:
+    """`pitwall <command> [--engine NAME] ARGS`: the engine's own entry for `command` takes ARGS."""
+    def run(argv: list[str]) -> int:
+        from collectors.base import CollectorError
+        from collectors.engines import DEFAULT_ENGINE, display_name, get_engine
+
+        name, rest = _engine_option(argv)
+        try:
+            engine = get_engine(name or DEFAULT_ENGINE)
+        except CollectorError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        entry = engine.commands.get(command)
+        if entry is None:
+            raise CliError(f"The {display_name(engine.name)} engine has no `pitwall {command}`; "
+                           "pass --engine with an engine that has one.", EXIT_USAGE)
+        return entry(rest)
+
+    return run
+
+
 # Subcommands implemented by their own modules take the rest of the command line.
 DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
-    "parse-log": ("parse an SGLang scheduler log into JSON lines", _delegate("collectors.sglang.log_cli", "parse_log_cli")),
-    "parse-metrics": ("parse a Prometheus /metrics payload into JSON", _delegate("collectors.sglang.metrics", "parse_metrics_cli")),
+    "parse-log": ("parse an engine's saved log into JSON lines (--engine NAME)", _engine_command("parse-log")),
+    "parse-metrics": ("parse a saved /metrics payload into JSON (--engine NAME)", _engine_command("parse-metrics")),
     "probe": ("run a probe / load sweep against a server", _delegate("collectors.probe.cli", "probe_cli")),
     "profiles": ("list, validate and diff launch profiles", _delegate("cli.profiles", "profiles_cli")),
     "launch": ("start a managed server under a profile", _delegate("cli.profiles", "launch_cli")),
@@ -203,9 +239,11 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from collectors.engines import DEFAULT_ENGINE, display_name
+
     p = argparse.ArgumentParser(
         prog="pitwall",
-        description="Pitwall: the operator's cockpit for SGLang servers.",
+        description=f"Pitwall: the operator's cockpit for {display_name(DEFAULT_ENGINE)} servers.",
     )
     p.add_argument("--version", action="version", version=f"pitwall {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")

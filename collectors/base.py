@@ -226,6 +226,26 @@ def _no_config(secrets: dict[str, str]) -> str:
     raise CollectorError("This engine reads no config file of secret flags; put none in the profile.")
 
 
+def _other_stage(name: str) -> str:
+    return "other"
+
+
+@dataclass(frozen=True)
+class ImageStages:
+    """How an image engine names its pipeline stages in its log and /metrics stage labels (the
+    scorecard's image figures and the GPU-wall stage verdicts read them).
+
+    denoise: the stage that is the denoising loop ("" when the engine reports none); step: the
+    pseudo-stage its /metrics observe once per denoising step (seconds per step, already inside
+    `denoise`, so never a stage of its own; "" when it exports none); group(stage name) ->
+    "encode" | "denoise" | "decode" | "other", where a request's time goes.
+    """
+
+    denoise: str = ""
+    step: str = ""
+    group: Callable[[str], str] = _other_stage
+
+
 #: The collector roles every engine fills; the registry names them "<engine>_<role>".
 ENGINE_ROLES = ("log", "metrics", "api")
 
@@ -279,6 +299,11 @@ class Engine:
     deny_reason: Callable[[str], str | None] = _no_rule
     #: a new PromReader of the engine's series (None: its servers cannot be read through Prometheus)
     prometheus: Callable[[], PromReader] | None = None
+    #: how its image servers name their pipeline stages (the default: it names none)
+    image_stages: ImageStages = ImageStages()
+    #: its offline commands: `pitwall <name> [--engine NAME] ARGS` -> entry(ARGS) -> exit code
+    #: ("parse-log": a saved log as records, "parse-metrics": a saved /metrics payload)
+    commands: Mapping[str, Callable[[list[str]], int]] = field(default_factory=dict)
 
     @property
     def bundled_table(self) -> str:

@@ -36,7 +36,7 @@ Cross-check: `curl -s http://HOST:9400/metrics | grep -E 'DCGM_FI_(DEV_GPU_UTIL|
 Bad values: the exporter writes some fields' values as text (`ERROR - FAILED TO CONVERT TO
 STRING`, a string field such as DCGM_FI_DEV_CUDA_VISIBLE_DEVICES_STR: dcgm-exporter issues 394,
 488), which the Prometheus format has no room for. The payload is parsed by
-collectors/sglang/metrics_parse.py, which sets such a line aside and keeps every other series; a
+collectors/promtext.py, which sets such a line aside and keeps every other series; a
 NaN or ±Inf value is set aside too (never a sample). Each field that turns bad is one
 `collector_error` event naming the exporter, its host and the field (`problems()`), again only
 after it read well and turned bad anew.
@@ -72,7 +72,7 @@ from typing import Any
 
 from collectors.base import CollectorError
 from collectors.http import MIB, get_capped
-from collectors.sglang.metrics_parse import parse_metrics
+from collectors.promtext import parse_metrics
 
 DEADLINE_S = 3.0
 STARTUP_GRACE_S = 60.0  # an exporter not answering this long after start is an error, not a start-up race
@@ -167,7 +167,7 @@ def parse_exposition(text: str) -> Exposition:
         # end in _total (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION is a counter)
         add_series(exp, s.family if s.name == s.family + "_total" else s.name, s.labels, s.value)
     lines = text.split("\n") if parsed.errors else []
-    for err in parsed.errors:  # "line N: ..." (metrics_parse.py): find the field on that line
+    for err in parsed.errors:  # "line N: ..." (promtext.py): find the field on that line
         n = int(m.group(1)) if (m := _LINE_NO.match(err)) else 0
         cut = n == len(lines) and not text.endswith("\n")  # a payload cut mid-line: no field's fault
         line = lines[n - 1] if 0 < n <= len(lines) and not cut else ""
@@ -384,7 +384,8 @@ class DcgmFleet:
                         f"dcgm-exporter at {member.url} reports GPU {index}, which {owner[index].url} "
                         "reports too; GPU indices (the exporters' gpu label) must be distinct "
                         "across the URLs in gpu.dcgm_url, so this GPU is left out: list each "
-                        "host's exporter once and give simulated GPUs distinct SGLANG_SIM_GPU_INDEX.")
+                        "host's exporter once and give simulated GPUs distinct indices (the "
+                        "simulator's GPU index variable in each profile's [env], as profiles/demo.toml sets it).")
                     continue
                 out.append(raw)
         self._errors, self._waiting = errors, waiting

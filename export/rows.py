@@ -3,7 +3,7 @@ Markdown, html.py as HTML; the Scorecards page's component reads them too).
 
 - `provenance_rows(card)`: (label, value) pairs of the subject and provenance: server, launch,
   profile, window and its resolution, probe run, workload fingerprint and spec, client
-  self-check, Pitwall and SGLang versions, server args, GPU and driver;
+  self-check, Pitwall and engine versions (the engine by its display name), server args, GPU and driver;
 - `figure_rows(card, dimension)`: metric, value, grade mark, target, note, one row per figure
   that applies (values in display units, fmt_value);
 - `level_rows(card)`: the probe run's load levels (TTFT / E2E in seconds as displayed);
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 
+from collectors.engines import display_name
 from export.verdict import GRADE_MARK
 from export.verdict import words as verdict_words
 from present.format import fmt_ts, fmt_value, launch_label
 from scorecard.compare import Comparison
 from scorecard.metric_specs import SPECS_BY_KEY, specs_of
-from scorecard.model import Scorecard
+from scorecard.model import ENGINE_VERSION_FIELD, Scorecard
 from storage import units
 
 
@@ -54,7 +55,7 @@ def provenance_rows(card: Scorecard) -> list[tuple[str, str]]:
                           if p.get("workload_spec") else "—"),
         ("Client self-check", check),
         ("Pitwall version", str(p.get("pitwall_version"))),
-        ("SGLang version", str(p.get("sglang_version"))),
+        (f"{display_name(card.engine)} version", str(p.get(ENGINE_VERSION_FIELD))),
         ("Server args", json.dumps(args, sort_keys=True) if args else
                         (" ".join(p.get("argv") or []) or "unknown")),
         ("GPU", f"{p.get('gpu_model')} × {p.get('gpu_count')} (driver {p.get('gpu_driver')})"),

@@ -20,7 +20,7 @@ in MIG mode (`gpu.<i>.mig<GPU_I_ID>.*` beside the card's `gpu.<i>.*`:
 scorecard/gpu_entries.py) counts once: GPU count, GPU-hours and energy read the card's `<i>`; its
 memory total is the card's own `mem_total_bytes`, else the sum of its instances' (never both).
 Cross-check a scorecard's figures with `pitwall probe` (latency, throughput) and
-`curl <server>/metrics | grep sglang:` (server-side figures).
+`curl <server>/metrics` (server-side figures, the engine's series).
 
 A scorecard goes into pages and every export, so its subject and provenance are redacted here,
 once (storage/redact.py): the launch's argv, env and server args, the base URL, the workload
@@ -46,7 +46,7 @@ from scorecard.gpu_entries import parse_key
 from scorecard.gpu_wall import gpu_walls
 from scorecard.gpu_wall_stage import stage_walls
 from scorecard.metric_specs import METRIC_SPECS
-from scorecard.model import Scorecard
+from scorecard.model import ENGINE_VERSION_FIELD, Scorecard
 from scorecard.window_reads import WindowReads
 from storage import repo
 from storage import series_keys as sk
@@ -228,7 +228,7 @@ def run_only_inputs(engine: Engine, run: ProbeRun, *, now: float | None = None) 
         "series_resolution": {}, "no_server": True,
     }
     provenance: dict[str, Any] = {
-        "pitwall_version": __version__, "sglang_version": "unknown", "server_args": {},
+        "pitwall_version": __version__, ENGINE_VERSION_FIELD: "unknown", "server_args": {},
         "argv": [], "env": {}, "gpu_model": "unknown", "gpu_driver": "unknown", "gpu_count": 1,
         "fingerprint": run.fingerprint, "fingerprint_detail": redact_obj(detail) or None,
         "workload_spec": redact_obj(run.spec) if run.spec is not None else None,
@@ -288,7 +288,7 @@ def _provenance(launch: Launch | None, run: ProbeRun | None, detail: dict[str, A
     """Where the figures come from: versions, the launch's args (redacted), GPUs, the workload."""
     return {
         "pitwall_version": __version__,
-        "sglang_version": (launch.engine_version if launch else None) or "unknown",
+        ENGINE_VERSION_FIELD: (launch.engine_version if launch else None) or "unknown",
         "server_args": redact_obj((launch.server_args if launch else None) or {}),
         "argv": redact_argv((launch.argv if launch else None) or []),
         "env": redact_obj((launch.env if launch else None) or {}),
@@ -360,7 +360,8 @@ def gather_inputs(
     inputs.gpu_mem_total_bytes = card_mem_total({k: v for k, (_, v) in mem_total.items()})
     # raw GPM samples only: a window older than retention.samples_days has no verdict
     inputs.gpu_walls = gpu_walls(engine, server_id=sid, since=since, until=until)
-    inputs.stage_walls = stage_walls(engine, server_id=sid, since=since, until=until) if srv.kind == "image" else {}
+    inputs.stage_walls = (stage_walls(engine, server_id=sid, since=since, until=until, engine_name=srv.engine)
+                          if srv.kind == "image" else {})
     return inputs
 
 

@@ -34,7 +34,7 @@ from scorecard import matched
 from scorecard.compute import level_name
 from scorecard.matched import LevelDelta
 from scorecard.metric_specs import METRIC_SPECS
-from scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
+from scorecard.model import ENGINE_VERSION_FIELD, NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
 from storage import repo, units
 
 #: Figures that depend on the probe workload (the others come from server samples and events).
@@ -126,7 +126,7 @@ def config_of(card: Scorecard) -> dict[str, str]:
     """Flags (server args, else argv) and env of a scorecard's launch, flattened to strings."""
     prov = card.provenance
     out = {"profile": str(card.subject.get("profile_name") or "—"),
-           "sglang_version": str(prov.get("sglang_version") or "unknown")}
+           ENGINE_VERSION_FIELD: str(prov.get(ENGINE_VERSION_FIELD) or "unknown")}
     if prov.get("server_args"):
         out.update(_flat("flag.", prov["server_args"]))
     elif prov.get("argv"):

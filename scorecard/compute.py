@@ -439,4 +439,4 @@ def compute_scorecard(inp: ScorecardInputs, slo: slo_mod.SloSet) -> Scorecard:
                      "delay was a visible share of the latencies it measured.")
     return Scorecard(subject=subject, provenance=dict(inp.provenance), figures=figs,
                      dimensions=dims, errors_by_kind=errors, levels=levels,
-                     series=list(inp.series), events=list(inp.events), notes=notes)
+                     series=list(inp.series), events=list(inp.events), notes=notes, engine=inp.engine)

@@ -11,8 +11,11 @@ together count once. Then, pooled over the server's GPUs:
 
 `bandwidth_share` and `compute_share` feed `gpu_wall.what_if`: the same stage's per-step time on
 another card of GPU_SPECS, with the assumption in words. Cross-check a share by hand: list the
-`gpu.0.gpm.dram_bw_util_ratio` samples whose ts falls inside a DenoisingStage interval
+`gpu.0.gpm.dram_bw_util_ratio` samples whose ts falls inside a denoising-stage interval
 (`sqlite3 pitwall.db "select ts, value from sample where metric like 'log.diffusion.stage_s.%'"`).
+
+The stage names are the server's engine's (Engine.image_stages: its denoising stage, and the
+per-step pseudo-stage of its /metrics), asked by `engine_name` (DEFAULT_ENGINE when not given).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.engine import Engine
 
+from collectors.engines import DEFAULT_ENGINE
 from scorecard.gpu_wall import (
     GPU_SPECS,
     VERDICTS,
@@ -30,10 +34,9 @@ from scorecard.gpu_wall import (
     spec_for,
     what_if,
 )
-from scorecard.image import DIFFUSION_KEYS, STEP_STAGE
+from scorecard.image import DIFFUSION_KEYS, image_stages
 from storage import repo
 
-DENOISE_STAGE = "DenoisingStage"
 WHAT_IF_DEFAULT = "B300"  # the card the page and the scorecard compare with first
 
 
@@ -78,10 +81,15 @@ def _weights(gpus: list[GpuSamples], merged: np.ndarray) -> dict[str, float]:
     return by
 
 
-def step_seconds(engine: Engine, *, server_id: int, since: float, until: float) -> tuple[float | None, str]:
+def step_seconds(engine: Engine, *, server_id: int, since: float, until: float,
+                 engine_name: str = DEFAULT_ENGINE) -> tuple[float | None, str]:
     """(mean seconds per denoising step in the window, where it comes from)."""
-    for key, label in ((DIFFUSION_KEYS["step_log"], "mean of the DenoisingStage 'average time per step' lines"),
-                       (DIFFUSION_KEYS["stage_metrics_p50"] + STEP_STAGE, "/metrics DenoisingStep p50")):
+    stages = image_stages(engine_name)
+    sources = [(DIFFUSION_KEYS["step_log"],
+                f"mean of the {stages.denoise or 'denoising stage'} 'average time per step' lines")]
+    if stages.step:
+        sources.append((DIFFUSION_KEYS["stage_metrics_p50"] + stages.step, f"/metrics {stages.step} p50"))
+    for key, label in sources:
         _, v = repo.sample_points(engine, server_id=server_id, metric=key, since=since, until=until)
         if len(v):
             return float(np.mean(v)), label
@@ -89,18 +97,23 @@ def step_seconds(engine: Engine, *, server_id: int, since: float, until: float) 
 
 
 def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
-                stage: str = DENOISE_STAGE) -> dict[str, Any]:
-    """The share of `stage`'s time per verdict in [since, until), and the what-if per card.
+                stage: str | None = None, engine_name: str = DEFAULT_ENGINE) -> dict[str, Any]:
+    """The share of `stage`'s time (None: the engine's denoising stage) per verdict in
+    [since, until), and the what-if per card.
 
     Returns {"stage", "available", "why_not", "stage_s" (merged seconds of the stage),
     "covered_s" (of those, seconds with a GPM sample), "shares": {verdict: 0-1},
     "bandwidth_share", "compute_share", "step_s", "step_source", "spec" (this server's card),
     "what_if": [{"card", "step_s", "speedup", "note"}], "window"}.
     """
+    stage = stage or image_stages(engine_name).denoise
     out: dict[str, Any] = {"stage": stage, "available": False, "why_not": None, "stage_s": 0.0,
                            "covered_s": 0.0, "shares": {}, "bandwidth_share": None,
                            "compute_share": None, "step_s": None, "step_source": "", "spec": None,
                            "what_if": [], "window": [since, until]}
+    if not stage:
+        out["why_not"] = "the server's engine names no denoising stage, so no stage timings are read"
+        return out
     ts, secs = repo.sample_points(engine, server_id=server_id,
                                   metric=DIFFUSION_KEYS["stage_log"] + stage, since=since, until=until)
     if len(ts) == 0:
@@ -119,7 +132,8 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
     shares = {k: v / covered for k, v in by.items() if v > 0}
     out.update(available=True, covered_s=covered / max(len(gpus), 1), shares=shares,
                bandwidth_share=shares.get("bandwidth", 0.0), compute_share=shares.get("compute", 0.0))
-    out["step_s"], out["step_source"] = step_seconds(engine, server_id=server_id, since=since, until=until)
+    out["step_s"], out["step_source"] = step_seconds(engine, server_id=server_id, since=since, until=until,
+                                                     engine_name=engine_name)
     current = next((s for g in gpus if (s := spec_for(g.name)) is not None), None)
     out["spec"] = current.name if current else None
     if out["step_s"] is not None and current is not None:

@@ -6,16 +6,17 @@ and metrics collector's contract); align it here when those names change.
 
 | figure | first source | fallback |
 |---|---|---|
-| image_step_s | mean `log.diffusion.step_s` (the DenoisingStage "average time per step" line) | p50 `metrics.diffusion_stage_p50_s.DenoisingStep` (per step); else p50 `metrics.diffusion_stage_p50_s.DenoisingStage` / steps; else the probe's inference_time_s / steps (an upper bound: it includes encode and decode) |
+| image_step_s | mean `log.diffusion.step_s` (the <denoise> stage's "average time per step" line) | p50 `metrics.diffusion_stage_p50_s.<step>` (per step); else p50 `metrics.diffusion_stage_p50_s.<denoise>` / steps; else the probe's inference_time_s / steps (an upper bound: it includes encode and decode) |
 | image_steps | the probe workload's steps | — (left to the server: missing) |
 | stage_share_* | Σ `log.diffusion.stage_s.<Stage>` in the window | mean `metrics.diffusion_stage_p50_s.<Stage>` |
 | peak_mem_bytes | max `peak_memory_mb` × 2^20 of the probe's requests | max `log.diffusion.peak_mem_gb` × 2^30 |
 | mem_headroom_bytes | min `log.diffusion.remaining_mem_gb` × 2^30 (the card's own figure) | NVML `gpu.<i>.mem_total_bytes` − peak |
 
-Stages are grouped by name: TextEncodingStage (and any *Encoding* stage) -> encode,
-DenoisingStage -> denoise, DecodingStage -> decode, everything else (latent and timestep
-preparation, stages not seen yet) -> other. Shares are of the summed stage seconds, so they add
-up to 1; the note names the source ("scheduler log" or "/metrics stage histogram p50").
+Stage names are the server's engine's (Engine.image_stages, collectors/base.py): <denoise> is its
+denoising stage (DenoisingStage for the bundled engine), <step> the pseudo-stage its /metrics
+observe per denoising step (DenoisingStep), and its `group` sorts every stage into encode /
+denoise / decode / other. Shares are of the summed stage seconds, so they add up to 1; the note
+names the source ("scheduler log" or "/metrics stage histogram p50").
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from collectors.base import ImageStages
+from collectors.engines import DEFAULT_ENGINE, ENGINES
 from scorecard import math as sm
 from scorecard.inputs import ScorecardInputs, measured_ok, put
 from scorecard.model import NOT_APPLICABLE, Figure
@@ -44,35 +47,35 @@ DIFFUSION_KEYS = {
     "running": sk.METRICS_DIFFUSION_NUM_RUNNING_REQS,
     "batch": sk.hist_key("diffusion_batch_size", "mean"),
 }
-STEP_STAGE = "DenoisingStep"  # sglang:diffusion_stage_host_latency_seconds{stage="DenoisingStep"}
 STAGE_GROUPS = ("encode", "denoise", "decode", "other")
 SHARE_KEYS = tuple(f"stage_share_{g}" for g in STAGE_GROUPS)
 IMAGE_KEYS = ("image_step_s", "image_steps", *SHARE_KEYS, "peak_mem_bytes", "mem_headroom_bytes")
 
 
-def stage_group(stage: str) -> str:
-    """encode | denoise | decode | other of a stage class name as SGLang logs it."""
-    if stage == "DenoisingStage":
-        return "denoise"
-    if stage == "DecodingStage":
-        return "decode"
-    if "Encoding" in stage:
-        return "encode"
-    return "other"
+def image_stages(engine: str) -> ImageStages:
+    """The stage names of the engine called `engine`; an unknown engine's: none."""
+    known = ENGINES.get(engine)
+    return known.image_stages if known is not None else ImageStages()
 
 
-def stage_shares(seconds: dict[str, float]) -> dict[str, float] | None:
+def stage_group(stage: str, engine: str = DEFAULT_ENGINE) -> str:
+    """encode | denoise | decode | other of a stage name as the server's engine logs it."""
+    return image_stages(engine).group(stage)
+
+
+def stage_shares(seconds: dict[str, float], engine: str = DEFAULT_ENGINE) -> dict[str, float] | None:
     """{group: share of the total} from {stage name: seconds}; None when there is no time."""
-    # /metrics observes every denoising step as the pseudo-stage "DenoisingStep" too: per step,
-    # already inside DenoisingStage, so not a stage of its own
-    seconds = {k: v for k, v in seconds.items() if k != STEP_STAGE}
+    stages = image_stages(engine)
+    # /metrics observes every denoising step as the step pseudo-stage too: per step, already
+    # inside the denoising stage, so not a stage of its own
+    seconds = {k: v for k, v in seconds.items() if not stages.step or k != stages.step}
     total = sum(v for v in seconds.values() if v > 0)
     if total <= 0:
         return None
     out = dict.fromkeys(STAGE_GROUPS, 0.0)
     for stage, v in seconds.items():
         if v > 0:
-            out[stage_group(stage)] += v / total
+            out[stages.group(stage)] += v / total
     return out
 
 
@@ -91,22 +94,23 @@ def image_figures(inp: ScorecardInputs, figs: dict[str, Figure]) -> None:
             put(figs, key, None, "server", "LLM server", status=NOT_APPLICABLE)
         return
     d = inp.diffusion
+    st = image_stages(inp.engine)
     steps = inp.image_steps
     put(figs, "image_steps", float(steps) if steps else None, "probe",
         "the probe workload's num_inference_steps" if steps else
         "steps left to the server's default: set them in the sweep to compare runs")
     ok = measured_ok(inp)
     infer = _detail_values(ok, "inference_time_s")
-    denoise_p50 = d.get("stage_p50", {}).get("DenoisingStage")
-    step_p50 = d.get("stage_p50", {}).get(STEP_STAGE)
+    denoise_p50 = d.get("stage_p50", {}).get(st.denoise) if st.denoise else None
+    step_p50 = d.get("stage_p50", {}).get(st.step) if st.step else None
     if d.get("step_s") is not None:
         put(figs, "image_step_s", d["step_s"], "server",
-            "mean of the DenoisingStage 'average time per step' log lines")
+            f"mean of the {st.denoise or 'denoising stage'} 'average time per step' log lines")
     elif step_p50 is not None:
-        put(figs, "image_step_s", step_p50, "server", "/metrics DenoisingStep p50 (per-step histogram)")
+        put(figs, "image_step_s", step_p50, "server", f"/metrics {st.step} p50 (per-step histogram)")
     elif denoise_p50 is not None and steps:
         put(figs, "image_step_s", denoise_p50 / steps, "server",
-            "/metrics DenoisingStage p50 ÷ steps")
+            f"/metrics {st.denoise} p50 ÷ steps")
     elif infer and steps:
         put(figs, "image_step_s", float(np.median(infer)) / steps, "probe",
             "upper bound: the server's inference_time_s p50 ÷ steps (includes encode and decode)")
@@ -115,9 +119,9 @@ def image_figures(inp: ScorecardInputs, figs: dict[str, Figure]) -> None:
             "/metrics stage histograms, or the probe's inference_time_s with steps set")
     shares, note = None, "no stage timings: needs the diffusion log or /metrics stage histograms"
     if d.get("stage_sum"):
-        shares, note = stage_shares(d["stage_sum"]), "Σ stage seconds, scheduler log"
+        shares, note = stage_shares(d["stage_sum"], inp.engine), "Σ stage seconds, scheduler log"
     if shares is None and d.get("stage_p50"):
-        shares, note = stage_shares(d["stage_p50"]), "stage p50 seconds, /metrics stage histogram"
+        shares, note = stage_shares(d["stage_p50"], inp.engine), "stage p50 seconds, /metrics stage histogram"
     for group, key in zip(STAGE_GROUPS, SHARE_KEYS, strict=True):
         put(figs, key, None if shares is None else shares[group], "server", note)
     peak_probe = _detail_values(ok, "peak_memory_mb")

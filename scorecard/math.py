@@ -16,7 +16,7 @@ import numpy as np
 
 from collectors.probe.stats import PCTS as PCTS  # the one home of probe statistics
 from collectors.probe.stats import percentiles as percentiles
-from collectors.sglang.metrics_math import counter_delta
+from collectors.prommath import counter_delta
 
 J_PER_KWH = 3.6e6
 

@@ -11,15 +11,34 @@ redrawn from the JSON alone. The JSON shape is scorecard.schema.json next to thi
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectors.engines import DEFAULT_ENGINE
 from present.format import launch_label
 from scorecard.metric_specs import DIMENSIONS, METRIC_SPECS
 
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("scorecard.schema.json")
+
+
+def _engine_version_field() -> str:
+    """The provenance field holding the server's engine version, as the published schema names it:
+    its one `*_version` property besides pitwall_version. Every engine's version goes there (the
+    name predates the engine seam; the schema is published, so it stays)."""
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    names = [n for n in schema["$defs"]["scorecard"]["properties"]["provenance"]["properties"]
+             if n.endswith("_version") and n != "pitwall_version"]
+    if len(names) != 1:
+        raise RuntimeError(f"{SCHEMA_PATH.name} should name one engine version field in provenance, not {names}; "
+                           "restore the shipped schema.")
+    return names[0]
+
+
+#: provenance key of the engine's version ("unknown" when the server did not say)
+ENGINE_VERSION_FIELD = _engine_version_field()
 
 # Figure.status values
 OK = "ok"
@@ -60,6 +79,9 @@ class Scorecard:
     events: list[dict[str, Any]] = field(default_factory=list)  # {ts, kind, severity, message}
     notes: list[str] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
+    #: the server's engine (collectors/engines.py), for labels; not exported (schema v1 has no
+    #: field for it), so a scorecard read back from JSON names the default engine
+    engine: str = DEFAULT_ENGINE
 
     @property
     def title(self) -> str:
@@ -79,6 +101,7 @@ class Scorecard:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        del d["engine"]
         d["title"] = self.title
         # keep the figure order of METRIC_SPECS, so exports read in table order
         d["figures"] = [asdict(self.figures[s.key]) for s in METRIC_SPECS if s.key in self.figures]

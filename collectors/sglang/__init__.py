@@ -1,6 +1,7 @@
 """Everything SGLang-specific, behind the Engine description (collectors/base.py): log forms
-(log*.py), metric names and aliases (metrics*.py), HTTP endpoints (api*.py), the bundled flag
-table (flags.py + sglang-0.5.23-help.txt) and the launch command and ready line (launch.py).
+(log*.py), metric names and aliases (metrics*.py), HTTP endpoints (api*.py), SGLang Diffusion's
+stage names (stages.py), the bundled flag table (flags.py + sglang-0.5.23-help.txt) and the
+launch command and ready line (launch.py).
 SGLang's own source of each version read is the truth for all of them.
 
 `ENGINE` is what the engine registry (collectors/engines.py) lists under "sglang". Pure modules
@@ -10,7 +11,7 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 from __future__ import annotations
 
 from collectors.base import Collector, Engine, PromReader
-from collectors.sglang import flags, launch_checks, parser, sandbox
+from collectors.sglang import flags, launch_checks, parser, sandbox, stages
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
 from collectors.sglang.launch import (
     ENTRYPOINTS,
@@ -40,6 +41,18 @@ def _api_collector() -> Collector:
     from collectors.sglang.api import SGLangApiCollector
 
     return SGLangApiCollector()
+
+
+def _parse_log_cli(argv: list[str]) -> int:
+    from collectors.sglang.log_cli import parse_log_cli
+
+    return parse_log_cli(argv)
+
+
+def _parse_metrics_cli(argv: list[str]) -> int:
+    from collectors.sglang.metrics import parse_metrics_cli
+
+    return parse_metrics_cli(argv)
 
 
 def _prom_reader() -> PromReader:
@@ -72,4 +85,6 @@ ENGINE = Engine(
     check_profile=launch_checks.check_profile,
     deny_reason=launch_checks.deny_reason,
     prometheus=_prom_reader,
+    image_stages=stages.STAGES,
+    commands={"parse-log": _parse_log_cli, "parse-metrics": _parse_metrics_cli},
 )

@@ -1,10 +1,10 @@
 """SGLang `/metrics` collector: Prometheus text -> `metrics.*` samples (gauges, rates, quantiles).
 
 Owns scraping (every server at once, under one deadline per poll), the events, and the turn of
-one scrape into rows. Parsing is collectors/sglang/metrics_parse.py (prometheus_client's parser,
+one scrape into rows. Parsing is collectors/promtext.py (prometheus_client's parser,
 bad lines isolated, series and CPU time capped), the windows collectors/sglang/metrics_window.py,
 names of every SGLang era and the rank rules collectors/sglang/metrics_alias.py, the arithmetic
-collectors/sglang/metrics_math.py. Gauges are taken as they are; counters become per-second rates
+collectors/prommath.py. Gauges are taken as they are; counters become per-second rates
 and histograms windowed quantiles over the time between two polls, so the first poll of a server
 yields gauges only. A metric the server does not export gives no sample (never 0): `absent_keys()`
 lists those keys, and the collector keeps the list in its state
@@ -76,8 +76,8 @@ from collectors.base import (
 )
 from collectors.fanout import WORKERS, ServerPool
 from collectors.http import DeadlineExceeded, auth_headers, capped_client, get_capped
+from collectors.promtext import ParsedMetrics, ParseLimits, parse_metrics
 from collectors.sglang.metrics_notes import Episodes, notes_for
-from collectors.sglang.metrics_parse import ParsedMetrics, ParseLimits, parse_metrics
 from collectors.sglang.metrics_window import (
     DEFAULT_MAX_DETAIL_KEYS,
     Extracted,

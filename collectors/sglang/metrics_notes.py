@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 from collectors.base import EventRow, ServerTarget
-from collectors.sglang.metrics_parse import ParsedMetrics
+from collectors.promtext import ParsedMetrics
 from collectors.sglang.metrics_window import Window
 
 KINDS = ("malformed", "series", "budget", "ranks", "nonfinite")

@@ -1,7 +1,7 @@
 """One scrape (plus the previous scrape's state) -> Pitwall `metrics.*` values. Pure.
 
 The key table is collectors/sglang/metrics.py's docstring; names and rank rules are
-collectors/sglang/metrics_alias.py, the arithmetic collectors/sglang/metrics_math.py.
+collectors/sglang/metrics_alias.py, the arithmetic collectors/prommath.py.
 
 Windows: gauges are taken as they are; counters become per-second rates and histograms windowed
 quantiles over the time between two scrapes, from per-series deltas:
@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors.prommath import bucket_delta, counter_delta, histogram_quantile, parse_le
+from collectors.promtext import ParsedMetrics
 from collectors.sglang.metrics_alias import (
     ALIASES,
     LOOKUP,
@@ -43,8 +45,6 @@ from collectors.sglang.metrics_alias import (
     pitwall_keys,
     rank_detail,
 )
-from collectors.sglang.metrics_math import bucket_delta, counter_delta, histogram_quantile, parse_le
-from collectors.sglang.metrics_parse import ParsedMetrics
 from storage import series_keys as sk
 
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.50), ("p95", 0.95), ("p99", 0.99))

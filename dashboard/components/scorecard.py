@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 from sqlalchemy.engine import Engine
 
+from collectors.engines import display_name
 from dashboard.components.format import GRADE_COLORS, fmt_delta_pct, fmt_value, grade_badge, units
 from export import formats
 from scorecard import slo
@@ -27,7 +28,7 @@ from scorecard.metric_specs import (
     SPECS_BY_KEY,
     specs_of,
 )
-from scorecard.model import Scorecard
+from scorecard.model import ENGINE_VERSION_FIELD, Scorecard
 
 VERDICT_STYLE = {
     "better": f"color: {GRADE_COLORS['pass'][1]}; font-weight: 600",
@@ -73,7 +74,7 @@ def scorecard_view(card: Scorecard, *, key: str = "sc", expanded: bool = True) -
         f"window {s.get('window_label')} · latency from {s.get('latency_source')}"
         + (f" · level {s['level']:g}" if s.get("level") is not None else "")
         + f" · fingerprint {card.provenance.get('fingerprint') or '—'}"
-        + f" · SGLang {card.provenance.get('sglang_version')}"
+        + f" · {display_name(card.engine)} {card.provenance.get(ENGINE_VERSION_FIELD)}"
     ))
     for note in card.notes:
         st.info(md_escape(note))

@@ -16,7 +16,7 @@ from pwtest import wait_for
 
 from collectors.base import CollectorContext, ServerTarget
 from collectors.prometheus_source import PrometheusSourceCollector
-from collectors.sglang.metrics_parse import ParsedMetrics, ParsedSample
+from collectors.promtext import ParsedMetrics, ParsedSample
 from collectors.sglang.metrics_prom import cap_series
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

@@ -17,10 +17,10 @@ import pytest
 from collectors.base import ServerTarget
 from collectors.gpu import readings_to_samples
 from collectors.gpu_nvml import GPM_METRICS, GpuReading, gpm_base_units
+from collectors.promtext import parse_metrics
 from collectors.sglang.api_parse import parse_loads
 from collectors.sglang.log import records_to_rows
 from collectors.sglang.log_stream import parse_stream
-from collectors.sglang.metrics_parse import parse_metrics
 from collectors.sglang.metrics_window import window
 from storage import series_keys
 from storage.series_keys import SERIES_KEYS

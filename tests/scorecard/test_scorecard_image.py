@@ -58,3 +58,43 @@ def test_stage_grouping_keeps_unknown_stages():
     assert stage_shares({}) is None
     assert stage_shares({"DenoisingStage": 3.0, "NewStage": 1.0}) == {
         "encode": 0.0, "denoise": 0.75, "decode": 0.0, "other": 0.25}
+
+
+def _pix_group(stage: str) -> str:
+    return {"prompt": "encode", "loop": "denoise", "vae": "decode"}.get(stage, "other")
+
+
+def test_an_image_engine_names_its_own_stages(engine, monkeypatch):
+    """The stage names and their grouping are the server's engine's (Engine.image_stages), not
+    the bundled engine's: a made-up engine calls its stages prompt / loop / vae and exports the
+    per-step pseudo-stage loop_step."""
+    import dataclasses
+
+    import toy_engine
+
+    from collectors.base import ImageStages
+    from collectors.engines import ENGINES
+
+    pix = dataclasses.replace(toy_engine.ENGINE, name="pix", image_stages=ImageStages(
+        denoise="loop", step="loop_step", group=_pix_group))
+    monkeypatch.setitem(ENGINES, "pix", pix)
+    from storage import repo
+
+    srv = repo.upsert_server(engine, name="pix1", base_url="http://127.0.0.1:2", kind="image", engine="pix")
+    t0 = 1_700_000_000.0
+    samples = [{"ts": t0 + i, "server_id": srv.id, "source": "log", "value": v,
+                "metric": f"log.diffusion.stage_s.{stage}"}
+               for i in range(3) for stage, v in (("prompt", 1.0), ("loop", 6.0), ("vae", 3.0))]
+    samples += [{"ts": t0 + i, "server_id": srv.id, "source": "metrics", "value": 0.3,
+                 "metric": "metrics.diffusion_stage_p50_s.loop_step"} for i in range(3)]
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=samples)
+    card = build_scorecard(engine, server="pix1", since_s=600, now=t0 + 60)
+    # per request 10 s: prompt 1 (encode), loop 6 (denoise), vae 3 (decode)
+    assert v(card, "stage_share_encode") == pytest.approx(0.1)
+    assert v(card, "stage_share_denoise") == pytest.approx(0.6)
+    assert v(card, "stage_share_decode") == pytest.approx(0.3)
+    assert v(card, "image_step_s") == pytest.approx(0.3)
+    assert card.figures["image_step_s"].note == "/metrics loop_step p50 (per-step histogram)"
+    assert stage_group("loop", "pix") == "denoise" and stage_group("DenoisingStage", "pix") == "other"
+    assert stage_group("loop", "nosuch") == "other"  # an engine not registered names no stages

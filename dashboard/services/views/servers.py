@@ -4,10 +4,10 @@ The settings file is the source of truth for which servers exist; storage keeps 
 so samples, events and launches can reference it. The demo server is an ordinary managed server
 whose profile (profiles/demo.toml) starts the bundled simulator; nothing downstream knows it is a
 simulator. Beside it runs `demo-image` (kind image, port demo_port + 1): the simulator's
-`sglang serve` diffusion server with a simulated Qwen-Image on a simulated B300 (profiles/
-demo-image.toml; relaunch it under demo-image-fast for an acceleration A/B with the image check).
-The demo's GPUs: the LLM demo simulates GPU 0, the image demo GPU 1; each serves a dcgm-exporter
-look-alike at its port + 100 (profiles' SGLANG_SIM_DCGM_PORT = "+100"), which Pitwall reads
+diffusion server with a simulated Qwen-Image on a simulated B300 (profiles/demo-image.toml;
+relaunch it under demo-image-fast for an acceleration A/B with the image check). The demo's
+GPUs: the LLM demo simulates GPU 0, the image demo GPU 1; each serves a dcgm-exporter look-alike
+at its port + 100 (the profiles' [env] sets the simulator's DCGM port to "+100"), which Pitwall reads
 like any dcgm-exporter (config/settings.py demo_dcgm_urls, when gpu.dcgm_url is unset).
 
 A fleet (several runners, one database): every server row carries the runner host that owns it

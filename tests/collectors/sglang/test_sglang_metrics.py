@@ -24,6 +24,7 @@ import pytest
 from http_stub import MemoryState, StubServer
 
 from collectors.base import CollectorContext, CollectorError, ServerTarget
+from collectors.prommath import histogram_quantile
 from collectors.sglang.metrics import (
     SGLangMetricsCollector,
     absent_keys,
@@ -31,7 +32,6 @@ from collectors.sglang.metrics import (
     parse_metrics,
     parse_metrics_cli,
 )
-from collectors.sglang.metrics_math import histogram_quantile
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 _CUMULATIVE = re.compile(r"^(sglang[:_]\S*(?:_total|_bucket|_sum|_count)(?:\{[^}]*\})?) \S+$", re.M)

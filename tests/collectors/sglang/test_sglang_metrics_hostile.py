@@ -15,9 +15,9 @@ from http_stub import MemoryState, StubServer
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from collectors.base import CollectorContext, ServerTarget
+from collectors.promtext import ParseLimits, parse_metrics
 from collectors.sglang.metrics import SGLangMetricsCollector, absent_keys, compute
 from collectors.sglang.metrics_alias import LOOKUP
-from collectors.sglang.metrics_parse import ParseLimits, parse_metrics
 from collectors.sglang.metrics_window import window
 from simulator.metrics import DiffusionMetrics
 

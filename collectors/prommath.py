@@ -1,6 +1,7 @@
 """Counter deltas with reset detection, and histogram quantiles as Prometheus estimates them.
 
-Pure functions on plain numbers; the windowing state lives in collectors/sglang/metrics.py.
+Pure functions on plain numbers; the windowing state lives in each engine's metrics collector,
+and the scorecards sum stored counters with `counter_delta`.
 
 - `counter_delta(prev, cur)`: the increase between two scrapes. A drop means the counter restarted
   (the server restarted): the increase is then `cur` (what was counted since the restart), as

@@ -1,5 +1,6 @@
-"""Pure parse of a Prometheus text payload (SGLang's `/metrics`) that survives bad lines and
-bounds its own cost.
+"""Pure parse of a Prometheus text payload (an engine's or an exporter's `/metrics`) that survives
+bad lines and bounds its own cost. The engine collectors and the dcgm-exporter reader
+(collectors/gpu_dcgm.py) both read their payloads here.
 
 Parsing is prometheus_client's own text parser (`text_string_to_metric_families`); this module
 decides what it is fed and what to do when it raises. The payload is cut into family blocks (a
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-DEFAULT_MAX_SERIES = 20_000  # samples per payload; a real 0.5.23 server: ~600 per scheduler rank
+DEFAULT_MAX_SERIES = 20_000  # samples per payload; a real LLM server exports ~600 per scheduler rank
 DEFAULT_BUDGET_S = 2.0  # CPU seconds per payload; prometheus_client reads ~30k samples/s
 CHUNK_BYTES = 64 * 1024  # a block is parsed in pieces of about this size (~600 lines)
 
