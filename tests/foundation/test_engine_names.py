@@ -39,8 +39,6 @@ NOT_YET_MOVED = {
     "collectors/probe/workloads.py",
     "dashboard/components/doctor_panel.py",
     "dashboard/components/scorecard.py",
-    "dashboard/pages/overview.py",
-    "dashboard/pages/profiles.py",
     "dashboard/services/doctor.py",
     "export/rows.py",
     "dashboard/services/views/servers.py",
