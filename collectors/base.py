@@ -17,10 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from storage.errors import CollectorError as CollectorError  # its home; importable from here too
 from storage.kinds import EVENT_KINDS
+
+if TYPE_CHECKING:
+    from collectors.tuning import TuningRules
 
 
 @dataclass(slots=True)
@@ -279,6 +282,8 @@ class Engine:
     deny_reason: Callable[[str], str | None] = _no_rule
     #: a new PromReader of the engine's series (None: its servers cannot be read through Prometheus)
     prometheus: Callable[[], PromReader] | None = None
+    #: the doctor's rules from the engine's tuning guidance (collectors/tuning.py); None: no doctor rules
+    tuning_rules: TuningRules | None = None
 
     @property
     def bundled_table(self) -> str:
