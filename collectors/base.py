@@ -17,10 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from storage.errors import CollectorError as CollectorError  # its home; importable from here too
 from storage.kinds import EVENT_KINDS
+
+if TYPE_CHECKING:
+    from collectors.tuning import TuningRules
 
 
 @dataclass(slots=True)
@@ -304,6 +307,8 @@ class Engine:
     #: its offline commands: `pitwall <name> [--engine NAME] ARGS` -> entry(ARGS) -> exit code
     #: ("parse-log": a saved log as records, "parse-metrics": a saved /metrics payload)
     commands: Mapping[str, Callable[[list[str]], int]] = field(default_factory=dict)
+    #: the doctor's rules from the engine's tuning guidance (collectors/tuning.py); None: no doctor rules
+    tuning_rules: TuningRules | None = None
 
     @property
     def bundled_table(self) -> str:

@@ -47,6 +47,11 @@ def entrypoint_ok(entrypoint: str) -> bool:
     return bool(MODULE_RE.match(entrypoint)) or any(entrypoint in e.entrypoints for e in ENGINES.values())
 
 
+def entrypoint_examples() -> str:
+    """The default engine's entrypoints, quoted and joined by "or" (for messages and help)."""
+    return " or ".join(f'"{e}"' for e in get_engine(DEFAULT_ENGINE).entrypoints)
+
+
 class ProfileError(ConfigError, ValueError):
     """A profile file is malformed; the message names the file and what to fix."""
 
@@ -106,9 +111,8 @@ def parse_profile(text: str, *, source: str = "<profile>") -> ProfileSpec:
         raise ProfileError(f"{source}: model_path is missing; e.g. model_path = \"Qwen/Qwen2.5-7B-Instruct\".")
     entrypoint = data.get("entrypoint", DEFAULT_ENTRYPOINT)
     if not entrypoint_ok(entrypoint):
-        examples = " or ".join(f'"{e}"' for e in get_engine(DEFAULT_ENGINE).entrypoints)
         raise ProfileError(
-            f"{source}: entrypoint is {entrypoint!r}; expected a Python module such as {examples}."
+            f"{source}: entrypoint is {entrypoint!r}; expected a Python module such as {entrypoint_examples()}."
         )
     flags = data.get("flags", {})
     env = data.get("env", {})

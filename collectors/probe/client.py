@@ -22,14 +22,15 @@ without a code), `stream_broken` (connection lost mid-response, or a stream that
 
 Image responses (`/v1/images/generations`) are one JSON body of at most MAX_IMAGE_RESPONSE_BYTES.
 What the server reports per request beyond the images goes to `RequestRecord.detail` (the
-ProbeRequest.detail column), keys as SGLang Diffusion's ImageResponse names them:
+ProbeRequest.detail column), keys as the server's image answer names them (the OpenAI images answer plus the engine's
+extra keys):
 
 | key | meaning |
 |---|---|
 | inference_time_s | the GPU worker's forward time of the request (s; no queueing, no encoding) |
-| peak_memory_mb | peak reserved CUDA memory during the forward (MB, as SGLang reports it) |
+| peak_memory_mb | peak reserved CUDA memory during the forward (MB, as the server reports it) |
 | usage | the `usage` object as sent (prompt_tokens, image_count, ...) |
-| <other> | any other top-level scalar of the body except `id` / `created` (a new SGLang field) |
+| <other> | any other top-level scalar of the body except `id` / `created` (a field a newer server adds) |
 
 With `keep_image=True` the first image's bytes (base64-decoded `b64_json`) stay on the record
 (`image_bytes`) so the sweep can thumbnail it for the output check; never stored as is.
@@ -284,7 +285,7 @@ MAX_DETAIL_STR = 200
 def image_detail(obj: dict[str, Any]) -> dict[str, Any]:
     """What an image answer reports beyond its images: `inference_time_s`, `peak_memory_mb`,
     `usage` and any other top-level scalar (strings cut at MAX_DETAIL_STR); None values kept
-    out (SGLang sends null unless > 0, and missing is never 0)."""
+    out (the server sends null unless > 0, and missing is never 0)."""
     out: dict[str, Any] = {}
     for key, value in obj.items():
         if key in _IMAGE_SKIP_KEYS or value is None:

@@ -1,10 +1,11 @@
-"""Pure parsing of SGLang / OpenAI streaming responses, one SSE line at a time.
+"""Pure parsing of streaming responses (the OpenAI API and the engine's native `/generate`), one
+SSE line at a time.
 
 `StreamParser.feed(line)` takes one raw line of a `text/event-stream` body and returns how many
 new output tokens it carried (0 for keep-alives, usage-only chunks, `[DONE]`). The client stamps
 the time around it; nothing here reads a clock or a socket.
 
-Shapes handled (SGLang's streaming endpoints):
+Shapes handled (the streaming endpoints the probe calls):
 - `/generate`: `data: {"text": ..., "meta_info": {...}}`. `text` is **cumulative** by default and
   incremental with `--incremental-streaming-output`. The mode is read from `output_ids` (all ids
   so far when cumulative, only the new ones when incremental, compared with the cumulative
@@ -180,8 +181,8 @@ class StreamParser:
 
 
 def _abort_error(finish: Any) -> None:
-    """A /generate chunk whose finish_reason is an abort with a 4xx/5xx `status_code` (SGLang's
-    stream form of a refused request, e.g. a grammar that does not compile) -> ServerStreamError."""
+    """A /generate chunk whose finish_reason is an abort with a 4xx/5xx `status_code` (the native
+    API's stream form of a refused request, e.g. a grammar that does not compile) -> ServerStreamError."""
     if not isinstance(finish, dict) or finish.get("type") != "abort":
         return
     code = _as_int(finish.get("status_code"))

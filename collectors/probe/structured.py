@@ -1,12 +1,12 @@
 """Structured-output probes: the constraint a request carries and the check of each output.
 
-`--structured json-schema|regex|ebnf` adds one constraint to every request, in SGLang's forms
-(its sampling parameters and OpenAI `response_format`):
+`--structured json-schema|regex|ebnf` adds one constraint to every request, in the engine's forms
+(its native sampling parameters, OpenAI `response_format`, and its extensions of the OpenAI API):
 
 | API | json-schema | regex | ebnf |
 |---|---|---|---|
 | `/generate` | `sampling_params.json_schema` (the schema as a JSON string) | `sampling_params.regex` | `sampling_params.ebnf` |
-| OpenAI (chat, completions) | `response_format` `{"type": "json_schema", "json_schema": {"name", "schema"}}` | top-level `regex` (SGLang extension) | top-level `ebnf` (SGLang extension) |
+| OpenAI (chat, completions) | `response_format` `{"type": "json_schema", "json_schema": {"name", "schema"}}` | top-level `regex` (the engine's extension of the OpenAI API) | top-level `ebnf` (likewise) |
 
 Each finished output is checked: JSON parse plus `jsonschema` validation, or `re.fullmatch` of the
 pattern. EBNF outputs are not checked (no EBNF matcher here): their verdict is `valid: None`.

@@ -12,7 +12,7 @@ Prompt sets (`WorkloadSpec.prompt_set`):
 | `synthetic` | `num_prompts` prompts of exactly `input_tokens` words each (seeded), for controlled input length |
 | `shared-prefix` | `prefix_templates` × `suffixes_per_template` prompts: a template prefix of `prefix_tokens` words shared by its suffixes, like templated product prompts; exercises the radix cache |
 | `multi-turn` | `conversations` chats of `turns` turns: turn n sends the whole history (system prompt, every earlier user message and the server's own earlier replies) plus a new user message, so the radix cache can reuse it turn by turn |
-| `fork` | `conversations` shared contexts of `prefix_tokens` words, each fanned out to `branches` continuations (what SGLang's frontend `fork` does, over HTTP): branch 1 goes first, branches 2..K in parallel once it has finished, so they can reuse its prefill |
+| `fork` | `conversations` shared contexts of `prefix_tokens` words, each fanned out to `branches` continuations (what a frontend language's `fork` primitive does, over HTTP): branch 1 goes first, branches 2..K in parallel once it has finished, so they can reuse its prefill |
 | a path ending `.jsonl` | one JSON object per line: `{"prompt": str}` (or `"text"`), or `{"messages": [...]}` for chat; optional `"id"`, `"max_new_tokens"` |
 
 Input length: synthetic words are common one-syllable English words, which Llama/Qwen-style BPE
@@ -299,7 +299,7 @@ def request_body(api: str, prompt: Prompt, spec: WorkloadSpec, *,
             "stream_options": {"include_usage": True},
         } | spec.sampling_params()
         if spec.ignore_eos:
-            body["ignore_eos"] = True  # SGLang extension of the OpenAI API
+            body["ignore_eos"] = True  # the engine's extension of the OpenAI API
         if api == "chat":
             msgs = messages or prompt.messages or ({"role": "user", "content": prompt.text},)
             body["messages"] = [dict(m) for m in msgs]

@@ -1,7 +1,8 @@
 """Everything SGLang-specific, behind the Engine description (collectors/base.py): log forms
 (log*.py), metric names and aliases (metrics*.py), HTTP endpoints (api*.py), SGLang Diffusion's
-stage names (stages.py), the bundled flag table (flags.py + sglang-0.5.23-help.txt) and the
-launch command and ready line (launch.py).
+stage names (stages.py), the bundled flag table (flags.py + sglang-0.5.23-help.txt), the launch
+command and ready line (launch.py) and the doctor's rules from its tuning guidance
+(doctor_rules.py).
 SGLang's own source of each version read is the truth for all of them.
 
 `ENGINE` is what the engine registry (collectors/engines.py) lists under "sglang". Pure modules
@@ -11,7 +12,7 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 from __future__ import annotations
 
 from collectors.base import Collector, Engine, PromReader
-from collectors.sglang import flags, launch_checks, parser, sandbox, stages
+from collectors.sglang import doctor_rules, flags, launch_checks, parser, sandbox, stages
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
 from collectors.sglang.launch import (
     ENTRYPOINTS,
@@ -87,4 +88,5 @@ ENGINE = Engine(
     prometheus=_prom_reader,
     image_stages=stages.STAGES,
     commands={"parse-log": _parse_log_cli, "parse-metrics": _parse_metrics_cli},
+    tuning_rules=doctor_rules.TUNING,
 )

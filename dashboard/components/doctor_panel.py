@@ -29,7 +29,7 @@ def doctor_section(ctx: session.AppContext, server: str, window_s: float) -> Non
     ev, findings = _reading(ctx.url, server, since, until)
     st.subheader("Doctor")
     since = ev.since if ev is not None else since
-    st.caption(f"Rules from SGLang's tuning guidance over {fmt_ts(since)} → {fmt_ts(until)} "
+    st.caption(f"Rules from {doctor.guidance(ev)} over {fmt_ts(since)} → {fmt_ts(until)} "
                "(the running launch only).")
     if not findings:
         st.caption("No finding in this window: no rule's evidence is there. What each rule read:")

@@ -200,7 +200,7 @@ def live_overview() -> None:
         st.info(
             "No servers yet. Add one to `pitwall.toml` and restart Pitwall:\n\n"
             "```toml\n[[servers]]\nname = \"prod-a\"\nbase_url = \"http://127.0.0.1:30000\"\n"
-            "log_path = \"/var/log/sglang/server.log\"\ngpu_hourly_usd = 3.80\n```\n"
+            "log_path = \"/var/log/llm/prod-a.log\"\ngpu_hourly_usd = 3.80\n```\n"
             "With no servers configured, `pitwall up` runs the demo (the bundled simulator)."
         )
         return

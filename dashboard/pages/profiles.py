@@ -235,7 +235,7 @@ def confirm_stop(server: str) -> None:
 if spec is not None and show_controls:
     cols = st.columns(4)
     if cols[0].button("Validate", disabled=not can_act,
-                      help="flags (SGLang's parser, or the bundled 0.5.23 table), env, guardrails, and the "
+                      help=f"flags ({profile_admin.flag_check_help()}), env, guardrails, and the "
                            "preflight on a server (driver, GPU architecture, memory plan); runs in the runner" if can_act else NEEDS_SIGN_IN):
         actor = auth.actor_at_click(ctx.settings)
         if actor is not None:
@@ -252,7 +252,7 @@ if spec is not None and show_controls:
 @session.safe("Validation")
 def validation_panel(profile: str) -> None:
     """The newest validation of this profile, live: progress while the runner checks it, then
-    the verdict and every issue (as text: messages can quote SGLang's own output)."""
+    the verdict and every issue (as text: messages can quote the engine's own output)."""
     intent = profile_admin.latest_validation(ctx.engine, profile)
     if intent is None:
         return
@@ -297,7 +297,7 @@ if can_act:
         name = st.text_input("Name", base.name)
         description = st.text_input("Description", base.description)
         model_path = st.text_input("Model path", base.model_path)
-        entrypoint = st.text_input("Entrypoint", base.entrypoint, help='"sglang.launch_server" or "sglang serve"')
+        entrypoint = st.text_input("Entrypoint", base.entrypoint, help=profile_admin.entrypoint_help())
         st.caption("Flags without dashes; values as TOML: `0.8`, `true`, `\"lpm\"`.")
         flags = st.data_editor(
             [{"flag": k, "value": profile_admin.toml_literal(v)} for k, v in base.flags.items()] or [{"flag": "", "value": ""}],

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from collectors.engines import DEFAULT_ENGINE, get_engine
 from config.settings import Settings
 from dashboard.services.views import health
 from launching import launcher, profiles, sandbox
@@ -98,6 +99,18 @@ def latest_intent(engine: Engine, server_name: str) -> Intent | None:
 def shown_spec(spec: ProfileSpec) -> ProfileSpec:
     """The profile as a page shows it (and its editor starts from): secret flags and env masked."""
     return dataclasses.replace(spec, flags=redact_obj(dict(spec.flags)), env=redact_obj(dict(spec.env)))
+
+
+def flag_check_help() -> str:
+    """What checks a profile's flags, for the Validate button: the default engine's own parser,
+    else its bundled flag table (profiles start the default engine)."""
+    engine = get_engine(DEFAULT_ENGINE)
+    return f"{engine.display_name}'s own parser, or the {engine.bundled_table}"
+
+
+def entrypoint_help() -> str:
+    """The entrypoints a profile may name beside a Python module, quoted, for the editor's help."""
+    return profiles.entrypoint_examples()
 
 
 def sandbox_warning(settings: Settings) -> str | None:

@@ -2,9 +2,8 @@
 registry, the settings defaults, profiles/, the simulator (SGLang's double), docs and tests.
 
 PERMANENT lists the other files allowed to, each with its reason; TOOLING the build recipe and
-benches of the real-SGLang tier (files or folders), each with its reason. NOT_YET_MOVED lists the files
-that still name SGLang and wait to go behind the engine (collectors/engines.py): the test fails
-for any new file that names it, and for a listed file that no longer does (take it off the list).
+benches of the real-SGLang tier (files or folders), each with its reason. Any other file that
+names SGLang fails the test: reach the engine through collectors/engines.py instead.
 """
 
 from __future__ import annotations
@@ -38,17 +37,6 @@ TOOLING = {
     "scripts/sglang_cpu/": "building and driving a real SGLang on CPU (tiny model, shim, fixtures) for its tier",
     "scripts/sglang_diffusion/": "reads SGLang Diffusion's own flag table into the bundled one",
 }
-NOT_YET_MOVED = {
-    "collectors/probe/client.py",
-    "collectors/probe/sse.py",
-    "collectors/probe/structured.py",
-    "collectors/probe/workloads.py",
-    "dashboard/components/doctor_panel.py",
-    "dashboard/pages/overview.py",
-    "dashboard/pages/profiles.py",
-    "dashboard/services/doctor.py",
-}
-
 
 def _naming_files() -> set[str]:
     out = subprocess.run(["git", "grep", "-il", "sglang"], cwd=REPO, capture_output=True, text=True,
@@ -60,11 +48,7 @@ def _naming_files() -> set[str]:
 
 
 def test_nothing_new_names_sglang_outside_its_engine_folder() -> None:
-    new = sorted(_naming_files() - set(PERMANENT) - NOT_YET_MOVED)
+    new = sorted(_naming_files() - set(PERMANENT))
     assert not new, (f"these files name SGLang outside collectors/sglang/: {new}; reach it through "
                      "collectors/engines.py (get_engine(server.engine), display_name) instead")
 
-
-def test_the_not_yet_moved_list_only_shrinks() -> None:
-    gone = sorted(NOT_YET_MOVED - _naming_files())
-    assert not gone, f"these files no longer name SGLang; take them off NOT_YET_MOVED: {gone}"

@@ -316,3 +316,16 @@ def test_the_status_panel_is_drawn_where_the_relaunch_was_clicked(page_env) -> N
     status = next(i for i, n in enumerate(order) if "runs profile" in str(getattr(n, "value", "")))
     table = next(i for i, n in enumerate(order) if type(n).__name__ == "Dataframe")
     assert table < button < status
+
+
+def test_validate_and_entrypoint_help_name_the_default_engine(page_env) -> None:
+    """What checks the flags and which entrypoints a profile may name come from the engine
+    (collectors/engines.py), not from the page's own text."""
+    from collectors.engines import DEFAULT_ENGINE, get_engine
+
+    engine = get_engine(DEFAULT_ENGINE)
+    at = _run()
+    validate = next(b for b in at.button if b.label == "Validate")
+    assert f"flags ({engine.display_name}'s own parser, or the {engine.bundled_table})" in validate.proto.help
+    [entry] = [t for t in at.text_input if t.label == "Entrypoint"]
+    assert entry.proto.help == " or ".join(f'"{e}"' for e in engine.entrypoints)

@@ -1,5 +1,5 @@
-"""The doctor's rules (dashboard/services/doctor.py) on recorded figures: each fires on the
-evidence it names and stays quiet on a healthy window; `gather` reads a real SQLite file."""
+"""The doctor (dashboard/services/doctor.py) and SGLang's rules (collectors/sglang/doctor_rules.py)
+on recorded figures: each fires on the evidence it names and stays quiet on a healthy window; `gather` reads a real SQLite file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from collectors.sglang import doctor_rules as rules
 from dashboard.services import doctor
 from dashboard.services.doctor import Evidence
 from storage import repo
@@ -24,65 +25,65 @@ def ev(**series: list[float]) -> Evidence:
 def test_too_conservative_fires_when_requests_wait_with_free_kv() -> None:
     e = ev(log__queue_req=[5, 8, 0, 12, 9, 7], log__token_usage=[0.4, 0.5, 0.45, 0.5, 0.42, 0.48])
     e.server_args = {"schedule_conservativeness": 1.0, "max_running_requests": 64}
-    f = doctor.rule_too_conservative(e)
+    f = rules.rule_too_conservative(e)
     assert f is not None and f.flags == {"schedule-conservativeness": 0.3, "max-running-requests": 128}
     assert "83 % of 6 samples" in f.evidence and "p50 is 0.46" in f.evidence
 
 
 def test_too_conservative_quiet_when_the_queue_is_empty_or_kv_full() -> None:
-    assert doctor.rule_too_conservative(ev(log__queue_req=[0] * 6, log__token_usage=[0.4] * 6)) is None
-    assert doctor.rule_too_conservative(ev(log__queue_req=[9] * 6, log__token_usage=[0.95] * 6)) is None
+    assert rules.rule_too_conservative(ev(log__queue_req=[0] * 6, log__token_usage=[0.4] * 6)) is None
+    assert rules.rule_too_conservative(ev(log__queue_req=[9] * 6, log__token_usage=[0.95] * 6)) is None
 
 
 def test_retractions_fire_above_one_a_minute_at_high_usage() -> None:
     e = ev(log__token_usage=[0.95, 0.97, 0.93])
     e.events = {"decode_retract": 120}
     e.server_args = {"schedule_conservativeness": 1.0}
-    f = doctor.rule_retractions(e)
+    f = rules.rule_retractions(e)
     assert f is not None and f.flags == {"schedule-conservativeness": 1.3} and "2.0/min" in f.evidence
     e.events = {"decode_retract": 30}  # 0.5 a minute
-    assert doctor.rule_retractions(e) is None
+    assert rules.rule_retractions(e) is None
 
 
 def test_prefill_oom_halves_the_chunk_and_lowers_the_fraction() -> None:
     e = ev()
     e.events = {"prefill_oom": 2}
     e.server_args = {"chunked_prefill_size": 8192, "mem_fraction_static": 0.9}
-    f = doctor.rule_prefill_oom(e)
+    f = rules.rule_prefill_oom(e)
     assert f is not None and f.flags == {"chunked-prefill-size": 4096, "mem-fraction-static": 0.85}
     e.events = {"decode_retract": 2}
-    assert doctor.rule_prefill_oom(e) is None
+    assert rules.rule_prefill_oom(e) is None
 
 
 def test_gpu_headroom_under_five_gib() -> None:
     e = ev()
     e.server_args = {"mem_fraction_static": 0.9}
-    e.gpu_free_bytes = [20 * doctor.GIB, 3 * doctor.GIB]
-    f = doctor.rule_gpu_headroom(e)
+    e.gpu_free_bytes = [20 * rules.GIB, 3 * rules.GIB]
+    f = rules.rule_gpu_headroom(e)
     assert f is not None and f.flags == {"mem-fraction-static": 0.85} and "3.0 GiB" in f.evidence
-    e.gpu_free_bytes = [12 * doctor.GIB]
-    assert doctor.rule_gpu_headroom(e) is None
+    e.gpu_free_bytes = [12 * rules.GIB]
+    assert rules.rule_gpu_headroom(e) is None
 
 
 def test_radix_hit_rate_low_only_matters_on_a_shared_prefix_workload() -> None:
     e = ev(log__cache_hit_rate=[0.0, 0.05, 0.02])
     e.server_args = {"disable_radix_cache": True, "schedule_policy": "fcfs"}
     e.prompt_set = "shared-prefix"
-    f = doctor.rule_radix_hit(e)
+    f = rules.rule_radix_hit(e)
     assert f is not None and f.flags == {"schedule-policy": "lpm", "disable-radix-cache": False}
     e.prompt_set = "builtin"
-    assert doctor.rule_radix_hit(e) is None
+    assert rules.rule_radix_hit(e) is None
     e.prompt_set, e.series["log.cache_hit_rate"] = "shared-prefix", np.asarray([0.8, 0.9])
-    assert doctor.rule_radix_hit(e) is None
+    assert rules.rule_radix_hit(e) is None
 
 
 def test_cuda_graph_batch_above_its_max() -> None:
     e = ev(log__running_req=[100, 120, 130, 140, 150])
     e.server_args = {"cuda_graph_max_bs": 64}
-    f = doctor.rule_cuda_graph(e)
+    f = rules.rule_cuda_graph(e)
     assert f is not None and f.flags == {"cuda-graph-max-bs": 256}
     e.series["log.running_req"] = np.asarray([10, 20, 30])
-    assert doctor.rule_cuda_graph(e) is None
+    assert rules.rule_cuda_graph(e) is None
 
 
 def test_gpu_underfed_fires_on_the_gpu_walls_neither_verdict(engine) -> None:
@@ -100,7 +101,7 @@ def test_gpu_underfed_fires_on_the_gpu_walls_neither_verdict(engine) -> None:
     other = repo.upsert_server(engine, name="busy", base_url="http://127.0.0.1:2", managed=True)
     store_recording(engine, "nvml-h200-copy.json", queue=4, t0=t0, server_id=other.id)
     busy = doctor.gather(engine, "busy", since=t0 - 1, until=t0 + 60)
-    assert busy.gpu_walls[0]["verdict"] == "bandwidth" and doctor.rule_gpu_underfed(busy) is None
+    assert busy.gpu_walls[0]["verdict"] == "bandwidth" and rules.rule_gpu_underfed(busy) is None
 
 
 @pytest.mark.parametrize("seeded", [True, False])
@@ -112,8 +113,8 @@ def test_gather_reads_a_window_from_storage(engine, seeded) -> None:
             repo.insert_samples(conn, rows=[
                 {"ts": now - 60 + i, "server_id": srv.id, "metric": m, "value": v, "source": "log"}
                 for i in range(10) for m, v in (("log.queue_req", 6.0), ("log.token_usage", 0.4),
-                                                 ("gpu.0.mem_total_bytes", 80 * doctor.GIB),
-                                                 ("gpu.0.mem_used_bytes", 78 * doctor.GIB))])
+                                                 ("gpu.0.mem_total_bytes", 80 * rules.GIB),
+                                                 ("gpu.0.mem_used_bytes", 78 * rules.GIB))])
     got = doctor.gather(engine, "s", since=now - 600, until=now + 1)
     names = {f.rule for f in doctor.diagnose(got)}
     assert names == ({"too_conservative", "gpu_headroom"} if seeded else set())
@@ -161,7 +162,7 @@ def test_image_steps_near_neither_wall_are_far_slower_than_the_card_allows(engin
     [f] = [f for f in doctor.diagnose(idle) if f.rule == "image_step_underfed"]
     assert "DenoisingStage ran near neither wall" in f.evidence and f.flags == {"enable-torch-compile": True}
     busy = doctor.gather(engine, "img-busy", since=t0 - 1, until=t0 + 60)
-    assert busy.stage_walls["compute_share"] > 0.8 and doctor.rule_image_step_underfed(busy) is None
+    assert busy.stage_walls["compute_share"] > 0.8 and rules.rule_image_step_underfed(busy) is None
 
 
 def test_a_quiet_doctor_shows_what_each_rule_measured() -> None:
@@ -169,7 +170,7 @@ def test_a_quiet_doctor_shows_what_each_rule_measured() -> None:
     # canary's builtin prompts (not a shared-prefix sweep), 20.5 GiB free, no retractions or OOMs
     e = ev(log__queue_req=[0] * 6, log__token_usage=[0.01, 0.02, 0.02, 0.03, 0.02, 0.02],
            log__cache_hit_rate=[0.07] * 6, log__running_req=[1, 1, 1, 2, 1, 1])
-    e.gpu_free_bytes = [20.5 * doctor.GIB]
+    e.gpu_free_bytes = [20.5 * rules.GIB]
     e.prompt_set = "builtin"
     e.server_args = {"cuda_graph_max_bs": 8}
     assert doctor.diagnose(e) == []
@@ -185,3 +186,43 @@ def test_a_quiet_doctor_shows_what_each_rule_measured() -> None:
     assert "on an unknown workload" in bare  # no workload on record: "an", not "a unknown"
     assert "no queue or token-usage samples" in bare and "no GPU memory figures" in bare
     assert "hit rate not measured" in bare and "max bs unknown" in bare
+
+
+def test_the_doctor_runs_the_servers_engines_rules_only(engine, monkeypatch) -> None:
+    """The same figures (queue waiting, KV cache free: SGLang's too_conservative) on a server of
+    another engine: that engine's own rules judge them (here one rule over its own series), and an
+    engine without tuning rules gets no finding and says so."""
+    import dataclasses
+
+    import toy_engine
+
+    from collectors.engines import ENGINES
+    from collectors.tuning import Finding, TuningRules
+
+    def busy(e: Evidence) -> Finding | None:
+        served = e.first(("log.toy_served",))
+        return Finding("toy_busy", "Toy is busy", f"{served.size} samples", "Relax.", {}) if served.size else None
+
+    ruled = dataclasses.replace(toy_engine.ENGINE, name="toyr", display_name="Toy R",
+                                tuning_rules=TuningRules(series=("log.toy_served",), rules=(busy,),
+                                                         checked=lambda e: ["Busy: judged."]))
+    monkeypatch.setitem(ENGINES, "toy", toy_engine.ENGINE)
+    monkeypatch.setitem(ENGINES, "toyr", ruled)
+    now = time.time()
+    for name in ("toy", "toyr", "sg"):
+        srv = repo.upsert_server(engine, name=name, base_url=f"http://{name}:1", managed=True,
+                                 **({"engine": name} if name != "sg" else {}))
+        with engine.begin() as conn:
+            repo.insert_samples(conn, rows=[
+                {"ts": now - 60 + i, "server_id": srv.id, "metric": m, "value": v, "source": "log"}
+                for i in range(10) for m, v in (("log.queue_req", 6.0), ("log.token_usage", 0.4),
+                                                 ("log.toy_served", 1.0))])
+    sg = doctor.gather(engine, "sg", since=now - 600, until=now + 1)
+    assert {f.rule for f in doctor.diagnose(sg)} == {"too_conservative"}
+    assert doctor.guidance(sg) == "SGLang's tuning guidance"
+    toy = doctor.gather(engine, "toy", since=now - 600, until=now + 1)
+    assert doctor.diagnose(toy) == [] and doctor.checked(toy) == ["Toy has no tuning rules."]
+    assert doctor.guidance(toy) == "Toy's tuning guidance"
+    toyr = doctor.gather(engine, "toyr", since=now - 600, until=now + 1)
+    assert [f.rule for f in doctor.diagnose(toyr)] == ["toy_busy"] and doctor.checked(toyr) == ["Busy: judged."]
+    assert set(toyr.series) == {"log.toy_served"}  # only the series its rules read
