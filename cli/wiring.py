@@ -23,7 +23,7 @@ from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
 from config.settings import Settings
-from dashboard.services.own_metrics import build_exporter
+from dashboard.services.views.overview import grades
 from launching import check, launcher, profiles
 from runner.alerts import Alerting
 from runner.alerts.deliver import Sender, receivers
@@ -31,6 +31,7 @@ from runner.alerts.engine import AlertConfig, AlertEvaluator
 from runner.alerts.rules import build_rules, rule_source
 from runner.lease import LEASE_TTL_S
 from runner.loop import Runner
+from runner.own_metrics import build_exporter
 from runner.supervisor import ProcessSupervisor
 from runner.sweeps import Sweeps
 from runner.tunes import Tunes
@@ -41,6 +42,11 @@ from storage import repo
 from storage.kinds import CONTROL_KINDS
 
 log = logging.getLogger("pitwall.runner")
+
+
+def _grades(engine: Engine, server: Any, now: float, settings: Any) -> dict[str, str]:
+    """The Overview's scorecard grades of a server, for the runner's own `/metrics`."""
+    return grades(engine, server, now, settings)[0]
 
 
 def runner_parts(
@@ -92,7 +98,7 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
                   intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
                   retention=dict(settings.retention), logs_dir=settings.logs_dir,
-                  alerting=build_alerting(settings, engine), exporter=build_exporter(settings, engine),
+                  alerting=build_alerting(settings, engine), exporter=build_exporter(settings, engine, grades=_grades),
                   host=settings.runner.get("host"),
                   lease_ttl_s=float(settings.runner.get("lease_ttl_s", LEASE_TTL_S)))
 

@@ -62,13 +62,13 @@ def main(argv: list[str] | None = None) -> int:
 
         exit_with_parent(args.parent_pid, orphaned)
     try:
-        report = asyncio.run(run_sweep(spec, engine=engine, run_id=args.run_id))
+        report = SweepReport.of(asyncio.run(run_sweep(spec, engine=engine, run_id=args.run_id)))
     except Exception as exc:
         print(f"pitwall sweep: failed ({type(exc).__name__}: {exc}).", file=sys.stderr)
         return 1
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps(_jsonable(report), indent=2), encoding="utf-8")
-    return 0 if SweepReport.of(report).status in ("done", "aborted") else 1
+        Path(args.json_out).write_text(json.dumps(_jsonable(report.to_dict()), indent=2), encoding="utf-8")
+    return 0 if report.status in ("done", "aborted") else 1
 
 
 if __name__ == "__main__":

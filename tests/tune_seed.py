@@ -27,7 +27,7 @@ def report_level(rps: float, *, jitter: float = 0.04, n: int = 30, ttft_s: float
         t += d + 1e-4  # the client's turnaround: a start never coincides with the end before it
     res = LevelResult(LevelPlan("concurrency", level, requests=n, warmup=0), records=records,
                       loop_lag_s=[0.0005], cpu_pct=5.0, wall_s=t)
-    return level_report(res)
+    return level_report(res).to_dict()
 
 
 def candidate(profile: str, levels: list[dict[str, Any]], *, usd_h: float | None = 4.0,

@@ -30,13 +30,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
 from collectors.probe.report import format_table, format_workload, public_report
-from collectors.probe.report_model import SweepReport
 from collectors.probe.structured import KINDS, StructuredError, load_spec
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.trust import run_note
@@ -251,7 +249,7 @@ def probe_cli(argv: list[str]) -> int:
         spec.server_id, spec.launch_id, attached = attach(engine, spec.url)
     bar = ProgressBar(enabled=not args.no_progress and sys.stderr.isatty())
     try:
-        report: dict[str, Any] = asyncio.run(run_sweep(spec, engine=engine, on_progress=bar))
+        typed = asyncio.run(run_sweep(spec, engine=engine, on_progress=bar))
     except WorkloadError as exc:
         bar.close()
         print(f"pitwall probe: {exc}", file=sys.stderr)
@@ -266,7 +264,6 @@ def probe_cli(argv: list[str]) -> int:
               file=sys.stderr)
         return 1
     bar.close()
-    typed = SweepReport.from_dict(report)
     if args.json:
         print(json.dumps(public_report(typed), indent=2))
         if attached:

@@ -4,7 +4,8 @@ Percentiles are `numpy.percentile` (linear interpolation) over every measured (n
 successful request: TTFT, TPOT and E2E one value per request, ITL pooled over every per-token gap
 of those requests. Failed requests count in `errors`, never in the latency figures.
 
-Per level (the CLI `--json` shape is `public_report()`; the stored ProbeRun.report is the full dict):
+Per level (a `Level` of collectors/probe/report_model.py; the CLI `--json` shape is `public_report()`; the
+stored ProbeRun.report is the full report's `to_dict()`):
 
 | key | meaning |
 |---|---|
@@ -48,7 +49,17 @@ from typing import Any
 from collectors.probe import stats as probe_stats
 from collectors.probe.client import RequestRecord
 from collectors.probe.pacing import LevelResult
-from collectors.probe.report_model import SelfCheck, SweepReport
+from collectors.probe.report_model import (
+    SPREAD_FIELDS,
+    Achieved,
+    ImageFigures,
+    Level,
+    SelfCheck,
+    Spread,
+    Stats,
+    SweepReport,
+    Throughput,
+)
 from collectors.probe.stats import percentile, stats, steady_window
 from collectors.probe.trust import CLIENT_CPU_MAX_PCT, LAG_FLOOR_S, LAG_SHARE_MAX, level_mark
 
@@ -59,7 +70,7 @@ WORKLOAD_KEYS = ("structured", "turns", "branches", "branch_reuse")
 
 
 def self_check(loop_lag_s: list[float], cpu_pct: float, reference_s: float | None = None,
-               basis: str = "E2E p50") -> dict[str, Any]:
+               basis: str = "E2E p50") -> SelfCheck:
     """The client's verdict on itself for one level (rule and reasons: the module docstring).
     `reference_s`: the level's p50 latency named by `basis`; None (nothing succeeded) leaves the
     floor as the bound."""
@@ -73,9 +84,9 @@ def self_check(loop_lag_s: list[float], cpu_pct: float, reference_s: float | Non
     if cpu_pct > CLIENT_CPU_MAX_PCT:
         reasons.append(f"client CPU {cpu_pct:.0f} % of one core > {CLIENT_CPU_MAX_PCT:g} %: "
                        "the client is overloaded")
-    return {"loop_lag_p99_s": lag_p99, "lag_bound_s": bound,
-            "lag_basis": basis if reference_s else None, "client_cpu_pct": round(cpu_pct, 1),
-            "cpu_max_pct": CLIENT_CPU_MAX_PCT, "trusted": not reasons, "reasons": reasons}
+    return SelfCheck(loop_lag_p99_s=lag_p99, lag_bound_s=bound, lag_basis=basis if reference_s else None,
+                     client_cpu_pct=round(cpu_pct, 1), cpu_max_pct=CLIENT_CPU_MAX_PCT, trusted=not reasons,
+                     reasons=reasons)
 
 
 def reference_latency(ok: list[RequestRecord]) -> tuple[float | None, str]:
@@ -90,27 +101,32 @@ def reference_latency(ok: list[RequestRecord]) -> tuple[float | None, str]:
 MIB = 1 << 20  # peak_memory_mb is torch's reserved bytes / 2^20
 
 
+def _stats(values: list[float]) -> Stats:
+    d = stats(values)
+    return Stats(p50=d["p50"], p95=d["p95"], p99=d["p99"], mean=d["mean"], max=d["max"])
+
+
 def image_block(ok: list[RequestRecord], *, steps: int | None, images_per_request: int
-                ) -> dict[str, Any]:
+                ) -> ImageFigures:
     """The per-image figures of one level's successful image requests (see the table above)."""
     n = max(images_per_request, 1)
     infer = [float(v) for r in ok if isinstance(v := (r.detail or {}).get("inference_time_s"),
                                                    int | float)]
     peak = [float(v) * MIB for r in ok
             if isinstance(v := (r.detail or {}).get("peak_memory_mb"), int | float)]
-    return {
-        "per_image_s": stats([r.e2e_s / n for r in ok if r.e2e_s is not None]),
-        "inference_s": stats(infer),
-        "inference_s_per_step": stats([v / steps for v in infer] if steps else []),
-        "peak_memory_bytes": stats(peak),
-        "steps": steps,
-        "images_per_request": n,
-        "reported": len(infer),
-    }
+    return ImageFigures(
+        per_image_s=_stats([r.e2e_s / n for r in ok if r.e2e_s is not None]),
+        inference_s=_stats(infer),
+        inference_s_per_step=_stats([v / steps for v in infer] if steps else []),
+        peak_memory_bytes=_stats(peak),
+        steps=steps,
+        images_per_request=n,
+        reported=len(infer),
+    )
 
 
 def level_report(result: LevelResult, api: str = "generate", *, image_steps: int | None = None,
-                 images_per_request: int = 1) -> dict[str, Any]:
+                 images_per_request: int = 1) -> Level:
     """The full report of one level (`image_steps` / `images_per_request`: images API only)."""
     plan = result.plan
     measured = [r for r in result.records if not r.warmup]
@@ -121,72 +137,67 @@ def level_report(result: LevelResult, api: str = "generate", *, image_steps: int
     counted, span = _steady(result, measured, ok, window)
     tokens_out = sum(r.tokens_out or 0 for r in counted)
     images = sum(r.images or 0 for r in counted)
-    throughput: dict[str, float | None] = {
-        "rps": len(counted) / span if span else None,
-        "output_tok_s": tokens_out / span if span and api != "images" else None,
-    }
-    if api == "images":
-        throughput["images_per_min"] = images / span * 60.0 if span else None
-    achieved: dict[str, Any] = {}
-    if plan.mode == "concurrency":
+    rps = len(counted) / span if span else None
+    tok_s = tokens_out / span if span and api != "images" else None
+    # an images level writes images/min even when None; another API has no such key
+    throughput = (Throughput.keyed(rps=rps, output_tok_s=tok_s, images_per_min=images / span * 60.0 if span else None)
+                  if api == "images" else Throughput(rps=rps, output_tok_s=tok_s))
+    closed = plan.mode == "concurrency"
+    if closed:
         busy = sum(r.e2e_s or 0.0 for r in measured)
-        achieved["concurrency"] = busy / window if window else None
+        achieved = Achieved.keyed(concurrency=busy / window if window else None)
     else:
         starts = sorted(r.t_start for r in measured)
-        span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
-        achieved["rate"] = (len(starts) - 1) / span if span > 0 else None
+        start_span = starts[-1] - starts[0] if len(starts) > 1 else 0.0
         lag = result.start_lag_s[plan.warmup:] or result.start_lag_s
-        achieved["start_lag_p99_s"] = percentile(lag, 99)
+        achieved = Achieved.keyed(rate=(len(starts) - 1) / start_span if start_span > 0 else None,
+                                  start_lag_p99_s=percentile(lag, 99))
     check = self_check(result.loop_lag_s, result.cpu_pct, *reference_latency(ok))
-    if plan.mode == "rate" and (achieved.get("start_lag_p99_s") or 0.0) > START_LAG_P99_MAX_S:
-        check["trusted"] = False
-        check["reasons"].append(
-            f"open-loop starts ran {achieved['start_lag_p99_s'] * 1000:.1f} ms (p99) behind schedule"
+    if not closed and (achieved.start_lag_p99_s or 0.0) > START_LAG_P99_MAX_S:
+        check.trusted = False
+        check.reasons.append(
+            f"open-loop starts ran {(achieved.start_lag_p99_s or 0.0) * 1000:.1f} ms (p99) behind schedule"
         )
-    key = "concurrency" if plan.mode == "concurrency" else "rate"
-    value: float | int = int(plan.value) if plan.mode == "concurrency" else plan.value
-    out: dict[str, Any] = {
-        key: value,
-        "requests": len(measured),
-        "ok": len(ok),
-        "errors": dict(sorted(errors.items())),
-        "ttft_s": stats([r.ttft_s for r in ok if r.ttft_s is not None]),
-        "itl_s": stats(itl),
-        "tpot_s": stats([r.tpot_s for r in ok if r.tpot_s is not None]),
-        "e2e_s": stats([r.e2e_s for r in ok if r.e2e_s is not None]),
-        "throughput": throughput,
-        "self_check": check,
-        "success_rate": len(ok) / len(measured) if measured else None,
-        "achieved": achieved,
-        "planned_requests": plan.requests,
-        "warmup": plan.warmup,
-        "window_s": window,
-        "steady_window_s": _steady(result, measured, ok, window)[1],
-        "stopped": result.stopped,
-    }
-    if api == "images":
-        out["image"] = image_block(ok, steps=image_steps, images_per_request=images_per_request)
-    out["spread"] = spread_block(result, measured, out, api=api, images_per_request=images_per_request)
-    return out
+    level = Level(
+        concurrency=int(plan.value) if closed else None,
+        rate=None if closed else plan.value,
+        requests=len(measured),
+        ok=len(ok),
+        errors=dict(sorted(errors.items())),
+        ttft_s=_stats([r.ttft_s for r in ok if r.ttft_s is not None]),
+        itl_s=_stats(itl),
+        tpot_s=_stats([r.tpot_s for r in ok if r.tpot_s is not None]),
+        e2e_s=_stats([r.e2e_s for r in ok if r.e2e_s is not None]),
+        throughput=throughput,
+        self_check=check,
+        success_rate=len(ok) / len(measured) if measured else None,
+        achieved=achieved,
+        planned_requests=plan.requests,
+        warmup=plan.warmup,
+        window_s=window,
+        steady_window_s=_steady(result, measured, ok, window)[1],
+        stopped=result.stopped,
+        image=image_block(ok, steps=image_steps, images_per_request=images_per_request) if api == "images" else None,
+    )
+    level.spread = spread_block(result, measured, level, api=api, images_per_request=images_per_request)
+    return level
 
 
-SPREAD_KEYS = ("rps", "output_tok_s", "images_per_min", "ttft_p99_s", "itl_p99_s", "image_p99_s", "e2e_p99_s")
-
-
-def spread_block(result: LevelResult, measured: list[RequestRecord], level: dict[str, Any], *, api: str,
-                 images_per_request: int = 1) -> dict[str, list[float] | None]:
-    """The `spread` of a level (see the table above): {key: [lo, hi] | None} for SPREAD_KEYS."""
+def spread_block(result: LevelResult, measured: list[RequestRecord], level: Level, *, api: str,
+                 images_per_request: int = 1) -> Spread:
+    """The `spread` of a level (see the table above): [lo, hi] | None for each of SPREAD_FIELDS."""
     image = api == "images"
     n_img = max(images_per_request, 1)
     order = sorted(measured, key=lambda r: r.t_start)
     parts = probe_stats.slices(order)
     if not parts:
-        return dict.fromkeys(SPREAD_KEYS)
+        return Spread()
     starts, ends = [r.t_start for r in order], [r.t_end for r in order]
     ok, e2e = [r.ok for r in order], [r.e2e_s for r in order]
     # a closed loop's repeats are read by Little's law at the requests in flight the level's own
     # steady-window rps implies (stats.level_in_flight), an open loop's by their own window
-    in_flight = (probe_stats.level_in_flight(level["throughput"].get("rps"), e2e, ok, float(result.plan.value))
+    tp = level.throughput
+    in_flight = (probe_stats.level_in_flight(tp.rps, e2e, ok, float(result.plan.value))
                  if result.plan.mode == "concurrency" else None)
 
     def per_repeat(of: Callable[[RequestRecord], float], per: float = 1.0) -> list[float | None]:
@@ -196,24 +207,24 @@ def spread_block(result: LevelResult, measured: list[RequestRecord], level: dict
     def p99(values: Callable[[list[RequestRecord]], list[float]]) -> list[float | None]:
         return [probe_stats.percentile(values([r for r in part if r.ok]), 99) for part in parts]
 
-    tp = level["throughput"]
     figures: dict[str, tuple[list[float | None], float | None]] = {
-        "rps": (per_repeat(lambda r: 1.0), tp.get("rps")),
-        "e2e_p99_s": (p99(lambda ok: [r.e2e_s for r in ok if r.e2e_s is not None]), level["e2e_s"]["p99"]),
+        "rps": (per_repeat(lambda r: 1.0), tp.rps),
+        "e2e_p99_s": (p99(lambda ok: [r.e2e_s for r in ok if r.e2e_s is not None]), level.e2e_s.p99),
     }
     if image:
-        figures["images_per_min"] = (per_repeat(lambda r: float(r.images or 0), 60.0), tp.get("images_per_min"))
+        figures["images_per_min"] = (per_repeat(lambda r: float(r.images or 0), 60.0), tp.images_per_min)
         figures["image_p99_s"] = (p99(lambda ok: [r.e2e_s / n_img for r in ok if r.e2e_s is not None]),
-                                  level["image"]["per_image_s"]["p99"])
+                                  level.image.per_image_s.p99 if level.image is not None else None)
     else:
-        figures["output_tok_s"] = (per_repeat(lambda r: float(r.tokens_out or 0)), tp.get("output_tok_s"))
-        figures["ttft_p99_s"] = (p99(lambda ok: [r.ttft_s for r in ok if r.ttft_s is not None]),
-                                 level["ttft_s"]["p99"])
-        figures["itl_p99_s"] = (p99(lambda ok: [g for r in ok for g in r.itl_s]), level["itl_s"]["p99"])
-    out: dict[str, list[float] | None] = dict.fromkeys(SPREAD_KEYS)
-    for key, (values, whole) in figures.items():
-        got = probe_stats.widen(probe_stats.from_values(values), whole)
-        out[key] = got.as_list() if got is not None else None
+        figures["output_tok_s"] = (per_repeat(lambda r: float(r.tokens_out or 0)), tp.output_tok_s)
+        figures["ttft_p99_s"] = (p99(lambda ok: [r.ttft_s for r in ok if r.ttft_s is not None]), level.ttft_s.p99)
+        figures["itl_p99_s"] = (p99(lambda ok: [g for r in ok for g in r.itl_s]), level.itl_s.p99)
+    out = Spread()
+    for key in SPREAD_FIELDS:
+        if key in figures:
+            values, whole = figures[key]
+            got = probe_stats.widen(probe_stats.from_values(values), whole)
+            setattr(out, key, got.as_list() if got is not None else None)
     return out
 
 

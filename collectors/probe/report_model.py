@@ -1,9 +1,9 @@
 """The sweep report as typed values: `SweepReport` and its `Level`s, read back from the stored dict.
 
-collectors/probe/report.py (`level_report`) and collectors/probe/sweep.py write the report as a
-JSON dict (ProbeRun.report; its keys, units and meaning are the table in report.py's docstring).
-Everything that reads a report goes through `SweepReport.from_dict` / `Level.from_dict` here, so a
-reader names an attribute (`level.ttft_s.p99`, `level.throughput.rps`, `level.self_check.trusted`)
+collectors/probe/report.py (`level_report`) and collectors/probe/sweep.py build the report as these
+values and store `to_dict()` (ProbeRun.report; its keys, units and meaning are the table in
+report.py's docstring). Everything that reads a stored report goes through `SweepReport.from_dict` /
+`Level.from_dict` here, so a reader names an attribute (`level.ttft_s.p99`, `level.throughput.rps`, `level.self_check.trusted`)
 instead of spelling a key, and a missing key reads as the readers always defaulted it:
 
 - counts (`requests`, `ok`) 0, `errors` {}; a latency block ({p50, p95, p99, mean, max}, seconds)
@@ -16,7 +16,8 @@ instead of spelling a key, and a missing key reads as the readers always default
 `to_dict()` gives back exactly the dict that was read: the keys it had, in its order, unknown keys
 included, so a stored row, an export and `pitwall probe --json` keep their bytes. A value built in
 code (no dict behind it) writes every field in the order below, leaving out the optional ones that
-are None (`concurrency` / `rate`, `image`, `turns`, `branches`, `images_per_min`...).
+are None (`concurrency` / `rate`, `image`, `turns`, `branches`, `images_per_min`...); one built with
+`keyed(...)` writes exactly the keys it was given, and those `put(...)` since, in that order.
 """
 
 from __future__ import annotations
@@ -63,6 +64,20 @@ class Block:
             else:  # a shape no reader expects: kept as it was, the field keeps its default
                 extra[key] = value
         return cls(**kw, extra=extra, shape=tuple(d))
+
+    @classmethod
+    def keyed(cls: type[B], **values: Any) -> B:
+        """A value built in code that writes exactly these keys, in this order, a None included
+        (a block whose keys depend on the API or the load mode)."""
+        return cls(**values, shape=tuple(values))
+
+    def put(self, **values: Any) -> None:
+        """Set fields; a value with a shape writes each of them from now on (a new key after the
+        keys it had, as a dict would)."""
+        for name, value in values.items():
+            setattr(self, name, value)
+        if self.shape is not None:
+            self.shape = (*self.shape, *(k for k in values if k not in self.shape))
 
     def has(self, name: str) -> bool:
         """Whether the dict had the key `name` (built in code: whether the field is set)."""

@@ -36,6 +36,7 @@ from collectors.probe.fingerprint import fingerprint_detail, fingerprint_hash
 from collectors.probe.images import CHECK_PROMPTS, check_entry
 from collectors.probe.pacing import LevelPlan, SendFn, run_level
 from collectors.probe.report import level_report
+from collectors.probe.report_model import Level, SweepReport
 from collectors.probe.workloads import (
     API_PATHS,
     APIS,
@@ -133,8 +134,9 @@ async def run_sweep(
     engine: Engine | None = None,
     run_id: int | None = None,
     on_progress: ProgressFn | None = None,
-) -> dict[str, Any]:
-    """Run every level; store the run when `engine` is given; return the full report."""
+) -> SweepReport:
+    """Run every level; store the run (the report's `to_dict()`) when `engine` is given; return
+    the full report."""
     spec.validate()
     prompts = build_prompts(spec.workload)  # WorkloadError before anything is stored
     base = spec.url.rstrip("/")
@@ -147,7 +149,8 @@ async def run_sweep(
     measured_levels: list[tuple[float, list[RequestRecord]]] = []
     planned = [spec.requests_for(v) + spec.warmup_for(v) for v in spec.levels]
     total = sum(planned)
-    report: dict[str, Any] = {"run_id": run_id, "status": "running", "levels": []}
+    # a stored report has the keys put so far, in that order: error and trusted only once concluded
+    report = SweepReport.keyed(run_id=run_id, status="running", levels=[])
     state: dict[str, Any] = {"done": 0, "label": "", "written": -1.0}
     # image runs: prompt indices whose image is kept (or being fetched) for the output check
     claimed: set[int] = set()
@@ -162,10 +165,10 @@ async def run_sweep(
             warmup_per_level=[spec.warmup_for(v) for v in spec.levels],
         )
         fp = fingerprint_hash(detail)
-        report.update(fingerprint=fp, fingerprint_detail=detail, n_prompts=len(prompts))
+        report.put(fingerprint=fp, fingerprint_detail=detail, n_prompts=len(prompts))
         backend = await _grammar_backend(session, base) if kind else None
         if engine is not None:
-            run_id = report["run_id"] = await _start_run(engine, spec, run_id, fp, detail)
+            run_id = report.run_id = await _start_run(engine, spec, run_id, fp, detail)
         writer = asyncio.create_task(_progress_writer(engine, run_id, state, total)) if engine else None
         status = "failed"
         error: str | None = "interrupted before the sweep finished"
@@ -194,18 +197,18 @@ async def run_sweep(
                                   images_per_request=spec.workload.images_per_request)
                 measured_levels.append((value, result.records))
                 _add_workload_blocks(report, lv, result.records, measured_levels, wl, backend)
-                report["levels"].append(lv)
+                report.levels.append(lv)
                 state["done"] = sum(planned[: i + 1])
                 if engine is not None and run_id is not None:
                     await asyncio.to_thread(store.insert_requests, engine, run_id=run_id,
                                             records=result.records)
                     await asyncio.to_thread(store.update_run, engine, run_id=run_id,
-                                            report=_jsonable(report))
+                                            report=_jsonable(report.to_dict()))
                 if result.stopped == "error_rate":
                     status = "aborted"
                     error = (f"Stopped at {label}: more than {spec.abort_error_rate:.0%} of requests "
-                             f"failed ({lv['errors']}); check the server and the URL / API.")
-                    refused = (report.get("structured") or {}).get("refused")
+                             f"failed ({lv.errors}); check the server and the URL / API.")
+                    refused = (report.structured or {}).get("refused")
                     if refused:
                         error = (f"Stopped at {label}: the server refused the {kind} constraint as a "
                                  f"client error ({refused['error_kind']}: {refused['message']}); "
@@ -222,7 +225,7 @@ async def run_sweep(
             _conclude(report, spec, status, error, str(state["label"]))
             if engine is not None and run_id is not None:
                 await _finish_run(engine, spec, run_id, report, detail, len(prompts),
-                                  progress=1.0 if report["status"] == "done" else state["done"] / max(total, 1))
+                                  progress=1.0 if report.status == "done" else state["done"] / max(total, 1))
     return report
 
 
@@ -290,41 +293,39 @@ def _sender(spec: SweepSpec, session: Any, base: str, prompts: list[Prompt],
     return one
 
 
-def _conclude(report: dict[str, Any], spec: SweepSpec, status: str, error: str | None,
+def _conclude(report: SweepReport, spec: SweepSpec, status: str, error: str | None,
               label: str) -> None:
     """The run's status, error and trusted flag, set on the report: a run where nothing
     succeeded fails, whatever stopped it (no figure of it means anything)."""
-    why = all_failed(report["levels"], spec.api) if status != "failed" else None
+    why = all_failed(report.levels, spec.api) if status != "failed" else None
     if why is not None:
         stopped = f"; the sweep stopped at {label}" if status == "aborted" else ""
         status, error = "failed", why + stopped
-    report["status"], report["error"] = status, error
-    report["trusted"] = bool(report["levels"]) and all(
-        lv["self_check"]["trusted"] for lv in report["levels"])
+    report.put(status=status, error=error, trusted=bool(report.levels) and all(lv.trusted for lv in report.levels))
 
 
-async def _finish_run(engine: Engine, spec: SweepSpec, run_id: int, report: dict[str, Any],
+async def _finish_run(engine: Engine, spec: SweepSpec, run_id: int, report: SweepReport,
                       detail: dict[str, Any], n_prompts: int, *, progress: float) -> None:
     """Store the concluded report (and its consistency check against the baseline run)."""
-    if spec.baseline_run_id is not None and report["status"] != "failed":
-        report["consistency"] = await asyncio.to_thread(
-            _consistency, engine, spec.baseline_run_id, run_id, detail, n_prompts)
+    if spec.baseline_run_id is not None and report.status != "failed":
+        report.put(consistency=await asyncio.to_thread(
+            _consistency, engine, spec.baseline_run_id, run_id, detail, n_prompts))
     await asyncio.to_thread(
-        store.update_run, engine, run_id=run_id, status=report["status"], error=report["error"],
-        progress=progress, finished_at=time.time(), report=_jsonable(report), trusted=report["trusted"])
+        store.update_run, engine, run_id=run_id, status=report.status, error=report.error,
+        progress=progress, finished_at=time.time(), report=_jsonable(report.to_dict()), trusted=report.trusted)
 
 
-def all_failed(levels: list[dict[str, Any]], api: str) -> str | None:
+def all_failed(levels: list[Level], api: str) -> str | None:
     """One sentence when every measured request of every level failed (None otherwise): how
     many, the error kinds / HTTP statuses with their counts, and what the commonest one most
     likely means, e.g. "all 8 requests failed: HTTP 404 (the server does not serve /generate;
     is it an image server?)"."""
-    sent = sum(int(lv.get("requests") or 0) for lv in levels)
-    if sent == 0 or any(int(lv.get("ok") or 0) for lv in levels):
+    sent = sum(int(lv.requests or 0) for lv in levels)
+    if sent == 0 or any(int(lv.ok or 0) for lv in levels):
         return None
     counts: dict[str, int] = {}
     for lv in levels:
-        for kind, n in (lv.get("errors") or {}).items():
+        for kind, n in (lv.errors or {}).items():
             counts[kind] = counts.get(kind, 0) + int(n)
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     named = [(f"HTTP {k[5:]}" if k.startswith("http_") else k.replace("_", " "), n) for k, n in ranked]
@@ -361,21 +362,20 @@ def _annotate(rec: RequestRecord, prompt: Prompt, kind: str | None, spec: str | 
     rec.detail = {**(rec.detail or {}), **detail} or None  # beside an image answer's figures
 
 
-def _add_workload_blocks(report: dict[str, Any], lv: dict[str, Any], records: list[RequestRecord],
+def _add_workload_blocks(report: SweepReport, lv: Level, records: list[RequestRecord],
                          levels: list[tuple[float, list[RequestRecord]]], wl: WorkloadSpec,
                          backend: str | None) -> None:
     """The level's and the run's `turns` / `branches` / `structured` blocks (when the workload
     has them); run-level ones pool every level so far."""
     pooled = [r for _, recs in levels for r in recs]
     if wl.prompt_set == "multi-turn":
-        lv["turns"] = programs.step_rows(records, "turn")
-        report["turns"] = programs.step_rows(pooled, "turn")
+        lv.turns = programs.step_rows(records, "turn")
+        report.put(turns=programs.step_rows(pooled, "turn"))
     elif wl.prompt_set == "fork":
-        lv["branches"] = programs.step_rows(records, "branch")
-        report["branches"] = programs.step_rows(pooled, "branch")
-        report["branch_reuse"] = programs.branch_summary(pooled)
+        lv.branches = programs.step_rows(records, "branch")
+        report.put(branches=programs.step_rows(pooled, "branch"), branch_reuse=programs.branch_summary(pooled))
     if wl.structured and wl.structured_spec:
-        report["structured"] = structured.report(wl.structured, wl.structured_spec, backend, levels)
+        report.put(structured=structured.report(wl.structured, wl.structured_spec, backend, levels))
 
 
 def _attach_thumbnails(records: list[RequestRecord], prompts: list[Any], seed: int) -> None:

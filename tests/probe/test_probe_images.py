@@ -66,7 +66,7 @@ def _spec(url: str, **wl: object) -> SweepSpec:
 @pytest.mark.slow
 def test_image_sweep_keeps_detail_report_block_and_thumbnails(image_sim: str, tmp_path: Path) -> None:
     engine = open_engine(f"sqlite:///{tmp_path / 'p.db'}")
-    report = asyncio.run(run_sweep(_spec(image_sim), engine=engine))
+    report = asyncio.run(run_sweep(_spec(image_sim), engine=engine)).to_dict()
     assert report["status"] == "done", report.get("error")
     rows = repo.probe_requests(engine, run_id=report["run_id"])
     ok = rows[rows["ok"].astype(bool)]
@@ -96,10 +96,10 @@ def test_image_sweep_keeps_detail_report_block_and_thumbnails(image_sim: str, tm
 
 @pytest.mark.slow
 def test_fingerprint_names_steps_guidance_resolution_and_seed(image_sim: str) -> None:
-    a = asyncio.run(run_sweep(_spec(image_sim)))
+    a = asyncio.run(run_sweep(_spec(image_sim))).to_dict()
     b = asyncio.run(run_sweep(SweepSpec(
         url=image_sim, api="images", levels=[1, 2], requests=3, warmup=1,
-        workload=WorkloadSpec(image_size="256x256", image_steps=4, image_guidance=4.0, seed=8))))
+        workload=WorkloadSpec(image_size="256x256", image_steps=4, image_guidance=4.0, seed=8)))).to_dict()
     assert a["fingerprint"] != b["fingerprint"]
     diff = diff_fingerprints(a["fingerprint_detail"], b["fingerprint_detail"])
     assert diff == ['image.guidance: null -> 4.0', 'image.seed: 7 -> 8',
@@ -163,7 +163,7 @@ def test_an_llm_sweep_whose_every_request_fails_is_failed_with_the_reason(image_
     # what the page sent to demo-image before: LLM requests, 8 of 8 answered HTTP 404
     engine = open_engine(f"sqlite:///{tmp_path / 'p.db'}")
     report = asyncio.run(run_sweep(SweepSpec(url=image_sim, api="generate", levels=[1], requests=8,
-                                             warmup=1), engine=engine))
+                                             warmup=1), engine=engine)).to_dict()
     why = ("all 8 requests failed: HTTP 404 (the server does not serve /generate; "
            "is it an image server?)")
     assert (report["status"], report["error"]) == ("failed", why)

@@ -126,7 +126,7 @@ def test_failures_become_error_kinds_and_run_is_stored(
     stub: str, engine: Engine, suffix: str, api: str, kind: str, timeout: float
 ) -> None:
     spec = SweepSpec(url=stub + suffix, api=api, levels=[2], requests=3, warmup=0, timeout_s=timeout, workload=WorkloadSpec(**SHORT))
-    report = asyncio.run(run_sweep(spec, engine=engine))
+    report = asyncio.run(run_sweep(spec, engine=engine)).to_dict()
     # every request failed: the run is failed, saying how many and why
     assert report["status"] == "failed" and report["levels"][0]["errors"] == {kind: 3}
     assert report["error"].startswith("all 3 requests failed: "), report["error"]
@@ -138,7 +138,7 @@ def test_failures_become_error_kinds_and_run_is_stored(
 
 def test_server_down_is_connect_refused(engine: Engine) -> None:
     spec = SweepSpec(url=f"http://127.0.0.1:{_closed_port()}", levels=[1], requests=2, warmup=0)
-    report = asyncio.run(run_sweep(spec, engine=engine))
+    report = asyncio.run(run_sweep(spec, engine=engine)).to_dict()
     assert report["levels"][0]["errors"] == {"connect_refused": 2}
     assert report["error"] == ("all 2 requests failed: connect refused (nothing answers at the "
                                "server's address; is it up?)")
@@ -148,7 +148,7 @@ def test_server_killed_mid_stream(engine: Engine) -> None:
     proc, port = spawn(delay_ms=5.0, first_delay_ms=5.0)
     try:
         spec = SweepSpec(url=f"http://127.0.0.1:{port}/mode/die", levels=[1], requests=1, warmup=0, workload=WorkloadSpec(**SHORT))
-        report = asyncio.run(run_sweep(spec, engine=engine))
+        report = asyncio.run(run_sweep(spec, engine=engine)).to_dict()
     finally:
         proc.kill()
         proc.wait(timeout=10)
@@ -161,7 +161,7 @@ def test_server_killed_mid_stream(engine: Engine) -> None:
 
 def test_abort_on_error_rate(stub: str, engine: Engine) -> None:
     spec = SweepSpec(url=stub + "/mode/status500", levels=[1, 2], requests=40, warmup=0, abort_min_requests=5, workload=WorkloadSpec(**SHORT))
-    report = asyncio.run(run_sweep(spec, engine=engine))
+    report = asyncio.run(run_sweep(spec, engine=engine)).to_dict()
     # stopped at the first level; none of its requests succeeded, so the run is failed, saying so
     assert report["status"] == "failed" and len(report["levels"]) == 1
     run = store.get_run(engine, run_id=report["run_id"])
@@ -223,17 +223,17 @@ def test_cli_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_rate_mode_and_images(stub: str) -> None:
     spec = SweepSpec(url=stub, mode="rate", levels=[50.0], requests=10, warmup=1, workload=WorkloadSpec(**SHORT))
-    lv = asyncio.run(run_sweep(spec))["levels"][0]
+    lv = asyncio.run(run_sweep(spec)).to_dict()["levels"][0]
     assert lv["rate"] == 50.0 and lv["ok"] == 10 and lv["achieved"]["rate"] > 0
     spec = SweepSpec(url=stub, api="images", levels=[2], requests=4, warmup=0, workload=WorkloadSpec(**SHORT))
-    lv = asyncio.run(run_sweep(spec))["levels"][0]
+    lv = asyncio.run(run_sweep(spec)).to_dict()["levels"][0]
     assert lv["ok"] == 4 and lv["throughput"]["images_per_min"] > 0 and lv["ttft_s"]["p50"] is None
 
 
 def test_consistency_against_baseline(stub: str, engine: Engine) -> None:
-    base = asyncio.run(run_sweep(SweepSpec(url=stub, levels=[2], requests=6, warmup=0, workload=WorkloadSpec(**SHORT)), engine=engine))
+    base = asyncio.run(run_sweep(SweepSpec(url=stub, levels=[2], requests=6, warmup=0, workload=WorkloadSpec(**SHORT)), engine=engine)).to_dict()
     spec = SweepSpec(url=stub, levels=[1], requests=6, warmup=0, baseline_run_id=base["run_id"], workload=WorkloadSpec(**SHORT))
-    rep = asyncio.run(run_sweep(spec, engine=engine))
+    rep = asyncio.run(run_sweep(spec, engine=engine)).to_dict()
     assert rep["consistency"]["compared"] == 6 and rep["consistency"]["differing"] == 0
     assert rep["consistency"]["warnings"] == []
 

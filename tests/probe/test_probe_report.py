@@ -43,7 +43,7 @@ def test_level_report_from_records() -> None:
     ]
     res = LevelResult(LevelPlan("concurrency", 2, requests=3, warmup=1), records=recs,
                       loop_lag_s=[0.001] * 100, cpu_pct=20.0, wall_s=4.0)
-    lv = level_report(res)
+    lv = level_report(res).to_dict()
     assert (lv["concurrency"], lv["requests"], lv["ok"]) == (2, 3, 2)
     assert lv["errors"] == {"timeout": 1}
     # TTFT over ok measured requests [0.1, 0.3]: p50 0.2, max 0.3
@@ -67,13 +67,13 @@ def test_level_report_from_records() -> None:
 
 
 def test_self_check_thresholds() -> None:
-    assert self_check([0.001] * 100, 50.0)["trusted"] is True  # 1 ms: under the 2 ms floor
+    assert self_check([0.001] * 100, 50.0).trusted is True  # 1 ms: under the 2 ms floor
     lagged = self_check([0.001] * 90 + [0.02] * 10, 10.0)  # p99 = 20 ms > the 2 ms floor
-    assert lagged["trusted"] is False and "lag" in lagged["reasons"][0]
-    assert "overloaded" not in lagged["reasons"][0]  # a lagging loop is not a busy CPU
+    assert lagged.trusted is False and "lag" in lagged.reasons[0]
+    assert "overloaded" not in lagged.reasons[0]  # a lagging loop is not a busy CPU
     busy = self_check([0.0] * 10, 85.0)
-    assert busy["trusted"] is False and "CPU" in busy["reasons"][0] and "overloaded" in busy["reasons"][0]
-    assert self_check([0.0] * 10, 5.0)["trusted"] is True  # 5 % CPU is no reason at all
+    assert busy.trusted is False and "CPU" in busy.reasons[0] and "overloaded" in busy.reasons[0]
+    assert self_check([0.0] * 10, 5.0).trusted is True  # 5 % CPU is no reason at all
 
 
 def _lag_level(e2e: float, ttft: float | None, lag: float) -> dict:
@@ -81,7 +81,7 @@ def _lag_level(e2e: float, ttft: float | None, lag: float) -> dict:
                           ttft_s=ttft, e2e_s=e2e, ok=True) for i in range(10)]
     res = LevelResult(LevelPlan("concurrency", 1, requests=10, warmup=0), records=recs,
                       loop_lag_s=[lag] * 100, cpu_pct=5.0, wall_s=10 * e2e)
-    return level_report(res)["self_check"]
+    return level_report(res).to_dict()["self_check"]
 
 
 def test_self_check_is_relative_to_the_latency_it_measures() -> None:
@@ -139,7 +139,7 @@ def test_throughput_uses_steady_window() -> None:
     recs = [_rec(i, True, 0.1, e - s, s, [0.1, 0.1], warm=w) for i, (s, e, w) in enumerate(spans)]
     res = LevelResult(LevelPlan("concurrency", 2, requests=5, warmup=2), records=recs,
                       loop_lag_s=[0.0], cpu_pct=1.0, wall_s=4.0)
-    lv = level_report(res)
+    lv = level_report(res).to_dict()
     assert lv["steady_window_s"] == pytest.approx(1.8)
     assert lv["throughput"]["rps"] == pytest.approx(3 / 1.8)
     assert lv["throughput"]["output_tok_s"] == pytest.approx(9 / 1.8)
@@ -159,7 +159,7 @@ def test_benchmarks_and_scorecard_share_one_throughput_definition() -> None:
         _rec(i, True, 0.1, 1.5, 0.5 + i, [0.1] * i) for i in range(1, 7)]  # starts 1.5 .. 6.5
     res = LevelResult(LevelPlan("concurrency", 2, requests=6, warmup=1), records=recs,
                       loop_lag_s=[0.001] * 100, cpu_pct=20.0, wall_s=8.0)
-    report = level_report(res)["throughput"]
+    report = level_report(res).to_dict()["throughput"]
     rows = pd.DataFrame([{"start_ts": r.t_start, "e2e_s": r.e2e_s, "ok": r.ok, "tokens_in": 1, "tokens_out": r.tokens_out,
                           "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "itl_s": r.itl_s} for r in recs if not r.warmup])
     card = level_figures(rows, kind="llm", images_per_request=1, gpu_usd_per_hour=None, warm_ends=[2.0])
@@ -176,7 +176,7 @@ def test_untrusted_levels_are_said_once_per_run_with_the_measured_lag_and_its_bo
     late = _lag_level(0.05, 0.010, 0.005)  # 5 ms on a 10 ms TTFT: not
     levels = []
     for c, sc in ((1, ok), (4, late), (8, late)):
-        lv = level_report(LevelResult(LevelPlan("concurrency", c, requests=1, warmup=0)))
+        lv = level_report(LevelResult(LevelPlan("concurrency", c, requests=1, warmup=0))).to_dict()
         levels.append({**lv, "self_check": sc})
     assert run_note(levels) == (
         "Not trusted: 2 of 3 levels (c=4, c=8). The probe client's event loop ran late (lag p99 "
@@ -201,7 +201,7 @@ def test_level_spread_from_three_repeats_of_the_level() -> None:
         t += d
     res = LevelResult(LevelPlan("concurrency", 1, requests=9, warmup=0), records=recs,
                       loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
-    lv = level_report(res)
+    lv = level_report(res).to_dict()
     # a closed loop's repeat by Little's law, in flight x successes / its busy seconds, in flight
     # = the level's steady-window rps (8 ends in [0, 6.5] -> 1.23 req/s) x 7.5 s / 9 successes
     # = 1.026: 1.026 x 3 / 3 s = 1.03, 1.026 x 3 / 1.5 s = 2.05, 1.03 req/s; the level's own
@@ -218,7 +218,7 @@ def test_level_spread_from_three_repeats_of_the_level() -> None:
     # 8 measured requests cannot be cut into 3 repeats of 3: no spread, not a fake one
     short = LevelResult(LevelPlan("concurrency", 1, requests=8, warmup=0), records=recs[:8],
                         loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
-    assert set(level_report(short)["spread"].values()) == {None}
+    assert set(level_report(short).to_dict()["spread"].values()) == {None}
 
 
 def test_a_closed_loops_throughput_spread_reads_its_repeats_by_littles_law() -> None:
@@ -234,7 +234,7 @@ def test_a_closed_loops_throughput_spread_reads_its_repeats_by_littles_law() -> 
         free[w] += d
     res = LevelResult(LevelPlan("concurrency", 4, requests=16, warmup=0), records=recs,
                       loop_lag_s=[0.001], cpu_pct=5.0, wall_s=max(free))
-    lv = level_report(res)
+    lv = level_report(res).to_dict()
     lo, hi = lv["spread"]["rps"]
     assert 4 / 0.12 <= lo <= hi <= 4 / 0.1 + 1e-9  # inside what the latencies allow
     assert lo <= lv["throughput"]["rps"] <= hi

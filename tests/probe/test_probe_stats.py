@@ -40,7 +40,7 @@ def test_an_open_loops_spread_is_the_same_in_the_probe_report_and_the_scorecard(
     recs = [_rec(i, i * 0.25, d, ok=i != 5, tokens=10 + i) for i, d in enumerate(lat)]
     res = LevelResult(LevelPlan("rate", 4.0, requests=12, warmup=0), records=recs,
                       loop_lag_s=[0.001], cpu_pct=5.0, wall_s=4.0)
-    report = level_report(res)["spread"]
+    report = level_report(res).to_dict()["spread"]
     assert report["rps"] == pytest.approx([2.0, 4 / 0.75])
     assert report["output_tok_s"] == pytest.approx([29.0, 68 / 0.75])
     kw = {"kind": "llm", "images_per_request": 1, "gpu_usd_per_hour": 2.0, "warm_ends": [],
@@ -66,7 +66,7 @@ def test_a_closed_loops_spread_is_the_same_in_the_probe_report_and_the_scorecard
         t += d
     res = LevelResult(LevelPlan("concurrency", 1, requests=9, warmup=0), records=recs,
                       loop_lag_s=[0.001], cpu_pct=5.0, wall_s=t)
-    report = level_report(res)["spread"]
+    report = level_report(res).to_dict()["spread"]
     in_flight = 8 / 6.5 * 7.5 / 9
     assert report["rps"] == pytest.approx([in_flight, 2 * in_flight])
     kw = {"kind": "llm", "images_per_request": 1, "gpu_usd_per_hour": None, "warm_ends": [],

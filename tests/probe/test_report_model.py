@@ -72,17 +72,17 @@ def test_real_sweep_reports_round_trip(stub: str, tmp_path: Any) -> None:
     engine = open_engine(f"sqlite:///{tmp_path / 'p.db'}")
     short = WorkloadSpec(max_new_tokens=4)
     base = asyncio.run(run_sweep(SweepSpec(url=stub, levels=[1, 2], requests=9, warmup=1, workload=short),
-                                 engine=engine))
+                                 engine=engine)).to_dict()
     reports = [
         base,
         # consistency against the first run, multi-turn blocks per level and per run
         asyncio.run(run_sweep(SweepSpec(url=stub, levels=[1], requests=4, warmup=0, baseline_run_id=base["run_id"],
                                         workload=WorkloadSpec(max_new_tokens=4, prompt_set="multi-turn")),
-                              engine=engine)),
-        asyncio.run(run_sweep(SweepSpec(url=stub, mode="rate", levels=[50.0], requests=9, warmup=1, workload=short))),
-        asyncio.run(run_sweep(SweepSpec(url=stub, api="images", levels=[2], requests=4, warmup=0, workload=short))),
+                              engine=engine)).to_dict(),
+        asyncio.run(run_sweep(SweepSpec(url=stub, mode="rate", levels=[50.0], requests=9, warmup=1, workload=short))).to_dict(),
+        asyncio.run(run_sweep(SweepSpec(url=stub, api="images", levels=[2], requests=4, warmup=0, workload=short))).to_dict(),
         asyncio.run(run_sweep(SweepSpec(url=stub + "/mode/status500", levels=[1], requests=3, warmup=0,
-                                        workload=short))),
+                                        workload=short))).to_dict(),
     ]
     assert "consistency" in reports[1] and "turns" in reports[1]["levels"][0]
     for report in reports:

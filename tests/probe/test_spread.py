@@ -77,7 +77,7 @@ def test_closed_loop_repeats_centre_on_the_levels_own_rps() -> None:
                                   tokens_out=20, tokens_in=10, ok=True))
         heapq.heappush(workers, t + d)
     lv = level_report(LevelResult(plan=LevelPlan(mode="concurrency", value=8, requests=24, warmup=8),
-                                  records=recs, loop_lag_s=[0.001], cpu_pct=5))
+                                  records=recs, loop_lag_s=[0.001], cpu_pct=5)).to_dict()
     lo, hi = lv["spread"]["rps"]
     assert lo < lv["throughput"]["rps"] < hi
     df = pd.DataFrame([{"start_ts": r.start_ts, "e2e_s": r.e2e_s, "ok": r.ok, "ttft_s": r.ttft_s,

@@ -222,7 +222,7 @@ def test_probe_sweep_has_exact_percentiles(rig: Rig) -> None:
     spec = SweepSpec(url=rig.base_url, api="generate", levels=[1, 4], requests=8, warmup=1, timeout_s=120,
                      workload=WorkloadSpec(max_new_tokens=8, ignore_eos=True), server_id=rig.sid,
                      launch_id=launch.id, name="real-cpu c1/c4")
-    report = asyncio.run(run_sweep(spec, engine=rig.engine))
+    report = asyncio.run(run_sweep(spec, engine=rig.engine)).to_dict()
     assert report["status"] == "done", report.get("error")
     df = repo.probe_requests(rig.engine, run_id=report["run_id"])
     assert len(df) == 2 * (8 + 1)

@@ -1,6 +1,6 @@
 """Pitwall's own /metrics: `pitwall collect` on the demo (the bundled simulator, a
 1-second canary) with `metrics.port` set serves every series named in
-dashboard/services/own_metrics.py, parsed with prometheus_client's own parser; an OOM event
+runner/own_metrics.py, parsed with prometheus_client's own parser; an OOM event
 shows up in its counter and a threshold rule that holds as a firing alert. With the port 0 nothing listens."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_demo_runner_serves_every_series(demo_runner):
 
 def test_port_zero_serves_nothing(tmp_path):
     from config.settings import load_settings
-    from dashboard.services.own_metrics import build_exporter
+    from runner.own_metrics import build_exporter
 
     os.environ.pop("PITWALL_METRICS_PORT", None)
     engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")

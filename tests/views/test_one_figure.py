@@ -43,7 +43,7 @@ def test_ttft_percentiles_of_a_probe_run_are_one_figure_on_every_path(seeded) ->
                           itl_s=list(r.itl_s), tokens_out=r.tokens_out, tpot_s=r.tpot_s, ok=True)
             for r in reqs.itertuples()]
     lv = level_report(LevelResult(LevelPlan("concurrency", 4, requests=9, warmup=0), records=recs,
-                                  loop_lag_s=[0.001], cpu_pct=1.0, wall_s=5.0))
+                                  loop_lag_s=[0.001], cpu_pct=1.0, wall_s=5.0)).to_dict()
     report = [lv["ttft_s"][f"p{p}"] for p in (50, 95, 99)]
     card = build_scorecard(engine, run_id=run_id, now=NOW)
     scorecard = [card.value(f"ttft_p{p}_s") for p in (50, 95, 99)]
