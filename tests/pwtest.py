@@ -183,7 +183,7 @@ def collect_beside_baseline(duration_s: int, env: dict[str, str], baseline_env: 
     `measured took - baseline took` is what the configuration itself cost, on any host."""
     import threading
 
-    baseline: list[tuple] = []  # type: ignore[type-arg]
+    baseline: list[tuple[object, ...]] = []
     beside = threading.Thread(target=lambda: baseline.append(collect_measured(duration_s, baseline_env, give_up_s)),
                               daemon=True)
     beside.start()
