@@ -62,3 +62,22 @@ def engine(tmp_path):
     yield eng
     eng.dispose()
 
+
+
+#: seconds a fanned-out poll waits for a HEALTHY read in tests: a loaded 2-core CI host meets it
+HEALTHY_POLL_WAIT_S = 20.0
+
+
+@pytest.fixture
+def patient_polls(monkeypatch) -> float:
+    """The fan-out collectors' poll wait (their WAIT_S, 2 s in production) raised to
+    HEALTHY_POLL_WAIT_S, for tests that need a healthy read handed in by the poll that started
+    it: on a loaded host a 2-s wait can end first, and the read is then (rightly) handed in by a
+    later poll the test never makes. A test of a stuck server keeps its own short per-read
+    deadline; a poll waits for a read no longer than that read's deadline."""
+    from collectors import canary, prometheus_source
+    from collectors.sglang import api, metrics
+
+    for module in (api, metrics, canary, prometheus_source):
+        monkeypatch.setattr(module, "WAIT_S", HEALTHY_POLL_WAIT_S)
+    return HEALTHY_POLL_WAIT_S

@@ -173,6 +173,27 @@ def collect_measured(duration_s: int, env: dict[str, str], give_up_s: float):  #
     return (proc.returncode if took < give_up_s else None), took, peak, out
 
 
+
+def collect_beside_baseline(duration_s: int, env: dict[str, str], baseline_env: dict[str, str],
+                            give_up_s: float):  # type: ignore[no-untyped-def]
+    """collect_measured for `env` and, started at the same moment on the same host, for
+    `baseline_env` (an ordinary configuration: its own data folder and database, no hostile
+    server): (measured, baseline), each collect_measured's tuple. What a busy host adds to a run
+    (interpreter start-up, the database, the last flush, the exit) it adds to both, so
+    `measured took - baseline took` is what the configuration itself cost, on any host."""
+    import threading
+
+    baseline: list[tuple[object, ...]] = []
+    beside = threading.Thread(target=lambda: baseline.append(collect_measured(duration_s, baseline_env, give_up_s)),
+                              daemon=True)
+    beside.start()
+    try:
+        measured = collect_measured(duration_s, env, give_up_s)
+    finally:
+        beside.join(give_up_s + 60)
+    assert baseline, "the baseline collect did not come back"
+    return measured, baseline[0]
+
 # `make test` runs the suite on several pytest-xdist workers: each worker takes whole groups of
 # tests, one at a time (test_group; tests/conftest.py's scheduler hook). A group is the test's file
 # (a module's fixtures, one PostgreSQL cluster, one demo, start once on one worker), except:

@@ -21,6 +21,9 @@ from collectors.gpu_dcgm import DcgmFleet
 from collectors.registry import build_collectors, dcgm_advice
 from config.settings import load_settings
 
+#: the exporter's read deadline: the real server answers at once, a loaded host may need more; a
+#: port with nothing listening is refused at once whatever the deadline
+READ_S = 20.0
 PAYLOAD = (Path(__file__).resolve().parents[1] / "fixtures" / "dcgm-exporter-4.1.1-4.0.4-h20-mig.prom").read_bytes()
 
 
@@ -44,7 +47,7 @@ def test_an_exporter_starting_after_pitwall_is_waited_for_not_an_error() -> None
     port = free_port()
     url = f"http://127.0.0.1:{port}/metrics"
     now = [0.0]
-    fleet = DcgmFleet([url], deadline_s=1.0, grace_s=60.0, clock=lambda: now[0])
+    fleet = DcgmFleet([url], deadline_s=READ_S, grace_s=60.0, clock=lambda: now[0])
     collector = GpuCollector(backend_factory=lambda: fleet)
     first = collector.poll(_ctx())  # nothing listens yet: refused
     assert first.events == [] and first.samples == []
@@ -70,7 +73,7 @@ def test_an_exporter_starting_after_pitwall_is_waited_for_not_an_error() -> None
 def test_past_the_grace_a_silent_exporter_is_one_event_with_the_demos_advice() -> None:
     url = f"http://127.0.0.1:{free_port()}/metrics"
     now = [0.0]
-    fleet = DcgmFleet([url], deadline_s=1.0, grace_s=60.0, advice=dcgm_advice("demo"), clock=lambda: now[0])
+    fleet = DcgmFleet([url], deadline_s=READ_S, grace_s=60.0, advice=dcgm_advice("demo"), clock=lambda: now[0])
     collector = GpuCollector(backend_factory=lambda: fleet)
     assert collector.poll(_ctx()).events == []
     now[0] = 61.0

@@ -32,7 +32,8 @@ from runner.loop import Runner
 from storage import repo
 from storage.models import Sample
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+# a healthy read is handed in by the poll that started it, on a loaded host too (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240), pytest.mark.usefixtures("patient_polls")]
 GAUGES = ("metrics.num_running_reqs", "metrics.num_queue_reqs", "metrics.token_usage",
           "metrics.num_used_tokens", "metrics.max_total_num_tokens", "metrics.cache_hit_rate")
 

@@ -10,7 +10,9 @@ What it holds Pitwall to:
   server and the limit it ran into (not one per scrape);
 - a hostile log path (a FIFO, a symlink to a file the operator never meant to show) is refused
   without reading it, and blocks nobody;
-- the runner stays under 400 MiB of RSS and `collect --duration 60` returns within 75 s.
+- the runner stays under 400 MiB of RSS and `collect --duration 60` exits 0 by itself, at most
+  EXTRA_S after an ordinary `collect --duration 60` (one healthy server) started beside it at the
+  same moment: a baseline that a busy host slows as much, never a bound on the wall clock alone.
 
 The run takes about 70 s of wall clock. `PITWALL_HOSTILE_SECONDS` shortens it for a local try
 (the acceptance figures are for 60). The printed line gives the figures for the note.
@@ -34,12 +36,13 @@ from hostile_servers import (
     labels_payload,
     log_line,
 )
-from pwtest import collect_measured, subprocess_env
+from pwtest import collect_beside_baseline, subprocess_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(360)]
 
 DURATION_S = int(os.environ.get("PITWALL_HOSTILE_SECONDS", "60"))
-RETURN_WITHIN_S = DURATION_S + 15.0
+EXTRA_S = 20.0  # over the baseline: the runner's bounded wait at exit (5 s) plus margin
+GIVE_UP_S = DURATION_S + 120.0  # a run is killed (exit code None) after this
 RSS_LIMIT = 400 * 1024 * 1024
 LINES_UNTIL_S = DURATION_S - 8.0  # retraction lines stop this long before the end, so the
 # log collector (1 s interval) has read each of them before the runner stops
@@ -85,6 +88,7 @@ def test_hostile_servers_blind_nobody(tmp_path: Path) -> None:
 
     with ExitStack() as stack:
         healthy = stack.enter_context(FakeSGLang("healthy"))
+        plain = stack.enter_context(FakeSGLang("healthy"))  # the baseline run's one server
         hostile = {b: stack.enter_context(FakeSGLang(b)) for b in HOSTILE_METRICS}
         for b in HOSTILE_LOGS:
             hostile[b] = stack.enter_context(FakeSGLang("healthy"))
@@ -114,9 +118,17 @@ def test_hostile_servers_blind_nobody(tmp_path: Path) -> None:
                                      f"#new_tokens_gained: {100 + n}, #new_token_ratio: 0.7000 -> 0.9000"))
                 written.append(n)
 
+        (tmp_path / "plain.toml").write_text(f'[[servers]]\nname = "plain"\nbase_url = "{plain.url}"\n')
+        plain_env = subprocess_env({
+            "PITWALL_DATA_DIR": str(tmp_path / "plain"), "PITWALL_DATABASE_URL": f"sqlite:///{tmp_path / 'plain.db'}",
+            "PITWALL_CONFIG": str(tmp_path / "plain.toml"), "PITWALL_DEMO": "off",
+            "PITWALL_CANARY_INTERVAL_S": "0", "PITWALL_METRICS_PORT": "0",
+        })
+
         writer = threading.Thread(target=append_lines, daemon=True)
         writer.start()
-        code, took, peak, out = collect_measured(DURATION_S, env, RETURN_WITHIN_S + 30)
+        (code, took, peak, out), (base_code, base_took, _, base_out) = collect_beside_baseline(
+            DURATION_S, env, plain_env, GIVE_UP_S)
         stop_lines.set()
         served = sorted(healthy.served)
 
@@ -127,14 +139,16 @@ def test_hostile_servers_blind_nobody(tmp_path: Path) -> None:
     retract_rows = _rows(db, "SELECT raw, message FROM event WHERE server_id = ? AND kind = 'decode_retract'", hid)
     events = _rows(db, "SELECT server_id, kind, severity, message FROM event WHERE severity IN "
                        "('warning', 'error', 'critical')")
-    print(f"\nhostile tier: collect --duration {DURATION_S} returned {code} after {took:.1f} s; "
+    print(f"\nhostile tier: collect --duration {DURATION_S} returned {code} after {took:.1f} s "
+          f"(baseline beside it: {base_took:.1f} s); "
           f"peak RSS {peak / 2**20:.0f} MiB; healthy scrapes served {len(served)}, stored {len(stored)}; "
           f"retraction lines {len(written)}, events {len(retract_rows)}")
     for sid, kind, sev, msg in events:
         print(f"  event [{sid}] {kind}/{sev}: {msg[:300]}")
 
-    assert code == 0, out[-4000:]
-    assert took < RETURN_WITHIN_S, f"collect --duration {DURATION_S} took {took:.1f} s"
+    assert base_code == 0, base_out[-4000:]
+    assert code == 0, out[-4000:]  # ended by itself, not killed at the give-up
+    assert took - base_took < EXTRA_S, f"{took:.1f} s, the baseline beside it {base_took:.1f} s"
     assert peak < RSS_LIMIT, f"peak RSS {peak / 2**20:.0f} MiB"
 
     # the healthy server: nothing lost, nothing blamed on it

@@ -11,7 +11,10 @@ from probe_stub_server import spawn
 from collectors.base import CollectorContext, ServerTarget
 from collectors.canary import CanaryCollector
 
-pytestmark = pytest.mark.timeout(60)
+#: each request's total deadline: the stub answers in milliseconds, a loaded host needs more
+REQUEST_S = 20.0
+# a healthy read is handed in by the poll that started it, on a loaded host too (tests/conftest.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("patient_polls")]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,7 @@ def _closed_port() -> int:
 
 
 def test_canary(stub: str) -> None:
-    canary = CanaryCollector(interval_s=30, timeout_s=5)
+    canary = CanaryCollector(interval_s=30, timeout_s=REQUEST_S)
     servers = [ServerTarget(1, "up", stub), ServerTarget(2, "down", f"http://127.0.0.1:{_closed_port()}"),
                ServerTarget(3, "img", stub, kind="image")]
     ctx = CollectorContext(servers=servers, load_state=lambda _k: None, save_state=lambda _k, _v: None)
@@ -49,7 +52,7 @@ def test_canary(stub: str) -> None:
 
 
 def test_canary_http_error_and_broken_stream(stub: str) -> None:
-    canary = CanaryCollector(interval_s=5, timeout_s=5)
+    canary = CanaryCollector(interval_s=5, timeout_s=REQUEST_S)
     servers = [ServerTarget(1, "503", stub + "/mode/status503"), ServerTarget(2, "nodone", stub + "/mode/nodone")]
     ctx = CollectorContext(servers=servers, load_state=lambda _k: None, save_state=lambda _k, _v: None)
     try:

@@ -1,8 +1,12 @@
 """Read caps under the real runner: a real `pitwall collect --duration 20` against two hostile servers — one
-dripping a byte every 0.5 s on every path, one whose /metrics is 300 MiB — exits 0 within S plus a
-few seconds, stays under 400 MiB of RSS, and records both as collector_error naming the limit.
+dripping a byte every 0.5 s on every path, one whose /metrics is 300 MiB — exits 0 by itself, within
+S plus a few seconds (README: "whatever the servers do"), stays under 400 MiB of RSS, and records
+both as collector_error naming the limit.
 
-The subprocess wait (35 s) is a generous deadline, not a speed claim beyond the issue's bound.
+"Within S plus a few seconds" is measured against a baseline, never against the wall clock alone:
+an ordinary `collect --duration 20` (no servers) runs beside it, started at the same moment, and
+the hostile run may take at most EXTRA_S longer. A busy host slows both alike; a runner that
+waited on the dripping reads at exit (several reads of 10 s each, in a row) would not meet it.
 """
 
 from __future__ import annotations
@@ -11,15 +15,16 @@ from pathlib import Path
 
 import pytest
 from hostile_http import HostileServer
-from pwtest import collect_measured, subprocess_env
+from pwtest import collect_beside_baseline, subprocess_env
 
 from storage import repo
 from storage.db import make_engine
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 DURATION_S = 20
-EXIT_WITHIN_S = 35.0
+EXTRA_S = 20.0  # over the baseline: the runner's bounded wait at exit (5 s) plus margin
+GIVE_UP_S = DURATION_S + 120.0  # a run is killed (exit code None) after this
 RSS_LIMIT = 400 * 1024 * 1024
 
 
@@ -34,11 +39,17 @@ def test_collect_is_bounded_by_deadlines_and_caps(tmp_path: Path) -> None:
         env = subprocess_env({"PITWALL_DATA_DIR": str(tmp_path / "data"),
                               "PITWALL_DATABASE_URL": f"sqlite:///{db}",
                               "PITWALL_CONFIG": str(cfg), "PITWALL_DEMO": "off"})
-        code, took, peak, out = collect_measured(DURATION_S, env, EXIT_WITHIN_S)
-    print(f"collect --duration {DURATION_S}: exit {code} after {took:.1f} s, "
-          f"peak RSS {peak / 2**20:.0f} MiB")
-    assert code == 0, out[-3000:]
-    assert took < EXIT_WITHIN_S
+        (tmp_path / "empty.toml").write_text("")
+        plain = subprocess_env({"PITWALL_DATA_DIR": str(tmp_path / "base"),
+                                "PITWALL_DATABASE_URL": f"sqlite:///{tmp_path / 'base.db'}",
+                                "PITWALL_CONFIG": str(tmp_path / "empty.toml"), "PITWALL_DEMO": "off"})
+        (code, took, peak, out), (base_code, base_took, _, base_out) = collect_beside_baseline(
+            DURATION_S, env, plain, GIVE_UP_S)
+    print(f"collect --duration {DURATION_S}: exit {code} after {took:.1f} s (baseline beside it: "
+          f"{base_took:.1f} s), peak RSS {peak / 2**20:.0f} MiB")
+    assert base_code == 0, base_out[-3000:]
+    assert code == 0, out[-3000:]  # ended by itself, not killed at the give-up
+    assert took - base_took < EXTRA_S, f"{took:.1f} s, the baseline beside it {base_took:.1f} s"
     assert peak < RSS_LIMIT, f"peak RSS {peak / 2**20:.0f} MiB"
     engine = make_engine(f"sqlite:///{db}")
     msgs = repo.list_events(engine, kinds=["collector_error"], limit=1000)["message"].tolist()

@@ -18,6 +18,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 READY_LINE = "The server is fired up and ready to roll!"
 FAST = ["--sim-speed", "50", "--sim-startup-s", "1"]
+#: how long a wait for a log line or an exit may take: a simulator starting on a loaded 2-core
+#: host (Python imports, the warm-up request) needs seconds; a generous deadline, no speed claim
+WAIT_S = 60.0
 
 
 def free_port() -> int:
@@ -39,7 +42,7 @@ class Sim:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_for(self, text: str, timeout_s: float = 20.0) -> None:
+    def wait_for(self, text: str, timeout_s: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if text in self.log():
@@ -49,7 +52,7 @@ class Sim:
             time.sleep(0.05)
         raise AssertionError(f"{text!r} not in log after {timeout_s} s:\n{self.log()[-3000:]}")
 
-    def wait_exit(self, timeout_s: float = 20.0) -> int:
+    def wait_exit(self, timeout_s: float = WAIT_S) -> int:
         return self.proc.wait(timeout=timeout_s)
 
     def client(self, **kw: object) -> httpx.Client:

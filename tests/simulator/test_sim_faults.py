@@ -6,15 +6,15 @@ import json
 import signal
 import socket
 import threading
-import time
 
 import httpx
 import pytest
-from conftest import FAST, StartSim
+from conftest import FAST, WAIT_S, StartSim
+from pwtest import wait_for
 from sim_forms import BIND_ERROR, CRASH, HEALTH_FAILED, PREFIX, SIGQUIT, STARTUP_OOM, check_log
 
 
-def gen(base: str, n: int = 4, timeout: float = 10.0) -> httpx.Response:
+def gen(base: str, n: int = 4, timeout: float = WAIT_S) -> httpx.Response:
     return httpx.post(base + "/generate", timeout=timeout,
                       json={"text": "hi", "sampling_params": {"max_new_tokens": n}})
 
@@ -107,17 +107,15 @@ def test_weights_do_not_fit_is_startup_oom(start_sim: StartSim) -> None:
 
 
 def test_log_level_warning_hides_batch_lines(start_sim: StartSim) -> None:
-    sim = start_sim(*FAST, "--log-level", "warning", wait_ready=False)
-    ready = False
-    for _ in range(200):
+    sim = start_sim(*FAST, "--log-level", "warning", wait_ready=False)  # no ready line to wait for
+
+    def healthy() -> bool:
         try:
-            if httpx.get(sim.base + "/health", timeout=5).status_code == 200:
-                ready = True
-                break
+            return httpx.get(sim.base + "/health", timeout=5).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    assert ready
+            return False
+
+    wait_for(healthy, WAIT_S, "the simulator's /health to answer 200")
     gen(sim.base, n=50)
     log = sim.log()
     assert "Prefill batch" not in log and "Decode batch" not in log
@@ -137,12 +135,11 @@ def test_sigterm_ends_open_streams_and_exits_0(start_sim: StartSim) -> None:
 
     t = threading.Thread(target=read)
     t.start()
-    deadline = time.monotonic() + 10
-    while len(chunks) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: len(chunks) >= 3, WAIT_S, "three chunks of the open stream")  # it is open
     sim.proc.send_signal(signal.SIGTERM)
-    assert sim.wait_exit(timeout_s=10) == 0
-    t.join(timeout=10)
+    assert sim.wait_exit() == 0
+    t.join(timeout=WAIT_S)
+    assert not t.is_alive(), "the stream did not end with the server"
     assert chunks[-1] == "[DONE]"
     assert json.loads(chunks[-2])["meta_info"]["finish_reason"]["type"] == "abort", chunks[-3:]
     assert "INFO:     Finished server process [" in sim.log()

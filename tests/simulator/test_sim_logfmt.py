@@ -7,7 +7,7 @@ import re
 
 import aiohttp
 import httpx
-from conftest import FAST, StartSim
+from conftest import FAST, WAIT_S, StartSim
 from sim_forms import ABORT, ACCESS, DECODE, HEAD, KV, PREFILL, PREFIX, RETRACT, check_log
 
 from simulator import logfmt
@@ -59,7 +59,7 @@ def test_tp_dp_rank_tags_and_ms_timestamps_live(start_sim: StartSim) -> None:
     sim = start_sim(*FAST, "--tp-size", "2", "--dp-size", "2", "--decode-log-interval", "2",
                     env={"SGLANG_LOG_MS": "1"})
     for _ in range(2):  # round-robin over the two DP ranks
-        httpx.post(sim.base + "/generate", timeout=10,
+        httpx.post(sim.base + "/generate", timeout=WAIT_S,
                    json={"text": "hi there", "sampling_params": {"max_new_tokens": 4}})
     log = sim.log()
     assert check_log(log)[0] == []
@@ -74,11 +74,14 @@ def test_tp_dp_rank_tags_and_ms_timestamps_live(start_sim: StartSim) -> None:
 
 
 def test_client_disconnect_aborts_request(start_sim: StartSim) -> None:
-    sim = start_sim(*FAST, "--log-requests")
+    # model time at wall speed: 100,000 new tokens take minutes, so the stream is still running
+    # whenever the client hangs up, however late a loaded host lets it (at --sim-speed 50 a
+    # 5000-token stream could finish before a late hang-up, and there was no disconnect to see)
+    sim = start_sim("--sim-speed", "1", "--sim-startup-s", "0.2", "--log-requests")
 
     async def drop() -> None:
         async with aiohttp.ClientSession() as s:
-            body = {"text": "long", "stream": True, "sampling_params": {"max_new_tokens": 5000}}
+            body = {"text": "long", "stream": True, "sampling_params": {"max_new_tokens": 100000}}
             async with s.post(sim.base + "/generate", json=body) as r:
                 await r.content.readline()  # first chunk, then hang up
 

@@ -22,6 +22,8 @@ from collectors.sglang.api_parse import (
     parse_server_info,
 )
 
+# a healthy read is handed in by the poll that started it, on a loaded host too (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("patient_polls")
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
 

@@ -33,6 +33,8 @@ from collectors.sglang.metrics import (
     parse_metrics_cli,
 )
 
+# a healthy read is handed in by the poll that started it, on a loaded host too (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("patient_polls")
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 _CUMULATIVE = re.compile(r"^(sglang[:_]\S*(?:_total|_bucket|_sum|_count)(?:\{[^}]*\})?) \S+$", re.M)
 

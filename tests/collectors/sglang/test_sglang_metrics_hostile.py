@@ -11,6 +11,7 @@ import math
 import threading
 import time
 
+import pytest
 from http_stub import MemoryState, StubServer
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
@@ -20,6 +21,9 @@ from collectors.sglang.metrics import SGLangMetricsCollector, absent_keys, compu
 from collectors.sglang.metrics_alias import LOOKUP
 from collectors.sglang.metrics_window import window
 from simulator.metrics import DiffusionMetrics
+
+# a healthy read is handed in by the poll that started it, on a loaded host too (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("patient_polls")
 
 HEALTHY = (
     "# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 2.0\n"
@@ -184,7 +188,8 @@ def test_hostile_server_beside_a_healthy_one_leaves_one_event_per_limit():
 
 def test_servers_are_scraped_concurrently():
     # each handler waits until both requests arrived: one after the other, both would time out
-    barrier = threading.Barrier(2, timeout=3.0)
+    # (15 s apart at most: generous for a loaded host, and well inside the 30-s read deadline)
+    barrier = threading.Barrier(2, timeout=15.0)
 
     def handler(path: str, headers: dict[str, str]):
         try:
@@ -193,7 +198,7 @@ def test_servers_are_scraped_concurrently():
             return (500, "scraped alone", "text/plain")
         return (200, HEALTHY, "text/plain")
 
-    collector = SGLangMetricsCollector(deadline_s=8.0)
+    collector = SGLangMetricsCollector(timeout_s=30.0, deadline_s=30.0)
     mem, clock = MemoryState(), [0.0]
     try:
         with StubServer(handler) as a, StubServer(handler) as b:
