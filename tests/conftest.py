@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from pwtest import PY, REPO, free_port, subprocess_env, test_group  # noqa: F401  (re-exported for fixtures)
+from pwtest import PY, REPO, free_port, run_order, subprocess_env, test_group  # noqa: F401  (re-exported for fixtures)
 from streamlit import config as _st_config
 
 # AppTest starts from Streamlit's defaults, not .streamlit/config.toml: give it the loopback
@@ -12,13 +12,24 @@ _st_config.set_option("server.address", "127.0.0.1")
 
 
 # `make test` runs the suite on several pytest-xdist workers, each taking whole groups of tests
-# (pwtest.test_group: a file, or the one browser group, or the one real-SGLang group).
+# (pwtest.test_group: a file, or one of the browser or real-SGLang groups), the long groups first
+# (pwtest.RUN_FIRST): the items are put in that order here, the same on every worker, and the
+# scheduler hands groups out in item order.
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    items.sort(key=lambda item: run_order(item.nodeid))  # stable: file order inside a group
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupScheduling(LoadScopeScheduling):
-        """xdist's scope scheduler with test_group as the scope."""
+        """xdist's scope scheduler with test_group as the scope, handing groups out in item order
+        (xdist would reorder them by test count, which says nothing of how long they take)."""
+
+        def __init__(self, config, log=None):  # type: ignore[no-untyped-def]
+            super().__init__(config, log)
+            config.option.loadscopereorder = False
 
         def _split_scope(self, nodeid: str) -> str:
             return test_group(nodeid)

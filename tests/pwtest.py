@@ -197,22 +197,32 @@ def collect_beside_baseline(duration_s: int, env: dict[str, str], baseline_env: 
 # `make test` runs the suite on several pytest-xdist workers: each worker takes whole groups of
 # tests, one at a time (test_group; tests/conftest.py's scheduler hook). A group is the test's file
 # (a module's fixtures, one PostgreSQL cluster, one demo, start once on one worker), except:
-# - the whole real-SGLang tier is one group: one worker starts its servers one after another (two
-#   at once would not fit the host's cores and memory);
-# - the browser tests are two groups, each file after file on one worker, so that at most two
-#   demos and two Chromiums paint on the host's cores at once: the long page flows (the image
-#   flow, the sweep and relaunch end to end: about 9 minutes on a 2-core host) and the rest (about
-#   8). One group of all of them was the suite's long pole (16 of its 19 minutes).
-# tests/foundation/test_markers.py checks that every file marked `browser` or `real_sglang` falls
-# in a group of that marker. (xdist's own `--dist loadgroup` cannot be used: it renames items
-# through `item._nodeid`, which pytest 9 no longer reads.)
+# - the real-SGLang tier is two groups, each file after file on one worker: the modules that read
+#   the tier's shared server (one start, then the shutdown test last: tests/real_sglang/conftest.py),
+#   and the modules that start their own (another radix setting, Pitwall's own launches and
+#   relaunch, the real parser's runs);
+# - the browser tests are four groups, each file after file on one worker: the image flow, the
+#   LLM page flows end to end, the young demo's walk with the image GPU wall (both wait for a demo
+#   to age), and the rest.
+# Groups go out longest first (RUN_FIRST, then every other file), so the long ones never start
+# last. tests/foundation/test_markers.py checks that every file marked `browser` or `real_sglang`
+# falls in a group of that marker. (xdist's own `--dist loadgroup` cannot be used: it renames
+# items through `item._nodeid`, which pytest 9 no longer reads.)
 #: group -> (the marker its files carry, path forms: a folder "x/", else a path's ending); the
 #: first group a path matches is its group
 SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "real_sglang-shared": ("real_sglang", tuple(f"tests/real_sglang/test_real_sglang_{m}.py" for m in
+                                                ("conformance", "server", "workloads", "zz_shutdown"))),
     "real_sglang": ("real_sglang", ("tests/real_sglang/", "tests/launch/test_real_parser_validation.py")),
-    "browser-flows": ("browser", ("tests/browser/test_image_browser.py", "tests/browser/test_dashboard_e2e.py")),
+    "browser-image": ("browser", ("tests/browser/test_image_browser.py",)),
+    "browser-e2e": ("browser", ("tests/browser/test_dashboard_e2e.py",)),
+    "browser-walk": ("browser", ("tests/browser/test_fresh_demo_browser.py",
+                                 "tests/browser/test_gpu_wall_browser.py")),
     "browser": ("browser", ("tests/browser/", "_browser.py")),
 }
+#: the groups handed out first, longest first (minutes on a 2-core host, from --durations), then
+#: every other group in collection order
+RUN_FIRST = ("browser-walk", "browser-image", "real_sglang", "browser-e2e", "browser", "real_sglang-shared")
 
 
 def test_group(nodeid: str) -> str:
@@ -222,6 +232,12 @@ def test_group(nodeid: str) -> str:
         if any(path.startswith(f) if f.endswith("/") else path.endswith(f) for f in forms):
             return group
     return path
+
+
+def run_order(nodeid: str) -> int:
+    """Where a test's group goes in the hand-out order: its RUN_FIRST place, else after them."""
+    group = test_group(nodeid)
+    return RUN_FIRST.index(group) if group in RUN_FIRST else len(RUN_FIRST)
 
 
 test_group.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test

@@ -33,6 +33,9 @@ pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(),
                        reason="needs Debian's chromium at /usr/bin/chromium (make system-deps)"),
 ]
+#: the demo's simulators at 4x: the flows here read pages, not figures;
+#: the demo's first sweep and a relaunch take a quarter of the wall time
+SIM_SPEED = 4
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 GRADES = ("pass", "warn", "fail")
@@ -54,8 +57,22 @@ def _wait_http(url: str, timeout_s: float) -> None:
 @pytest.fixture(scope="module")
 def pitwall(tmp_path_factory, request):
     """`pitwall up` in demo mode; a module that imports this fixture may add TOML to its
-    pitwall.toml through a module-level `PITWALL_TOML` string (e.g. an alert rule)."""
+    pitwall.toml through a module-level `PITWALL_TOML` string (e.g. an alert rule), and run the
+    demo's simulators faster through a module-level `SIM_SPEED` (model seconds per wall second,
+    default 1): the bundled profiles are copied with that SGLANG_SIM_SPEED, as an operator's own
+    profiles folder (PITWALL_PROFILES_DIR). Figures keep model time; the flows take less wall time."""
     tmp = tmp_path_factory.mktemp("pitwall-e2e")
+    speed = getattr(request.module, "SIM_SPEED", 1)
+    extra: dict[str, str] = {}
+    if speed != 1:
+        profiles = tmp / "profiles"
+        profiles.mkdir()
+        for src in sorted((REPO / "profiles").glob("*.toml")):
+            text = src.read_text(encoding="utf-8")
+            (profiles / src.name).write_text(
+                text.replace('SGLANG_SIM_SPEED = "1"', f'SGLANG_SIM_SPEED = "{speed}"'), encoding="utf-8")
+        assert f'SGLANG_SIM_SPEED = "{speed}"' in (profiles / "demo.toml").read_text(encoding="utf-8")
+        extra["PITWALL_PROFILES_DIR"] = str(profiles)
     port, demo_port = free_port(), free_demo_port()
     # No [[servers]]: `pitwall up` runs the demo. Throughput and cost have no default SLO (they
     # depend on model, hardware and price), so the operator's config sets them, as in production;
@@ -70,6 +87,7 @@ def pitwall(tmp_path_factory, request):
         "PITWALL_DEMO": "auto",
         "PITWALL_DEMO_PORT": str(demo_port),
         "PITWALL_CANARY_INTERVAL_S": "1",
+        **extra,
     })
     with serving([PY, "-m", "cli", "up", "--port", str(port)], cwd=tmp, env=env,
                  log_path=tmp / "pitwall-up.log", port=port):

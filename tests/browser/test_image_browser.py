@@ -35,6 +35,9 @@ pytestmark = [
     pytest.mark.skipif(not Path("/usr/bin/chromium").exists(),
                        reason="needs Debian's chromium at /usr/bin/chromium (make system-deps)"),
 ]
+#: the demo's simulators at 4x: the README image A/B reads pages and the image check, not latencies;
+#: its three sweeps take a quarter of the wall time
+SIM_SPEED = 4
 
 
 def _engine(pitwall):  # noqa: F811

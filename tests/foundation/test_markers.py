@@ -138,8 +138,8 @@ def test_make_test_fast_leaves_out_those_markers_and_slow() -> None:
 
 
 def test_every_browser_and_real_sglang_file_runs_in_its_serial_group() -> None:
-    """`make test`'s workers run the browser tests in two groups and the real-SGLang tier in one,
-    each group one file at a time (pwtest.test_group): a file carrying either marker outside a
+    """`make test`'s workers run the browser tests and the real-SGLang tier in groups of their
+    marker, each group one file at a time (pwtest.test_group): a file carrying either marker outside a
     group of that marker would run beside the others and share the cores they paint or serve on."""
     stray = []
     for path in sorted(TESTS.rglob("test_*.py")):
@@ -153,5 +153,24 @@ def test_every_browser_and_real_sglang_file_runs_in_its_serial_group() -> None:
                 stray.append(f"{rel} is marked {marker} but runs in group {group}")
     assert not stray, stray
     assert test_group("tests/storage/test_storage.py::test_x") == "tests/storage/test_storage.py"
-    assert test_group("tests/browser/test_image_browser.py::t") == "browser-flows"
+    assert test_group("tests/browser/test_image_browser.py::t") == "browser-image"
+    assert test_group("tests/real_sglang/test_real_sglang_zz_shutdown.py::t") == "real_sglang-shared"
+    assert test_group("tests/real_sglang/test_real_sglang_flags.py::t") == "real_sglang"
+
+
+def test_the_shared_real_server_modules_run_in_one_group_and_its_shutdown_last() -> None:
+    """The modules that read the tier's shared server (they set no REAL_SERVER_FLAGS of their own)
+    run in one group, on one worker, and the shutdown test, which stops that server, runs last."""
+    from pwtest import run_order
+
+    tier = sorted((TESTS / "real_sglang").glob("test_*.py"))
+    import re
+
+    reads = re.compile(r"\b(?:shared_)?real_server\b")  # the fixture, as an argument or by name
+    readers = [p for p in tier if reads.search(p.read_text()) and "REAL_SERVER_FLAGS = [" not in p.read_text()]
+    groups = {test_group(f"{p.relative_to(REPO).as_posix()}::t") for p in readers}
+    assert groups == {"real_sglang-shared"}, groups
+    members = [p.name for p in tier if test_group(f"{p.relative_to(REPO).as_posix()}::t") == "real_sglang-shared"]
+    assert members[-1] == "test_real_sglang_zz_shutdown.py", members
+    assert run_order("tests/browser/test_image_browser.py::t") < run_order("tests/storage/test_storage.py::t")
     assert test_group("tests/export/test_export_browser.py::t") == "browser"

@@ -4,9 +4,13 @@ The environment comes from `make sglang-cpu` (scripts/sglang_cpu/build_env.sh). 
 test here SKIPS with the reason shown in `-ra`; with `PITWALL_REQUIRE_REAL_SGLANG=1` (CI) a missing
 environment FAILS instead, so CI can never pass by skipping.
 
-Each test module gets ONE server (startup is about a minute): the module-scoped `real_server`
-fixture. A module may set `REAL_SERVER_FLAGS = [...]` for extra launch flags. The start itself is
-the single function `start_real_server()`, so Pitwall's launcher can replace it in one place.
+A server start costs about a minute of a core, so the modules that only read share ONE server for
+the session (`shared_real_server`, launched with SHARED_FLAGS): `real_server` hands it to every
+module that sets no flags of its own. A module that needs other launch flags sets
+`REAL_SERVER_FLAGS = [...]` and gets its own server for the module. test_real_sglang_zz_shutdown.py
+runs last in the tier (file order: the tier is one worker's group, tests/pwtest.py) and stops the
+shared server, asserting a clean SIGTERM shutdown. The start itself is the single function
+`start_real_server()`, so Pitwall's launcher can replace it in one place.
 """
 
 from __future__ import annotations
@@ -43,13 +47,32 @@ def start_real_server(env: dict[str, str], log_path: Path, extra_flags: list[str
     return rs.RealServer(env=env, log_path=log_path, extra_flags=list(extra_flags)).start()
 
 
+#: the shared server's extra flags: --constrained-json-disable-any-whitespace bounds the JSON a
+#: dummy-weight model writes under a schema (the workloads module); the other modules send no schema
+SHARED_FLAGS = ["--constrained-json-disable-any-whitespace"]
+
+
+@pytest.fixture(scope="session")
+def shared_real_server(sglang_cpu_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one real server the reading modules share; stopped by the shutdown test or at session end."""
+    server = start_real_server(sglang_cpu_env, tmp_path_factory.mktemp("real-sglang-shared") / "server.log",
+                               SHARED_FLAGS)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def real_server(
     request: pytest.FixtureRequest, sglang_cpu_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
-    flags = list(getattr(request.module, "REAL_SERVER_FLAGS", []))
+    flags = getattr(request.module, "REAL_SERVER_FLAGS", None)
+    if flags is None:
+        yield request.getfixturevalue("shared_real_server")
+        return
     log_path = tmp_path_factory.mktemp("real-sglang") / "server.log"
-    server = start_real_server(sglang_cpu_env, log_path, flags)
+    server = start_real_server(sglang_cpu_env, log_path, list(flags))
     try:
         yield server
     finally:

@@ -21,8 +21,9 @@ from collectors.probe.cli import probe_cli
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # The CPU tier's model has dummy (random) weights: with xgrammar's default unbounded JSON
-# whitespace it wanders in whitespace until the length limit. A real SGLang flag bounds that.
-REAL_SERVER_FLAGS = ["--enable-cache-report", "--constrained-json-disable-any-whitespace"]
+# whitespace it wanders in whitespace until the length limit. A real SGLang flag bounds that:
+# the tier's shared server is launched with it (conftest.SHARED_FLAGS; --enable-cache-report is in
+# every launch of the tier).
 
 
 @pytest.fixture(scope="module")
