@@ -13,7 +13,9 @@ that the self-check marks the level untrusted (client CPU / loop lag) instead.
 
 Progress: `ProbeRun.progress` (0..1 = finished requests / planned requests, warm-up included) is
 written at most once a second from a worker thread, so the database never stalls the event loop;
-ProbeRequest rows are written between levels, never during one.
+those writes land only while the run is `running` (store.update_progress), so a write still in
+flight when the sweep concludes cannot overwrite the final progress. ProbeRequest rows are written
+between levels, never during one.
 """
 
 from __future__ import annotations
@@ -408,7 +410,7 @@ async def _progress_writer(engine: Engine | None, run_id: int | None, state: dic
         frac = min(state["done"] / max(total, 1), 0.999)
         if frac != state["written"]:
             state["written"] = frac
-            await asyncio.to_thread(store.update_run, engine, run_id=run_id, progress=frac)
+            await asyncio.to_thread(store.update_progress, engine, run_id=run_id, progress=frac)
 
 
 def _jsonable(obj: Any) -> Any:
