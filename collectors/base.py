@@ -23,6 +23,7 @@ from storage.errors import CollectorError as CollectorError  # its home; importa
 from storage.kinds import EVENT_KINDS
 
 if TYPE_CHECKING:
+    from collectors.native_api import NativeApi
     from collectors.tuning import TuningRules
 
 
@@ -309,6 +310,9 @@ class Engine:
     commands: Mapping[str, Callable[[list[str]], int]] = field(default_factory=dict)
     #: the doctor's rules from the engine's tuning guidance (collectors/tuning.py); None: no doctor rules
     tuning_rules: TuningRules | None = None
+    #: its native generation API as the probe speaks it (collectors/native_api.py); None: the probe
+    #: reaches its servers through the OpenAI API only
+    native_api: NativeApi | None = None
 
     @property
     def bundled_table(self) -> str:

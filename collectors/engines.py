@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collectors import sglang
 from collectors.base import CollectorError, Engine
+from collectors.native_api import NativeApi
 
 #: the engine of a server or profile that names none (storage's Server.engine default)
 DEFAULT_ENGINE = "sglang"
@@ -30,3 +31,13 @@ def display_name(name: str) -> str:
     """How pages and exports name the engine called `name` ("SGLang"); an unknown one by its name."""
     engine = ENGINES.get(name)
     return engine.display_name if engine is not None else name
+
+
+def native_apis() -> dict[str, NativeApi]:
+    """The registered engines' native generation APIs by name (the probe's `--api` values),
+    in ENGINES order; the first engine to name one keeps it."""
+    out: dict[str, NativeApi] = {}
+    for engine in ENGINES.values():
+        if engine.native_api is not None:
+            out.setdefault(engine.native_api.name, engine.native_api)
+    return out

@@ -38,7 +38,7 @@ from collectors.probe.report import format_table, format_workload, public_report
 from collectors.probe.structured import KINDS, StructuredError, load_spec
 from collectors.probe.sweep import SweepSpec, run_sweep
 from collectors.probe.trust import run_note
-from collectors.probe.workloads import APIS, WorkloadError, WorkloadSpec
+from collectors.probe.workloads import WorkloadError, WorkloadSpec, api_paths
 from storage.redact import redact_text, redact_url
 
 
@@ -110,7 +110,7 @@ def _levels(text: str, kind: type) -> list[float]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pitwall probe", description="Run a probe / load sweep against a server.")
     p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
-    p.add_argument("--api", choices=APIS, default="generate")
+    p.add_argument("--api", choices=tuple(api_paths()), default="generate")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=lambda s: _levels(s, int), help="closed-loop levels (default 1,4,8,16)")
     load.add_argument("--rate", type=lambda s: _levels(s, float), help="open-loop Poisson levels, requests/s")

@@ -1,17 +1,16 @@
-"""Pure parsing of streaming responses (the OpenAI API and the engine's native `/generate`), one
-SSE line at a time.
+"""Pure parsing of streaming responses (the OpenAI API, and an engine's native API through its
+NativeApi: collectors/native_api.py), one SSE line at a time.
 
 `StreamParser.feed(line)` takes one raw line of a `text/event-stream` body and returns how many
 new output tokens it carried (0 for keep-alives, usage-only chunks, `[DONE]`). The client stamps
 the time around it; nothing here reads a clock or a socket.
 
 Shapes handled (the streaming endpoints the probe calls):
-- `/generate`: `data: {"text": ..., "meta_info": {...}}`. `text` is **cumulative** by default and
-  incremental with `--incremental-streaming-output`. The mode is read from `output_ids` (all ids
-  so far when cumulative, only the new ones when incremental, compared with the cumulative
-  `completion_tokens`), else from whether the text extends the text so far. Token counts come from the cumulative
-  `meta_info.completion_tokens` (so a chunk carrying several tokens counts them all), falling back
-  to 1 per chunk with new text. `prompt_tokens` / `cached_tokens` from `meta_info`.
+- an engine's native API (`--api` named by a registered engine: collectors/engines.py
+  `native_apis()`): each chunk is read by the engine's chunk reader (the text so far, whether it is
+  new, token counts) and its abort reader (a refused request inside a 200 stream). Token counts
+  come from the cumulative completion count the chunk reports (so a chunk carrying several tokens
+  counts them all), falling back to 1 per chunk with new text; prompt / cached tokens as it says.
 - `/v1/completions` (`choices[0].text`) and `/v1/chat/completions` (`choices[0].delta.content`,
   and the reasoning channel `delta.reasoning_content` / `delta.reasoning`): one token per chunk
   with new text unless per-chunk usage (`continuous_usage_stats`) gives cumulative counts. The final
@@ -27,6 +26,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from collectors.engines import native_apis
+from collectors.native_api import ChunkReader, NativeApi, as_int
 from storage.errors import CollectorError
 
 
@@ -42,8 +43,18 @@ class ServerStreamError(CollectorError, RuntimeError):
         self.kind = kind
 
 
-def _as_int(v: Any) -> int | None:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+#: the OpenAI API's endpoints the probe speaks itself, by `--api` name (a native API of the same
+#: name never shadows them)
+OPENAI_PATHS = {
+    "completions": "/v1/completions",
+    "chat": "/v1/chat/completions",
+    "images": "/v1/images/generations",
+}
+
+
+def native_api(api: str) -> NativeApi | None:
+    """The registered engine's native API called `api`; None for an OpenAI name or an unknown one."""
+    return None if api in OPENAI_PATHS else native_apis().get(api)
 
 
 @dataclass(slots=True)
@@ -53,8 +64,7 @@ class StreamParser:
     api: str
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
-    gen_text: str = ""  # /generate: full text so far
-    gen_mode: str | None = None  # /generate: "cum" | "inc" once known
+    native_text: str = ""  # a native API: the output text so far
     counted: int = 0  # tokens counted so far from chunks
     count_cum: int | None = None  # last cumulative completion count seen in a chunk
     tokens_in: int | None = None
@@ -63,6 +73,13 @@ class StreamParser:
     done: bool = False
     visible: bool = False  # some non-empty text arrived
     finish_reason: str | None = None  # "stop" | "length" | "abort" | ... once the server says
+    native: NativeApi | None = field(default=None, init=False)  # `api` is an engine's native API
+    reader: ChunkReader | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.native = native_api(self.api)
+        if self.native is not None:
+            self.reader = self.native.chunk_reader()
 
     def feed(self, line: bytes | str) -> int:
         if isinstance(line, str):
@@ -84,11 +101,11 @@ class StreamParser:
     def feed_obj(self, obj: dict[str, Any]) -> int:
         err = obj.get("error")
         if err:
-            code = _as_int(err.get("code")) if isinstance(err, dict) else None
+            code = as_int(err.get("code")) if isinstance(err, dict) else None
             msg = err.get("message", str(err)) if isinstance(err, dict) else str(err)
             raise ServerStreamError(f"http_{code}" if code else "server_error", str(msg)[:200])
-        if self.api == "generate":
-            return self._generate(obj)
+        if self.native is not None:
+            return self._native(self.native, obj)
         return self._openai(obj)
 
     def _tokens(self, new_text: bool, cumulative: int | None) -> int:
@@ -101,34 +118,25 @@ class StreamParser:
         self.counted += n
         return n
 
-    def _generate(self, obj: dict[str, Any]) -> int:
-        text = obj.get("text")
-        meta = obj.get("meta_info")
-        if not isinstance(text, str) or not isinstance(meta, dict):
-            raise InvalidResponse("/generate chunk lacks 'text' or 'meta_info'.")
-        _abort_error(meta.get("finish_reason"))
-        fin = meta.get("finish_reason")
-        if isinstance(fin, dict) and isinstance(fin.get("type"), str):
-            self.finish_reason = fin["type"]
-        cum = _as_int(meta.get("completion_tokens"))
-        ids = obj.get("output_ids")
-        if self.gen_mode is None and isinstance(ids, list) and cum is not None and cum > 1:
-            # cumulative chunks carry every output id so far, incremental ones only the new ids
-            self.gen_mode = "cum" if len(ids) == cum else "inc"
-        mode = self.gen_mode or ("cum" if text.startswith(self.gen_text) else "inc")
-        if mode == "cum":
-            new = text != self.gen_text and bool(text)
-            self.gen_text = text  # replaces: a held-back partial character may be rewritten
-        else:
-            new = bool(text)
-            self.gen_text += text
-        if new:
+    def _native(self, api: NativeApi, obj: dict[str, Any]) -> int:
+        assert self.reader is not None
+        chunk = self.reader(obj)
+        if chunk is None:
+            raise InvalidResponse(f"{api.path} chunk lacks {api.chunk_fields}.")
+        abort = api.read_abort(obj)
+        if abort is not None:
+            raise ServerStreamError(f"http_{abort[0]}", abort[1][:200])
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+        self.native_text = chunk.text
+        if chunk.new:
             self.visible = True
-        self.tokens_in = _as_int(meta.get("prompt_tokens")) or self.tokens_in
-        self.tokens_cached = _as_int(meta.get("cached_tokens")) if "cached_tokens" in meta else self.tokens_cached
-        if cum is not None:
-            self.tokens_out = cum
-        return self._tokens(new, cum)
+        self.tokens_in = chunk.prompt_tokens or self.tokens_in
+        if chunk.cached_said:
+            self.tokens_cached = chunk.cached_tokens
+        if chunk.completion_tokens is not None:
+            self.tokens_out = chunk.completion_tokens
+        return self._tokens(chunk.new, chunk.completion_tokens)
 
     def _openai(self, obj: dict[str, Any]) -> int:
         choices = obj.get("choices")
@@ -137,13 +145,13 @@ class StreamParser:
         usage = obj.get("usage")
         cum: int | None = None
         if isinstance(usage, dict):
-            self.tokens_in = _as_int(usage.get("prompt_tokens")) or self.tokens_in
-            cum = _as_int(usage.get("completion_tokens"))
+            self.tokens_in = as_int(usage.get("prompt_tokens")) or self.tokens_in
+            cum = as_int(usage.get("completion_tokens"))
             if cum is not None:
                 self.tokens_out = cum
             details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict) and _as_int(details.get("cached_tokens")) is not None:
-                self.tokens_cached = _as_int(details.get("cached_tokens"))
+            if isinstance(details, dict) and as_int(details.get("cached_tokens")) is not None:
+                self.tokens_cached = as_int(details.get("cached_tokens"))
         new = False
         for ch in choices[:1]:
             if not isinstance(ch, dict):
@@ -172,22 +180,12 @@ class StreamParser:
         return self._tokens(new, cum)
 
     def output_text(self) -> str:
-        if self.api == "generate":
-            return self.gen_text
+        if self.native is not None:
+            return self.native_text
         return "".join(self.content)
 
     def output_hash(self) -> str:
         return hash_output(self.output_text(), "".join(self.reasoning))
-
-
-def _abort_error(finish: Any) -> None:
-    """A /generate chunk whose finish_reason is an abort with a 4xx/5xx `status_code` (the native
-    API's stream form of a refused request, e.g. a grammar that does not compile) -> ServerStreamError."""
-    if not isinstance(finish, dict) or finish.get("type") != "abort":
-        return
-    code = _as_int(finish.get("status_code"))
-    if code is not None and 400 <= code < 600:
-        raise ServerStreamError(f"http_{code}", str(finish.get("message", "aborted"))[:200])
 
 
 def hash_output(content: str, reasoning: str = "") -> str:
@@ -216,7 +214,7 @@ def parse_full_response(api: str, obj: Any) -> StreamParser:
     p = StreamParser(api)
     if not isinstance(obj, dict):
         raise InvalidResponse("Response body is not a JSON object.")
-    if api != "generate":
+    if p.native is None:
         choices = obj.get("choices")
         if isinstance(choices, list):
             obj = obj | {"choices": [

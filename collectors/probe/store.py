@@ -46,6 +46,12 @@ def update_run(engine: Engine, *, run_id: int, **fields: Any) -> None:
     repo.update_probe_run(engine, run_id=run_id, **fields)
 
 
+def update_progress(engine: Engine, *, run_id: int, progress: float) -> None:
+    """Set a running ProbeRun's progress (0..1); a run that has concluded keeps its final progress,
+    whenever this write lands (the sweep's progress writer runs in a worker thread)."""
+    repo.update_probe_run(engine, run_id=run_id, only_if_status="running", progress=progress)
+
+
 def insert_requests(engine: Engine, *, run_id: int, records: Sequence[RequestRecord]) -> int:
     """Write ProbeRequest rows in executemany batches; returns the number written."""
     rows = [r.row(run_id) for r in records]

@@ -1,11 +1,11 @@
 """Structured-output probes: the constraint a request carries and the check of each output.
 
 `--structured json-schema|regex|ebnf` adds one constraint to every request, in the engine's forms
-(its native sampling parameters, OpenAI `response_format`, and its extensions of the OpenAI API):
+(OpenAI `response_format` and the engine's extensions of the OpenAI API; a native API places it
+where its engine reads it: its NativeApi.build_body, collectors/native_api.py):
 
 | API | json-schema | regex | ebnf |
 |---|---|---|---|
-| `/generate` | `sampling_params.json_schema` (the schema as a JSON string) | `sampling_params.regex` | `sampling_params.ebnf` |
 | OpenAI (chat, completions) | `response_format` `{"type": "json_schema", "json_schema": {"name", "schema"}}` | top-level `regex` (the engine's extension of the OpenAI API) | top-level `ebnf` (likewise) |
 
 Each finished output is checked: JSON parse plus `jsonschema` validation, or `re.fullmatch` of the
@@ -118,17 +118,15 @@ def wire_spec(kind: str, spec: str, nonce: str | None) -> str:
     return json.dumps({"$comment": f"pitwall {nonce}", **json.loads(spec)})
 
 
-def body_fields(api: str, kind: str, wire: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(sampling_params additions, top-level body additions) for one request of `api`."""
-    if api == "generate":
-        key = {"json-schema": "json_schema", "regex": "regex", "ebnf": "ebnf"}[kind]
-        return {key: wire}, {}
+def openai_fields(kind: str, wire: str) -> dict[str, Any]:
+    """The top-level body fields of the constraint in an OpenAI request (chat, completions); a
+    native API places it itself (NativeApi.build_body)."""
     if kind == "json-schema":
         schema = json.loads(wire)
         name = str(schema.get("title") or "pitwall_probe")
-        return {}, {"response_format": {"type": "json_schema",
-                                        "json_schema": {"name": name, "schema": schema}}}
-    return {}, {kind: wire}
+        return {"response_format": {"type": "json_schema",
+                                    "json_schema": {"name": name, "schema": schema}}}
+    return {kind: wire}
 
 
 @lru_cache(maxsize=8)

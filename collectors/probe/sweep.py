@@ -13,7 +13,9 @@ that the self-check marks the level untrusted (client CPU / loop lag) instead.
 
 Progress: `ProbeRun.progress` (0..1 = finished requests / planned requests, warm-up included) is
 written at most once a second from a worker thread, so the database never stalls the event loop;
-ProbeRequest rows are written between levels, never during one.
+those writes land only while the run is `running` (store.update_progress), so a write still in
+flight when the sweep concludes cannot overwrite the final progress. ProbeRequest rows are written
+between levels, never during one.
 """
 
 from __future__ import annotations
@@ -38,10 +40,9 @@ from collectors.probe.pacing import LevelPlan, SendFn, run_level
 from collectors.probe.report import level_report
 from collectors.probe.report_model import Level, SweepReport
 from collectors.probe.workloads import (
-    API_PATHS,
-    APIS,
     Prompt,
     WorkloadSpec,
+    api_paths,
     build_prompts,
     history_messages,
     request_body,
@@ -92,8 +93,9 @@ class SweepSpec:
         return cls(**data, workload=WorkloadSpec.from_dict(wl))
 
     def validate(self) -> None:
-        if self.api not in APIS:
-            raise ValueError(f"Unknown API {self.api!r}; use one of {list(APIS)}.")
+        apis = api_paths()
+        if self.api not in apis:
+            raise ValueError(f"Unknown API {self.api!r}; use one of {list(apis)}.")
         if self.mode not in ("concurrency", "rate"):
             raise ValueError(f"Unknown load mode {self.mode!r}; use 'concurrency' or 'rate'.")
         if not self.levels or any(v <= 0 for v in self.levels):
@@ -338,7 +340,7 @@ def all_failed(levels: list[Level], api: str) -> str | None:
 def _failure_hint(kind: str, api: str) -> str:
     other = "an LLM server" if api == "images" else "an image server"
     return {
-        "http_404": f"the server does not serve {API_PATHS.get(api, api)}; is it {other}?",
+        "http_404": f"the server does not serve {api_paths().get(api, api)}; is it {other}?",
         "http_401": "the server wants an API key; set api_key for this server",
         "http_403": "the server refused the API key; check api_key for this server",
         "connect_refused": "nothing answers at the server's address; is it up?",
@@ -408,7 +410,7 @@ async def _progress_writer(engine: Engine | None, run_id: int | None, state: dic
         frac = min(state["done"] / max(total, 1), 0.999)
         if frac != state["written"]:
             state["written"] = frac
-            await asyncio.to_thread(store.update_run, engine, run_id=run_id, progress=frac)
+            await asyncio.to_thread(store.update_progress, engine, run_id=run_id, progress=frac)
 
 
 def _jsonable(obj: Any) -> Any:

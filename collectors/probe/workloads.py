@@ -20,7 +20,8 @@ tokenizers encode as one token each (with the leading space), so `input_tokens` 
 tokens. The server's own count (`meta_info.prompt_tokens` / `usage.prompt_tokens`) is recorded per
 request as `tokens_in`; cross-check there.
 
-`request_body(api, prompt, spec)` is pure: it returns the URL path and JSON body for one request.
+`request_body(api, prompt, spec)` is pure: it returns the URL path and JSON body for one request
+(an engine's native API builds its own body: collectors/native_api.py).
 
 Programs (multi-turn, fork): a prompt may name the prompt it runs `after` (an index into the
 list); the sweep holds it until that request of the same pass has finished (collectors/probe/
@@ -37,19 +38,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collectors.engines import native_apis
+from collectors.native_api import NativeRequest
 from collectors.probe import structured
+from collectors.probe.sse import OPENAI_PATHS, native_api
 from storage.errors import RequestError
 
 PROMPTS_DIR = Path(__file__).parent / "prompts"
 BUILTIN_SETS = ("builtin", "synthetic", "shared-prefix", "multi-turn", "fork")
 PROGRAM_SETS = ("multi-turn", "fork")
-APIS = ("generate", "completions", "chat", "images")
-API_PATHS = {
-    "generate": "/generate",
-    "completions": "/v1/completions",
-    "chat": "/v1/chat/completions",
-    "images": "/v1/images/generations",
-}
+
+
+def api_paths() -> dict[str, str]:
+    """The probe's APIs (`--api` name -> URL path): the registered engines' native APIs, then the
+    OpenAI ones (collectors/probe/sse.py OPENAI_PATHS); read when asked, so an engine registered
+    later counts."""
+    return {name: api.path for name, api in native_apis().items() if name not in OPENAI_PATHS} | OPENAI_PATHS
+
 
 # One-token-ish words (with a leading space) for synthetic prompts.
 _WORDS = (
@@ -244,7 +249,7 @@ def history_messages(prompt: Prompt, earlier: list[dict[str, str]] | None) -> li
 
 
 def transcript(messages: list[dict[str, str]]) -> str:
-    """Plain-text form of a conversation for /generate and /v1/completions: each earlier turn is
+    """Plain-text form of a conversation for a native API and /v1/completions: each earlier turn is
     a prefix of the next one's text, as with the chat template."""
     parts = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
     return "\n\n".join(parts) + "\n\nAssistant:"
@@ -273,23 +278,22 @@ def length_summary(prompts: list[Prompt]) -> dict[str, Any]:
 def request_body(api: str, prompt: Prompt, spec: WorkloadSpec, *,
                  messages: list[dict[str, str]] | None = None, constraint: str | None = None
                  ) -> tuple[str, dict[str, Any]]:
-    """(URL path, JSON body) for one request of `api` (see API_PATHS). `messages` replaces the
+    """(URL path, JSON body) for one request of `api` (see api_paths()). `messages` replaces the
     prompt's own (a multi-turn history); `constraint` is the structured spec as sent
     (structured.wire_spec), used when `spec.structured` is set."""
     max_new = prompt.max_new_tokens or spec.max_new_tokens
     if messages is not None and api != "chat":
         prompt = Prompt(prompt.id, transcript(messages), None, prompt.max_new_tokens)
     body: dict[str, Any]
-    sp_more: dict[str, Any] = {}
-    top_more: dict[str, Any] = {}
+    wire: tuple[str, str] | None = None
     if spec.structured and api != "images":
-        wire = constraint if constraint is not None else spec.structured_spec or ""
-        sp_more, top_more = structured.body_fields(api, spec.structured, wire)
-    if api == "generate":
-        sp = spec.sampling_params() | {"max_new_tokens": max_new} | sp_more
-        if spec.ignore_eos:
-            sp["ignore_eos"] = True
-        body = {"text": prompt.text, "sampling_params": sp, "stream": True}
+        wire = (spec.structured, constraint if constraint is not None else spec.structured_spec or "")
+    native = native_api(api)
+    if native is not None:
+        body = native.build_body(NativeRequest(text=prompt.text, max_new_tokens=max_new,
+                                               sampling=spec.sampling_params(),
+                                               ignore_eos=spec.ignore_eos, constraint=wire))
+        path = native.path
     elif api in ("completions", "chat"):
         body = {
             "model": spec.model or "default",
@@ -305,7 +309,9 @@ def request_body(api: str, prompt: Prompt, spec: WorkloadSpec, *,
             body["messages"] = [dict(m) for m in msgs]
         else:
             body["prompt"] = prompt.text
-        body.update(top_more)
+        if wire is not None:
+            body.update(structured.openai_fields(*wire))
+        path = OPENAI_PATHS[api]
     elif api == "images":
         body = {
             "prompt": prompt.text,
@@ -320,7 +326,8 @@ def request_body(api: str, prompt: Prompt, spec: WorkloadSpec, *,
         if spec.image_guidance is not None:
             body["guidance_scale"] = spec.image_guidance
         body["seed"] = spec.seed
+        path = OPENAI_PATHS[api]
     else:
-        raise WorkloadError(f"Unknown API {api!r}; use one of {list(APIS)}.")
+        raise WorkloadError(f"Unknown API {api!r}; use one of {list(api_paths())}.")
     body.update(spec.extra)
-    return API_PATHS[api], body
+    return path, body

@@ -1,8 +1,9 @@
 """Everything SGLang-specific, behind the Engine description (collectors/base.py): log forms
 (log*.py), metric names and aliases (metrics*.py), HTTP endpoints (api*.py), SGLang Diffusion's
 stage names (stages.py), the bundled flag table (flags.py + sglang-0.5.23-help.txt), the launch
-command and ready line (launch.py) and the doctor's rules from its tuning guidance
-(doctor_rules.py).
+command and ready line (launch.py), the doctor's rules from its tuning guidance
+(doctor_rules.py) and the native `/generate` API's request and stream forms the probe speaks
+(native_api.py).
 SGLang's own source of each version read is the truth for all of them.
 
 `ENGINE` is what the engine registry (collectors/engines.py) lists under "sglang". Pure modules
@@ -23,6 +24,7 @@ from collectors.sglang.launch import (
     startup_progress,
 )
 from collectors.sglang.log_parse import parse_line
+from collectors.sglang.native_api import GENERATE
 from collectors.sglang.preflight import PREFLIGHT
 
 
@@ -89,4 +91,5 @@ ENGINE = Engine(
     image_stages=stages.STAGES,
     commands={"parse-log": _parse_log_cli, "parse-metrics": _parse_metrics_cli},
     tuning_rules=doctor_rules.TUNING,
+    native_api=GENERATE,
 )

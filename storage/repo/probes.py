@@ -39,12 +39,17 @@ def create_probe_run(engine: Engine, **fields: Any) -> ProbeRun:
         return run
 
 
-def update_probe_run(engine: Engine, *, run_id: int, **fields: Any) -> None:
+def update_probe_run(engine: Engine, *, run_id: int, only_if_status: str | None = None,
+                     **fields: Any) -> None:
+    """Set columns of a ProbeRun; with `only_if_status`, only while the run's status is that one
+    (a late progress write never lands on a run that has concluded)."""
     fields = redact_fields(fields, text=("error",))
+    table = ProbeRun.__table__  # type: ignore[attr-defined]
+    stmt = update(table).where(table.c.id == run_id)
+    if only_if_status is not None:
+        stmt = stmt.where(table.c.status == only_if_status)
     with engine.begin() as conn:
-        conn.execute(
-            update(ProbeRun.__table__).where(ProbeRun.__table__.c.id == run_id).values(**fields)  # type: ignore[attr-defined]
-        )
+        conn.execute(stmt.values(**fields))
 
 
 def insert_probe_requests(conn: Connection, *, rows: Sequence[dict[str, Any]]) -> int:

@@ -3,7 +3,8 @@ collectors/engines.py's ENGINES (the test adds it), and the runner, the supervis
 scorecards and the pages run it unchanged.
 
 Its own log line (`toy: served=<n>`), metric name (`toy_served_total` at /toy_metrics), launch
-command (`python server.py --host H --port P`), ready line, health path and version field.
+command (`python server.py --host H --port P`), ready line, health path, version field and native
+generation API (`--api toygen`: POST /toy_generate, see TOYGEN), in shapes unlike SGLang's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 
 from collectors.base import CollectorContext, Engine, PollResult, SampleRow
+from collectors.native_api import NativeApi, NativeChunk, NativeRequest, as_int
 
 SERVER = Path(__file__).with_name("server.py")
 LINE = re.compile(r"^toy: served=(\d+)$")
@@ -87,6 +89,39 @@ def build_argv(python: str, entrypoint: str, model_path: str, host: str, port: i
     return [python or sys.executable, str(SERVER), "--host", host, "--port", str(port)]
 
 
+def toygen_body(req: NativeRequest) -> dict[str, Any]:
+    """`{"prompt", "limit", "knobs": {sampling}, "stream": true}`: not SGLang's field names."""
+    return {"prompt": req.text, "limit": req.max_new_tokens, "knobs": req.sampling, "stream": True}
+
+
+class ToygenReader:
+    """Chunks `{"piece": <new text>, "emitted": <tokens so far>, "end": <reason>?}`: incremental
+    text, a cumulative count, no meta object."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def __call__(self, chunk: dict[str, Any]) -> NativeChunk | None:
+        piece = chunk.get("piece")
+        if not isinstance(piece, str):
+            return None
+        self.text += piece
+        end = chunk.get("end")
+        return NativeChunk(text=self.text, new=bool(piece), prompt_tokens=as_int(chunk.get("read")),
+                           completion_tokens=as_int(chunk.get("emitted")),
+                           finish_reason=end if isinstance(end, str) else None)
+
+
+def toygen_abort(chunk: dict[str, Any]) -> tuple[int, str] | None:
+    """A refusal is `{"end": "refused", "status": <code>, "why": <message>}`."""
+    if chunk.get("end") != "refused":
+        return None
+    return int(chunk.get("status") or 500), str(chunk.get("why") or "refused")
+
+
+TOYGEN = NativeApi(name="toygen", path="/toy_generate", build_body=toygen_body,
+                   chunk_reader=ToygenReader, read_abort=toygen_abort, chunk_fields="'piece'")
+
 ENGINE = Engine(
     name="toy",
     display_name="Toy",
@@ -102,4 +137,5 @@ ENGINE = Engine(
     flags_version="9.9",
     parse_line=parse_line,
     entrypoints=("toy",),
+    native_api=TOYGEN,
 )
