@@ -37,12 +37,13 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services.alerts.views import alerts as alert_rows
-from dashboard.services.views.overview import FIGURE_WINDOW_S, STALE_S
+from dashboard.services.views.overview import STALE_S
 from scorecard import math as sm
 from scorecard import slo as slo_mod
 from scorecard import walls
 from scorecard.compute import ScorecardInputs, compute_scorecard
 from scorecard.gather import DIFFUSION_PREFIXES, MEAN_KEYS, QUEUE_KEYS, gather_window
+from scorecard.grades import FIGURE_WINDOW_S
 from scorecard.inputs import measured_ok
 from scorecard.metric_specs import DIMENSIONS, FLEET_ROW_FIGURES
 from scorecard.model import Scorecard
