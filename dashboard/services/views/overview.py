@@ -42,9 +42,7 @@ from present.format import launch_label
 from scorecard import math as sm
 from scorecard import metric_specs as mk
 from scorecard.gpu_entries import gpu_entries
-from scorecard.grades import (
-    FIGURE_WINDOW_S as FIGURE_WINDOW_S,  # the Overview page names the window
-)
+from scorecard.grades import FIGURE_WINDOW_S as FIGURE_WINDOW_S  # the page names the window
 from scorecard.grades import server_grades
 from storage import repo
 from storage import series_keys as sk
