@@ -1,6 +1,7 @@
-"""Builds the runner (runner/) with what only the dashboard side knows: profiles, validation,
-settings. The runner package never imports dashboard/ (imports run one way: README.md, "How it fits together"), so the CLI
-asks this module for a Runner with its parts injected:
+"""Builds the runner (runner/) with what the runner package cannot import: profiles, validation,
+settings, the scorecard. Imports run one way (README.md, "How it fits together"), so the CLI
+asks this module for a Runner with its parts injected (and it imports nothing of dashboard/:
+tests/foundation/test_meta.py):
 
 - the supervisor (runner/supervisor.py) gets the launcher's Planner (profile -> validated
   LaunchPlan) and the `[runner]` settings (auto_restart, restart budget);
@@ -10,7 +11,9 @@ asks this module for a Runner with its parts injected:
 - the profiles folder is mirrored into storage first;
 - alerting (runner/alerts) gets the rules of `[[alerts]]` (with the Alerts page's stored edits,
   re-read at every pass), the receivers of `alerting.*` and each server's SLO targets
-  (scorecard/slo.py, which the runner cannot import) injected as a callable.
+  (scorecard/slo.py, which the runner cannot import) injected as a callable;
+- Pitwall's own `/metrics` (runner/own_metrics.py) gets each server's scorecard grades
+  (scorecard/grades.py) injected as a callable.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from sqlalchemy.engine import Engine
 
 from collectors.registry import build_collectors
 from config.settings import Settings
-from dashboard.services.views.overview import grades
 from launching import check, launcher, profiles
 from runner.alerts import Alerting
 from runner.alerts.deliver import Sender, receivers
@@ -37,16 +39,12 @@ from runner.sweeps import Sweeps
 from runner.tunes import Tunes
 from runner.validation import Validations
 from scorecard import slo
+from scorecard.grades import grades_only
 from scorecard.scorer import make_scorer
 from storage import repo
 from storage.kinds import CONTROL_KINDS
 
 log = logging.getLogger("pitwall.runner")
-
-
-def _grades(engine: Engine, server: Any, now: float, settings: Any) -> dict[str, str]:
-    """The Overview's scorecard grades of a server, for the runner's own `/metrics`."""
-    return grades(engine, server, now, settings)[0]
 
 
 def runner_parts(
@@ -98,7 +96,7 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
     return Runner(engine, collectors, supervisor=supervisor, intent_handlers=handlers,
                   intent_expiry_s=float(settings.runner.get("intent_expiry_s", 900.0)),
                   retention=dict(settings.retention), logs_dir=settings.logs_dir,
-                  alerting=build_alerting(settings, engine), exporter=build_exporter(settings, engine, grades=_grades),
+                  alerting=build_alerting(settings, engine), exporter=build_exporter(settings, engine, grades=grades_only),
                   host=settings.runner.get("host"),
                   lease_ttl_s=float(settings.runner.get("lease_ttl_s", LEASE_TTL_S)))
 

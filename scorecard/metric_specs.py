@@ -49,6 +49,41 @@ class MetricSpec:
         return units.label(self.unit)
 
 
+def latency_key(name: str, p: int) -> str:
+    """The key of a latency percentile figure, seconds: `latency_key("ttft", 99)` is `ttft_p99_s`
+    (name one of _LAT_NAMES or `image`, p one of 50, 95, 99)."""
+    return f"{name}_p{p}_s"
+
+
+# -- named keys: what views, exports and the CLI import instead of spelling a figure's key --------
+# (tests/foundation/test_metric_keys.py holds dashboard/services/views/ to that)
+TTFT_P50_S, TTFT_P95_S, TTFT_P99_S = (latency_key("ttft", p) for p in (50, 95, 99))
+ITL_P50_S, ITL_P95_S, ITL_P99_S = (latency_key("itl", p) for p in (50, 95, 99))
+E2E_P50_S, E2E_P95_S, E2E_P99_S = (latency_key("e2e", p) for p in (50, 95, 99))
+IMAGE_P50_S, IMAGE_P95_S, IMAGE_P99_S = (latency_key("image", p) for p in (50, 95, 99))
+IMAGE_STEP_S = "image_step_s"
+RPS = "rps"
+OUTPUT_TOK_S = "output_tok_s"
+IMAGES_PER_MIN = "images_per_min"
+RADIX_HIT_RATE = "radix_hit_rate"
+GPU_USD_PER_HOUR = "gpu_usd_per_hour"
+USD_PER_1M_OUTPUT_TOK = "usd_per_1m_output_tok"
+USD_PER_IMAGE = "usd_per_image"
+AVG_POWER_W = "avg_power_w"
+ENERGY_J_PER_OUTPUT_TOK = "energy_j_per_output_tok"
+ENERGY_J_PER_IMAGE = "energy_j_per_image"
+ELECTRICITY_USD_PER_1M_OUTPUT_TOK = "electricity_usd_per_1m_output_tok"
+SUCCESS_RATE = "success_rate"
+ERROR_COUNT = "error_count"
+OOM_COUNT = "oom_count"
+CRASH_COUNT = "crash_count"
+RESTART_COUNT = "restart_count"
+PEAK_MEM_BYTES = "peak_mem_bytes"
+MEM_HEADROOM_BYTES = "mem_headroom_bytes"
+#: fleet row keys that are not a scorecard key (FLEET_ROW_FIGURES maps them to theirs)
+FLEET_USD_PER_MTOK = "usd_per_mtok"
+FLEET_CACHE_HIT_RATE = "cache_hit_rate"
+
 _LAT_NAMES = {
     "ttft": ("TTFT", "time to first token"),
     "itl": ("ITL", "inter-token latency, pooled over every per-token gap"),
@@ -69,7 +104,7 @@ def _latency_specs() -> list[MetricSpec]:
             )
             out.append(
                 MetricSpec(
-                    f"{name}_p{p}_s",
+                    latency_key(name, p),
                     f"{short} p{p}",
                     "latency",
                     "s",
@@ -80,7 +115,7 @@ def _latency_specs() -> list[MetricSpec]:
     for p in (50, 95, 99):
         out.append(
             MetricSpec(
-                f"image_p{p}_s",
+                latency_key("image", p),
                 f"Per-image latency p{p}",
                 "latency",
                 "s",
@@ -107,7 +142,7 @@ def _latency_specs() -> list[MetricSpec]:
 
 METRIC_SPECS: tuple[MetricSpec, ...] = (
     *_latency_specs(),
-    MetricSpec("image_step_s", "Seconds per denoising step", "latency", "s", "lower",
+    MetricSpec(IMAGE_STEP_S, "Seconds per denoising step", "latency", "s", "lower",
                "image servers: mean of `log.diffusion.step_s` (DenoisingStage 'average time per "
                "step') in the window; else `metrics.diffusion_stage_p50_s.DenoisingStep`; else "
                "`metrics.diffusion_stage_p50_s.DenoisingStage` / steps; else the probe's inference_time_s p50 / steps (an upper bound)"),
@@ -124,23 +159,23 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "image servers: every other stage (latent / timestep preparation, new ones) / Σ "
                "every stage"),
     # -- throughput ---------------------------------------------------------------------------
-    MetricSpec("rps", "Requests/s", "throughput", "rps", "higher",
+    MetricSpec(RPS, "Requests/s", "throughput", "rps", "higher",
                "probe: successful requests / the steady window, as Benchmarks (last warm-up end -> last "
                "measured start, else first start -> last end); without probes: mean of `metrics.requests_per_s`"),
-    MetricSpec("output_tok_s", "Output tokens/s", "throughput", "tok_s", "higher",
+    MetricSpec(OUTPUT_TOK_S, "Output tokens/s", "throughput", "tok_s", "higher",
                "probe: Σ tokens_out of successful requests / the steady window; without probes: mean "
                "of `metrics.generation_tokens_per_s`, else `log.gen_throughput_tok_s`"),
     MetricSpec("input_tok_s", "Input tokens/s", "throughput", "tok_s", "higher",
                "probe: Σ tokens_in of successful requests / the steady window; without probes: mean "
                "of `metrics.prompt_tokens_per_s`, else `log.input_throughput_tok_s`"),
-    MetricSpec("images_per_min", "Images/min", "throughput", "img_min", "higher",
+    MetricSpec(IMAGES_PER_MIN, "Images/min", "throughput", "img_min", "higher",
                "image servers: images of successful requests / level window × 60"),
     MetricSpec("server_gen_tok_s", "Server gen throughput", "throughput", "tok_s", "higher",
                "mean of `log.gen_throughput_tok_s` samples in the window, else "
                "`metrics.gen_throughput_tok_s` (what the scheduler reports)"),
     MetricSpec("avg_running_batch", "Avg running batch", "throughput", "count", "higher",
                "mean of `log.running_req` samples in the window, else `metrics.num_running_reqs`"),
-    MetricSpec("radix_hit_rate", "Radix cache hit rate", "throughput", "ratio", "higher",
+    MetricSpec(RADIX_HIT_RATE, "Radix cache hit rate", "throughput", "ratio", "higher",
                "token-weighted: Σ `log.prefill_cached_token` / Σ (`log.prefill_cached_token` + "
                "`log.prefill_new_token`) in the window; else mean `metrics.cached_tokens_per_s` / "
                "mean `metrics.prompt_tokens_per_s`; else Σ tokens_cached / Σ tokens_in of the "
@@ -175,14 +210,14 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "memory bandwidth + denoise_compute_share × this card's / the B300's dense BF16 "
                "FLOPS + the rest unchanged); the note states the assumption"),
     # -- cost ---------------------------------------------------------------------------------
-    MetricSpec("gpu_usd_per_hour", "GPU cost per hour", "cost", "usd_h", "none",
+    MetricSpec(GPU_USD_PER_HOUR, "GPU cost per hour", "cost", "usd_h", "none",
                "Server.gpu_hourly_usd × GPU count (gpu_indices, else GPUs seen in `gpu.<i>.*`, "
                "else tp_size × dp_size of the launch, else 1); missing price: not configured"),
-    MetricSpec("usd_per_1m_output_tok", "USD per 1M output tokens", "cost", "usd", "lower",
+    MetricSpec(USD_PER_1M_OUTPUT_TOK, "USD per 1M output tokens", "cost", "usd", "lower",
                "gpu_usd_per_hour / 3600 / output_tok_s × 1e6"),
     MetricSpec("usd_per_1m_total_tok", "USD per 1M total tokens", "cost", "usd", "lower",
                "gpu_usd_per_hour / 3600 / (input_tok_s + output_tok_s) × 1e6"),
-    MetricSpec("usd_per_image", "USD per image", "cost", "usd", "lower",
+    MetricSpec(USD_PER_IMAGE, "USD per image", "cost", "usd", "lower",
                "gpu_usd_per_hour / 60 / images_per_min"),
     MetricSpec("usd_per_1k_requests", "USD per 1,000 requests", "cost", "usd", "lower",
                "gpu_usd_per_hour / 3600 / rps × 1000"),
@@ -190,31 +225,31 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "cost", "usd", "lower",
                "cheapest usd_per_1m_output_tok over the probe's load levels whose TTFT p99 meets "
                "the ttft_p99_s SLO target (names the level)"),
-    MetricSpec("avg_power_w", "Avg GPU power", "cost", "w", "lower",
+    MetricSpec(AVG_POWER_W, "Avg GPU power", "cost", "w", "lower",
                "Σ over GPUs of Δ`gpu.<i>.energy_j` / window seconds (counter deltas; without /metrics "
                "only the time the engine logged decode lines), else Σ mean `gpu.<i>.power_w`"),
-    MetricSpec("energy_j_per_output_tok", "Energy per output token", "cost", "j", "lower",
+    MetricSpec(ENERGY_J_PER_OUTPUT_TOK, "Energy per output token", "cost", "j", "lower",
                "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / output tokens produced in it; "
                "without /metrics both over only the time the engine logged decode lines (idle excluded)"),
-    MetricSpec("energy_j_per_image", "Energy per image", "cost", "j", "lower",
+    MetricSpec(ENERGY_J_PER_IMAGE, "Energy per image", "cost", "j", "lower",
                "Σ over GPUs of Δ`gpu.<i>.energy_j` over the window / images produced in it"),
-    MetricSpec("electricity_usd_per_1m_output_tok", "Electricity per 1M output tokens", "cost",
+    MetricSpec(ELECTRICITY_USD_PER_1M_OUTPUT_TOK, "Electricity per 1M output tokens", "cost",
                "usd", "lower",
                "energy_j_per_output_tok × 1e6 / 3.6e6 J/kWh × electricity_usd_per_kwh"),
     # -- stability ----------------------------------------------------------------------------
-    MetricSpec("success_rate", "Success rate", "stability", "ratio", "higher",
+    MetricSpec(SUCCESS_RATE, "Success rate", "stability", "ratio", "higher",
                "probe: ok / measured requests over every level; without probes: mean of "
                "`canary.ok`"),
-    MetricSpec("error_count", "Errors", "stability", "count", "lower",
+    MetricSpec(ERROR_COUNT, "Errors", "stability", "count", "lower",
                "failed measured probe requests (by kind in errors_by_kind); without probes: "
                "canary samples with `canary.ok` = 0"),
-    MetricSpec("oom_count", "OOMs", "stability", "count", "lower",
+    MetricSpec(OOM_COUNT, "OOMs", "stability", "count", "lower",
                "`oom` + `prefill_oom` events in the window"),
     MetricSpec("retraction_count", "Decode retractions", "stability", "count", "lower",
                "`decode_retract` events in the window"),
-    MetricSpec("crash_count", "Crashes", "stability", "count", "lower",
+    MetricSpec(CRASH_COUNT, "Crashes", "stability", "count", "lower",
                "`crash` events in the window"),
-    MetricSpec("restart_count", "Server exits / restarts", "stability", "count", "lower",
+    MetricSpec(RESTART_COUNT, "Server exits / restarts", "stability", "count", "lower",
                "`server_exit` events in the window"),
     MetricSpec("nccl_timeout_count", "NCCL timeouts", "stability", "count", "lower",
                "`nccl_timeout` events in the window"),
@@ -226,10 +261,10 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "(default 16): the queue as a step function"),
     MetricSpec("timeout_count", "Timeouts", "stability", "count", "lower",
                "measured probe requests that failed with error kind `timeout`"),
-    MetricSpec("peak_mem_bytes", "Peak GPU memory per request", "stability", "bytes", "lower",
+    MetricSpec(PEAK_MEM_BYTES, "Peak GPU memory per request", "stability", "bytes", "lower",
                "image servers: max `peak_memory_mb` × 2^20 of the probe's requests; else max "
                "`log.diffusion.peak_mem_gb` × 2^30 in the window"),
-    MetricSpec("mem_headroom_bytes", "GPU memory headroom at peak", "stability", "bytes",
+    MetricSpec(MEM_HEADROOM_BYTES, "GPU memory headroom at peak", "stability", "bytes",
                "higher",
                "image servers: min `log.diffusion.remaining_mem_gb` × 2^30 (the server's "
                "'Remaining GPU memory at peak'); else Σ NVML `gpu.<i>.mem_total_bytes` − "
@@ -255,11 +290,11 @@ if len(SPECS_BY_KEY) != len(METRIC_SPECS):  # pragma: no cover - a programming e
 #: the figures a fleet row (the Overview's table, `pitwall export --fleet table`) carries from its
 #: server's scorecard: fleet row key -> scorecard key
 FLEET_ROW_FIGURES: dict[str, str] = {
-    "output_tok_s": "output_tok_s", "rps": "rps", "ttft_p95_s": "ttft_p95_s", "ttft_p99_s": "ttft_p99_s",
-    "cache_hit_rate": "radix_hit_rate", "usd_per_mtok": "usd_per_1m_output_tok", "success_rate": "success_rate",
-    "images_per_min": "images_per_min", "usd_per_image": "usd_per_image"}
+    OUTPUT_TOK_S: OUTPUT_TOK_S, RPS: RPS, TTFT_P95_S: TTFT_P95_S, TTFT_P99_S: TTFT_P99_S,
+    FLEET_CACHE_HIT_RATE: RADIX_HIT_RATE, FLEET_USD_PER_MTOK: USD_PER_1M_OUTPUT_TOK, SUCCESS_RATE: SUCCESS_RATE,
+    IMAGES_PER_MIN: IMAGES_PER_MIN, USD_PER_IMAGE: USD_PER_IMAGE}
 #: the latency a fleet scorecard pools over its servers' probe requests (scorecard keys, seconds)
-FLEET_LATENCY_KEYS: tuple[str, ...] = tuple(f"{n}_p{p}_s" for n in ("ttft", "e2e") for p in (50, 95, 99))
+FLEET_LATENCY_KEYS: tuple[str, ...] = tuple(latency_key(n, p) for n in ("ttft", "e2e") for p in (50, 95, 99))
 
 
 def spec(key: str) -> MetricSpec:

@@ -1,10 +1,11 @@
 """Meta-tests that keep the seams honest.
 
 - imports run one way: collectors -> storage; simulator imports nothing of ours;
-  nothing imports dashboard except app.py, the CLI and dashboard itself; only app.py, pages and
-  components import streamlit; pages do no I/O of their own (no httpx, aiohttp, subprocess,
-  pynvml, sqlalchemy, sqlite3); services never import components (components may import
-  services); components never import storage (they read and write through services).
+  nothing imports dashboard except app.py, the CLI (not its runner assembly, cli/wiring.py) and
+  dashboard itself; only app.py, pages and components import streamlit; pages do no I/O of
+  their own (no httpx, aiohttp, subprocess, pynvml, sqlalchemy, sqlite3); services never import
+  components (components may import services); components never import storage (they read and
+  write through services).
 - every page has an AppTest test; every setting appears in the README; every collector in the
   registry has a test file.
 """
@@ -68,6 +69,8 @@ def test_import_direction(path: Path) -> None:
     if "dashboard" in tops:
         assert rel == "app.py" or rel.startswith(("dashboard/", "cli/")), (
             f"{rel} imports dashboard; only app.py and the CLI may")
+    if rel == "cli/wiring.py":  # the runner's assembly: domain packages and the runner, never the UI
+        assert "dashboard" not in tops, f"{rel} imports dashboard; the runner's parts come from the domain packages"
     if rel.startswith("dashboard/"):
         assert "cli" not in tops, f"{rel} imports the CLI package; the CLI starts the dashboard, not the other way"
     if rel.startswith("storage/"):

@@ -148,6 +148,24 @@ def _traffic(base: str) -> dict[str, Any]:
     return obs
 
 
+#: the access line of _traffic's final request: once a log has one more of it, the traffic is logged
+LAST_LINE = LOG_NEEDLES["access_get_metrics"]
+FLUSH_WAIT_S = 30.0
+
+
+def _last_lines_logged(servers: dict[str, Any], before: dict[str, int]) -> dict[str, str]:
+    """Each server's log text once it holds one more LAST_LINE than `before` (its count before
+    the traffic) and a line of every LOG_NEEDLES kind, polled for at most FLUSH_WAIT_S; after
+    that the logs as they are, and the comparisons name what is missing."""
+    deadline = time.monotonic() + FLUSH_WAIT_S
+    while True:
+        logs = {name: s.log_text() for name, s in servers.items()}
+        if all(text.count(LAST_LINE) > before[name] and all(n in text for n in LOG_NEEDLES.values())
+               for name, text in logs.items()) or time.monotonic() >= deadline:
+            return logs
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def both(request: pytest.FixtureRequest, sglang_cpu_env: dict[str, str],
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
@@ -157,10 +175,11 @@ def both(request: pytest.FixtureRequest, sglang_cpu_env: dict[str, str],
     real_server = request.getfixturevalue("real_server")  # only started when the simulator runs
     sim = SimServer(sglang_cpu_env, tmp_path_factory.mktemp("sim") / "sim.log").start()
     try:
-        out = {"real": _traffic(real_server.base_url), "sim": _traffic(sim.base_url)}
-        time.sleep(1.0)  # let both flush their last log lines
-        out["real"]["log"] = real_server.log_text()
-        out["sim"]["log"] = sim.log_text()
+        servers = {"real": real_server, "sim": sim}
+        before = {name: s.log_text().count(LAST_LINE) for name, s in servers.items()}
+        out = {name: _traffic(s.base_url) for name, s in servers.items()}
+        for name, text in _last_lines_logged(servers, before).items():
+            out[name]["log"] = text
         yield out
     finally:
         sim.stop()

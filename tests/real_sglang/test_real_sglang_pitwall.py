@@ -116,14 +116,26 @@ def _log_caught_up(rig: Rig, until: float) -> bool:
     return True
 
 
-def _close_window() -> float:
-    """Wait for the next whole second and return it: every line stamped before it is in the file.
+def _close_window(rig: Rig) -> float:
+    """The next whole second, returned once the real log holds a Prefill/Decode line stamped at or
+    after it: the scheduler writes its lines in order (PYTHONUNBUFFERED), so every line stamped
+    before it is then in the file.
 
     Log prefixes have one-second resolution and /health keeps adding Prefill lines, so Pitwall's
     samples are compared with the file over [.., this second), a window that no longer grows.
+    While no later line has come, a /health_generate (one token, stamped after the window) makes one.
     """
     boundary = float(int(time.time()) + 1)
-    time.sleep(max(0.0, boundary - time.time()) + 0.2)
+
+    def closed() -> bool:
+        if time.time() < boundary:
+            return False
+        if any(b.ts >= boundary for b in log_batches(rig.log_path.read_text(errors="replace"))):
+            return True
+        httpx.get(f"{rig.base_url}/health_generate", timeout=TIMEOUT)
+        return False
+
+    wait_for(closed, 60, f"a real log line stamped at or after {boundary:.0f} (the window's end)")
     return boundary
 
 
@@ -170,7 +182,7 @@ def test_api_collector_records_real_server_args_and_version(rig: Rig) -> None:
 def test_log_collector_parses_the_real_log(rig: Rig) -> None:
     for tail in ("one", "two", "three"):
         _generate(rig.base_url, SHARED + tail, 12)  # 12 decode steps: Decode lines every 5
-    cutoff = _close_window()
+    cutoff = _close_window(rig)
     wait_for(lambda: _log_caught_up(rig, cutoff), 60, "log.* sums equal to the real log's")
     batches = log_batches(rig.log_path.read_text(errors="replace"))
     n_prefill = len([b for b in batches if b.kind == "prefill" and b.ts < cutoff])
@@ -270,7 +282,7 @@ def _shared_prefix_workload(rig: Rig) -> tuple[float, float]:
     since = float(int(time.time()))
     for tail in ("north", "south", "east", "west"):
         _generate(rig.base_url, SHARED + tail, 2)
-    return since, _close_window()
+    return since, _close_window(rig)
 
 
 def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None:

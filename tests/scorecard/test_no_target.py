@@ -11,8 +11,8 @@ from pathlib import Path
 
 from config.settings import load_settings
 from dashboard.components.format import grade_badge
-from dashboard.services.views.overview import grades
 from scorecard.build import build_scorecard
+from scorecard.grades import server_grades as grades
 from storage import repo
 
 NOW = 1_000_000.0

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Engine
 from collectors.probe import trust
 from collectors.probe.report_model import ImageFigures, Level, SelfCheck, Stats, SweepReport
 from present import shown
+from scorecard import metric_specs as mk
 from storage import repo
 from storage.errors import RequestError
 from storage.models import Intent, ProbeRun
@@ -218,7 +219,7 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
             {
                 "id": r.id,
                 "name": r.name or f"run {r.id}",
-                "success_rate": ok / sent if sent else None,
+                mk.SUCCESS_RATE: ok / sent if sent else None,
                 "status": r.status,
                 "progress": float(r.progress or 0.0),
                 "created_at": r.created_at,
@@ -232,7 +233,7 @@ def list_runs(engine: Engine, *, server_id: int | None = None, limit: int = 50) 
                 "error": r.error,
             }
         )
-    cols = ["id", "name", "success_rate", "status", "progress", "created_at", "api", "workload",
+    cols = ["id", "name", mk.SUCCESS_RATE, "status", "progress", "created_at", "api", "workload",
             "levels", "requests", "trusted", "trust", "fingerprint", "error"]
     return shown.frame(pd.DataFrame(rows, columns=cols), ("error",))
 
@@ -278,8 +279,9 @@ def curves(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
                 for p in ("p50", "p95", "p99"):
                     if (v := getattr(st, p)) is not None:
                         rows.append((rid, named(f"{short} {p}"), level, key, p, float(v), trusted))
-            for key in ("output_tok_s", "rps", "images_per_min"):
-                if (v := getattr(lv.throughput, key)) is not None:
+            tp = lv.throughput
+            for key, v in ((mk.OUTPUT_TOK_S, tp.output_tok_s), (mk.RPS, tp.rps), (mk.IMAGES_PER_MIN, tp.images_per_min)):
+                if v is not None:
                     rows.append((rid, label, level, key, "-", float(v), trusted))
             for key, block in IMAGE_KEYS.items():
                 st = getattr(lv.image, block) if lv.image is not None else Stats()
@@ -303,7 +305,7 @@ def tradeoff(engine: Engine, *, run_ids: list[int]) -> pd.DataFrame:
             if tok is None or p99 is None:
                 continue
             rows.append((label, _level_value(lv), float(tok), float(p99), bool(lv.trusted)))
-    return pd.DataFrame(rows, columns=["series", "level", "output_tok_s", "ttft_p99_s", "trusted"])
+    return pd.DataFrame(rows, columns=["series", "level", mk.OUTPUT_TOK_S, mk.TTFT_P99_S, "trusted"])
 
 
 def level_table(run: ProbeRun) -> pd.DataFrame:
@@ -318,17 +320,17 @@ def level_table(run: ProbeRun) -> pd.DataFrame:
                 "level": _level_value(lv),
                 "requests": lv.requests if lv.has("requests") else None,
                 "ok": lv.ok if lv.has("ok") else None,
-                "success_rate": lv.success_rate,
-                "ttft_p50_s": lv.ttft_s.p50,
-                "ttft_p99_s": lv.ttft_s.p99,
-                "itl_p50_s": lv.itl_s.p50,
-                "e2e_p99_s": lv.e2e_s.p99,
-                "output_tok_s": tp.output_tok_s,
-                "rps": tp.rps,
+                mk.SUCCESS_RATE: lv.success_rate,
+                mk.TTFT_P50_S: lv.ttft_s.p50,
+                mk.TTFT_P99_S: lv.ttft_s.p99,
+                mk.ITL_P50_S: lv.itl_s.p50,
+                mk.E2E_P99_S: lv.e2e_s.p99,
+                mk.OUTPUT_TOK_S: tp.output_tok_s,
+                mk.RPS: tp.rps,
                 "per_image_p50_s": image.per_image_s.p50,
                 "per_image_p99_s": image.per_image_s.p99,
                 "s_per_step_p50": image.inference_s_per_step.p50,
-                "images_per_min": tp.images_per_min,
+                mk.IMAGES_PER_MIN: tp.images_per_min,
                 "trusted": sc.trusted,
                 "trust": trust.level_mark(sc),
                 "why_not_trusted": "; ".join(sc.reasons or []),

@@ -37,12 +37,14 @@ import pandas as pd
 from sqlalchemy.engine import Engine
 
 from dashboard.services.alerts.views import alerts as alert_rows
-from dashboard.services.views.overview import FIGURE_WINDOW_S, STALE_S
+from dashboard.services.views.overview import STALE_S
 from scorecard import math as sm
+from scorecard import metric_specs as mk
 from scorecard import slo as slo_mod
 from scorecard import walls
 from scorecard.compute import ScorecardInputs, compute_scorecard
 from scorecard.gather import DIFFUSION_PREFIXES, MEAN_KEYS, QUEUE_KEYS, gather_window
+from scorecard.grades import FIGURE_WINDOW_S
 from scorecard.inputs import measured_ok
 from scorecard.metric_specs import DIMENSIONS, FLEET_ROW_FIGURES
 from scorecard.model import Scorecard
@@ -62,8 +64,8 @@ AGG_METRICS = (*(k for k in MEAN_KEYS if k not in FLEET_METRICS), *SERVER_HIST_K
 #: series of which the fleet view shows the newest value only
 LATEST_METRICS = (sk.LOG_TOKEN_USAGE,)
 #: scorecard figures that need per-GPU series the fleet reads do not fetch
-FLEET_UNREAD = ("avg_power_w", "energy_j_per_output_tok", "energy_j_per_image",
-                "electricity_usd_per_1m_output_tok", "mem_headroom_bytes", *walls.GPU_KEYS,
+FLEET_UNREAD = (mk.AVG_POWER_W, mk.ENERGY_J_PER_OUTPUT_TOK, mk.ENERGY_J_PER_IMAGE,
+                mk.ELECTRICITY_USD_PER_1M_OUTPUT_TOK, mk.MEM_HEADROOM_BYTES, *walls.GPU_KEYS,
                 *walls.STAGE_KEYS)
 UNREAD_NOTE = "not read in the fleet view: see the server's scorecard"
 
@@ -222,9 +224,9 @@ def _row(srv: Server, card: Scorecard, inp: ScorecardInputs, *, launch: Launch |
         profile=(launch.profile_name if launch else None) or srv.profile,
         status=_status(samples, launch, now), figures=figures, alerts=alerts, grades=grades,
         grade=slo_mod.worst(list(grades.values())), unchecked=unchecked,
-        usd_per_hour=card.value("gpu_usd_per_hour"),
-        stability={k: card.value(k) for k in ("error_count", "oom_count", "crash_count",
-                                               "restart_count")},
+        usd_per_hour=card.value(mk.GPU_USD_PER_HOUR),
+        stability={k: card.value(k) for k in (mk.ERROR_COUNT, mk.OOM_COUNT, mk.CRASH_COUNT,
+                                               mk.RESTART_COUNT)},
         fingerprint=run.fingerprint if run is not None else None, requests=measured,
     )
 

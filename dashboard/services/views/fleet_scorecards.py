@@ -27,6 +27,7 @@ import pandas as pd
 
 from dashboard.services.views.fleet import NONE_LABEL, FleetRow
 from scorecard import math as sm
+from scorecard import metric_specs as mk
 from scorecard.metric_specs import FLEET_LATENCY_KEYS
 
 GROUP_BYS = ("model", "profile")
@@ -52,11 +53,11 @@ def pooled_latency(frames: Sequence[pd.DataFrame]) -> dict[str, float | None]:
 
 
 def _cost(rows: Sequence[FleetRow]) -> tuple[float | None, int]:
-    priced = [r for r in rows if r.usd_per_hour is not None and r.figures.get("output_tok_s")]
+    priced = [r for r in rows if r.usd_per_hour is not None and r.figures.get(mk.OUTPUT_TOK_S)]
     if not priced:
         return None, 0
     usd_h = sum(float(r.usd_per_hour or 0.0) for r in priced)
-    tok_s = sum(float(r.figures.get("output_tok_s") or 0.0) for r in priced)
+    tok_s = sum(float(r.figures.get(mk.OUTPUT_TOK_S) or 0.0) for r in priced)
     return usd_h / (tok_s * 3600.0) * 1e6, len(priced)
 
 
@@ -64,14 +65,14 @@ def _group_row(by: str, group: str, rows: Sequence[FleetRow]) -> dict[str, Any]:
     cost, priced = _cost(rows)
     graded = [r for r in rows if r.grade != "none"]
     stab: Callable[[str], float | None] = lambda k: _sum([r.stability.get(k) for r in rows])  # noqa: E731
-    crash, restart = stab("crash_count"), stab("restart_count")
+    crash, restart = stab(mk.CRASH_COUNT), stab(mk.RESTART_COUNT)
     return {
         "group_by": by, "group": group, "fingerprint": None, "servers": len(rows),
-        "output_tok_s": _sum([r.figures.get("output_tok_s") for r in rows]),
-        "rps": _sum([r.figures.get("rps") for r in rows]),
+        mk.OUTPUT_TOK_S: _sum([r.figures.get(mk.OUTPUT_TOK_S) for r in rows]),
+        mk.RPS: _sum([r.figures.get(mk.RPS) for r in rows]),
         **dict.fromkeys(FLEET_LATENCY_KEYS), "requests": None,
-        "usd_per_mtok": cost, "priced": priced,
-        "errors": stab("error_count"), "ooms": stab("oom_count"),
+        mk.FLEET_USD_PER_MTOK: cost, "priced": priced,
+        "errors": stab(mk.ERROR_COUNT), "ooms": stab(mk.OOM_COUNT),
         "restarts": None if crash is None and restart is None else (crash or 0.0) + (restart or 0.0),
         "slo_met": (sum(1 for r in graded if r.grade == "pass") / len(graded)) if graded else None,
         "graded": len(graded), "note": "",

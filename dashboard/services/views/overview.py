@@ -14,8 +14,8 @@ Key figures over the last FIGURE_WINDOW_S (base units; the page formats them):
 | usd_per_mtok | USD / 1M output tokens | scorecard math's cost_figures: gpu_hourly_usd × configured GPUs (else 1) ÷ 3600 ÷ output_tok_s × 1e6; None without a price or throughput |
 | success_rate | 0-1 | mean of `canary.ok` in the window |
 
-Grades per dimension, and the four figures when it has them, come from the scorecard service
-(scorecard/build.py, same window); a dimension it cannot grade reads "none"
+Grades per dimension, and the four figures when it has them, come from the server's scorecard
+(scorecard/grades.py, same window); a dimension it cannot grade reads "none"
 ("no grade yet"). For image servers the card shows the image figures instead (scorecard keys image_p50_s,
 image_p99_s, images_per_min, usd_per_image, image_step_s, peak_mem_bytes, mem_headroom_bytes,
 energy_j_per_image; queue and running from `metrics.diffusion_num_*`).
@@ -28,7 +28,6 @@ server args, env, base URL and event excerpts reach the page without any secret.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -41,8 +40,10 @@ from collectors.engines import display_name
 from present import shown
 from present.format import launch_label
 from scorecard import math as sm
+from scorecard import metric_specs as mk
 from scorecard.gpu_entries import gpu_entries
-from scorecard.metric_specs import DIMENSIONS
+from scorecard.grades import FIGURE_WINDOW_S as FIGURE_WINDOW_S  # the page names the window
+from scorecard.grades import server_grades
 from storage import repo
 from storage import series_keys as sk
 from storage.models import Server
@@ -53,7 +54,6 @@ from storage.series_keys import METRICS_DIFFUSION_NUM_QUEUE_REQS as METRICS_DIFF
 from storage.series_keys import unit_of as unit_of
 
 STALE_S = 60.0
-FIGURE_WINDOW_S = 15 * 60
 KEY_FIGURES = (
     sk.API_HEALTH_OK,
     sk.API_HEALTH_LATENCY_S,
@@ -67,7 +67,6 @@ KEY_FIGURES = (
     sk.METRICS_DIFFUSION_NUM_QUEUE_REQS,
     sk.METRICS_DIFFUSION_NUM_RUNNING_REQS,
 )
-log = logging.getLogger("pitwall.overview")
 
 
 @dataclass
@@ -115,8 +114,15 @@ class ServerCard:
     started_at: float | None = None  # the current launch's start (epoch s): a young server's GPUs are awaited
 
 
-#: where key_figures() reads each figure when the scorecard has none
-KEY_SOURCES = {"ttft_p99_s": "canary", "success_rate": "canary", "output_tok_s": "server", "usd_per_mtok": "server"}
+#: where key_figures() reads each figure when the scorecard has none (fleet row keys: FLEET_ROW_FIGURES
+#: names the scorecard figure that wins over it)
+KEY_SOURCES = {mk.TTFT_P99_S: "canary", mk.SUCCESS_RATE: "canary", mk.OUTPUT_TOK_S: "server",
+               mk.FLEET_USD_PER_MTOK: "server"}
+#: an image server's card figures, straight from its scorecard (scorecard keys)
+IMAGE_FIGURES = (mk.USD_PER_IMAGE, mk.IMAGES_PER_MIN, mk.IMAGE_P50_S, mk.IMAGE_P99_S, mk.IMAGE_STEP_S,
+                 mk.PEAK_MEM_BYTES, mk.MEM_HEADROOM_BYTES, mk.ENERGY_J_PER_IMAGE)
+#: the scorecard figures a card reads: those behind KEY_SOURCES, then IMAGE_FIGURES
+CARD_FIGURES = (*(mk.FLEET_ROW_FIGURES[k] for k in KEY_SOURCES), *IMAGE_FIGURES)
 #: a figure's source as the Overview names it
 SOURCE_LABELS = {"probe": "sweep", "canary": "canary", "server": "server log / metrics", "gpu": "GPU telemetry",
                  "events": "events", "config": "config"}
@@ -149,12 +155,12 @@ def key_figures(engine: Engine, server: Server, now: float) -> dict[str, float |
     tok_s = tok_sum / tok_n if tok_n else None
     gpus = len(server.gpu_indices or []) or 1
     usd = sm.cost_figures(gpu_usd_per_hour=sm.server_usd_per_hour(server.gpu_hourly_usd, gpus),
-                          output_tok_s=tok_s)["usd_per_1m_output_tok"]
+                          output_tok_s=tok_s)[mk.USD_PER_1M_OUTPUT_TOK]
     return {
-        "ttft_p99_s": sm.percentiles(ttft)[99],
-        "output_tok_s": tok_s,
-        "usd_per_mtok": usd,
-        "success_rate": ok_sum / ok_n if ok_n else None,
+        mk.TTFT_P99_S: sm.percentiles(ttft)[99],
+        mk.OUTPUT_TOK_S: tok_s,
+        mk.FLEET_USD_PER_MTOK: usd,
+        mk.SUCCESS_RATE: ok_sum / ok_n if ok_n else None,
     }
 
 
@@ -174,57 +180,6 @@ def gpu_figures(engine: Engine, server: Server) -> list[GpuFigure]:
     return out
 
 
-def grades(
-    engine: Engine, server: Server, now: float, settings: Any = None
-) -> tuple[dict[str, str], dict[str, str], dict[str, float | None], dict[str, str], tuple[str, ...]]:
-    """({dimension: pass|warn|fail|none}, {dimension: why}, {figure key: value}, {figure key:
-    source}, dimensions with no target set) of the server's scorecard over the last
-    FIGURE_WINDOW_S (scorecard/build.py); a source is the figure's own
-    (probe, canary, server…).
-
-    When the scorecard service is missing or cannot score the server every dimension reads
-    "none"; its failures never break the Overview.
-    """
-    unset: list[str] = []
-    out = {d: "none" for d in DIMENSIONS}
-    why: dict[str, str] = {}
-    figs: dict[str, float | None] = {}
-    sources: dict[str, str] = {}
-    try:
-        from scorecard.build import build_scorecard
-    except ImportError:
-        return out, why, figs, sources, tuple(unset)
-    try:
-        card = build_scorecard(
-            engine,
-            server=server.name,
-            since_s=FIGURE_WINDOW_S,
-            settings_slo=getattr(settings, "slo", None),
-            electricity_usd_per_kwh=getattr(settings, "electricity_usd_per_kwh", None),
-            now=now,
-        )
-    except Exception as exc:  # a scorecard bug or a bad [slo] table must not blank the Overview
-        log.warning("scorecard for %s failed: %s", server.name, exc)
-        why = {d: f"no scorecard: {exc}" for d in DIMENSIONS}
-        return out, why, figs, sources, tuple(unset)
-    for d in DIMENSIONS:
-        dim = card.dimensions.get(d)
-        if dim is not None:
-            out[d] = dim.grade or "none"
-            if dim.no_target and out[d] == "none":
-                unset.append(d)
-            if dim.reasons:
-                why[d] = "; ".join(dim.reasons[:4])
-    for key in ("ttft_p99_s", "output_tok_s", "usd_per_1m_output_tok", "usd_per_image", "success_rate",
-                "images_per_min", "image_p50_s", "image_p99_s", "image_step_s", "peak_mem_bytes",
-                "mem_headroom_bytes", "energy_j_per_image"):
-        figs[key] = card.value(key)
-        fig = card.figures.get(key)
-        if fig is not None and fig.source:
-            sources[key] = fig.source
-    return out, why, figs, sources, tuple(unset)
-
-
 def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
                  names: Sequence[str] | None = None) -> list[ServerCard]:
     """One card per server (only `names` when given): a few dozen queries per server, so the
@@ -239,18 +194,17 @@ def server_cards(engine: Engine, now: float | None = None, settings: Any = None,
         latest = repo.latest_samples(engine, server_id=s.id, metrics=KEY_FIGURES, max_age_s=STALE_S * 5)
         launch = repo.latest_launch(engine, server_id=s.id)
         gpus = gpu_figures(engine, s)
-        g, why, sc, sc_sources, unset = grades(engine, s, now, settings)
+        g, why, sc, sc_sources, unset = server_grades(engine, s, now, settings, CARD_FIGURES)
         key = key_figures(engine, s, now)
         key_sources = dict(KEY_SOURCES)
         # The scorecard's figures (probes when a sweep ran in the window, else canary) win, and
         # their labels say which: "sweep" only for sweep figures, "canary" only for canary ones.
-        for ours, theirs in (("ttft_p99_s", "ttft_p99_s"), ("output_tok_s", "output_tok_s"),
-                             ("usd_per_mtok", "usd_per_1m_output_tok"), ("success_rate", "success_rate")):
+        for ours in KEY_SOURCES:
+            theirs = mk.FLEET_ROW_FIGURES[ours]
             if sc.get(theirs) is not None:
                 key[ours] = sc[theirs]
                 key_sources[ours] = sc_sources.get(theirs, key_sources.get(ours, ""))
-        for k in ("usd_per_image", "images_per_min", "image_p50_s", "image_p99_s", "image_step_s",
-                  "peak_mem_bytes", "mem_headroom_bytes", "energy_j_per_image"):
+        for k in IMAGE_FIGURES:
             key[k] = sc.get(k)
         cards.append(
             ServerCard(
