@@ -26,9 +26,10 @@ system-deps:
 	bash scripts/system_deps.sh
 
 ## test: set up and run the whole test suite, on TEST_WORKERS pytest-xdist workers (most tests
-## wait on processes and sockets, not the CPU: 4 suit a 2-core host; TEST_WORKERS=0 runs it in
-## one process); the 30 slowest tests are listed at the end
-TEST_WORKERS ?= 4
+## wait on processes and sockets, not the CPU: 6 keep a 2-core host busy, the six long browser and
+## real-SGLang groups going out first; TEST_WORKERS=0 runs it in one process); the 30 slowest
+## tests are listed at the end
+TEST_WORKERS ?= 6
 test: setup system-deps
 	$(VPY) -m pytest -n $(TEST_WORKERS) --durations=30
 
