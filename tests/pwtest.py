@@ -16,12 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
+# Ports for the servers tests start: below the kernel's ephemeral range (a port from bind(0) is
+# one the kernel may hand to an outgoing connection of any process before the server binds it:
+# seen under six workers, Prometheus "bind: address already in use"), and in a slice of their own
+# per pytest-xdist worker, so two workers never hand out the same port.
+PORT_FLOOR = 10000
+MAX_WORKERS = 16
 DEMO_PORT_OFFSETS = (0, 1, 100, 101)  # the LLM demo, the image demo and their exporters
 
 
@@ -33,30 +33,56 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
-def free_demo_port() -> int:
-    """A demo_port whose + 1, + 100 and + 101 are free too, below the ephemeral range.
+def _worker_slice() -> range:
+    """This process's ports: its xdist worker's slice of [PORT_FLOOR, the ephemeral range)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    top = min(_ephemeral_range()[0], 65536)
+    size = (top - PORT_FLOOR) // MAX_WORKERS
+    start = PORT_FLOOR + (index % MAX_WORKERS) * size
+    return range(start, start + size)
 
-    A free port from bind(0) is ephemeral: its neighbours are what the kernel hands to outgoing
-    connections next, so on a busy machine the demo's + 1 or + 100 could be taken by a client
-    socket before the simulator binds it (seen once: the image demo never came up).
-    """
+
+_next_port: list[int] = []  # the next port to try in this process's slice (a rotating cursor)
+
+
+def _free_ports(span: int) -> int:
+    """The first port p from the cursor on, in this worker's slice, with p + each DEMO_PORT_OFFSETS
+    below `span` free (span 1: p alone), checked by binding; the cursor moves past p + span."""
     import random
 
-    lo, _ = _ephemeral_range()
-    top = min(lo, 65536) - 102
-    rng = random.Random(os.getpid() ^ int.from_bytes(os.urandom(4), "little"))
-    for _ in range(200):
-        base = rng.randrange(10000, top) if top > 10000 else free_port()
-        if base + 101 >= 65536:
+    ports = _worker_slice()
+    if not _next_port:
+        _next_port.append(random.Random(os.getpid()).randrange(len(ports)))
+    offsets = [o for o in DEMO_PORT_OFFSETS if o < span] or [0]
+    for _ in range(len(ports)):
+        i = _next_port[0] % len(ports)
+        _next_port[0] = i + 1
+        base = ports.start + i
+        if base + span > ports.stop:
             continue
         try:
-            for off in DEMO_PORT_OFFSETS:
+            for off in offsets:
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", base + off))
         except OSError:
             continue
+        _next_port[0] = i + span
         return base
-    raise AssertionError("no free demo port range (port, + 1, + 100, + 101) on 127.0.0.1")
+    raise AssertionError(f"no free port in {ports} on 127.0.0.1")
+
+
+def free_port() -> int:
+    """A free loopback port for a server a test starts (this worker's own, below the ephemeral range)."""
+    return _free_ports(1)
+
+
+def free_demo_port() -> int:
+    """A demo_port whose + 1, + 100 and + 101 are free too (the LLM demo, the image demo and their
+    exporters), in this worker's slice below the ephemeral range: the kernel hands ephemeral ports
+    to outgoing connections, so on a busy machine the demo's + 1 or + 100 could be taken by a
+    client socket before the simulator binds it (seen once: the image demo never came up)."""
+    return _free_ports(102)
 
 
 def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
