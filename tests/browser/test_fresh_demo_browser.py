@@ -202,7 +202,13 @@ def _coverage(page) -> list[dict]:  # type: ignore[no-untyped-def]
     its next render. A chart whose data cover under half the axis reads so on every render, so
     it still fails here; each chart keeps its widest reading.
     """
+    # on a loaded host the page's script may not have started when _settle looked (no status
+    # widget yet): give a Server page up to a minute to draw its first chart
+    first = time.time() + 60
     cover = page.evaluate(COVERAGE)
+    while not cover and time.time() < first:
+        page.wait_for_timeout(1000)
+        cover = page.evaluate(COVERAGE)
     deadline = time.time() + REREAD_S
     while cover and any(c["share"] < 0.5 for c in cover) and time.time() < deadline:
         page.wait_for_timeout(1000)
