@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pwtest import free_port
 
 from cli.main import main
 
@@ -183,7 +184,7 @@ def test_a_real_launch_is_refused_before_any_process_starts(data_env, tmp_path, 
     monkeypatch.setenv("PITWALL_PROFILES_DIR", str(folder))
     settings = load_settings()
     engine = make_engine(settings.database_url)
-    server = repo.upsert_server(engine, name="s1", base_url="http://127.0.0.1:39123", managed=True,
+    server = repo.upsert_server(engine, name="s1", base_url=f"http://127.0.0.1:{free_port()}", managed=True,
                                 python=sys.executable, profile="sneaky")
     supervisor, _ = runner_parts(settings, engine, auto_start=False)
     intent = launcher.request(engine, kind="launch", server_name="s1", actor="op")
@@ -208,7 +209,7 @@ def test_secret_flags_leave_argv_for_a_private_config_file(data_env, tmp_path, m
     monkeypatch.setenv("PITWALL_PROFILES_DIR", str(folder))
     settings = load_settings()
     engine = make_engine(settings.database_url)
-    server = repo.upsert_server(engine, name="s1", base_url="http://127.0.0.1:39124", managed=True,
+    server = repo.upsert_server(engine, name="s1", base_url=f"http://127.0.0.1:{free_port()}", managed=True,
                                 python=sys.executable, profile="keyed")
     plan = launcher.Planner(settings, engine)(server, None, False)
     assert "K3Y" not in " ".join(plan.argv) and plan.argv[-2] == "--config"

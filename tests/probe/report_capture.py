@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -29,15 +28,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 FIXTURE = HERE.parent / "fixtures" / "probe_report_writer.json"
+if str(HERE.parent) not in sys.path:  # run as a script: tests/ holds pwtest
+    sys.path.insert(0, str(HERE.parent))
+from pwtest import free_port, stop_process  # noqa: E402
+
 SCHEMA = '{"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}'
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -62,12 +57,7 @@ def simulator(*args: str, log: Path) -> Iterator[str]:
                 time.sleep(0.2)
         yield base
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc)
 
 
 def cases(llm: str, image: str, dead: str) -> dict[str, Any]:
