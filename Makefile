@@ -6,6 +6,10 @@ STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-1
 
 .PHONY: run test test-fast setup system-deps sglang-cpu bench lint clean
 
+# Bytecode is cached (__pycache__/, ignored by git) even where the shell says not to: the suite
+# starts hundreds of Python children, and each would compile Pitwall from source again.
+unexport PYTHONDONTWRITEBYTECODE
+
 $(VPY):
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip

@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--watchdog-timeout", type=float, default=300)
     a("--stream-interval", type=int, default=1)
     a("--disable-overlap-schedule", action="store_true")
+    a("--sleep-on-idle", action="store_true")  # accepted; the simulator never polls while idle
     a("--page-size", type=int, default=None)
     a("--nnodes", type=int, default=1)
     a("--node-rank", type=int, default=0)

@@ -37,6 +37,9 @@ BASE_FLAGS: tuple[str, ...] = (
     "--log-level", "info",
     "--enable-cache-report",
     "--decode-log-interval", "10",
+    # an idle CPU scheduler otherwise polls its sockets nonstop: a whole core per server (measured:
+    # 20.2 CPU-s over 20 idle s without it, 0.3 with it), which a 2-core test host cannot spare
+    "--sleep-on-idle",
 )
 
 

@@ -127,7 +127,9 @@ def _managed(name: str, port: int) -> str:
 def _ready(engine, name: str):  # type: ignore[no-untyped-def]
     server = repo.get_server(engine, name=name)
     launch = repo.latest_launch(engine, server_id=server.id) if server is not None else None
-    return launch if launch is not None and launch.status == "ready" else None
+    # ready once its launch row is, and the intent that started it is closed (a moment later)
+    settled = launch is not None and launch.status == "ready" and launcher.pending_control(engine, server.id) is None
+    return launch if settled else None
 
 
 def _child_of(pid: int, runner_pid: int) -> bool:

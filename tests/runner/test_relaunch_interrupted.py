@@ -61,6 +61,8 @@ def test_a_relaunch_whose_runner_was_killed_is_recorded_as_what_happened(tmp_pat
             return got if got is not None and got.status == status and got.id != other_than else None
 
         old = wait_for(lambda: latest("ready"), 120, what="auto-start under fast-a")
+        # the launch row turns ready a moment before the auto-start intent is closed as done
+        wait_for(lambda: launcher.pending_control(engine, sid) is None, 60, what="the auto-start intent to close")
         pids.append(int(old.pid))
         intent = launcher.request(engine, kind="relaunch", server_name="sim", actor="op", profile="slow-b")
         new = wait_for(lambda: latest("starting", other_than=old.id), 120, what="the new launch to start")
