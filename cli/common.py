@@ -55,7 +55,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str], hint: str) -> a
     try:
         return parser.parse_args(argv)
     except Usage as exc:
-        print(f"pitwall export: {exc} (see {hint})", file=sys.stderr)
+        print(f"{parser.prog.split(' --')[0]}: {exc} (see {hint})", file=sys.stderr)
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return int(exc.code or 0)

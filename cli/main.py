@@ -234,6 +234,8 @@ DELEGATED: dict[str, tuple[str, Callable[[list[str]], int]]] = {
     "tune": ("relaunch a server under candidate profiles, run one workload, rank them", _delegate("cli.tune", "tune_cli")),
     "export": ("export a scorecard as md, html, csv, json or png", _delegate("cli.export", "export_cli")),
     "alerts": ("alerts: list firing ones, silence a rule or server, send a test", _delegate("cli.alerts", "alerts_cli")),
+    "trace": ("import request traces (Mooncake, Azure, BurstGPT, the engine's own logs), list, show, delete",
+              _delegate("cli.trace", "trace_cli")),
     "gpu-wall": ("which wall each GPU hit: memory bandwidth, compute or neither (GPM)", _delegate("cli.gpu_wall", "gpu_wall_cli")),
 }
 

@@ -313,6 +313,9 @@ class Engine:
     #: its native generation API as the probe speaks it (collectors/native_api.py); None: the probe
     #: reaches its servers through the OpenAI API only
     native_api: NativeApi | None = None
+    #: its own request records as trace formats (`pitwall trace import`): () -> {name: reader
+    #: with sniff(head) and read(lines, options), collectors/trace/model.py TraceFormat}; None: none
+    trace_formats: Callable[[], Mapping[str, Any]] | None = None
 
     @property
     def bundled_table(self) -> str:

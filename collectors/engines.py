@@ -6,6 +6,8 @@ __init__.py) and one line in ENGINES. Server.engine in storage names the row use
 
 from __future__ import annotations
 
+from typing import Any
+
 from collectors import sglang
 from collectors.base import CollectorError, Engine
 from collectors.native_api import NativeApi
@@ -40,4 +42,15 @@ def native_apis() -> dict[str, NativeApi]:
     for engine in ENGINES.values():
         if engine.native_api is not None:
             out.setdefault(engine.native_api.name, engine.native_api)
+    return out
+
+
+def trace_formats() -> dict[str, Any]:
+    """The registered engines' own request-record formats by name (`pitwall trace import
+    --format`), in ENGINES order; each is built when first asked (its module is imported then)."""
+    out: dict[str, Any] = {}
+    for engine in ENGINES.values():
+        if engine.trace_formats is not None:
+            for name, fmt in engine.trace_formats().items():
+                out.setdefault(name, fmt)
     return out

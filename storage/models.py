@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def _json(default: Any = None) -> Any:
@@ -265,6 +265,56 @@ class ProbeRequest(SQLModel, table=True):
     # image servers' {"inference_time_s", "peak_memory_mb"}, a structured-output check's verdict,
     # a multi-turn request's turn; keys are documented where they are written (collectors/probe)
     detail: dict[str, Any] | None = _json()
+
+
+class Trace(SQLModel, table=True):
+    """An imported request trace (collectors/trace): where it came from and a summary; its
+    requests are TraceRequest rows. `digest` hashes what a replay sends (the workload fingerprint
+    names it); `notes` are the quirks the import met, `bad_rows` the rows it could not use
+    ([{"line", "reason"}], the first 200), `bad_count` all of them."""
+
+    __table_args__ = (UniqueConstraint("name", name="uq_trace_name"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str
+    format: str
+    source: str  # file name(s) as given, never their text
+    digest: str
+    imported_at: float
+    requests: int
+    duration_s: float
+    block_size: int | None = None
+    clock: str = ""  # the source's arrival clock: ms | s | epoch | none (Poisson at --rate)
+    first_arrival_ts: float | None = None  # epoch of the first arrival, when the source says it
+    keeps_text: bool = False
+    notes: list[str] | None = _json()
+    bad_rows: list[dict[str, Any]] | None = _json()
+    bad_count: int = 0
+    summary: dict[str, Any] | None = _json()  # collectors/trace/summary.py
+
+
+class TraceRequest(SQLModel, table=True):
+    """One request of a trace, by arrival (`seq` 0, 1, ...; `arrival_s` from the first)."""
+
+    __table_args__ = (Index("ix_tracereq_trace_seq", "trace_id", "seq"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    trace_id: int = Field(foreign_key="trace.id")
+    seq: int
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int | None = None
+    hash_ids: list[int] | None = _json()
+    session: str | None = None
+    turn: int | None = None
+    api: str | None = None
+    sampling: dict[str, Any] | None = _json()
+    cached_tokens: int | None = None
+    status: str = "ok"
+    text: str | None = None  # the original prompt, only when imported with keep_text
+    images: int | None = None
+    source_latency_s: float | None = None
+    line: int | None = None
 
 
 class Audit(SQLModel, table=True):

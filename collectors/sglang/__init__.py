@@ -12,6 +12,8 @@ are imported here; the collectors (httpx, prometheus_client) only when a factory
 
 from __future__ import annotations
 
+from typing import Any
+
 from collectors.base import Collector, Engine, PromReader
 from collectors.sglang import doctor_rules, flags, launch_checks, parser, sandbox, stages
 from collectors.sglang.api_parse import HEALTH_PATH, SERVER_INFO_PATHS, version_of
@@ -58,6 +60,12 @@ def _parse_metrics_cli(argv: list[str]) -> int:
     return parse_metrics_cli(argv)
 
 
+def _trace_formats() -> dict[str, Any]:
+    from collectors.sglang.reqlog import TRACE_FORMATS
+
+    return dict(TRACE_FORMATS)
+
+
 def _prom_reader() -> PromReader:
     from collectors.sglang.metrics_prom import PromReader as SGLangPromReader
 
@@ -92,4 +100,5 @@ ENGINE = Engine(
     commands={"parse-log": _parse_log_cli, "parse-metrics": _parse_metrics_cli},
     tuning_rules=doctor_rules.TUNING,
     native_api=GENERATE,
+    trace_formats=_trace_formats,
 )

@@ -6,8 +6,8 @@ exports their union and nothing else, so `repo.x` leads to one module). The fami
 `samples` (hot-path insert, raw reads, chart buckets), `rollups` (minute and quarter tiers),
 `events`, `fleet` (every server at once, one query per kind of row), `intents`, `runner_state`
 (collector state, the runner lease), `inventory` (servers, profiles, launches), `probes` (probe
-runs and requests), `retention` (what old rows leave, in batches), `windows` (a window read raw
-where samples are kept and from rollups where retention removed them), `audit` and `alerts`
+runs and requests), `traces` (imported request traces), `retention` (what old rows leave, in
+batches), `windows` (a window read raw where samples are kept and from rollups where retention removed them), `audit` and `alerts`
 (alert episodes, silences, the notification outbox). `_common` holds what they share
 (the table handles, QUARTER_S).
 
@@ -128,6 +128,14 @@ from storage.repo.samples import (
     sample_sum,
     sample_values,
 )
+from storage.repo.traces import (
+    delete_trace,
+    get_trace,
+    list_traces,
+    save_trace,
+    trace_request_count,
+    trace_requests,
+)
 from storage.repo.windows import (
     MINUTE_ROLLUP,
     QUARTER_ROLLUP,
@@ -178,6 +186,8 @@ __all__ = [
     # samples
     "SAMPLE_COLUMNS", "insert_samples", "insert_sample_tuples", "sample_values", "sample_sum",
     "latest_samples", "metric_names", "bucketed_series", "sample_points",
+    # traces
+    "save_trace", "get_trace", "list_traces", "trace_requests", "delete_trace", "trace_request_count",
     # windows
     "RAW", "MINUTE_ROLLUP", "QUARTER_ROLLUP", "WindowAggregate", "first_ts", "older_rollups",
     "series_names", "tier_starts", "window_aggregate",

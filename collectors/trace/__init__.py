@@ -1,0 +1,1 @@
+"""Request traces: import (formats, model, summary, importer) and, from there, replay."""
