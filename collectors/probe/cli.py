@@ -7,6 +7,8 @@
                   [--structured json-schema|regex|ebnf [--schema FILE | --pattern RE]]
                   [--json] [--no-store]
                   [--db URL] [--baseline RUN_ID] [--api-key-file PATH] ...
+    pitwall probe --url URL --trace NAME [--speed X] [--window A..B] [--max-requests N]
+                  (a stored trace replayed open-loop: collectors/trace/replay_run.py)
 
 The server's API key comes from `--api-key-file PATH` (first line of the file) or the
 environment (PITWALL_API_KEY, or the older PITWALL_PROBE_API_KEY); `--api-key KEY` still works
@@ -153,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-store", action="store_true", help="do not store the run")
     p.add_argument("--db", default=None, help="database URL (default: PITWALL_DATABASE_URL or the data dir)")
     p.add_argument("--no-progress", action="store_true")
+    replay = p.add_argument_group("trace replay (pitwall trace import stores traces)")
+    replay.add_argument("--trace", metavar="NAME", default=None,
+                        help="replay this stored trace open-loop instead of a sweep")
+    replay.add_argument("--speed", type=float, default=1.0, help="replay X times faster than recorded (default 1)")
+    replay.add_argument("--window", metavar="A..B", default=None, help="only the trace's requests arriving in A..B s")
+    replay.add_argument("--max-requests", type=int, default=None, help="replay at most N requests")
     return p
 
 
@@ -228,6 +236,12 @@ class ProgressBar:
 
 def probe_cli(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.trace is not None:
+        from collectors.trace.replay_run import trace_cli
+
+        explicit_api = any(a == "--api" or a.startswith("--api=") for a in argv)
+        return trace_cli(args, explicit_api=explicit_api, default_db=default_db_url, attach=attach,
+                         api_key_from=api_key_from, open_engine=open_engine)
     try:
         args.api_key = api_key_from(args)
         spec = spec_from_args(args)

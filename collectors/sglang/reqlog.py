@@ -25,7 +25,8 @@ Finish record lacks them. Per request:
 - **sampling**: `sampling_params` where the level keeps it (level 0 drops it).
 - **status**: `finish_reason.type == 'abort'` -> aborted (the scheduler aborted it; still traffic).
 
-A Receive that never finishes (the client left, or the request was refused before scheduling) is
+The server's own warm-up request (sent before its ready line; in the metrics export, known by its
+text and parameters) is left out and counted. A Receive that never finishes (the client left, or the request was refused before scheduling) is
 counted and left out; a Finish without its Receive (a log begun mid-run) is kept.
 """
 
@@ -40,6 +41,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from collectors.sglang.launch import READY_LINE
 from collectors.sglang.reqlog_repr import (
     ElidedList,
     ElidedStr,
@@ -52,6 +54,7 @@ from collectors.trace.formats import json_rows
 from collectors.trace.model import BadRow, ReadOptions, ReadResult, TraceError, TraceRecord
 
 DEFAULT_BLOCK = 64
+WARMUP_TEXT = "The capital city of France is"  # SGLang's own warm-up request (http_server.py)
 _SAMPLING_KEYS = ("max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p", "ignore_eos",
                   "stop", "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "json_schema",
                   "regex", "ebnf")
@@ -103,6 +106,8 @@ class _State:
     pending_openai: str | None = None
     clocks: dict[str, int] = field(default_factory=dict)
     elided: int = 0
+    ready: bool = True  # False from a server's start to its ready line: its own warm-up requests
+    warmups: int = 0
 
 
 def _api_of_openai(body: Any) -> str | None:
@@ -179,6 +184,9 @@ def _record(number: int, obj: dict[str, Any], out: dict[str, Any], finish_at: fl
     rid = obj.get("rid", meta.get("id"))
     rid = rid if isinstance(rid, str) else str(meta.get("id"))
     received = state.received.pop(rid, None)
+    if not state.ready or _is_warmup(obj):
+        state.warmups += 1
+        return
     # the Finish obj's fields, with the Receive obj's where the Finish line lacks them or cut them
     source = {**(received.obj if received else {}),
               **{k: v for k, v in obj.items() if not isinstance(v, (ElidedList, ElidedStr))}}
@@ -200,6 +208,18 @@ def _record(number: int, obj: dict[str, Any], out: dict[str, Any], finish_at: fl
         status="aborted" if isinstance(reason, dict) and reason.get("type") == "abort" else "ok",
         text=text if type(text) is str else None,  # a prompt printed cut is not kept
         source_latency_s=meta.get("e2e_latency") if isinstance(meta.get("e2e_latency"), (int, float)) else None))
+
+
+def _is_warmup(obj: dict[str, Any]) -> bool:
+    """The request SGLang sends itself before its ready line (http_server's warm-up): this text,
+    temperature 0 and max_new_tokens only, not streamed (a record of the metrics export, which
+    has no ready line to go by)."""
+    text = obj.get("text")
+    texts = text if isinstance(text, list) else [text]
+    params = obj.get("sampling_params")
+    return (bool(texts) and all(t == WARMUP_TEXT for t in texts) and isinstance(params, dict)
+            and set(params) == {"temperature", "max_new_tokens"} and params.get("temperature") == 0
+            and obj.get("stream") is False)
 
 
 def _receive(obj: dict[str, Any], when: float | None, state: _State) -> None:
@@ -247,6 +267,10 @@ class _RequestLog:
             result.lines_read = number
             stamp, kind, rest = split_line(text)
             if kind is None:
+                if "server_args=ServerArgs(" in rest:
+                    state.ready = False  # a server (re)starts: requests until its ready line are its warm-up
+                elif READY_LINE in rest:
+                    state.ready = True
                 continue
             if options.max_requests is not None and len(result.records) >= options.max_requests:
                 result.cut_at = number
@@ -276,6 +300,8 @@ class _RequestLog:
 
 def _finish_notes(state: _State) -> None:
     result = state.result
+    if state.warmups:
+        result.notes.append(f"{state.warmups} warm-up request(s) the server sent itself before it was ready: left out")
     if state.received:
         result.notes.append(f"{len(state.received)} request(s) received but never finished (the client left, "
                             "or the log ends first): left out")

@@ -1,0 +1,179 @@
+"""`pitwall probe --trace NAME`: replay a stored trace against a server and store the run.
+
+    pitwall probe --url URL --trace NAME [--speed X] [--window A..B] [--max-requests N]
+                  [--api generate|chat|completions|images] [--json] [--no-store]
+
+The run is a ProbeRun (its report below, `mode: "trace"`) with one ProbeRequest per request sent,
+whose `ttft_s` / `e2e_s` count from the request's due time (collectors/trace/replay.py) and whose
+`detail` holds `trace_seq`, `due_s`, `lag_s`, `session`, `turn`. The workload fingerprint names the
+trace's digest, the speed and the window, so runs on different traffic are never compared silently.
+
+Report keys: `requests`, `ok`, `errors` (by kind), `success_rate`; `ttft_s`, `itl_s`, `e2e_s`
+({p50, p95, p99, mean, max}, seconds, TTFT and E2E from the due time); `schedule_lag_s` (send -
+due) with `lag_bound_s`, `trusted` and `untrusted_reason`; `offered_rps` (the trace at this speed),
+`achieved_rps` (sends over the send span), `output_tok_s`; `tokens_in`, `tokens_out` (as the
+server counted them) and `expected_tokens_out` (the trace's); `trace` {name, digest, requests},
+`speed`, `window`, `skipped_failed`, `notes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from collectors.probe.fingerprint import fingerprint_hash
+from collectors.trace.model import TraceError, TraceRequest
+from collectors.trace.replay import Plan, ReplayOptions, calibrate, plan, replay, report
+from storage import repo
+
+_REQUEST_FIELDS = ("seq", "arrival_s", "input_tokens", "output_tokens", "hash_ids", "session", "turn", "api",
+                   "sampling", "cached_tokens", "status", "images", "source_latency_s", "line")
+
+
+def parse_window(text: str | None) -> tuple[float | None, float | None]:
+    """'A..B', 'A..' or '..B' in the trace's seconds -> (A, B)."""
+    if not text:
+        return None, None
+    if ".." not in text:
+        raise ValueError(f"--window {text!r}: use A..B in seconds of the trace, e.g. 0..600 (either side may be left out)")
+    a, b = text.split("..", 1)
+    try:
+        start, end = (float(a) if a.strip() else None), (float(b) if b.strip() else None)
+    except ValueError:
+        raise ValueError(f"--window {text!r}: A and B are seconds, e.g. 60..660") from None
+    if start is not None and end is not None and end <= start:
+        raise ValueError(f"--window {text!r}: the end must be after the start")
+    return start, end
+
+
+def load(engine: Engine, name: str) -> tuple[Any, list[TraceRequest]]:
+    trace = repo.get_trace(engine, name=name)
+    if trace is None:
+        names = ", ".join(t.name for t in repo.list_traces(engine)) or "none"
+        raise TraceError(f"No trace named {name!r}; stored: {names}. `pitwall trace import FILE` stores one.")
+    assert trace.id is not None
+    rows = repo.trace_requests(engine, trace_id=trace.id, columns=_REQUEST_FIELDS)
+    return trace, [TraceRequest(**row) for row in rows]
+
+
+def fingerprint_detail(api: str, model: str | None, trace: Any, options: ReplayOptions) -> dict[str, Any]:
+    return {"api": api, "model": model, "mode": "trace", "ignore_eos": True,
+            "trace": {"name": trace.name, "digest": trace.digest, "speed": options.speed,
+                      "window": [options.start_s, options.end_s], "max_requests": options.max_requests}}
+
+
+def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequest], options: ReplayOptions,
+        server_id: int | None = None, launch_id: int | None = None, name: str | None = None,
+        on_progress: Any = None) -> tuple[int | None, dict[str, Any]]:
+    """Calibrate, replay, store (when `engine`), and return (run id, report)."""
+    p: Plan = plan(requests, trace.block_size, options)
+    if p.items:
+        calibration, notes = asyncio.run(calibrate(url, [d.api for d in p.items], options))
+        p = plan(requests, trace.block_size, options, calibration)
+        p.notes.extend(notes)
+    if not p.items:
+        raise TraceError(f"Nothing to replay: the window and cap leave no request of trace {trace.name!r}.")
+    api = options.api or ("mixed" if len({d.api for d in p.items}) > 1 else p.items[0].api)
+    detail = fingerprint_detail(api, options.model, trace, options)
+    run_id = None
+    if engine is not None:
+        run_id = repo.create_probe_run(
+            engine, server_id=server_id, launch_id=launch_id, url=url, api=api, name=name or f"trace {trace.name}",
+            spec={"trace": trace.name, "trace_id": trace.id, "digest": trace.digest, "speed": options.speed,
+                  "window": [options.start_s, options.end_s], "max_requests": options.max_requests,
+                  "api": options.api, "model": options.model},
+            fingerprint=fingerprint_hash(detail), fingerprint_detail=detail, status="running",
+            started_at=time.time()).id
+    try:
+        sent = asyncio.run(replay(url, p, options, on_progress))
+    except BaseException as exc:
+        if engine is not None and run_id is not None:
+            repo.update_probe_run(engine, run_id=run_id, status="failed", finished_at=time.time(),
+                                  error=f"the replay stopped: {type(exc).__name__}: {exc}"[:500])
+        raise
+    rep = report(sent, p, options)
+    rep["trace"] = {"name": trace.name, "digest": trace.digest, "requests": len(requests)}
+    if engine is not None and run_id is not None:
+        with engine.begin() as conn:
+            repo.insert_probe_requests(conn, rows=[s.record.row(run_id) for s in sent])
+        repo.update_probe_run(engine, run_id=run_id, status="done", progress=1.0, finished_at=time.time(),
+                              report=json.loads(json.dumps(rep, default=float)), trusted=rep["trusted"])
+    return run_id, rep
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{1000 * v:,.1f} ms"
+
+
+def format_report(rep: dict[str, Any]) -> str:
+    t = rep["trace"]
+    lines = [
+        f"trace {t['name']} ({t['digest']}) at {rep['speed']:g}x: {rep['requests']:,} requests sent, "
+        f"{rep['ok']:,} ok ({100 * (rep['success_rate'] or 0):.1f} %)"
+        + (f"; errors {', '.join(f'{k} {v}' for k, v in rep['errors'].items())}" if rep["errors"] else ""),
+        f"  TTFT from the due time p50 {_ms(rep['ttft_s'].get('p50'))} p99 {_ms(rep['ttft_s'].get('p99'))}; "
+        f"ITL p50 {_ms(rep['itl_s'].get('p50'))} p99 {_ms(rep['itl_s'].get('p99'))}; "
+        f"E2E p50 {_ms(rep['e2e_s'].get('p50'))} p99 {_ms(rep['e2e_s'].get('p99'))}",
+        f"  offered {rep['offered_rps'] or 0:.2f} req/s, achieved {rep['achieved_rps'] or 0:.2f} req/s; "
+        f"output {rep['output_tok_s'] or 0:,.1f} tok/s; tokens out {rep['tokens_out']:,} of {rep['expected_tokens_out']:,} asked",
+        f"  schedule lag p50 {_ms(rep['schedule_lag_s'].get('p50'))} p99 {_ms(rep['schedule_lag_s'].get('p99'))} "
+        f"(bound {_ms(rep['lag_bound_s'])}): " + ("trusted" if rep["trusted"] else f"NOT trusted: {rep['untrusted_reason']}"),
+    ]
+    lines.extend(f"  note: {n}" for n in rep["notes"])
+    return "\n".join(lines)
+
+
+def trace_cli(args: Any, *, explicit_api: bool, default_db: Any, attach: Any, api_key_from: Any,
+              open_engine: Any) -> int:
+    """`pitwall probe --trace`: the probe CLI hands its parsed arguments here, with its helpers
+    (the database default and opener, the API key reader, the attach rule)."""
+    import sys
+
+    from storage.errors import PitwallError
+    from storage.redact import redact_text
+
+    if args.concurrency or args.rate:
+        print("pitwall probe: --trace replays the trace's own arrivals; leave out --concurrency / --rate "
+              "(--speed scales them).", file=sys.stderr)
+        return 2
+    try:
+        start, end = parse_window(args.window)
+        if args.speed <= 0:
+            raise ValueError("--speed must be > 0")
+        if args.max_requests is not None and args.max_requests <= 0:
+            raise ValueError("--max-requests must be positive")
+        key = api_key_from(args)
+    except ValueError as exc:
+        print(f"pitwall probe: {exc}", file=sys.stderr)
+        return 2
+    options = ReplayOptions(speed=args.speed, start_s=start, end_s=end, max_requests=args.max_requests,
+                            api=args.api if explicit_api else None, model=args.model, timeout_s=args.timeout,
+                            api_key=key, seed=args.seed)
+    try:
+        engine = open_engine(args.db or default_db())
+        trace, requests = load(engine, args.trace)
+        server_id = launch_id = None
+        attached = ""
+        if not args.no_store:
+            server_id, launch_id, attached = attach(engine, args.url)
+        run_id, rep = run(None if args.no_store else engine, url=args.url, trace=trace, requests=requests,
+                          options=options, server_id=server_id, launch_id=launch_id, name=args.name)
+    except PitwallError as exc:
+        print(f"pitwall probe: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("pitwall probe: interrupted; the run is stored as failed.", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"pitwall probe: the replay failed ({redact_text(str(exc))}).", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({**rep, "run_id": run_id}, indent=2, default=float))
+    else:
+        print(f"run {run_id or '(not stored)'}" + (f" {attached}" if attached else ""))
+        print(format_report(rep))
+    return 0

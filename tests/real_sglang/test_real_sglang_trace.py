@@ -1,0 +1,90 @@
+"""The real SGLang 0.5.23 server's own request records as a trace: launched with `--log-requests`
+(level 2, then level 0 through /configure_logging: two levels in one log) and
+`--export-metrics-to-file`; a stored probe run; both records imported; the trace has the run's
+request count, token counts and arrival order; replaying it reproduces the token counts. One
+server of its own (the shared one's log stays free of request lines)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import start_real_server
+
+from collectors.probe.cli import probe_cli
+from collectors.trace import importer
+from collectors.trace.model import ReadOptions
+from collectors.trace.replay import ReplayOptions
+from collectors.trace.replay_run import load, run
+from storage import repo
+from storage.db import make_engine
+
+pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def recorded(sglang_cpu_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    folder = tmp_path_factory.mktemp("real-sglang-trace")
+    export = folder / "metrics"
+    server = start_real_server(sglang_cpu_env, folder / "server.log",
+                               ["--log-requests", "--log-requests-level", "2", "--export-metrics-to-file",
+                                "--export-metrics-to-file-dir", str(export), "--enable-metrics"])
+    try:
+        yield server, export
+    finally:
+        server.stop()
+
+
+def _probe(capsys: pytest.CaptureFixture[str], url: str, db: str, *args: str) -> dict[str, Any]:
+    rc = probe_cli(["--url", url, "--no-progress", "--json", "--db", db, "--timeout", "300", *args])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    return dict(json.loads(out))
+
+
+def test_a_trace_cut_from_the_servers_records_is_what_the_run_sent(
+        recorded: tuple[Any, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server, export = recorded
+    db = f"sqlite:///{tmp_path / 'pitwall.db'}"
+    engine = make_engine(db)
+    common = ["--prompt-set", "synthetic", "--input-tokens", "24", "--max-new-tokens", "6", "--ignore-eos",
+              "--warmup", "0", "--concurrency", "2"]
+    first = _probe(capsys, server.base_url, db, *common, "--num-prompts", "4", "--requests", "4")
+    r = httpx.post(f"{server.base_url}/configure_logging", json={"log_requests": True, "log_requests_level": 0}, timeout=60)
+    assert r.status_code == 200, r.text
+    second = _probe(capsys, server.base_url, db, *common, "--num-prompts", "3", "--input-tokens", "40", "--requests", "3")
+    assert first["levels"] and second["levels"]
+    runs = []
+    for stored in sorted(repo.list_probe_runs(engine), key=lambda run: run.id):
+        rows = repo.probe_requests(engine, run_id=stored.id)
+        runs.append(sorted((int(a), int(b)) for a, b in zip(rows["tokens_in"], rows["tokens_out"], strict=True)))
+
+    log = importer.build([server.log_path], name="from-log", options=ReadOptions(max_requests=1000))
+    metrics = importer.build([export], name="from-export", options=ReadOptions(max_requests=1000))
+    for built in (log, metrics):
+        reqs = built.trace.requests
+        print(built.trace.format, built.fields["requests"], built.trace.notes, built.fields["bad_rows"][:3])
+        assert built.fields["bad_count"] == 0
+        assert len(reqs) == 7
+        got = [(r.input_tokens, r.output_tokens) for r in reqs]
+        # the first run's requests arrived before the second's; two in flight at once may swap
+        assert sorted(got[:4]) == runs[0] and sorted(got[4:]) == runs[1]
+        assert all(r.output_tokens == 6 and r.api == "generate" for r in reqs)
+    # level 2 lines carry the sampling params, level 0 lines do not
+    assert [r.sampling is not None for r in log.trace.requests] == [True] * 4 + [False] * 3
+
+    importer.store(engine, log)
+    trace, requests = load(engine, "from-log")
+    run_id, rep = run(engine, url=server.base_url, trace=trace, requests=requests,
+                      options=ReplayOptions(speed=1.0, timeout_s=300))
+    assert rep["ok"] == 7 and rep["tokens_out"] == sum(r.output_tokens or 0 for r in requests)
+    replayed = repo.probe_requests(engine, run_id=run_id)
+    assert sorted(replayed["tokens_out"]) == sorted(r.output_tokens for r in requests)  # exact: ignore_eos
+    # prompts are synthetic words sized by the measured tokens a word: the server's count lands near the trace's
+    assert any("tokens a word" in n for n in rep["notes"]), rep["notes"]
+    for got, want in zip(sorted(replayed["tokens_in"]), sorted(r.input_tokens for r in requests), strict=True):
+        assert abs(got - want) <= max(4, 0.1 * want), (sorted(replayed["tokens_in"]), sorted(r.input_tokens for r in requests))

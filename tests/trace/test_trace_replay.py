@@ -1,0 +1,108 @@
+"""`pitwall probe --trace`: a stored trace replayed open-loop against the simulator (a real
+process on loopback), through the real `pitwall` command, stored as a run.
+
+What the contract promises, never timing: every request of the trace is sent once; each answer is
+as long as the trace's request asked (max_new_tokens with ignore_eos); a session's turn is sent
+after its predecessor's answer, carrying it; the run names the trace's digest, speed and window;
+the schedule lag is reported with its bound."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from pwtest import PY, REPO, free_port, stop_process, subprocess_env, wait_for
+
+from collectors.trace import importer
+from collectors.trace.model import ReadOptions
+from collectors.trace.replay import ReplayOptions, plan
+from collectors.trace.replay_run import parse_window
+from storage import repo
+from storage.db import make_engine
+
+FIX = REPO / "tests" / "fixtures" / "traces"
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    port = free_port()
+    log = tmp_path_factory.mktemp("sim") / "sim.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "simulator.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct",
+                                 "--host", "127.0.0.1", "--port", str(port), "--sim-speed", "50", "--sim-startup-s", "1"],
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(healthy, 120, what="the simulator")
+        yield url
+    finally:
+        stop_process(proc)
+
+
+def _replay(tmp_path: Path, url: str, source: str, name: str, *extra: str) -> tuple[dict, object]:
+    db = f"sqlite:///{tmp_path / 'data' / 'pitwall.db'}"
+    (tmp_path / "data").mkdir(exist_ok=True)
+    engine = make_engine(db)
+    built = importer.build([FIX / source], name=name, options=ReadOptions(max_requests=1000))
+    importer.store(engine, built)
+    got = subprocess.run([PY, "-m", "cli", "probe", "--url", url, "--trace", name, "--json", "--no-progress", *extra],
+                         cwd=REPO, env=subprocess_env({"PITWALL_DATABASE_URL": db, "PITWALL_DATA_DIR": str(tmp_path / "data")}),
+                         capture_output=True, text=True, timeout=240, check=False)
+    assert got.returncode == 0, got.stderr
+    return json.loads(got.stdout), (engine, built)
+
+
+def test_a_trace_replays_every_request_at_its_length(tmp_path: Path, sim: str) -> None:
+    rep, (engine, built) = _replay(tmp_path, sim, "mooncake_conversation.jsonl", "mc", "--speed", "4")
+    asked = [r.output_tokens for r in built.trace.requests]
+    assert rep["requests"] == rep["ok"] == 6 and rep["success_rate"] == 1.0
+    assert rep["tokens_out"] == rep["expected_tokens_out"] == sum(asked)
+    assert rep["trace"] == {"name": "mc", "digest": built.trace.digest, "requests": 6}
+    assert rep["schedule_lag_s"]["p99"] is not None and rep["lag_bound_s"] >= 0.010
+    assert isinstance(rep["trusted"], bool) and (rep["trusted"] or "schedule lag" in rep["untrusted_reason"])
+    run = repo.get_probe_run(engine, run_id=rep["run_id"])
+    assert run.status == "done" and run.fingerprint_detail["trace"]["digest"] == built.trace.digest
+    assert run.fingerprint_detail["trace"]["speed"] == 4.0
+    rows = repo.probe_requests(engine, run_id=rep["run_id"])
+    assert sorted(int(d["trace_seq"]) for d in rows["detail"]) == list(range(6))
+    assert sorted(rows["tokens_out"]) == sorted(asked)
+    # the same trace at another speed is another workload
+    again, _ = _replay(tmp_path, sim, "mooncake_conversation.jsonl", "mc2", "--speed", "8", "--window", "0..2.5")
+    assert again["requests"] == 4
+    assert repo.get_probe_run(engine, run_id=again["run_id"]).fingerprint != run.fingerprint
+
+
+def test_sessions_wait_for_their_answers(tmp_path: Path, sim: str) -> None:
+    rep, (engine, _) = _replay(tmp_path, sim, "aiperf_sessions.jsonl", "chats", "--speed", "10")
+    assert rep["ok"] == 4
+    rows = repo.probe_requests(engine, run_id=rep["run_id"]).to_dict("records")
+    turns = sorted((r for r in rows if r["detail"]["session"] == "s1"), key=lambda r: r["detail"]["turn"])
+    assert [r["detail"]["turn"] for r in turns] == [1, 2, 3]
+    for before, after in zip(turns, turns[1:], strict=False):
+        answered = before["start_ts"] + before["e2e_s"] - before["detail"]["lag_s"]
+        assert after["start_ts"] >= answered - 0.001  # sent after the answer it carries
+        assert after["tokens_in"] > before["tokens_in"]  # the history came along
+
+
+def test_window_speed_and_failed_rows() -> None:
+    assert parse_window("10..70") == (10.0, 70.0) and parse_window("..5") == (None, 5.0)
+    for bad in ("10", "5..1", "a..b"):
+        with pytest.raises(ValueError, match="--window"):
+            parse_window(bad)
+    built = importer.build([FIX / "burstgpt_1.csv"])
+    p = plan(built.trace.requests, None, ReplayOptions(speed=2.0))
+    assert [d.at_s for d in p.items] == [0.0, 20.0, 56.5]  # the failed row is not sent
+    assert p.skipped_failed == 1 and "marked failed" in p.notes[0]
+    assert all(d.max_new_tokens == d.req.output_tokens for d in p.items)
