@@ -26,6 +26,7 @@ PAGES = [
     st.Page("dashboard/pages/alerts.py", title="Alerts", icon=":material/notifications:"),
     st.Page("dashboard/pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("dashboard/pages/tune.py", title="Tune", icon=":material/model_training:"),
+    st.Page("dashboard/pages/traces.py", title="Traces", icon=":material/timeline:"),
     st.Page("dashboard/pages/profiles.py", title="Profiles", icon=":material/tune:"),
     st.Page("dashboard/pages/about.py", title="About / health", icon=":material/monitor_heart:"),
 ]

@@ -263,6 +263,20 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {"up": cmd_up, "collect": cmd_collect, "status": cmd_status}
 
 
+def _slo_targets(settings: Settings) -> str:
+    """The global [slo] targets (pitwall.toml and the UI's edits) as {key: target} JSON."""
+    import json
+
+    from scorecard.slo import load_overrides, resolve
+
+    overrides = None
+    try:
+        overrides = load_overrides(open_db(settings, create=False))
+    except PitwallError:
+        pass  # no database yet: the file's targets and the defaults
+    return json.dumps({k: t.target for k, t in resolve(None, settings.slo, overrides).targets.items()})
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -276,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "--db" not in rest:
                     # collectors/ cannot read pitwall.toml: hand it the configured database
                     rest += ["--db", settings.database_url]
+                if "--trace" in rest and "--slo" not in rest:
+                    rest += ["--slo", _slo_targets(settings)]  # what `--speed auto` holds a replay to
             return DELEGATED[argv[0]][1](rest)
         parser = build_parser()
         args = parser.parse_args(argv)

@@ -6,6 +6,7 @@
     pitwall trace list [--json]
     pitwall trace show NAME [--json]
     pitwall trace delete NAME
+    pitwall trace cut SERVER [--since 1h] [--name N] [--from auto|log|metrics] [--tz ZONE]
 
 Prompts are never stored unless `--keep-text` asks (a replay builds synthetic text with the same
 token counts and prefix sharing). A row that cannot be read is counted and named with its line;
@@ -50,6 +51,15 @@ def build_parser() -> Parser:
     rm = sub.add_parser("delete", help="delete a stored trace and its requests")
     rm.add_argument("name")
     sub.add_parser("formats", help="the formats Pitwall reads")
+    cut = sub.add_parser("cut", help="a trace of what a configured server served (its request records)")
+    cut.add_argument("server", help="the server's name in pitwall.toml")
+    cut.add_argument("--since", default="1h", help="window ending now: 90s, 15m, 1h, 2d (default 1h)")
+    cut.add_argument("--name", help="the trace's name (default: SERVER-YYYYmmdd-HHMM)")
+    cut.add_argument("--from", dest="source", choices=("auto", "log", "metrics"), default="auto",
+                     help="the server's log (--log-requests) or its metrics export (default: the export when it has one)")
+    cut.add_argument("--tz", help="time zone of the log's local times (default: this machine's)")
+    cut.add_argument("--replace", action="store_true")
+    cut.add_argument("--json", action="store_true")
     return p
 
 
@@ -112,6 +122,50 @@ def _import(args: Any) -> int:
     return EXIT_OK
 
 
+def _sources(engine: Any, server_name: str, source: str) -> list[Path]:
+    """Where a server's request records are: its metrics export folder (a launch's
+    export_metrics_to_file_dir), its log (the server's log_path, or its latest launch's)."""
+    from storage import repo
+
+    server = repo.get_server(engine, name=server_name)
+    if server is None or server.id is None:
+        names = ", ".join(s.name for s in repo.list_servers(engine)) or "none"
+        raise CliError(f"No server named {server_name!r}; configured: {names}.")
+    launch = repo.latest_launch(engine, server_id=server.id)
+    args = (launch.server_args if launch else None) or {}
+    export = args.get("export_metrics_to_file_dir") if args.get("export_metrics_to_file") else None
+    log = server.log_path or (launch.log_path if launch else None)
+    if source in ("auto", "metrics") and export and Path(export).is_dir():
+        return [Path(export)]
+    if source == "metrics":
+        raise CliError(f"{server_name} writes no metrics export: launch it with export-metrics-to-file = true and "
+                       "export-metrics-to-file-dir in its profile.")
+    if log and Path(log).is_file():
+        return [Path(log)]
+    raise CliError(f"{server_name} has no request records Pitwall can read: give it a log_path, or launch it with "
+                   "log-requests = true (its log) or export-metrics-to-file = true (a folder of JSON lines).")
+
+
+def _cut(args: Any) -> int:
+    import time
+
+    from cli.common import parse_duration
+    from collectors.trace import importer
+    from collectors.trace.model import ReadOptions
+    from config.settings import load_settings
+
+    since = time.time() - parse_duration(args.since)
+    engine = open_db(load_settings())
+    paths = _sources(engine, args.server, args.source)
+    name = args.name or f"{args.server}-{time.strftime('%Y%m%d-%H%M')}"
+    built = importer.build(paths, name=name, options=ReadOptions(tz=args.tz, max_requests=importer.DEFAULT_MAX_REQUESTS),
+                           since_ts=since)
+    importer.store(engine, built, replace=args.replace)
+    fields = {**built.fields, "id": built.trace_id, "stored": True}
+    print(json.dumps(fields, default=str) if args.json else "Stored " + "\n".join(describe(fields)))
+    return EXIT_OK
+
+
 def _stored(args: Any) -> int:
     from config.settings import load_settings
     from storage import repo
@@ -157,6 +211,8 @@ def trace_cli(argv: list[str]) -> int:
             for name, fmt in importer.formats().items():
                 print(f"{name}: {fmt.description}")
             return EXIT_OK
+        if args.action == "cut":
+            return _cut(args)
         return _import(args) if args.action == "import" else _stored(args)
     except Usage as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -164,3 +220,6 @@ def trace_cli(argv: list[str]) -> int:
     except PitwallError as exc:
         print(f"{PROG} {args.action}: {exc}", file=sys.stderr)
         return exc.code if isinstance(exc, CliError) else EXIT_FAIL
+    except ValueError as exc:  # a --since that is not a duration
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE

@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--log-level-http", type=str, default=None)
     a("--log-requests", action="store_true")
     a("--log-requests-level", type=int, default=2, choices=[0, 1, 2, 3])
+    a("--export-metrics-to-file", action="store_true")
+    a("--export-metrics-to-file-dir", type=str, default=None)
     a("--decode-log-interval", type=int, default=40)
     a("--served-model-name", type=str, default=None)
     a("--api-key", type=str, default=None)
@@ -145,6 +147,8 @@ def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> N
         parser.error(f"SGLANG_SIM_KIND/SGLANG_SIM_GPU: invalid value {ns.sim_kind!r}/{ns.sim_gpu!r}")
     if ns.sim_speed <= 0:
         parser.error("argument --sim-speed: must be > 0")
+    if getattr(ns, "export_metrics_to_file", False) and not ns.export_metrics_to_file_dir:  # the LLM parser
+        parser.error("--export-metrics-to-file-dir is required when --export-metrics-to-file is enabled")
     from simulator import dcgm
 
     try:  # the dcgm-exporter look-alike's environment (simulator/dcgm.py)

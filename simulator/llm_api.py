@@ -35,6 +35,9 @@ class GenInput:
     rid: str | None
     grammar_key: tuple[str, str] | None = None  # ("json" | "regex" | "ebnf", spec), SGLang's key
     grammar: Any = None  # the compiled simulator.grammar.Grammar, set by the route
+    #: the request log's view of it (simulator/reqlog.py): the client's sampling_params as sent,
+    #: and the fields an OpenAI adapter sets (return_text_in_logprobs, modalities, ...)
+    logged: dict[str, Any] | None = None
 
 
 def grammar_key(sp: dict[str, Any]) -> tuple[str, str] | None:
@@ -121,6 +124,7 @@ def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
     for it, r in zip(items, rids, strict=False):
         it.rid = r if isinstance(r, str) else None
         it.grammar_key = key
+        it.logged = {"sampling_params": dict(sp), "stream": stream}
     return items, batch, stream
 
 
@@ -222,8 +226,15 @@ def parse_openai(body: Any, *, chat: bool) -> tuple[GenInput, bool, bool, str | 
         max_new = _max_new(body.get("max_tokens"), DEFAULT_COMPLETION_MAX_TOKENS)
     so = body.get("stream_options") or {}
     include_usage = bool(so.get("include_usage")) if isinstance(so, dict) else False
-    return (GenInput(ids, text, max_new, body.get("seed"), None, openai_grammar_key(body)),
-            bool(body.get("stream")), include_usage, body.get("model"))
+    stream = bool(body.get("stream"))
+    # the adapter's sampling params (the keys the simulator acts on; SGLang's adapter sets more)
+    sampling = {"temperature": body.get("temperature", 1.0), "max_new_tokens": max_new,
+                "ignore_eos": bool(body.get("ignore_eos", False))}
+    logged = {"text": None if chat else text, "input_ids": ids if chat or text is None else None,
+              "sampling_params": sampling, "stream": stream, "return_text_in_logprobs": True,
+              "modalities": [], "received_time": time.perf_counter()}
+    return (GenInput(ids, text, max_new, body.get("seed"), None, openai_grammar_key(body), logged=logged),
+            stream, include_usage, body.get("model"))
 
 
 def completion_obj(*, rid: str, model: str, text: str, finish: str | None,

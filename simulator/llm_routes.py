@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from simulator import grammar, lifecycle, llm_api, tokenizer
+from simulator import grammar, lifecycle, llm_api, reqlog, tokenizer
 from simulator.llm_api import json_response
 from simulator.scheduler import SimRequest
 
@@ -63,16 +63,26 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         srv.log.log("Request is disconnected from the client side (type 1). Abort request "
                     f"obj.rid={r.rid!r}")
 
-    def log_receive(r: SimRequest, text: str | None) -> None:
-        if ns.log_requests:
-            shown = (text or "")[:2048] if ns.log_requests_level >= 2 else "..."
-            srv.log.log(f"Receive: obj=GenerateReqInput(rid={r.rid!r}, text={shown!r}, "
-                        f"sampling_params={{'max_new_tokens': {r.max_new_tokens}}}, "
-                        f"stream={r.stream})")
+    export = (reqlog.MetricsExport(ns.export_metrics_to_file_dir, ns.log_requests_level if ns.log_requests else 3)
+              if ns.export_metrics_to_file else None)
+    logged: dict[str, dict[str, Any]] = {}  # rid -> the obj fields the request log prints
 
-    def log_finish(r: SimRequest, out: dict[str, Any]) -> None:
+    def log_receive(r: SimRequest, it: llm_api.GenInput) -> None:
+        values = {"rid": r.rid, "text": it.text, **(it.logged or {})}
+        if ns.log_requests or export is not None:
+            logged[r.rid] = values
         if ns.log_requests:
-            srv.log.log(f"Finish: obj=GenerateReqInput(rid={r.rid!r}), out={out!r}")
+            srv.log.raw(reqlog.prefix() + reqlog.receive_line(values, ns.log_requests_level))
+
+    def log_finish(r: SimRequest, _out: dict[str, Any] | None = None) -> None:
+        values = logged.pop(r.rid, None)
+        if values is None:
+            return
+        out = native_out(r)  # what the tokenizer manager holds, whichever API answered
+        if ns.log_requests:
+            srv.log.raw(reqlog.prefix() + reqlog.finish_line(values, out, ns.log_requests_level))
+        if export is not None:
+            export.write(values, out["meta_info"])
 
     def wall(r: SimRequest, model_t: float) -> float:
         """Epoch seconds of a model-clock instant of this request."""
@@ -92,11 +102,14 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 fin = r.finish_model or entry
                 final_timing = {
                     "request_received_ts": r.arrival_wall, "first_token_latency": ttft,
-                    "api_server_dispatch_finish_ts": r.arrival_wall + 0.001,
-                    "request_finished_ts": wall(r, fin),
-                    "decode_throughput": (n - 1) / (fin - (r.first_token_model or fin))
-                    if n > 1 and fin > (r.first_token_model or fin) else 0.0,
-                    "response_sent_to_client_ts": wall(r, fin)}
+                    "api_server_dispatch_finish_ts": r.arrival_wall + 0.001}
+                if r.stream:  # stamped when the first chunk went out, so it comes before the finish
+                    final_timing["response_sent_to_client_ts"] = wall(r, r.first_token_model or fin)
+                final_timing["request_finished_ts"] = wall(r, fin)
+                final_timing["decode_throughput"] = ((n - 1) / (fin - (r.first_token_model or fin))
+                                                     if n > 1 and fin > (r.first_token_model or fin) else 0.0)
+                if not r.stream:  # stamped just before the answer is sent: last
+                    final_timing["response_sent_to_client_ts"] = wall(r, fin)
             elif first:
                 final_timing = {"response_sent_to_client_ts": time.time()}
         return llm_api.meta_info(
@@ -211,7 +224,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 return await refuse_stream(request, abort_chunk(items[0], str(exc)))
             return bad(str(exc), False)
         for r, it in zip(reqs, items, strict=True):
-            log_receive(r, it.text)
+            log_receive(r, it)
         if not stream:
             for r in reqs:
                 while not r.finished:
@@ -280,7 +293,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 err = llm_api.openai_error(str(exc)) | {"type": "BAD_REQUEST"}
                 return await refuse_stream(request, llm_api.sse({"error": err}))
             return bad(str(exc), True)
-        log_receive(r, inp.text)
+        log_receive(r, inp)
         name = model if isinstance(model, str) and model else srv.model_name  # echoed, as SGLang
         report = ns.enable_cache_report
 

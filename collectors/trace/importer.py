@@ -129,10 +129,19 @@ class Imported:
 
 
 def build(paths: Sequence[Path], *, name: str | None = None, fmt: str = "auto", options: ReadOptions | None = None,
-          rate: float | None = None, seed: int = 0) -> Imported:
-    """Read and normalise; nothing is stored (what `--dry-run` prints)."""
+          rate: float | None = None, seed: int = 0, since_ts: float | None = None) -> Imported:
+    """Read and normalise; nothing is stored (what `--dry-run` prints). `since_ts` keeps the
+    requests that arrived at or after that epoch (a source with absolute times only)."""
     options = options or ReadOptions(max_requests=DEFAULT_MAX_REQUESTS)
     result = read(paths, fmt, options)
+    if since_ts is not None:
+        if result.clock != "epoch":
+            raise TraceError(f"{result.format} keeps relative times: a cut by time needs absolute ones.")
+        kept = [r for r in result.records if r.arrival is not None and r.arrival >= since_ts]
+        if not kept:
+            raise TraceError(f"No request arrived in the window ({len(result.records)} earlier ones read).")
+        result.notes.append(f"{len(result.records) - len(kept)} earlier request(s) left out by the window")
+        result.records = kept
     first = min((r.arrival for r in result.records if r.arrival is not None), default=None)
     trace = normalise(result, rate=rate, seed=seed)
     summary = summarise(trace.requests, trace.block_size)

@@ -19,6 +19,7 @@ server counted them) and `expected_tokens_out` (the trace's); `trace` {name, dig
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import time
 from typing import Any
@@ -30,6 +31,7 @@ from collectors.trace.model import TraceError, TraceRequest
 from collectors.trace.replay import Plan, ReplayOptions, calibrate, plan, replay, report
 from storage import repo
 
+AUTO_TRIAL_S = 30.0  # --speed auto starts where one replay lasts about this long (at least 1x)
 _REQUEST_FIELDS = ("seq", "arrival_s", "input_tokens", "output_tokens", "hash_ids", "session", "turn", "api",
                    "sampling", "cached_tokens", "status", "images", "source_latency_s", "line")
 
@@ -88,6 +90,9 @@ def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequ
                   "api": options.api, "model": options.model},
             fingerprint=fingerprint_hash(detail), fingerprint_detail=detail, status="running",
             started_at=time.time()).id
+    gc.collect()  # as a sweep level does: no collection pause inside a measured latency
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         sent = asyncio.run(replay(url, p, options, on_progress))
     except BaseException as exc:
@@ -95,6 +100,9 @@ def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequ
             repo.update_probe_run(engine, run_id=run_id, status="failed", finished_at=time.time(),
                                   error=f"the replay stopped: {type(exc).__name__}: {exc}"[:500])
         raise
+    finally:
+        if was_enabled:
+            gc.enable()
     rep = report(sent, p, options)
     rep["trace"] = {"name": trace.name, "digest": trace.digest, "requests": len(requests)}
     if engine is not None and run_id is not None:
@@ -142,15 +150,16 @@ def trace_cli(args: Any, *, explicit_api: bool, default_db: Any, attach: Any, ap
         return 2
     try:
         start, end = parse_window(args.window)
-        if args.speed <= 0:
-            raise ValueError("--speed must be > 0")
+        auto = str(args.speed).strip().lower() == "auto"
+        speed = 1.0 if auto else _speed(args.speed)
+        slo = _slo(args.slo) if auto else {}
         if args.max_requests is not None and args.max_requests <= 0:
             raise ValueError("--max-requests must be positive")
         key = api_key_from(args)
     except ValueError as exc:
         print(f"pitwall probe: {exc}", file=sys.stderr)
         return 2
-    options = ReplayOptions(speed=args.speed, start_s=start, end_s=end, max_requests=args.max_requests,
+    options = ReplayOptions(speed=speed, start_s=start, end_s=end, max_requests=args.max_requests,
                             api=args.api if explicit_api else None, model=args.model, timeout_s=args.timeout,
                             api_key=key, seed=args.seed)
     try:
@@ -160,7 +169,10 @@ def trace_cli(args: Any, *, explicit_api: bool, default_db: Any, attach: Any, ap
         attached = ""
         if not args.no_store:
             server_id, launch_id, attached = attach(engine, args.url)
-        run_id, rep = run(None if args.no_store else engine, url=args.url, trace=trace, requests=requests,
+        store = None if args.no_store else engine
+        if auto:
+            return _auto(args, store, trace, requests, options, slo, server_id, launch_id, attached)
+        run_id, rep = run(store, url=args.url, trace=trace, requests=requests,
                           options=options, server_id=server_id, launch_id=launch_id, name=args.name)
     except PitwallError as exc:
         print(f"pitwall probe: {exc}", file=sys.stderr)
@@ -177,3 +189,57 @@ def trace_cli(args: Any, *, explicit_api: bool, default_db: Any, attach: Any, ap
         print(f"run {run_id or '(not stored)'}" + (f" {attached}" if attached else ""))
         print(format_report(rep))
     return 0
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--speed {text!r}: a number (2 = twice as fast) or auto") from None
+    if not value > 0:
+        raise ValueError("--speed must be > 0")
+    return value
+
+
+def _slo(text: str | None) -> dict[str, float]:
+    if not text:
+        raise ValueError("--speed auto needs the SLO: run it as `pitwall probe`, which reads [slo] from pitwall.toml")
+    targets = json.loads(text)
+    wanted = {k: float(v) for k, v in targets.items() if k in ("ttft_p99_s", "itl_p99_s", "image_p99_s", "success_rate")}
+    if not wanted:
+        raise ValueError("--speed auto: [slo] sets none of ttft_p99_s, itl_p99_s, image_p99_s, success_rate")
+    return wanted
+
+
+def _auto(args: Any, engine: Engine | None, trace: Any, requests: list[TraceRequest], options: ReplayOptions,
+          slo: dict[str, float], server_id: int | None, launch_id: int | None, attached: str) -> int:
+    """The capacity search: one stored run per speed tried, the sentence at the end."""
+    import dataclasses
+    import sys
+
+    from collectors.trace.capacity import search
+
+    image = options.api == "images" or all(r.api == "images" for r in requests)
+
+    def measure(speed: float) -> dict[str, Any]:
+        run_id, rep = run(engine, url=args.url, trace=trace, requests=requests,
+                          options=dataclasses.replace(options, speed=speed), server_id=server_id, launch_id=launch_id,
+                          name=f"{args.name or 'trace ' + trace.name} at {speed:.3g}x")
+        print(f"  {speed:.3g}x: TTFT p99 {_ms(rep['ttft_s'].get('p99'))}, ITL p99 {_ms(rep['itl_s'].get('p99'))}, "
+              f"ok {100 * (rep['success_rate'] or 0):.1f} %, lag p99 {_ms(rep['schedule_lag_s'].get('p99'))}",
+              file=sys.stderr, flush=True)
+        return {**rep, "run_id": run_id}
+
+    span = plan(requests, trace.block_size, options).duration_s
+    start = float(f"{max(1.0, span / AUTO_TRIAL_S):.2g}")  # a first trial of about AUTO_TRIAL_S
+    result = search(measure, slo, image=image, start=start)
+    server = attached.split("attached to server ", 1)[1].split(" ", 1)[0] if attached.startswith("attached to server ") \
+        else args.url
+    sentence = result.sentence(server, trace.name)
+    if args.json:
+        print(json.dumps({"knee": result.knee, "low": result.low, "high": result.high, "knees": result.knees,
+                          "capped": result.capped, "slo": slo, "sentence": sentence,
+                          "steps": [dataclasses.asdict(s) for s in result.steps]}, indent=2))
+    else:
+        print(sentence)
+    return 0 if result.knee is not None else 1

@@ -115,6 +115,19 @@ def serving(argv: list[str], *, cwd: Path, env: dict[str, str], log_path: Path, 
         log.close()
 
 
+@contextlib.contextmanager
+def app_on(tmp: Path, url: str) -> Iterator[dict]:
+    """`streamlit run app.py` on the database `url` with no runner and no demo (a seeded database
+    is shown as seeded), until the block ends: {"url", "tmp", "env"}."""
+    port = free_port()
+    env = subprocess_env({"PITWALL_DATA_DIR": str(tmp / "data"), "PITWALL_DATABASE_URL": url,
+                          "PITWALL_CONFIG": "", "PITWALL_DEMO": "off", "PITWALL_MANAGED_RUNNER": "1"})
+    argv = [PY, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.address", "127.0.0.1",
+            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    with serving(argv, cwd=tmp, env=env, log_path=tmp / "streamlit.log", port=port, stop_s=30):
+        yield {"url": f"http://127.0.0.1:{port}", "tmp": tmp, "env": env}
+
+
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright

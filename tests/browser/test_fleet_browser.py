@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 from fleet_seed import seed_fleet
-from pwtest import PY, REPO, free_port, subprocess_env, wait_for
+from pwtest import wait_for
 from test_dashboard_e2e import (  # noqa: F401 - fixtures, and the browser marks (skip without chromium)
+    app_on,
     browser,
     no_traceback,
     pick,
     pytestmark,
-    serving,
     shot,
     wait_for_pattern,
 )
@@ -37,15 +37,9 @@ def pitwall(tmp_path_factory):
     engine = make_engine(url)
     seed_fleet(engine, 50)
     engine.dispose()
-    port = free_port()
-    env = subprocess_env({"PITWALL_DATA_DIR": str(tmp / "data"), "PITWALL_DATABASE_URL": url,
-                          "PITWALL_CONFIG": "", "PITWALL_DEMO": "off",
-                          # no runner: one with no [[servers]] would retire the seeded fleet
-                          "PITWALL_MANAGED_RUNNER": "1"})
-    argv = [PY, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.address", "127.0.0.1",
-            "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    with serving(argv, cwd=tmp, env=env, log_path=tmp / "streamlit.log", port=port, stop_s=30):
-        yield {"url": f"http://127.0.0.1:{port}", "tmp": tmp, "env": env}
+    # no runner: one with no [[servers]] would retire the seeded fleet
+    with app_on(tmp, url) as served:
+        yield served
 
 
 @pytest.fixture

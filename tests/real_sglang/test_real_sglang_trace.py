@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import start_real_server
+from real_sglang_helpers import rs
 
 from collectors.probe.cli import probe_cli
 from collectors.trace import importer
@@ -30,9 +30,9 @@ pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900
 def recorded(sglang_cpu_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     folder = tmp_path_factory.mktemp("real-sglang-trace")
     export = folder / "metrics"
-    server = start_real_server(sglang_cpu_env, folder / "server.log",
-                               ["--log-requests", "--log-requests-level", "2", "--export-metrics-to-file",
-                                "--export-metrics-to-file-dir", str(export), "--enable-metrics"])
+    server = rs.RealServer(env=sglang_cpu_env, log_path=folder / "server.log",
+                           extra_flags=["--log-requests", "--log-requests-level", "2", "--export-metrics-to-file",
+                                        "--export-metrics-to-file-dir", str(export), "--enable-metrics"]).start()
     try:
         yield server, export
     finally:
@@ -84,7 +84,9 @@ def test_a_trace_cut_from_the_servers_records_is_what_the_run_sent(
     assert rep["ok"] == 7 and rep["tokens_out"] == sum(r.output_tokens or 0 for r in requests)
     replayed = repo.probe_requests(engine, run_id=run_id)
     assert sorted(replayed["tokens_out"]) == sorted(r.output_tokens for r in requests)  # exact: ignore_eos
-    # prompts are synthetic words sized by the measured tokens a word: the server's count lands near the trace's
+    # prompts are synthetic words sized by the measured tokens a word: the server's count lands near the
+    # trace's, within what words of a small tokenizer vary (about 3 tokens a word, some 1, some 6)
     assert any("tokens a word" in n for n in rep["notes"]), rep["notes"]
-    for got, want in zip(sorted(replayed["tokens_in"]), sorted(r.input_tokens for r in requests), strict=True):
-        assert abs(got - want) <= max(4, 0.1 * want), (sorted(replayed["tokens_in"]), sorted(r.input_tokens for r in requests))
+    got, want = sorted(replayed["tokens_in"]), sorted(r.input_tokens for r in requests)
+    assert abs(sum(got) - sum(want)) <= 0.1 * sum(want), (got, want)
+    assert all(abs(g - w) <= 0.3 * w for g, w in zip(got, want, strict=True)), (got, want)

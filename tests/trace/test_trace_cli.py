@@ -88,3 +88,30 @@ def test_bad_input_is_one_clear_line(tmp_path: Path, run) -> None:  # type: igno
     assert run("import", str(tmp_path / "nope.csv")).returncode == 1
     formats = run("formats")
     assert formats.returncode == 0 and "sglang-log:" in formats.stdout and "mooncake:" in formats.stdout
+
+
+def test_cut_reads_a_servers_records(tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    """`trace cut`: the metrics export its latest launch writes, else the server's log, within --since."""
+    import shutil
+    import time
+
+    engine = make_engine(_env(tmp_path)["PITWALL_DATABASE_URL"])
+    log = tmp_path / "server.log"
+    shutil.copy(REPO / "tests" / "fixtures" / "sglang-0.5.23-real-cpu-log-requests.log", log)
+    server = repo.upsert_server(engine, name="prod", base_url="http://127.0.0.1:9", log_path=str(log))
+    old = run("cut", "prod", "--since", "60s")  # the fixture's requests are older (2026-12-05 03:58 UTC)
+    assert old.returncode == 1 and "No request arrived in the window (16 earlier ones read)" in old.stderr
+    got = run("cut", "prod", "--since", f"{int(time.time() - 1796443100) + 60}s", "--name", "cut1")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.startswith("Stored cut1: 16 requests") and "(sglang-log," in got.stdout
+    export = tmp_path / "metrics"
+    export.mkdir()
+    shutil.copy(REPO / "tests" / "fixtures" / "sglang-request-metrics-20261205_03-real-cpu.log", export / "x.log")
+    repo.create_launch(engine, server_id=server.id, profile_name="p", argv=[], env={}, status="ready",
+                       server_args={"export_metrics_to_file": True, "export_metrics_to_file_dir": str(export)})
+    again = run("cut", "prod", "--since", "1000d", "--name", "cut2", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["format"] == "sglang-metrics"
+    assert run("cut", "prod", "--from", "log", "--since", "1000d", "--name", "cut3").returncode == 0
+    assert run("cut", "nobody").returncode == 1
+    assert run("cut", "prod", "--since", "soon").returncode == 2

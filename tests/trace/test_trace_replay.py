@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
-from pwtest import PY, REPO, free_port, stop_process, subprocess_env, wait_for
+from pwtest import PY, REPO, subprocess_env
+from sim_fixture import sim_server  # noqa: F401 - the module's simulator, fixture `sim`
 
 from collectors.trace import importer
 from collectors.trace.model import ReadOptions
@@ -26,29 +25,6 @@ from storage.db import make_engine
 
 FIX = REPO / "tests" / "fixtures" / "traces"
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-@pytest.fixture(scope="module")
-def sim(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    port = free_port()
-    log = tmp_path_factory.mktemp("sim") / "sim.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "simulator.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct",
-                                 "--host", "127.0.0.1", "--port", str(port), "--sim-speed", "50", "--sim-startup-s", "1"],
-                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{url}/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(healthy, 120, what="the simulator")
-        yield url
-    finally:
-        stop_process(proc)
 
 
 def _replay(tmp_path: Path, url: str, source: str, name: str, *extra: str) -> tuple[dict, object]:

@@ -1,0 +1,125 @@
+"""`--speed auto`: the highest speed-up of a trace a server serves within its SLO.
+
+A replay at speed s meets the SLO when its p99 TTFT and p99 ITL (per-image p99, its E2E, for image
+traces) are within `[slo]` and its success rate is at least the target, and the replay itself is
+trusted (its schedule lag within bound: an overloaded client says nothing of the server). The
+search:
+
+1. **Grow** from `start` by `grow`x until a speed fails (or `max_speed` is met); a start that
+   already fails shrinks by the same factor until one meets (or `min_speed` fails too: no speed
+   of this trace meets the SLO, said so).
+2. **Bisect** in log space between the highest speed that met and the lowest that failed until
+   they are within `resolution` (10 %) of each other.
+A trial the client could not keep to its schedule (not trusted) is run once more before it
+counts; a second one that is not trusted counts as a miss, with that reason.
+
+3. **Repeat** the bisection `repeats` times inside the first bracket: each repeat's knee (the
+   highest speed that met) is one estimate; the result is their median with the lowest and highest
+   as its interval: "holds 2.3x (2.1-2.5x) of trace tuesday within its SLO". Load is noisy near a
+   knee; one search alone would hide how much.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from collectors.probe.stats import level_misses
+
+Measure = Callable[[float], dict[str, Any]]
+
+
+def misses(rep: dict[str, Any], slo: dict[str, float], *, image: bool = False) -> list[str]:
+    """What a replay report misses of the SLO, one phrase each (empty: it meets it): the sweep's
+    rule (collectors/probe/stats.py `level_misses`; an image trace's per-image latency is its
+    E2E), and a replay the client could not keep to its schedule."""
+    level = {**rep, "image": {"per_image_s": rep.get("e2e_s") or {}}} if image else rep
+    out = level_misses(level, slo, image=image)
+    if not rep.get("trusted", True):
+        out.append("the client fell behind its schedule (not trusted)")
+    return out
+
+
+@dataclass(slots=True)
+class Step:
+    speed: float
+    meets: bool
+    why: list[str]
+    run_id: int | None = None
+
+
+@dataclass(slots=True)
+class Capacity:
+    knee: float | None  # median of the repeats' knees; None: no speed met
+    low: float | None
+    high: float | None
+    knees: list[float] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    capped: bool = False  # max_speed met the SLO: the knee is at least this, not found
+
+    def sentence(self, server: str, trace: str) -> str:
+        if self.knee is None:
+            worst = self.steps[-1] if self.steps else None
+            return (f"{server} meets its SLO at no speed of trace {trace} tried (down to {worst.speed:g}x: "
+                    f"{'; '.join(worst.why)})" if worst else f"{server}: nothing measured")
+        if self.capped:
+            return f"{server} holds at least {self.knee:g}x of trace {trace} within its SLO (the fastest tried)"
+        return (f"{server} holds {self.knee:.2g}x ({self.low:.2g}-{self.high:.2g}x) of trace {trace} within its SLO "
+                f"(median of {len(self.knees)} searches; it fails at {self._fails_at():.2g}x)")
+
+    def _fails_at(self) -> float:
+        failed = [s.speed for s in self.steps if not s.meets and self.knee is not None and s.speed > self.knee]
+        return min(failed) if failed else float("nan")
+
+
+def search(measure: Measure, slo: dict[str, float], *, image: bool = False, start: float = 1.0, grow: float = 2.0,
+           max_speed: float = 1024.0, min_speed: float = 1 / 64, resolution: float = 0.10, repeats: int = 3) -> Capacity:
+    steps: list[Step] = []
+
+    def trial(speed: float) -> bool:
+        rep = measure(speed)
+        if not rep.get("trusted", True):  # the client fell behind: that says nothing of the server, try again
+            rep = measure(speed)
+        why = misses(rep, slo, image=image)
+        steps.append(Step(speed=speed, meets=not why, why=why, run_id=rep.get("run_id")))
+        return not why
+
+    lo: float | None = None
+    hi: float | None = None
+    speed = start
+    if trial(speed):
+        lo = speed
+        while lo < max_speed:
+            speed = min(lo * grow, max_speed)
+            if trial(speed):
+                lo = speed
+            else:
+                hi = speed
+                break
+        if hi is None:
+            return Capacity(knee=lo, low=lo, high=lo, knees=[lo], steps=steps, capped=True)
+    else:
+        hi = speed
+        while hi > min_speed:
+            speed = max(hi / grow, min_speed)
+            if trial(speed):
+                lo = speed
+                break
+            hi = speed
+        if lo is None:
+            return Capacity(knee=None, low=None, high=None, steps=steps)
+    bracket = (lo, hi)
+    knees = []
+    for _ in range(max(1, repeats)):
+        a, b = bracket
+        while b / a > 1 + resolution:
+            mid = math.sqrt(a * b)
+            if trial(mid):
+                a = mid
+            else:
+                b = mid
+        knees.append(a)
+    return Capacity(knee=statistics.median(knees), low=min(knees), high=max(knees), knees=knees, steps=steps)

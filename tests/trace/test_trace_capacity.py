@@ -1,0 +1,86 @@
+"""`pitwall probe --trace NAME --speed auto` on the demo's server (the simulator under the demo
+profile's flags, in real time) with the demo's trace: the search grows, bisects and repeats, and
+its sentence names the knee with an interval; the speeds below it meet the SLO and one above it
+misses it. The search itself (grow, shrink, bisect, repeats) is checked on a made-up server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from pwtest import PY, REPO, subprocess_env
+from sim_fixture import sim_server  # noqa: F401 - the module's simulator, fixture `sim`
+
+from collectors.trace import importer
+from collectors.trace.capacity import misses, search
+from storage import repo
+from storage.db import make_engine
+
+SIM_ARGS = ["--model-path", "Qwen/Qwen2.5-7B-Instruct", "--sim-gpu", "h200", "--enable-metrics", "--enable-cache-report",
+            "--mem-fraction-static", "0.85", "--max-running-requests", "64", "--sim-speed", "1"]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+def made_up(knee: float, noise: list[float] | None = None):  # type: ignore[no-untyped-def]
+    """A server whose p99 TTFT crosses 0.5 s at `knee`x (shifted by `noise`, one value a call)."""
+    shifts = list(noise or [])
+
+    def measure(speed: float) -> dict:
+        k = knee * (1 + (shifts.pop(0) if shifts else 0.0))
+        return {"ttft_s": {"p99": 0.5 * speed / k}, "itl_s": {"p99": 0.01}, "success_rate": 1.0, "trusted": True}
+
+    return measure
+
+
+def test_the_search_finds_a_knee_and_says_its_spread() -> None:
+    slo = {"ttft_p99_s": 0.5, "success_rate": 0.99}
+    exact = search(made_up(5.0), slo)
+    assert exact.knee is not None and 5.0 / 1.1 <= exact.knee <= 5.0 and exact.low == exact.high == exact.knee
+    assert [s.speed for s in exact.steps[:4]] == [1.0, 2.0, 4.0, 8.0]  # grow by 2 until a miss
+    noisy = search(made_up(5.0, [0.0] * 4 + [0.1] * 3 + [-0.1] * 3 + [0.0] * 10), slo)
+    assert noisy.low < noisy.high and noisy.low <= noisy.knee <= noisy.high
+    assert noisy.sentence("demo", "t").startswith(f"demo holds {noisy.knee:.2g}x ({noisy.low:.2g}-{noisy.high:.2g}x) "
+                                                  "of trace t within its SLO")
+    slow = search(made_up(0.3), slo)  # the first speed misses: shrink until one meets
+    assert slow.knee is not None and slow.knee < 0.3 and slow.steps[0].speed == 1.0 and not slow.steps[0].meets
+    assert search(made_up(5000.0), slo).capped  # met at 1024x, the fastest tried
+    never = search(lambda s: {"ttft_s": {"p99": 9.0}, "itl_s": {}, "success_rate": 1.0, "trusted": True}, slo)
+    assert never.knee is None and "meets its SLO at no speed" in never.sentence("demo", "t")
+    assert misses({"ttft_s": {"p99": 0.1}, "success_rate": 0.9, "trusted": False}, slo) == [
+        "success rate 90.0 % < 99.0 %", "the client fell behind its schedule (not trusted)"]
+
+
+def test_speed_auto_on_the_demo(tmp_path: Path, sim: str) -> None:
+    """The contract of every outcome, on the demo's server: each speed tried is a stored run; a knee
+    comes with its interval, every speed past the interval missed the SLO and the sentence says so;
+    a server that meets it at the fastest speed tried is said to hold at least that. (Where the
+    demo's knee lies for a given SLO is measured in the note: it moves with the host's load.)"""
+    data = tmp_path / "data"
+    data.mkdir()
+    db = f"sqlite:///{data / 'pitwall.db'}"
+    engine = make_engine(db)
+    importer.store(engine, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
+    (tmp_path / "pitwall.toml").write_text("[slo]\nttft_p99_s = 0.03\nsuccess_rate = 0.99\n", encoding="utf-8")
+    env = subprocess_env({"PITWALL_DATABASE_URL": db, "PITWALL_DATA_DIR": str(data), "PITWALL_DEMO": "off",
+                          "PITWALL_CONFIG": str(tmp_path / "pitwall.toml")})
+    got = subprocess.run([PY, "-m", "cli", "probe", "--url", sim, "--trace", "demo-chat", "--speed", "auto",
+                          "--window", "0..10", "--json", "--no-progress"], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=540, check=False)
+    assert got.returncode in (0, 1), got.stderr[-3000:]
+    out = json.loads(got.stdout)
+    assert out["slo"]["ttft_p99_s"] == 0.03 and out["slo"]["success_rate"] == 0.99  # pitwall.toml's [slo]
+    steps = out["steps"]
+    runs = repo.list_probe_runs(engine)
+    assert len(runs) >= len(steps) and all(r.status == "done" for r in runs)  # every trial stored (retries too)
+    if out["knee"] is None:
+        assert got.returncode == 1 and not any(s["meets"] for s in steps) and "at no speed" in out["sentence"]
+    elif out["capped"]:
+        assert steps[-1]["meets"] and steps[-1]["speed"] == 1024 and "at least 1024x" in out["sentence"]
+    else:
+        knee = out["knee"]
+        assert out["low"] <= knee <= out["high"] and len(out["knees"]) == 3
+        above = [s for s in steps if s["speed"] > out["high"]]
+        assert above and not any(s["meets"] for s in above) and all(s["why"] for s in above)
+        assert f"{knee:.2g}x ({out['low']:.2g}-{out['high']:.2g}x) of trace demo-chat within its SLO" in out["sentence"]
