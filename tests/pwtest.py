@@ -248,7 +248,8 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 #: the groups handed out first, longest first (minutes on a 2-core host, from --durations), then
 #: every other group in collection order
-RUN_FIRST = ("browser-walk", "browser-image", "real_sglang", "browser-e2e", "browser", "real_sglang-shared")
+RUN_FIRST = ("browser-walk", "browser-image", "real_sglang", "browser-e2e", "browser", "real_sglang-shared",
+             "tests/trace/test_trace_capacity.py", "tests/trace/test_trace_replay.py")
 
 
 def test_group(nodeid: str) -> str:

@@ -160,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="replay this stored trace open-loop instead of a sweep")
     replay.add_argument("--speed", default="1", help="replay X times faster than recorded (default 1); auto: the "
                         "highest speed within [slo] (grow, bisect, repeated 3 times for an interval)")
+    replay.add_argument("--max-speed", type=float, default=1024.0,
+                        help="--speed auto tries no speed above this (default 1024)")
     replay.add_argument("--slo", default=None, help=argparse.SUPPRESS)  # {key: target}, from `pitwall probe`
     replay.add_argument("--window", metavar="A..B", default=None, help="only the trace's requests arriving in A..B s")
     replay.add_argument("--max-requests", type=int, default=None, help="replay at most N requests")

@@ -66,7 +66,7 @@ class Capacity:
             return (f"{server} meets its SLO at no speed of trace {trace} tried (down to {worst.speed:g}x: "
                     f"{'; '.join(worst.why)})" if worst else f"{server}: nothing measured")
         if self.capped:
-            return f"{server} holds at least {self.knee:g}x of trace {trace} within its SLO (the fastest tried)"
+            return f"{server} holds at least {self.knee:.3g}x of trace {trace} within its SLO (the fastest tried)"
         return (f"{server} holds {self.knee:.2g}x ({self.low:.2g}-{self.high:.2g}x) of trace {trace} within its SLO "
                 f"(median of {len(self.knees)} searches; it fails at {self._fails_at():.2g}x)")
 

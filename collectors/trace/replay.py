@@ -235,13 +235,25 @@ def report(sent: Sequence[Sent], p: Plan, options: ReplayOptions) -> dict[str, A
         f"the client sent late: schedule lag p99 {1000 * (lag.get('p99') or 0):.1f} ms is over its bound "
         f"{1000 * bound:.1f} ms (max(10 ms, 5 % of the p50 {'TTFT' if ttft.get('p50') else 'E2E'})); "
         "the latencies include the client's own delay: replay slower (--speed) or on a quieter host")
+    offered = (len(p.items) - 1) / p.duration_s if p.duration_s > 0 else None
+    throughput = {"rps": len(ok) / wall if wall else None, "output_tok_s": tokens_out / wall if wall else None}
+    # the run as one open-loop level at the trace's offered rate, in the sweep report's shape
+    # (collectors/probe/report_model.py Level): Benchmarks, Compare and the scorecard read it as they
+    # read a sweep's level; the schedule lag is its self-check
+    level = {"rate": offered, "requests": len(sent), "ok": len(ok), "errors": errors, "ttft_s": ttft,
+             "itl_s": stats([g for s in ok for g in s.record.itl_s]), "tpot_s": stats([s.record.tpot_s for s in ok]),
+             "e2e_s": e2e, "throughput": throughput,
+             "self_check": {"loop_lag_p99_s": lag.get("p99"), "lag_bound_s": bound, "lag_basis": "schedule lag",
+                            "trusted": trusted, "reasons": [] if trusted else [untrusted]},
+             "success_rate": len(ok) / len(sent) if sent else None, "planned_requests": len(p.items)}
     return {
+        "levels": [level],
         "mode": "trace", "speed": options.speed, "window": [options.start_s, options.end_s],
         "requests": len(sent), "ok": len(ok), "errors": errors,
         "success_rate": len(ok) / len(sent) if sent else None,
         "ttft_s": ttft, "e2e_s": e2e, "itl_s": stats([g for s in ok for g in s.record.itl_s]),
         "schedule_lag_s": lag, "lag_bound_s": bound, "trusted": trusted, "untrusted_reason": untrusted,
-        "offered_rps": (len(p.items) - 1) / p.duration_s if p.duration_s > 0 else None,
+        "offered_rps": offered,
         "achieved_rps": (len(sent) - 1) / span if span else None,
         "output_tok_s": tokens_out / wall if wall else None,
         "tokens_out": tokens_out, "tokens_in": sum(s.record.tokens_in or 0 for s in ok),

@@ -13,7 +13,9 @@ Report keys: `requests`, `ok`, `errors` (by kind), `success_rate`; `ttft_s`, `it
 due) with `lag_bound_s`, `trusted` and `untrusted_reason`; `offered_rps` (the trace at this speed),
 `achieved_rps` (sends over the send span), `output_tok_s`; `tokens_in`, `tokens_out` (as the
 server counted them) and `expected_tokens_out` (the trace's); `trace` {name, digest, requests},
-`speed`, `window`, `skipped_failed`, `notes`.
+`speed`, `window`, `skipped_failed`, `notes`; and `levels`: the run as one open-loop level at the
+offered rate in the sweep report's shape (its self-check is the schedule lag), so Benchmarks,
+Compare and the scorecard read a replay as they read a sweep.
 """
 
 from __future__ import annotations
@@ -87,7 +89,11 @@ def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequ
             engine, server_id=server_id, launch_id=launch_id, url=url, api=api, name=name or f"trace {trace.name}",
             spec={"trace": trace.name, "trace_id": trace.id, "digest": trace.digest, "speed": options.speed,
                   "window": [options.start_s, options.end_s], "max_requests": options.max_requests,
-                  "api": options.api, "model": options.model},
+                  "api": options.api, "model": options.model, "mode": "rate",
+                  # what the runs table shows: the workload and the one level (the offered rate)
+                  "workload": {"prompt_set": f"trace {trace.name} at {options.speed:g}x"},
+                  "levels": [round((len(p.items) - 1) / p.duration_s, 3) if p.duration_s > 0 else 0.0],
+                  "requests": len(p.items)},
             fingerprint=fingerprint_hash(detail), fingerprint_detail=detail, status="running",
             started_at=time.time()).id
     gc.collect()  # as a sweep level does: no collection pause inside a measured latency
@@ -153,6 +159,8 @@ def trace_cli(args: Any, *, explicit_api: bool, default_db: Any, attach: Any, ap
         auto = str(args.speed).strip().lower() == "auto"
         speed = 1.0 if auto else _speed(args.speed)
         slo = _slo(args.slo) if auto else {}
+        if not args.max_speed > 0:
+            raise ValueError("--max-speed must be > 0")
         if args.max_requests is not None and args.max_requests <= 0:
             raise ValueError("--max-requests must be positive")
         key = api_key_from(args)
@@ -232,7 +240,7 @@ def _auto(args: Any, engine: Engine | None, trace: Any, requests: list[TraceRequ
 
     span = plan(requests, trace.block_size, options).duration_s
     start = float(f"{max(1.0, span / AUTO_TRIAL_S):.2g}")  # a first trial of about AUTO_TRIAL_S
-    result = search(measure, slo, image=image, start=start)
+    result = search(measure, slo, image=image, start=min(start, args.max_speed), max_speed=args.max_speed)
     server = attached.split("attached to server ", 1)[1].split(" ", 1)[0] if attached.startswith("attached to server ") \
         else args.url
     sentence = result.sentence(server, trace.name)

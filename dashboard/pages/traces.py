@@ -1,5 +1,6 @@
 """Traces: the request traces Pitwall holds, a preview of each (arrival rate over time, input and
-output lengths, prefix reuse, sessions), and an import from a file.
+output lengths, prefix reuse, sessions), and an import from a file (any format `pitwall trace
+formats` lists, the engine's own request records included).
 
 A trace holds no prompt text unless it was imported with --keep-text (the page never shows it).
 Notes and bad rows are shown as text (st.dataframe / st.code), never as markdown or HTML. The
@@ -18,8 +19,8 @@ from dashboard.services.views import traces as tv
 
 ctx = session.bootstrap()
 st.title("Traces")
-st.caption("Your own traffic, replayed: import a trace (Mooncake, Azure, BurstGPT, an SGLang request log or its "
-           "metrics export), look at it here, replay it with `pitwall probe --trace NAME`.")
+st.caption("Your own traffic, replayed: import a trace (Mooncake, Azure, BurstGPT, your server's own request log "
+           "or its metrics export), look at it here, replay it with `pitwall probe --trace NAME`.")
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -93,7 +94,7 @@ with session.guard("Traces"):
     done = st.session_state.pop("trace_imported", None)
     if done:
         st.success(done)
-    actor = auth.control_gate(ctx.settings)
+    can_act = auth.control_gate(ctx.settings) is not None  # who acts is asked when the click arrives
     with st.form("trace_import", clear_on_submit=True):
         upload = st.file_uploader("Trace file", key="trace_file")
         f1, f2, f3 = st.columns(3)
@@ -101,7 +102,7 @@ with session.guard("Traces"):
         new_name = f2.text_input("Name (default: the file's)", key="trace_name")
         rate = f3.number_input("Rate (req/s), for a file without arrival times", min_value=0.0, value=0.0,
                                key="trace_rate")
-        go = st.form_submit_button("Import", disabled=actor is None)
+        go = st.form_submit_button("Import", disabled=not can_act)
     if go and upload is not None and (who := auth.actor_at_click(ctx.settings)):
         from collectors.trace.model import TraceError
 

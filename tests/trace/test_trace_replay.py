@@ -54,6 +54,14 @@ def test_a_trace_replays_every_request_at_its_length(tmp_path: Path, sim: str) -
     rows = repo.probe_requests(engine, run_id=rep["run_id"])
     assert sorted(int(d["trace_seq"]) for d in rows["detail"]) == list(range(6))
     assert sorted(rows["tokens_out"]) == sorted(asked)
+    # Benchmarks reads the replay as a one-level open-loop run at the trace's offered rate
+    from dashboard.services.views import benchmarks
+
+    row = benchmarks.list_runs(engine).set_index("id").loc[rep["run_id"]]
+    assert row["workload"] == "trace mc at 4x" and row["success_rate"] == 1.0
+    (level,) = benchmarks.level_table(run).to_dict("records")
+    assert level["level"] == pytest.approx(rep["offered_rps"]) and level["requests"] == 6
+    assert level["ttft_p99_s"] == rep["ttft_s"]["p99"] and level["trusted"] == rep["trusted"]
     # the same trace at another speed is another workload
     again, _ = _replay(tmp_path, sim, "mooncake_conversation.jsonl", "mc2", "--speed", "8", "--window", "0..2.5")
     assert again["requests"] == 4
