@@ -21,7 +21,6 @@ import ast
 import io
 import re
 import tokenize
-from datetime import datetime
 from typing import Any
 
 from storage.errors import CollectorError
@@ -54,11 +53,6 @@ def split_line(line: str) -> tuple[str | None, str | None, str]:
             rest = body[len(marker):]
             return stamp, kind, ("in_=" + rest) if marker == "in=" else rest
     return stamp, None, body
-
-
-def local_time(stamp: str) -> datetime:
-    """A bracketed `YYYY-mm-dd HH:MM:SS[.fff]` (local time, no zone) as a naive datetime."""
-    return datetime.fromisoformat(stamp)
 
 
 def _join_elisions(text: str) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -29,9 +29,6 @@ from storage.errors import RequestError
 
 #: the APIs a trace request can name (what a replay sends it through)
 TRACE_APIS = ("generate", "chat", "completions", "images")
-#: how a source's request ended: "ok", "failed" (a failed row of the source: BurstGPT's
-#: zero-output rows) or "aborted" (the server aborted it)
-STATUSES = ("ok", "failed", "aborted")
 
 
 class TraceError(RequestError, ValueError):
@@ -52,7 +49,7 @@ class TraceRecord:
     api: str | None = None  # one of TRACE_APIS; None: the replay's --api decides
     sampling: dict[str, Any] | None = None  # max_new_tokens, temperature, ... where the source says
     cached_tokens: int | None = None  # what the server reported reusing, where it did
-    status: str = "ok"
+    status: str = "ok"  # ok | failed (the source's failed row: never replayed) | aborted (the server aborted it)
     text: str | None = None  # the original prompt: kept only with keep_text
     images: int | None = None  # images per request (image traces)
     source_latency_s: float | None = None  # e2e the source measured (kept for reference)
@@ -210,10 +207,3 @@ def digest(requests: Iterable[TraceRequest]) -> str:
                              r.sampling, r.status, r.images], sort_keys=True, separators=(",", ":")).encode())
         h.update(b"\n")
     return h.hexdigest()[:16]
-
-
-def window(requests: list[TraceRequest], start_s: float | None, end_s: float | None) -> Iterator[TraceRequest]:
-    """The requests whose arrival lies in [start_s, end_s), offsets kept as stored."""
-    for r in requests:
-        if (start_s is None or r.arrival_s >= start_s) and (end_s is None or r.arrival_s < end_s):
-            yield r

@@ -32,13 +32,12 @@ from typing import Any
 from collectors.probe.client import RequestRecord, make_session, send
 from collectors.probe.stats import stats
 from collectors.probe.workloads import Prompt, WorkloadSpec, request_body
-from collectors.trace.model import TraceRequest
+from collectors.trace.model import TRACE_APIS, TraceRequest
 from collectors.trace.synth import UNCALIBRATED, Calibration, next_turn, prompt_text
 
 DEFAULT_OUTPUT_TOKENS = 128  # a request whose trace row has no output length
 LAG_FLOOR_S = 0.010  # a loaded 2-core host wakes timers a few ms late; below any TTFT worth replaying
 LAG_SHARE_MAX = 0.05
-REPLAY_APIS = ("generate", "chat", "completions", "images")
 
 
 @dataclass(slots=True)
@@ -80,19 +79,37 @@ class Plan:
 def _api(r: TraceRequest, options: ReplayOptions) -> str:
     if options.api:
         return options.api
-    return r.api if r.api in REPLAY_APIS else "generate"
+    return r.api if r.api in TRACE_APIS else "generate"
 
 
-def plan(requests: Sequence[TraceRequest], block_size: int | None, options: ReplayOptions,
-         calibration: dict[str, Calibration] | None = None) -> Plan:
-    if options.speed <= 0:
-        raise ValueError("--speed must be > 0")
+def select(requests: Sequence[TraceRequest], options: ReplayOptions) -> tuple[list[TraceRequest], int]:
+    """The requests a replay sends (the window, the cap; the source's failed rows left out) and
+    how many failed rows the window held."""
     chosen = [r for r in requests if (options.start_s is None or r.arrival_s >= options.start_s)
               and (options.end_s is None or r.arrival_s < options.end_s)]
     failed = sum(1 for r in chosen if r.status == "failed")
     chosen = [r for r in chosen if r.status != "failed"]
     if options.max_requests is not None:
         chosen = chosen[: options.max_requests]
+    return chosen, failed
+
+
+def apis(requests: Sequence[TraceRequest], options: ReplayOptions) -> list[str]:
+    """The APIs the selected requests go through (what calibration measures)."""
+    return list(dict.fromkeys(_api(r, options) for r in select(requests, options)[0]))
+
+
+def span_s(requests: Sequence[TraceRequest], options: ReplayOptions) -> float:
+    """Seconds of the trace the selected requests cover (at speed 1)."""
+    chosen = select(requests, options)[0]
+    return chosen[-1].arrival_s - chosen[0].arrival_s if chosen else 0.0
+
+
+def plan(requests: Sequence[TraceRequest], block_size: int | None, options: ReplayOptions,
+         calibration: dict[str, Calibration] | None = None) -> Plan:
+    if options.speed <= 0:
+        raise ValueError("--speed must be > 0")
+    chosen, failed = select(requests, options)
     base = chosen[0].arrival_s if chosen else 0.0
     items = []
     for r in chosen:

@@ -30,7 +30,16 @@ from sqlalchemy.engine import Engine
 
 from collectors.probe.fingerprint import fingerprint_hash
 from collectors.trace.model import TraceError, TraceRequest
-from collectors.trace.replay import Plan, ReplayOptions, calibrate, plan, replay, report
+from collectors.trace.replay import (
+    Plan,
+    ReplayOptions,
+    apis,
+    calibrate,
+    plan,
+    replay,
+    report,
+    span_s,
+)
 from storage import repo
 
 AUTO_TRIAL_S = 30.0  # --speed auto starts where one replay lasts about this long (at least 1x)
@@ -74,11 +83,10 @@ def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequ
         server_id: int | None = None, launch_id: int | None = None, name: str | None = None,
         on_progress: Any = None) -> tuple[int | None, dict[str, Any]]:
     """Calibrate, replay, store (when `engine`), and return (run id, report)."""
-    p: Plan = plan(requests, trace.block_size, options)
-    if p.items:
-        calibration, notes = asyncio.run(calibrate(url, [d.api for d in p.items], options))
-        p = plan(requests, trace.block_size, options, calibration)
-        p.notes.extend(notes)
+    wanted = apis(requests, options)
+    calibration, notes = asyncio.run(calibrate(url, wanted, options)) if wanted else ({}, [])
+    p: Plan = plan(requests, trace.block_size, options, calibration)
+    p.notes.extend(notes)
     if not p.items:
         raise TraceError(f"Nothing to replay: the window and cap leave no request of trace {trace.name!r}.")
     api = options.api or ("mixed" if len({d.api for d in p.items}) > 1 else p.items[0].api)
@@ -238,7 +246,7 @@ def _auto(args: Any, engine: Engine | None, trace: Any, requests: list[TraceRequ
               file=sys.stderr, flush=True)
         return {**rep, "run_id": run_id}
 
-    span = plan(requests, trace.block_size, options).duration_s
+    span = span_s(requests, options)
     start = float(f"{max(1.0, span / AUTO_TRIAL_S):.2g}")  # a first trial of about AUTO_TRIAL_S
     result = search(measure, slo, image=image, start=min(start, args.max_speed), max_speed=args.max_speed)
     server = attached.split("attached to server ", 1)[1].split(" ", 1)[0] if attached.startswith("attached to server ") \
