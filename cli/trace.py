@@ -122,45 +122,14 @@ def _import(args: Any) -> int:
     return EXIT_OK
 
 
-def _sources(engine: Any, server_name: str, source: str) -> list[Path]:
-    """Where a server's request records are: its metrics export folder (a launch's
-    export_metrics_to_file_dir), its log (the server's log_path, or its latest launch's)."""
-    from storage import repo
-
-    server = repo.get_server(engine, name=server_name)
-    if server is None or server.id is None:
-        names = ", ".join(s.name for s in repo.list_servers(engine)) or "none"
-        raise CliError(f"No server named {server_name!r}; configured: {names}.")
-    launch = repo.latest_launch(engine, server_id=server.id)
-    args = (launch.server_args if launch else None) or {}
-    export = args.get("export_metrics_to_file_dir") if args.get("export_metrics_to_file") else None
-    log = server.log_path or (launch.log_path if launch else None)
-    if source in ("auto", "metrics") and export and Path(export).is_dir():
-        return [Path(export)]
-    if source == "metrics":
-        raise CliError(f"{server_name} writes no metrics export: launch it with export-metrics-to-file = true and "
-                       "export-metrics-to-file-dir in its profile.")
-    if log and Path(log).is_file():
-        return [Path(log)]
-    raise CliError(f"{server_name} has no request records Pitwall can read: give it a log_path, or launch it with "
-                   "log-requests = true (its log) or export-metrics-to-file = true (a folder of JSON lines).")
-
-
 def _cut(args: Any) -> int:
-    import time
-
     from cli.common import parse_duration
-    from collectors.trace import importer
-    from collectors.trace.model import ReadOptions
+    from collectors.trace.cut import cut
     from config.settings import load_settings
 
-    since = time.time() - parse_duration(args.since)
-    engine = open_db(load_settings())
-    paths = _sources(engine, args.server, args.source)
-    name = args.name or f"{args.server}-{time.strftime('%Y%m%d-%H%M')}"
-    built = importer.build(paths, name=name, options=ReadOptions(tz=args.tz, max_requests=importer.DEFAULT_MAX_REQUESTS),
-                           since_ts=since)
-    importer.store(engine, built, replace=args.replace)
+    settings = load_settings()
+    built = cut(open_db(settings), args.server, since_s=parse_duration(args.since), requests_dir=settings.requests_dir,
+                name=args.name, source=args.source, tz=args.tz, replace=args.replace)
     fields = {**built.fields, "id": built.trace_id, "stored": True}
     print(json.dumps(fields, default=str) if args.json else "Stored " + "\n".join(describe(fields)))
     return EXIT_OK

@@ -1,4 +1,4 @@
-"""`pitwall tune SERVER --profiles A,B | --grid 'flag=v1,v2' [workload options] [--apply] [--json]`.
+"""`pitwall tune SERVER --profiles A,B | --grid 'flag=v1,v2' [workload options | --trace NAME] [--apply] [--json]`.
 
 Records a `tune` intent for the runner (runner/tunes.py carries it out), then follows it: a
 progress bar on stderr (candidate, stage, ETA) and, at the end, the ranking table on stdout, or
@@ -7,8 +7,11 @@ with `--json` the contract of runner/tune_rank.py `public_json`. The workload op
 ...), parsed by the probe's own parser so both commands mean the same thing by them. Without
 any workload option the tune runs the server's own last finished sweep's workload (or, with no
 sweep yet, shared-prefix prompts for an LLM server: dashboard/services/tune.py default_workload)
-and says which on stderr. The ranking is preceded by the verdict sentence: a winner, or a tie
-inside the measured spread (no winner, nothing applied).
+and says which on stderr. With `--trace NAME` (and `--window`, `--max-requests`, `--max-speed`) the
+workload is a stored trace and each candidate is ranked on its capacity: the highest speed-up of
+the trace it serves within the server's SLO, searched as `pitwall probe --speed auto` does, its
+repeats the spread a tie is judged by. The ranking is preceded by the verdict sentence: a winner,
+or a tie inside the measured spread (no winner, nothing applied).
 
 Exit codes: 0 the tune finished and the server runs the restored profile, 1 it failed or no
 runner is alive, 2 usage.
@@ -47,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profiles", default="", help="candidate profiles, comma-separated")
     p.add_argument("--grid", default=None,
                    help="derive candidates from the server's profile: 'flag=v1,v2;flag2=v3,v4'")
+    p.add_argument("--trace", default=None, metavar="NAME",
+                   help="rank on a stored trace: each candidate's highest speed-up of it within the SLO")
+    p.add_argument("--window", default=None, metavar="A..B", help="with --trace: seconds of the trace to replay")
+    p.add_argument("--max-requests", type=int, default=None, help="with --trace: replay at most this many requests")
+    p.add_argument("--max-speed", type=float, default=1024.0, help="with --trace: the fastest speed tried (default 1024)")
     p.add_argument("--apply", action="store_true", help="leave the server on the winner, not its original profile")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--timeout", type=float, default=6 * 3600.0, help="seconds to follow the tune (default 6 h)")
@@ -75,6 +83,36 @@ def sweep_from_options(rest: list[str]) -> dict[str, Any]:
     return spec.to_dict(redact=True)
 
 
+def trace_workload(engine: Any, settings: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The tune's workload for --trace: the stored trace (its digest pinned), the window and caps,
+    and the server's SLO targets the capacity search holds each candidate to."""
+    from collectors.trace.replay_run import parse_window
+    from scorecard.slo import load_overrides, resolve
+    from storage import repo
+
+    trace = repo.get_trace(engine, name=args.trace)
+    if trace is None:
+        names = ", ".join(t.name for t in repo.list_traces(engine)) or "none"
+        raise CliError(f"No trace named {args.trace!r}; stored: {names}. `pitwall trace import FILE` stores one.",
+                       EXIT_USAGE)
+    try:
+        start, end = parse_window(args.window)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    if args.max_requests is not None and args.max_requests <= 0:
+        raise CliError("--max-requests must be positive", EXIT_USAGE)
+    if not args.max_speed > 0:
+        raise CliError("--max-speed must be > 0", EXIT_USAGE)
+    targets = {k: t.target for k, t in resolve(args.server, settings.slo, load_overrides(engine)).targets.items()}
+    slo = {k: float(v) for k, v in targets.items() if k in ("ttft_p99_s", "itl_p99_s", "image_p99_s", "success_rate")}
+    if not slo:
+        raise CliError("--trace ranks on the speed within the SLO, and [slo] sets none of ttft_p99_s, itl_p99_s, "
+                       "image_p99_s, success_rate for this server.", EXIT_USAGE)
+    return {"trace": trace.name, "digest": trace.digest, "speed": "auto", "window": [start, end],
+            "max_requests": args.max_requests, "max_speed": float(args.max_speed), "slo": slo, "mode": "rate",
+            "workload": {"prompt_set": f"trace {trace.name}, the speed within the SLO"}}
+
+
 def tune_cli(argv: list[str]) -> int:
     args, rest = build_parser().parse_known_args(argv)
     return _run(lambda: _do_tune(args, rest))
@@ -90,7 +128,11 @@ def _do_tune(args: argparse.Namespace, rest: list[str]) -> int:
     settings, engine = _context()
     if settings.read_only:
         raise CliError("Pitwall is read-only (read_only / PITWALL_READ_ONLY), so `pitwall tune` is refused.", EXIT_USAGE)
-    if rest:
+    if args.trace:
+        if rest:
+            raise CliError(f"--trace replays the trace's own traffic; leave out {' '.join(rest)}.", EXIT_USAGE)
+        sweep = trace_workload(engine, settings, args)
+    elif rest:
         sweep = sweep_from_options(rest)
     else:
         default = tune.default_workload(engine, args.server)

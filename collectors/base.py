@@ -316,6 +316,10 @@ class Engine:
     #: its own request records as trace formats (`pitwall trace import`): () -> {name: reader
     #: with sniff(head) and read(lines, options), collectors/trace/model.py TraceFormat}; None: none
     trace_formats: Callable[[], Mapping[str, Any]] | None = None
+    #: the flags that make a server write its own request records into a folder (a profile's
+    #: `record_requests = true`; Pitwall's own flags, after the profile's): folder -> argv items;
+    #: None: its servers cannot record them
+    record_flags: Callable[[str], list[str]] | None = None
 
     @property
     def bundled_table(self) -> str:

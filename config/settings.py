@@ -114,6 +114,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("retention.launch_logs_mb", None, "float", 1024.0,
                 "MB of managed servers' launch logs kept in the data folder's logs/ (each launch "
                 "starts a fresh file; the oldest ended ones go first, never a live one); 0 keeps them all."),
+    SettingSpec("retention.request_records_days", None, "float", 7.0, "Days of request records kept in the data folder's requests/ (a profile's record_requests); 0 keeps them forever."),
     SettingSpec("gpu.dcgm_url", "PITWALL_GPU_DCGM_URL", "list[url]", [],
                 "dcgm-exporter /metrics URLs (one, or a list: one per node or per simulator; "
                 "comma-separated in the variable) to read GPUs from instead of NVML, where Pitwall "
@@ -233,6 +234,10 @@ class Settings:
     @property
     def exports_dir(self) -> Path:
         return self.data_dir / "exports"
+
+    @property
+    def requests_dir(self) -> Path:  # a profile's record_requests: one folder per server
+        return self.data_dir / "requests"
 
 
 def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:

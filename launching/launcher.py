@@ -152,6 +152,9 @@ def validate(
         report.checked_by = real[1]
     report.issues.extend(engine.check_flags(spec.flags, known_by_parser=parsed))
     report.issues.extend(guardrails.check_model_path(spec.model_path, engine.display_name))
+    if spec.record_requests and engine.record_flags is None:
+        report.issues.append(Issue("error", "record_requests", f"{engine.display_name} servers cannot record their "
+                                   "requests for Pitwall; remove record_requests from the profile."))
     if server is None:
         return report
     host, port = host_port(server.base_url)
@@ -207,12 +210,17 @@ class Planner:
             good = repo.list_launches(self.engine, server_id=server.id, limit=50)
             keep = {p for p in (config_path_of(x.argv) for x in good if x.ready_at) if p}
             config_path = write_secrets(Path(self.settings.data_dir), server.name, engine.config_text(secrets), keep)
+        argv = engine.build_argv(server.python or sys.executable, spec.entrypoint, spec.model_path, host, port, flags,
+                                 config_path=config_path)
+        if spec.record_requests and engine.record_flags is not None:  # Pitwall's own flags: last
+            records = self.settings.requests_dir / server.name
+            records.mkdir(parents=True, exist_ok=True, mode=0o700)
+            argv += engine.record_flags(str(records))
         return LaunchPlan(
             server_id=server.id,
             server_name=server.name,
             base_url=server.base_url.rstrip("/"),
-            argv=engine.build_argv(server.python or sys.executable, spec.entrypoint,
-                                   spec.model_path, host, port, flags, config_path=config_path),
+            argv=argv,
             engine=server.engine,
             env=env,
             log_path=log_path,

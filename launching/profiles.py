@@ -35,7 +35,7 @@ from storage import repo
 from storage.errors import ConfigError
 from storage.models import Profile
 
-TOP_KEYS = ("name", "description", "model_path", "entrypoint", "flags", "env")
+TOP_KEYS = ("name", "description", "model_path", "entrypoint", "record_requests", "flags", "env")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 #: the default engine's first entrypoint: a profile that names none starts with it
@@ -65,9 +65,13 @@ class ProfileSpec:
     flags: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     source_path: str | None = None
+    #: the server writes its own request records (the engine's record_flags) into the data
+    #: folder's requests/<server>/, pruned by retention.request_records_days; `pitwall trace cut`
+    #: and the Traces page's cut read them
+    record_requests: bool = False
 
     def canonical(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "model_path": self.model_path,
@@ -75,6 +79,9 @@ class ProfileSpec:
             "flags": dict(self.flags),
             "env": dict(self.env),
         }
+        if self.record_requests:  # only when on: a profile without it keeps the hash it had
+            out["record_requests"] = True
+        return out
 
     @property
     def content_hash(self) -> str:
@@ -106,6 +113,9 @@ def parse_profile(text: str, *, source: str = "<profile>") -> ProfileSpec:
     for key in ("description", "model_path", "entrypoint"):
         if key in data and not isinstance(data[key], str):
             raise ProfileError(f"{source}: {key} is {data[key]!r}; expected a string.")
+    record = data.get("record_requests", False)
+    if not isinstance(record, bool):
+        raise ProfileError(f"{source}: record_requests is {record!r}; expected true or false.")
     model_path = data.get("model_path", "")
     if not model_path:
         raise ProfileError(f"{source}: model_path is missing; e.g. model_path = \"Qwen/Qwen2.5-7B-Instruct\".")
@@ -133,6 +143,7 @@ def parse_profile(text: str, *, source: str = "<profile>") -> ProfileSpec:
         flags=dict(flags),
         env=env_out,
         source_path=None if source.startswith("<") else source,
+        record_requests=record,
     )
 
 
@@ -143,6 +154,7 @@ def dump_profile(spec: ProfileSpec) -> str:
         "description": spec.description,
         "model_path": spec.model_path,
         "entrypoint": spec.entrypoint,
+        **({"record_requests": True} if spec.record_requests else {}),
         "flags": dict(spec.flags),
         "env": dict(spec.env),
     }
@@ -189,6 +201,7 @@ def from_row(row: Profile) -> ProfileSpec:
         flags=dict(row.flags or {}),
         env=dict(row.env or {}),
         source_path=row.source_path,
+        record_requests=bool(row.record_requests),
     )
 
 
@@ -202,6 +215,7 @@ def mirror(engine: Engine, spec: ProfileSpec) -> Profile:
         entrypoint=spec.entrypoint,
         flags=dict(spec.flags),
         env=dict(spec.env),
+        record_requests=spec.record_requests,
         source_path=spec.source_path,
         content_hash=spec.content_hash,
     )

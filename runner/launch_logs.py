@@ -94,3 +94,27 @@ def apply(logs_dir: Path, *, live: set[str], budget_mb: float, now: float | None
             files += 1
             bytes_freed += f.bytes
     return files, bytes_freed
+
+
+def retain_records(folder: Path, days: float, now: float) -> tuple[int, int]:
+    """Request records (a profile's `record_requests`: the data folder's requests/<server>/, the
+    engine's files in each) older than `days` by modification time: (files removed, bytes freed).
+    A file written within ROTATED_GRACE_S is the one the server is writing; links are never
+    followed; days 0 keeps every file."""
+    if days <= 0 or not folder.is_dir():
+        return 0, 0
+    cutoff = min(now - days * 86400.0, now - ROTATED_GRACE_S)
+    files = freed = 0
+    for server in folder.iterdir():
+        if server.is_symlink() or not server.is_dir():
+            continue
+        for path in server.iterdir():
+            try:
+                st = path.lstat()
+                if path.is_symlink() or not path.is_file() or st.st_mtime >= cutoff:
+                    continue
+                path.unlink()
+            except OSError:
+                continue
+            files, freed = files + 1, freed + st.st_size
+    return files, freed

@@ -432,6 +432,12 @@ class Runner:
         """Launch logs by size (runner/launch_logs.py): (files removed, bytes freed); never a live
         log. A failure is logged, and the next pass tries again."""
         budget = float((self.retention or {}).get("launch_logs_mb") or 0.0)
+        if self.logs_dir is not None:  # the request records beside the logs (Settings.requests_dir)
+            days = float((self.retention or {}).get("request_records_days") or 0.0)
+            try:
+                launch_logs.retain_records(self.logs_dir.parent / "requests", days, now)
+            except OSError as exc:
+                log.warning("request record retention failed (will retry): %s", exc)
         if self.logs_dir is None or budget <= 0:
             return 0, 0
         try:

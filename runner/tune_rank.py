@@ -13,6 +13,11 @@ dashboard rank the same way and a test can feed recorded figures.
   hour and the throughput measured at the goodput level; None when no price is configured.
 - **Stability**: errors, OOMs, decode retractions, crashes and queue spikes during the run; a
   candidate with any is ranked after the clean ones it ties with.
+- **A trace workload** (`pitwall tune --trace`): a candidate's goodput is its capacity, the
+  highest speed-up of the trace it serves within the SLO (collectors/trace/capacity.py: grow,
+  bisect to its resolution, three repeats), in requests/s (the knee times the trace's own rate);
+  its spread is the repeats' knees, the highest widened by the search's resolution (a knee is
+  known only that finely). A candidate that meets the SLO at no speed tried is `slo_missed`.
 - **Ties** (collectors/probe/stats.py, the one tie rule): goodput is a tie with the best of
   its group when the two goodput levels' measured rps spreads (`spread.rps` of the sweep report
   level: [lo, hi] over 3 repeats) overlap, or, where a spread was not measured (an old report,
@@ -71,6 +76,9 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
         if c.get("status") == "failed":
             c["goodput_rps"] = None
             continue
+        if c.get("capacity") is not None:
+            (ok if _rank_capacity(c, image=image) else missed).append(c)
+            continue
         best, why = goodput([Level.of(lv) for lv in c.get("levels") or []], slo, image=image)
         if best is None:
             c.update(status="slo_missed", reason=why, goodput_rps=None)
@@ -96,6 +104,35 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
     return verdict(candidates).winner
 
 
+def _rank_capacity(c: dict[str, Any], *, image: bool) -> bool:
+    """Fill a trace candidate's goodput from its capacity; False when no speed met the SLO."""
+    cap = c["capacity"]
+    knee, rate = cap.get("knee"), float(cap.get("rate_rps") or 0.0)
+    if knee is None:
+        worst = (cap.get("steps") or [{}])[-1]
+        c.update(status="slo_missed", goodput_rps=None,
+                 reason=f"meets the SLO at no speed of trace {cap.get('trace')} tried (down to {worst.get('speed', 0):.3g}x: "
+                        f"{'; '.join(worst.get('why') or [])})")
+        return False
+    high = float(cap["high"]) * (1.0 if cap.get("capped") else 1.0 + float(cap.get("resolution") or 0.0))
+    levels = [Level.of(lv) for lv in c.get("levels") or []]
+    at = levels[0] if levels else None
+    usd_h = (c.get("scorecard") or {}).get("cost", {}).get("gpu_usd_per_hour")
+    c.update(status="ok", goodput_rps=float(knee) * rate, goodput_spread=[float(cap["low"]) * rate, high * rate],
+             goodput_level=float(knee), cost_at_goodput=cost_at(at, usd_h, image=image) if at is not None else None,
+             p99_at_goodput=level_p99(at, "image" if image else "ttft_s") if at is not None else None)
+    return True
+
+
+def _what(c: dict[str, Any]) -> str:
+    """A ranked candidate's goodput in words: at which sweep level, or which speed-up of the trace."""
+    cap = c.get("capacity")
+    if cap is None:
+        return f"goodput {c['goodput_rps']:.2f} req/s at level {c['goodput_level']:g}"
+    held = f"at least {cap['knee']:.3g}x" if cap.get("capped") else f"{cap['knee']:.3g}x ({cap['low']:.3g}-{cap['high']:.3g}x)"
+    return f"holds {held} of trace {cap['trace']}: {c['goodput_rps']:.2f} req/s"
+
+
 def _tied(lead: dict[str, Any], c: dict[str, Any]) -> bool:
     return spread_rule.is_tie(lead["goodput_rps"], c["goodput_rps"], lead.get("goodput_spread"),
                               c.get("goodput_spread"))
@@ -119,7 +156,7 @@ def _order_ok(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
         ))
         names = [c["profile"] for c in group]
         for c in group:
-            base = f"goodput {c['goodput_rps']:.2f} req/s at level {c['goodput_level']:g}"
+            base = _what(c)
             if len(group) > 1:
                 others = ", ".join(n for n in names if n != c["profile"])
                 base += (f"; a tie with {others} ({_noise(group)}), "
@@ -166,14 +203,15 @@ def verdict(candidates: list[dict[str, Any]]) -> Verdict:
         if nxt is not None and (lead.get("goodput_spread") is None or nxt.get("goodput_spread") is None):
             vs = (f" vs {nxt['profile']} {nxt['goodput_rps']:.2f} req/s (spread not measured: "
                   f"more than {spread_rule.UNKNOWN_REL * 100:g} % apart)")
-        return Verdict(lead["profile"], (), f"{lead['profile']} wins: goodput {lead['goodput_rps']:.2f} req/s"
-                       f"{vs}.")
+        won = _what(lead) if lead.get("capacity") is not None else f"goodput {lead['goodput_rps']:.2f} req/s"
+        return Verdict(lead["profile"], (), f"{lead['profile']} wins: {won}{vs}.")
     names = [str(c["profile"]) for c in tied]
     who = ", ".join(names[:-1]) + f" and {names[-1]}"
     figures = " vs ".join(f"{c['goodput_rps']:.2f}" for c in tied)
+    more = ("a longer window of the trace" if lead.get("capacity") is not None
+            else "more requests per level")
     return Verdict(None, tuple(names), f"{who} tie: goodput {figures} req/s, {_noise(tied)}; "
-                   "keep the current profile (no winner to apply), or tune again with more "
-                   "requests per level to narrow the spread.")
+                   f"keep the current profile (no winner to apply), or tune again with {more} to narrow the spread.")
 
 
 def state_verdict(state: dict[str, Any]) -> Verdict | None:
@@ -189,14 +227,15 @@ def state_verdict(state: dict[str, Any]) -> Verdict | None:
 
 
 CANDIDATE_KEYS = ("profile", "status", "reason", "rank", "goodput_rps", "goodput_spread", "scorecard", "launch_id",
-                  "probe_run_ids")
+                  "probe_run_ids", "capacity")
 
 
 def public_json(state: dict[str, Any]) -> dict[str, Any]:
     """The `pitwall tune --json` contract from a tune's stored state (Intent.result):
     {server, workload (the fingerprint), slo, candidates: [{profile, status ok|failed|slo_missed,
     reason, rank, goodput_rps, goodput_spread ([lo, hi] req/s or None), scorecard {latency,
-    throughput, cost, stability}, launch_id, probe_run_ids}], winner (None for a tie), tie (the
+    throughput, cost, stability}, launch_id, probe_run_ids, capacity (a trace workload's: {trace,
+    knee, low, high, knees, capped, rate_rps, resolution, steps}; else None)}], winner (None for a tie), tie (the
     profiles tied at the top, [] if none), verdict (the sentence), restored_profile}; candidates
     in rank order."""
     cands = sorted(state.get("candidates") or [], key=lambda c: c.get("rank") or 10**6)

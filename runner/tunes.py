@@ -38,7 +38,7 @@ from collectors.probe.report_model import SweepReport
 from runner import tune_rank
 from runner.sweeps import Sweeps
 from storage import repo
-from storage.errors import Interrupted
+from storage.errors import CollectorError, Interrupted
 from storage.kinds import CONTROL_KINDS, FINAL_INTENT_STATES, request_label
 from storage.models import Intent, Server
 
@@ -52,6 +52,10 @@ RUNNER_STOPPED = "runner stopped"  # the supervisor's end reason of a launch it 
 
 class _Interrupted(Interrupted):
     """The runner is stopping: leave the tune `running` for the next runner to resume."""
+
+
+class _TrialFailed(CollectorError):
+    """A replay of the capacity search did not finish: the candidate is recorded failed."""
 
 
 def request_stop(engine: Engine, intent_id: int) -> bool:
@@ -138,6 +142,8 @@ class Tunes:
         if not ok:
             rec["reason"] = f"did not start: {why}"
             return rec
+        if ((intent.payload or {}).get("sweep") or {}).get("trace"):
+            return self._capacity(intent, server, launch_id, (i, n, profile), rec, state)
         run_id, status, error = self._sweep(intent, server, launch_id, (i, n, profile))
         rec["probe_run_ids"] = [run_id]
         run = repo.get_probe_run(self.engine, run_id=run_id)
@@ -199,13 +205,84 @@ class Tunes:
             time.sleep(POLL_S)
         return None
 
-    def _sweep(self, intent: Intent, server: Server, launch_id: int | None,
-               where: tuple[int, int, str]) -> tuple[int, str, str]:
-        """Store and run the candidate's ProbeRun: (run id, final status, error)."""
+    def _capacity(self, intent: Intent, server: Server, launch_id: int | None, where: tuple[int, int, str],
+                  rec: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """A trace workload: the highest speed-up of the trace the candidate serves within the SLO
+        (collectors/trace/capacity.py, its repeats giving the interval), each speed tried a stored
+        replay run by the one sweep runner; the knee's run is the one scored."""
+        from collectors.trace.capacity import search
+        from collectors.trace.model import TraceError
+        from collectors.trace.replay import select, span_s
+        from collectors.trace.replay_run import AUTO_TRIAL_S, load, options_of
+
         assert intent.id is not None
         spec = dict((intent.payload or {}).get("sweep") or {})
+        slo = {k: float(v) for k, v in (spec.get("slo") or {}).items()}
+        i, n, profile = where
+        try:
+            _, requests = load(self.engine, str(spec["trace"]))
+        except TraceError as exc:
+            rec["reason"] = f"the workload did not start: {exc}"
+            return rec
+        options = options_of({**spec, "speed": 1.0})
+        span, chosen = span_s(requests, options), len(select(requests, options)[0])
+        rate = (chosen - 1) / span if span > 0 and chosen > 1 else 0.0
+        max_speed = float(spec.get("max_speed") or 1024.0)
+        runs: list[int] = []
+
+        def measure(speed: float) -> dict[str, Any]:
+            if self._closing.is_set():
+                raise _Interrupted
+            self._progress(intent.id or 0, i, n, profile, f"capacity search, trial {len(runs) + 1} at {speed:.3g}x",
+                           min(0.9, 0.1 + 0.05 * len(runs)), None)
+            run_id, status, error = self._sweep(intent, server, launch_id, where, spec={**spec, "speed": speed},
+                                                label=f"{speed:.3g}x")
+            runs.append(run_id)
+            run = repo.get_probe_run(self.engine, run_id=run_id)
+            if status != "done" or run is None:
+                raise _TrialFailed(f"the replay at {speed:.3g}x did not finish: {error or status}")
+            return {**(run.report or {}), "run_id": run_id}
+
+        try:
+            cap = search(measure, slo, image=server.kind == "image", start=min(max(1.0, span / AUTO_TRIAL_S), max_speed),
+                         max_speed=max_speed)
+        except _TrialFailed as exc:
+            rec.update(probe_run_ids=runs, reason=str(exc))
+            return rec
+        finally:
+            rec["probe_run_ids"] = runs
+        state["workload"] = state.get("workload") or f"trace {spec['trace']} ({spec.get('digest')})"
+        state["slo"], state["image"] = slo, server.kind == "image"
+        rec["capacity"] = {"trace": spec["trace"], "knee": cap.knee, "low": cap.low, "high": cap.high,
+                           "knees": cap.knees, "capped": cap.capped, "rate_rps": rate, "resolution": 0.10,
+                           "steps": [{"speed": st.speed, "meets": st.meets, "why": st.why, "run_id": st.run_id}
+                                     for st in cap.steps]}
+        launch = repo.get_launch(self.engine, launch_id=launch_id) if launch_id else None
+        if launch is not None and launch.ended_at is not None:
+            rec["reason"] = f"the server stopped during the workload ({launch.end_reason or launch.status})"
+            return rec
+        knee_run = next((st.run_id for st in reversed(cap.steps) if st.meets and st.speed == cap.knee), None)
+        scored: dict[str, Any] = {}
+        if knee_run is not None:
+            run = repo.get_probe_run(self.engine, run_id=knee_run)
+            rec["levels"] = [lv.to_dict() for lv in SweepReport.of(run.report).levels] if run is not None else []
+            try:
+                scored = self.scorer(knee_run, server.name)
+            except Exception as exc:  # a scorecard that cannot be built: the capacity still ranks
+                rec["reason"] = f"its scorecard could not be built: {exc}"
+        rec.update(status="scored", scorecard=scored.get("scorecard") or {})
+        return rec
+
+    def _sweep(self, intent: Intent, server: Server, launch_id: int | None,
+               where: tuple[int, int, str], *, spec: dict[str, Any] | None = None,
+               label: str | None = None) -> tuple[int, str, str]:
+        """Store and run the candidate's ProbeRun (the intent's workload, or `spec`): (run id,
+        final status, error)."""
+        assert intent.id is not None
+        spec = dict(spec if spec is not None else (intent.payload or {}).get("sweep") or {})
+        spec.pop("slo", None)
         spec.update(url=server.base_url, server_id=server.id, launch_id=launch_id,
-                    name=f"{request_label(intent.id, 'tune')}: {where[2]}")
+                    name=f"{request_label(intent.id, 'tune')}: {where[2]}" + (f" at {label}" if label else ""))
         run = repo.create_probe_run(self.engine, server_id=server.id, launch_id=launch_id, url=server.base_url,
                                     api=str(spec.get("api") or "generate"), name=spec["name"], spec=spec,
                                     status="pending")

@@ -157,6 +157,11 @@ def _v8_to_v9(conn: Connection) -> None:
     """v9: the trace and tracerequest tables (created by create_all after the steps)."""
 
 
+def _v9_to_v10(conn: Connection) -> None:
+    """v10: Profile.record_requests (a profile's request capture switch)."""
+    _add_column(conn, "profile", "record_requests", "BOOLEAN NOT NULL DEFAULT FALSE")
+
+
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """ALTER TABLE ... ADD COLUMN unless it is there (a file whose version was lowered by hand,
     or an upgrade step that another process already ran)."""
@@ -167,7 +172,7 @@ def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
 # Each step upgrades the schema from version N to N+1 (key N).
 _UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
                                                     4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-                                                    7: _v7_to_v8, 8: _v8_to_v9}
+                                                    7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10}
 
 
 def ensure_schema(engine: Engine, *, create: bool = True) -> None:

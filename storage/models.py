@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def _json(default: Any = None) -> Any:
@@ -97,6 +97,7 @@ class Profile(SQLModel, table=True):
     entrypoint: str = "sglang.launch_server"
     flags: dict[str, Any] | None = _json()
     env: dict[str, str] | None = _json()
+    record_requests: bool = False  # the server writes its request records into the data folder
     source_path: str | None = None
     content_hash: str = ""
     updated_at: float = 0.0

@@ -228,8 +228,8 @@ def collect_beside_baseline(duration_s: int, env: dict[str, str], baseline_env: 
 #   and the modules that start their own (another radix setting, Pitwall's own launches and
 #   relaunch, the real parser's runs);
 # - the browser tests are four groups, each file after file on one worker: the image flow, the
-#   LLM page flows end to end, the young demo's walk with the image GPU wall (both wait for a demo
-#   to age), and the rest.
+#   LLM page flows end to end, the young demo's walk and the GPU wall on the same demo (it waits for
+#   the demo to age), and the rest.
 # Groups go out longest first (RUN_FIRST, then every other file), so the long ones never start
 # last. tests/foundation/test_markers.py checks that every file marked `browser` or `real_sglang`
 # falls in a group of that marker. (xdist's own `--dist loadgroup` cannot be used: it renames
@@ -238,12 +238,11 @@ def collect_beside_baseline(duration_s: int, env: dict[str, str], baseline_env: 
 #: first group a path matches is its group
 SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "real_sglang-shared": ("real_sglang", tuple(f"tests/real_sglang/test_real_sglang_{m}.py" for m in
-                                                ("conformance", "server", "workloads", "zz_shutdown"))),
+                                                ("conformance", "server", "trace", "workloads", "zz_shutdown"))),
     "real_sglang": ("real_sglang", ("tests/real_sglang/", "tests/launch/test_real_parser_validation.py")),
     "browser-image": ("browser", ("tests/browser/test_image_browser.py",)),
     "browser-e2e": ("browser", ("tests/browser/test_dashboard_e2e.py",)),
-    "browser-walk": ("browser", ("tests/browser/test_fresh_demo_browser.py",
-                                 "tests/browser/test_gpu_wall_browser.py")),
+    "browser-walk": ("browser", ("tests/browser/test_fresh_demo_browser.py",)),
     "browser": ("browser", ("tests/browser/", "_browser.py")),
 }
 #: the groups handed out first, longest first (minutes on a 2-core host, from --durations), then

@@ -66,6 +66,15 @@ def _trace_formats() -> dict[str, Any]:
     return dict(TRACE_FORMATS)
 
 
+def _record_flags(folder: str) -> list[str]:
+    """The request metrics exporter (0.5.10+, srt/observability): one JSON line per finished
+    request (token counts, cached tokens, latencies) into hourly files of `folder`. Its record is
+    the request's meta_info, whose time fields (request_received_ts, the arrival a trace needs)
+    the tokenizer manager adds only under --enable-metrics, so that goes with it. `--log-requests`
+    is left off: it writes into the server's log, with prompt text from level 1."""
+    return ["--enable-metrics", "--export-metrics-to-file", f"--export-metrics-to-file-dir={folder}"]
+
+
 def _prom_reader() -> PromReader:
     from collectors.sglang.metrics_prom import PromReader as SGLangPromReader
 
@@ -101,4 +110,5 @@ ENGINE = Engine(
     tuning_rules=doctor_rules.TUNING,
     native_api=GENERATE,
     trace_formats=_trace_formats,
+    record_flags=_record_flags,
 )

@@ -75,6 +75,12 @@ class Plan:
     def duration_s(self) -> float:
         return self.items[-1].at_s if self.items else 0.0
 
+    @property
+    def offered_rps(self) -> float | None:
+        """The rate the plan sends at (requests/s over its span, to 3 decimals): the run's one load
+        level, on its request rows, in its report and in its spec alike."""
+        return round((len(self.items) - 1) / self.duration_s, 3) if self.duration_s > 0 else None
+
 
 def _api(r: TraceRequest, options: ReplayOptions) -> str:
     if options.api:
@@ -175,7 +181,7 @@ async def replay(base_url: str, p: Plan, options: ReplayOptions,
                 prompt = next_turn(history, answer, seq=d.req.seq, input_tokens=d.req.input_tokens, seed=options.seed,
                                    calibration=d.calibration)
             path, body = _body(d, prompt, options)
-            rec = await send(session, base_url.rstrip("/") + path, d.api, json.dumps(body).encode(), level=options.speed,
+            rec = await send(session, base_url.rstrip("/") + path, d.api, json.dumps(body).encode(), level=p.offered_rps or 0.0,
                              seq=i, timeout_s=options.timeout_s, keep_text=key is not None)
             lag = max(0.0, rec.t_start - due_at)
             if rec.ttft_s is not None:
@@ -252,7 +258,7 @@ def report(sent: Sequence[Sent], p: Plan, options: ReplayOptions) -> dict[str, A
         f"the client sent late: schedule lag p99 {1000 * (lag.get('p99') or 0):.1f} ms is over its bound "
         f"{1000 * bound:.1f} ms (max(10 ms, 5 % of the p50 {'TTFT' if ttft.get('p50') else 'E2E'})); "
         "the latencies include the client's own delay: replay slower (--speed) or on a quieter host")
-    offered = (len(p.items) - 1) / p.duration_s if p.duration_s > 0 else None
+    offered = p.offered_rps
     throughput = {"rps": len(ok) / wall if wall else None, "output_tok_s": tokens_out / wall if wall else None}
     # the run as one open-loop level at the trace's offered rate, in the sweep report's shape
     # (collectors/probe/report_model.py Level): Benchmarks, Compare and the scorecard read it as they

@@ -79,10 +79,22 @@ def fingerprint_detail(api: str, model: str | None, trace: Any, options: ReplayO
                       "window": [options.start_s, options.end_s], "max_requests": options.max_requests}}
 
 
+def stored_spec(trace: Any, options: ReplayOptions, p: Plan) -> dict[str, Any]:
+    """The run's spec: what replays it again (`run_spec`, a rerun from Benchmarks) and what the
+    runs table shows (the workload, the one level: the offered rate)."""
+    return {"trace": trace.name, "trace_id": trace.id, "digest": trace.digest, "speed": options.speed,
+            "window": [options.start_s, options.end_s], "max_requests": options.max_requests,
+            "api": options.api, "model": options.model, "mode": "rate",
+            "workload": {"prompt_set": f"trace {trace.name} at {options.speed:g}x"},
+            "levels": [p.offered_rps or 0.0],
+            "requests": len(p.items)}
+
+
 def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequest], options: ReplayOptions,
         server_id: int | None = None, launch_id: int | None = None, name: str | None = None,
-        on_progress: Any = None) -> tuple[int | None, dict[str, Any]]:
-    """Calibrate, replay, store (when `engine`), and return (run id, report)."""
+        on_progress: Any = None, run_id: int | None = None) -> tuple[int | None, dict[str, Any]]:
+    """Calibrate, replay, store (when `engine`: a new run, or the pending run `run_id` a page
+    recorded), and return (run id, report)."""
     wanted = apis(requests, options)
     calibration, notes = asyncio.run(calibrate(url, wanted, options)) if wanted else ({}, [])
     p: Plan = plan(requests, trace.block_size, options, calibration)
@@ -91,24 +103,27 @@ def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequ
         raise TraceError(f"Nothing to replay: the window and cap leave no request of trace {trace.name!r}.")
     api = options.api or ("mixed" if len({d.api for d in p.items}) > 1 else p.items[0].api)
     detail = fingerprint_detail(api, options.model, trace, options)
-    run_id = None
-    if engine is not None:
-        run_id = repo.create_probe_run(
-            engine, server_id=server_id, launch_id=launch_id, url=url, api=api, name=name or f"trace {trace.name}",
-            spec={"trace": trace.name, "trace_id": trace.id, "digest": trace.digest, "speed": options.speed,
-                  "window": [options.start_s, options.end_s], "max_requests": options.max_requests,
-                  "api": options.api, "model": options.model, "mode": "rate",
-                  # what the runs table shows: the workload and the one level (the offered rate)
-                  "workload": {"prompt_set": f"trace {trace.name} at {options.speed:g}x"},
-                  "levels": [round((len(p.items) - 1) / p.duration_s, 3) if p.duration_s > 0 else 0.0],
-                  "requests": len(p.items)},
-            fingerprint=fingerprint_hash(detail), fingerprint_detail=detail, status="running",
-            started_at=time.time()).id
+    fields: dict[str, Any] = {"url": url, "api": api, "spec": stored_spec(trace, options, p),
+                              "fingerprint": fingerprint_hash(detail), "fingerprint_detail": detail,
+                              "status": "running", "started_at": time.time()}
+    if engine is not None and run_id is None:
+        run_id = repo.create_probe_run(engine, server_id=server_id, launch_id=launch_id,
+                                       name=name or f"trace {trace.name}", **fields).id
+    elif engine is not None and run_id is not None:
+        repo.update_probe_run(engine, run_id=run_id, **fields)
+    done = [0]
+
+    def count(n: int, total: int) -> None:  # in the replay's event loop: no I/O here
+        done[0] = n
+        if on_progress is not None:
+            on_progress(n, total)
+
+    writer = _ProgressWriter(engine, run_id, len(p.items), done) if engine is not None and run_id is not None else None
     gc.collect()  # as a sweep level does: no collection pause inside a measured latency
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        sent = asyncio.run(replay(url, p, options, on_progress))
+        sent = asyncio.run(replay(url, p, options, count))
     except BaseException as exc:
         if engine is not None and run_id is not None:
             repo.update_probe_run(engine, run_id=run_id, status="failed", finished_at=time.time(),
@@ -117,6 +132,8 @@ def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequ
     finally:
         if was_enabled:
             gc.enable()
+        if writer is not None:
+            writer.stop()
     rep = report(sent, p, options)
     rep["trace"] = {"name": trace.name, "digest": trace.digest, "requests": len(requests)}
     if engine is not None and run_id is not None:
@@ -125,6 +142,58 @@ def run(engine: Engine | None, *, url: str, trace: Any, requests: list[TraceRequ
         repo.update_probe_run(engine, run_id=run_id, status="done", progress=1.0, finished_at=time.time(),
                               report=json.loads(json.dumps(rep, default=float)), trusted=rep["trusted"])
     return run_id, rep
+
+
+class _ProgressWriter:
+    """ProbeRun.progress (answered / planned) written once a second from a thread of its own: the
+    replay's event loop sends on schedule and never waits on the database."""
+
+    def __init__(self, engine: Engine, run_id: int, total: int, done: list[int], every_s: float = 1.0) -> None:
+        import threading
+
+        self._stop = threading.Event()
+
+        def loop() -> None:
+            last = -1
+            while not self._stop.wait(every_s):
+                if done[0] != last:
+                    last = done[0]
+                    try:
+                        repo.update_probe_run(engine, run_id=run_id, only_if_status="running",
+                                              progress=min(0.99, last / max(1, total)))
+                    except Exception:  # a locked database: the next second tries again
+                        pass
+
+        self._thread = threading.Thread(target=loop, name="replay-progress", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+
+def options_of(spec: dict[str, Any]) -> ReplayOptions:
+    """A stored replay spec's options (the speed a number: --speed auto stores one run per speed)."""
+    window = spec.get("window") or [None, None]
+    speed = float(spec.get("speed") or 1.0)
+    if not speed > 0:
+        raise TraceError(f"The replay's speed is {spec.get('speed')!r}; it must be above 0.")
+    return ReplayOptions(speed=speed, start_s=window[0], end_s=window[1], max_requests=spec.get("max_requests"),
+                         api=spec.get("api"), model=spec.get("model"),
+                         timeout_s=float(spec.get("timeout_s") or 300.0),
+                         api_key=spec.get("api_key"), seed=int(spec.get("seed") or 0))
+
+
+def run_spec(engine: Engine, spec: dict[str, Any], run_id: int) -> dict[str, Any]:
+    """Replay the stored run `run_id` as its spec says (the runner's sweep process: a replay
+    started from a page, a rerun, a tune's trial); the report."""
+    trace, requests = load(engine, str(spec["trace"]))
+    if spec.get("digest") and spec["digest"] != trace.digest:
+        raise TraceError(f"Trace {trace.name!r} changed since this replay was asked for (digest {spec['digest']}, "
+                         f"now {trace.digest}); start it again to replay the stored one.")
+    _, rep = run(engine, url=str(spec["url"]), trace=trace, requests=requests, options=options_of(spec),
+                 server_id=spec.get("server_id"), launch_id=spec.get("launch_id"), run_id=run_id)
+    return rep
 
 
 def _ms(v: float | None) -> str:

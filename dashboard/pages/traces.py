@@ -16,11 +16,13 @@ import streamlit as st
 from dashboard.components import auth, charts, session
 from dashboard.components.format import fmt_ts
 from dashboard.services.views import traces as tv
+from scorecard.metric_specs import ITL_P99_S, TTFT_P99_S
 
 ctx = session.bootstrap()
 st.title("Traces")
 st.caption("Your own traffic, replayed: import a trace (Mooncake, Azure, BurstGPT, your server's own request log "
-           "or its metrics export), look at it here, replay it with `pitwall probe --trace NAME`.")
+           "or its metrics export), look at it here, and replay it against a server here or with "
+           "`pitwall probe --trace NAME`.")
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -33,11 +35,100 @@ def _detail(url: str, name: str) -> dict | None:
     return tv.detail(session.engine_for(url), name)
 
 
+@st.cache_data(ttl=2, show_spinner=False)
+def _replays(url: str, name: str) -> pd.DataFrame:
+    return tv.replays(session.engine_for(url), name)
+
+
+def _flash(key: str) -> list[str]:
+    """Show the success a control left in session state before its rerun; the servers to pick."""
+    said = st.session_state.pop(key, None)
+    if said:
+        st.success(said)
+    return list(session.server_names(ctx.url))
+
+
+def _replay_form(name: str, can_act: bool) -> None:
+    """Replay the selected trace against a server: the runner's probe lane runs it."""
+    st.markdown("**Replay it**")
+    servers = _flash("trace_replay_queued")
+    if not servers:
+        st.info("No servers to replay against: add one to `pitwall.toml`, or run `pitwall up` for the demo.")
+    else:
+        with st.form("trace_replay"):
+            r1, r2, r3, r4, r5 = st.columns([2, 1, 1, 1, 1])
+            target = r1.selectbox("Server", servers, key="replay_server")
+            speed = r2.number_input("Speed (x)", min_value=0.01, max_value=tv.MAX_SPEED, value=1.0, key="replay_speed",
+                                    help="2 = the trace's arrivals twice as fast")
+            start = r3.number_input("From (s)", min_value=0.0, value=0.0, key="replay_from")
+            end = r4.number_input("To (s, 0: the end)", min_value=0.0, value=0.0, key="replay_to")
+            cap = r5.number_input("Max requests (0: all)", min_value=0, value=0, step=1, key="replay_cap")
+            go = st.form_submit_button("Replay", disabled=not can_act)
+        if go and (who := auth.actor_at_click(ctx.settings)):
+            from collectors.trace.model import TraceError
+
+            try:
+                run_id, intent_id = tv.start_replay(
+                    session.engine_for(ctx.url), server=target, trace=name, speed=float(speed),
+                    window=(start or None, end or None), max_requests=int(cap) or None, requested_by=who)
+            except TraceError as exc:
+                st.error(str(exc))
+            else:
+                _replays.clear()
+                st.session_state["trace_replay_queued"] = (
+                    f"Replay of {name} at {speed:g}x against {target} queued: run {run_id} (intent {intent_id}). "
+                    "The runner starts it; its figures land on Benchmarks and below.")
+                st.rerun()
+    runs = _replays(ctx.url, name).fillna({"error": ""})
+    if not runs.empty:
+        st.dataframe(runs, hide_index=True, width="stretch", column_config={
+            "speed": st.column_config.NumberColumn("speed", format="%gx"),
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0),
+            TTFT_P99_S: st.column_config.NumberColumn("TTFT p99 (s)", format="%.3f"),
+            ITL_P99_S: st.column_config.NumberColumn("ITL p99 (s)", format="%.4f"),
+            "lag_p99_s": st.column_config.NumberColumn("lag p99 (s)", format="%.4f",
+                                                       help="how late the client sent (the run is not trusted past its bound)"),
+        })
+    st.caption(f"From a shell: `pitwall probe --url URL --trace {name} --speed 1`, or `--speed auto` for the highest "
+               "speed within [slo].")
+
+
 def _pct(v: float | None) -> str:
     return "—" if v is None else f"{100 * v:.1f} %"
 
 
+def _cut_form(can_act: bool) -> None:
+    """A trace of what a server served, from its own request records (a profile's record_requests)."""
+    st.subheader("Cut a trace from a server")
+    servers = _flash("trace_cut")
+    if not servers:
+        return
+    with st.form("trace_cut_form"):
+        c1, c2, c3 = st.columns([2, 1, 2])
+        server = c1.selectbox("Server", servers, key="cut_server")
+        since = c2.selectbox("Window", list(tv.CUT_WINDOWS), index=1, key="cut_since")
+        cut_name = c3.text_input("Name (default: server-date-time)", key="cut_name")
+        go = st.form_submit_button("Cut", disabled=not can_act)
+    st.caption("Reads the server's own request records: set `record_requests = true` in its profile and relaunch it "
+               "(the records go to the data folder's requests/, kept `retention.request_records_days`).")
+    if go and (who := auth.actor_at_click(ctx.settings)):
+        from collectors.trace.model import TraceError
+
+        try:
+            got = tv.cut_from_server(session.engine_for(ctx.url), server=server, since=since,
+                                     name=cut_name.strip() or None, actor=who,
+                                     requests_dir=ctx.settings.requests_dir)
+        except TraceError as exc:
+            st.error(str(exc))
+        else:
+            _table.clear()
+            _detail.clear()
+            st.session_state["trace_cut"] = f"Stored {got['name']}: {got['requests']:,} requests over {got['duration_s']:,.1f} s"
+            st.rerun()
+
+
 with session.guard("Traces"):
+    can_act = auth.control_gate(ctx.settings) is not None  # who acts is asked when the click arrives
     df = _table(ctx.url)
     if df.empty:
         st.info("No traces yet. Import one below, or from a shell: `pitwall trace import FILE` "
@@ -75,10 +166,7 @@ with session.guard("Traces"):
             with right:
                 st.markdown("**Lengths** (requests per token bucket)")
                 st.altair_chart(charts.length_bars(tv.lengths(fields)), width="stretch")
-            st.markdown("**Replay it**")
-            st.code(f"pitwall probe --url http://127.0.0.1:30000 --trace {name} --speed 1\n"
-                    f"pitwall probe --url http://127.0.0.1:30000 --trace {name} --speed auto   # the highest speed within [slo]",
-                    language="bash")
+            _replay_form(name, can_act)
             notes = fields.get("notes") or []
             if notes:
                 st.markdown("**What the import met**")
@@ -90,11 +178,11 @@ with session.guard("Traces"):
                        f"imported {fmt_ts(fields['imported_at'])}")
 
     st.divider()
+    _cut_form(can_act)
     st.subheader("Import a trace")
     done = st.session_state.pop("trace_imported", None)
     if done:
         st.success(done)
-    can_act = auth.control_gate(ctx.settings) is not None  # who acts is asked when the click arrives
     with st.form("trace_import", clear_on_submit=True):
         upload = st.file_uploader("Trace file", key="trace_file")
         f1, f2, f3 = st.columns(3)

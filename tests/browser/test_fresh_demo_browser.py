@@ -17,6 +17,12 @@ What is checked on every page, and how:
 - The young server's window says what it shows ("Showing the N minutes since demo started").
 Screenshots of each page go to the test's tmp dir and, with PITWALL_SCREENSHOT_DIR, there too.
 
+The same demo then shows the GPU wall with no GPU: demo mode reads the simulator's
+dcgm-exporter look-alikes (gpu.dcgm_url defaults to them), so the demo's Server page shows GPU
+panels, achieved bandwidth and the "bound by" verdict, and the image server's page the denoising
+stage's wall and the what-if on another card (one `pitwall up` for both: a demo costs a core's
+fraction for as long as it runs).
+
 The demo is used once it is two minutes old (DEMO_AGE_S); its window is clamped to its data
 from the first sample on, and a chart whose series start later to its own first sample, at
 least 60 s long.
@@ -26,6 +32,7 @@ Skipped with the reason when /usr/bin/chromium is missing (`make system-deps` in
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -33,7 +40,16 @@ from pathlib import Path
 
 import pytest
 from pwtest import PY, free_demo_port, free_port, stop_group, subprocess_env
-from test_dashboard_e2e import CHROMIUM, _wait_http, pytestmark  # noqa: F401 - the browser marks (skip without chromium)
+from test_dashboard_e2e import (  # noqa: F401 - the browser marks (skip without chromium)
+    CHROMIUM,
+    _wait_http,
+    goto,
+    no_traceback,
+    pytestmark,
+    shot,
+    wait_for_pattern,
+)
+from test_image_browser import _wait_run_done
 
 DEMO_AGE_S = 120.0
 REREAD_S = 12.0  # longer than the 1-h page's 5-s refresh: a chart mid-repaint is whole by then
@@ -48,6 +64,7 @@ PAGES = (
     ("compare", "/compare?server=demo"),
     ("tune", "/tune?server=demo"),
     ("profiles", "/profiles"),
+    ("traces", "/traces"),
     ("about", "/about"),
 )
 
@@ -150,7 +167,8 @@ def demo(tmp_path_factory):  # type: ignore[no-untyped-def]
     started = time.time()
     try:
         _wait_http(f"http://127.0.0.1:{port}/_stcore/health", 90)
-        yield {"url": f"http://127.0.0.1:{port}", "tmp": tmp, "started": started, "db": tmp / "data" / "pitwall.db"}
+        yield {"url": f"http://127.0.0.1:{port}", "tmp": tmp, "started": started, "db": tmp / "data" / "pitwall.db",
+               "env": env}
     finally:
         stop_group(proc)
         log.close()
@@ -247,3 +265,33 @@ def test_every_page_of_a_young_demo_has_no_clipped_label_and_no_empty_chart_area
             assert page.get_by_text("since demo started").count() > 0 or name == "server-image-1h", name
         _shot(page, demo, name)
     assert not problems, f"clipped labels or empty chart areas at 1400x900: {problems}"
+
+
+# -- the GPU wall, on the same demo (after the walk: it reads a young demo) ----------------------
+
+
+def test_llm_demo_server_page_shows_the_gpu_wall(page, demo):  # type: ignore[no-untyped-def]
+    goto(page, demo, "/server?server=demo&window=15m")
+    page.get_by_text("GPU wall: what bounds the GPU").first.wait_for(timeout=90_000)
+    wait_for_pattern(page, r"bound by: ", 120)
+    # the panel draws in pieces: wait for its achieved-bandwidth figure too before reading it
+    text = wait_for_pattern(page, r"Achieved band[\s\S]*[GT]B/s", 60)
+    page.get_by_text("GPU wall: what bounds the GPU").first.scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)
+    shot(page, demo, "gpu-01-demo-server")
+    no_traceback(page)
+    # the simulated card's name and an achieved bandwidth against its peak, from its exporter
+    assert "NVIDIA H200" in text and re.search(r"Achieved band", text) and re.search(r"[GT]B/s", text)
+
+
+def test_image_demo_server_page_shows_the_denoising_wall_and_the_what_if(page, demo):  # type: ignore[no-untyped-def]
+    _wait_run_done(demo, "demo-image: first sweep", 300)
+    goto(page, demo, "/server?server=demo-image&window=15m")
+    page.get_by_text("Denoising: which wall, and the step on another card").first.wait_for(timeout=90_000)
+    wait_for_pattern(page, r"\(what-if\)", 120)
+    text = wait_for_pattern(page, r"bound by: ", 60)  # the GPU wall panel below draws after it
+    page.get_by_text("Denoising: which wall, and the step on another card").first.scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)
+    shot(page, demo, "gpu-02-image-denoise")
+    no_traceback(page)
+    assert "B300" in text and "bound by: " in text

@@ -27,7 +27,7 @@ def test_parse_good_profile() -> None:
     ("text", "expected"),
     [
         ("name = ", "<profile> is not valid TOML"),
-        ('name = "a"\nmodel_path = "m/x"\nmem-fraction-static = 0.8\n', "<profile>: unknown key 'mem-fraction-static'; a profile has name, description, model_path, entrypoint, flags, env (launch flags go under [flags])."),
+        ('name = "a"\nmodel_path = "m/x"\nmem-fraction-static = 0.8\n', "<profile>: unknown key 'mem-fraction-static'; a profile has name, description, model_path, entrypoint, record_requests, flags, env (launch flags go under [flags])."),
         ('name = "a b"\nmodel_path = "m/x"\n', "<profile>: name is 'a b'; expected letters"),
         ('name = "a"\n', "<profile>: model_path is missing"),
         ('name = "a"\nmodel_path = "m/x"\nentrypoint = "rm -rf /"\n', "<profile>: entrypoint is 'rm -rf /'; expected a Python module"),

@@ -48,15 +48,23 @@ def start_real_server(env: dict[str, str], log_path: Path, extra_flags: list[str
 
 
 #: the shared server's extra flags: --constrained-json-disable-any-whitespace bounds the JSON a
-#: dummy-weight model writes under a schema (the workloads module); the other modules send no schema
-SHARED_FLAGS = ["--constrained-json-disable-any-whitespace"]
+#: dummy-weight model writes under a schema (the workloads module); the other modules send no schema.
+#: The server keeps its own request records, which the trace module imports: --log-requests at
+#: level 2 (`Receive:`/`Finish:` lines with inputs and outputs, which no other reader minds) and
+#: --export-metrics-to-file (a JSON record per finished request into the server's `export_dir`)
+SHARED_FLAGS = ["--constrained-json-disable-any-whitespace", "--log-requests", "--log-requests-level", "2",
+                "--export-metrics-to-file"]
 
 
 @pytest.fixture(scope="session")
 def shared_real_server(sglang_cpu_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The one real server the reading modules share; stopped by the shutdown test or at session end."""
-    server = start_real_server(sglang_cpu_env, tmp_path_factory.mktemp("real-sglang-shared") / "server.log",
-                               SHARED_FLAGS)
+    """The one real server the reading modules share; stopped by the shutdown test or at session end.
+    Its `export_dir` holds the request records --export-metrics-to-file writes."""
+    folder = tmp_path_factory.mktemp("real-sglang-shared")
+    export_dir = folder / "request-metrics"
+    server = start_real_server(sglang_cpu_env, folder / "server.log",
+                               [*SHARED_FLAGS, "--export-metrics-to-file-dir", str(export_dir)])
+    server.export_dir = export_dir
     try:
         yield server
     finally:

@@ -345,6 +345,32 @@ def test_relaunch_without_radix_cache_drops_the_cache_hit_rate(rig: Rig) -> None
     assert sorted(e["launch_id"] for e in ready) == [a.id, b.id], ready
 
 
+def test_without_radix_cache_nothing_is_cached_anywhere(rig: Rig) -> None:
+    """Under launch B (`--disable-radix-cache`) a shared prefix gets no cached tokens in any of the
+    server's own accounts: meta_info, its Prefill lines and /metrics. The real-server fact behind
+    Pitwall's "relaunch without radix cache drops the hit rate"."""
+    b = repo.latest_launch(rig.engine, server_id=rig.sid)
+    if b is None or b.profile_name != "real-cpu-no-radix":
+        pytest.skip("needs test_relaunch_without_radix_cache_drops_the_cache_hit_rate to have run first")
+    sp = {"max_new_tokens": 2, "temperature": 0, "ignore_eos": True}
+    metas = []
+    for tail in ("one", "two", "three"):
+        r = httpx.post(f"{rig.base_url}/generate", json={"text": SHARED + tail, "sampling_params": sp}, timeout=TIMEOUT)
+        assert r.status_code == 200, r.text
+        metas.append(r.json()["meta_info"])
+    assert [m["cached_tokens"] for m in metas] == [0, 0, 0]
+    # launch B's own log file: every Prefill line of it, /health's included
+    cached = [x.fields["#cached-token"] for x in log_batches(rig.log_path.read_text(errors="replace"))
+              if x.kind == "prefill"]
+    assert cached and set(cached) == {0}
+    fams = {f.name: f for f in text_string_to_metric_families(httpx.get(f"{rig.base_url}/metrics", timeout=TIMEOUT).text)}
+    prompt = sum(s.value for s in fams["sglang:prompt_tokens"].samples if s.name.endswith("_total"))
+    assert prompt >= sum(m["prompt_tokens"] for m in metas)
+    # SGLang's multiprocess collector only shows a labelled counter once a child is incremented:
+    # with no cache hit ever, sglang:cached_tokens_total is ABSENT (not 0) from /metrics.
+    assert "sglang:cached_tokens" not in fams
+
+
 # ---------------------------------------------------------------------------------------------
 # Regressions of two defects first seen against the real server: a planned relaunch must not
 # be reported as collector errors or as an outage. They read the relaunch test's events.

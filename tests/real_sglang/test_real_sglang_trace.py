@@ -1,19 +1,20 @@
-"""The real SGLang 0.5.23 server's own request records as a trace: launched with `--log-requests`
-(level 2, then level 0 through /configure_logging: two levels in one log) and
-`--export-metrics-to-file`; a stored probe run; both records imported; the trace has the run's
-request count, token counts and arrival order; replaying it reproduces the token counts. One
-server of its own (the shared one's log stays free of request lines)."""
+"""The real SGLang 0.5.23 server's own request records as a trace: the tier's shared server, started
+with `--log-requests --log-requests-level 2` and `--export-metrics-to-file` (tests/real_sglang/
+conftest.py); a stored probe run at level 2, then level 0 through /configure_logging (two levels in
+one log; level 2 again when the module ends); both records imported from the moment the run
+began (the server served the tier's other modules before); the trace has the run's request
+count, token counts and arrival order; replaying it reproduces the token counts."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from real_sglang_helpers import rs
 
 from collectors.probe.cli import probe_cli
 from collectors.trace import importer
@@ -26,17 +27,19 @@ from storage.db import make_engine
 pytestmark = [pytest.mark.real_sglang, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
+def _log_requests_level(server: Any, level: int) -> None:
+    r = httpx.post(f"{server.base_url}/configure_logging", json={"log_requests": True, "log_requests_level": level},
+                   timeout=60)
+    assert r.status_code == 200, r.text
+
+
 @pytest.fixture(scope="module")
-def recorded(sglang_cpu_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    folder = tmp_path_factory.mktemp("real-sglang-trace")
-    export = folder / "metrics"
-    server = rs.RealServer(env=sglang_cpu_env, log_path=folder / "server.log",
-                           extra_flags=["--log-requests", "--log-requests-level", "2", "--export-metrics-to-file",
-                                        "--export-metrics-to-file-dir", str(export), "--enable-metrics"]).start()
+def recorded(real_server: Any) -> Iterator[Any]:
+    """The shared server, back at its launch's level 2 after the module."""
     try:
-        yield server, export
+        yield real_server
     finally:
-        server.stop()
+        _log_requests_level(real_server, 2)
 
 
 def _probe(capsys: pytest.CaptureFixture[str], url: str, db: str, *args: str) -> dict[str, Any]:
@@ -47,15 +50,14 @@ def _probe(capsys: pytest.CaptureFixture[str], url: str, db: str, *args: str) ->
 
 
 def test_a_trace_cut_from_the_servers_records_is_what_the_run_sent(
-        recorded: tuple[Any, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    server, export = recorded
+        recorded: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server, since = recorded, time.time()
     db = f"sqlite:///{tmp_path / 'pitwall.db'}"
     engine = make_engine(db)
     common = ["--prompt-set", "synthetic", "--input-tokens", "24", "--max-new-tokens", "6", "--ignore-eos",
               "--warmup", "0", "--concurrency", "2"]
     first = _probe(capsys, server.base_url, db, *common, "--num-prompts", "4", "--requests", "4")
-    r = httpx.post(f"{server.base_url}/configure_logging", json={"log_requests": True, "log_requests_level": 0}, timeout=60)
-    assert r.status_code == 200, r.text
+    _log_requests_level(server, 0)
     second = _probe(capsys, server.base_url, db, *common, "--num-prompts", "3", "--input-tokens", "40", "--requests", "3")
     assert first["levels"] and second["levels"]
     runs = []
@@ -63,8 +65,10 @@ def test_a_trace_cut_from_the_servers_records_is_what_the_run_sent(
         rows = repo.probe_requests(engine, run_id=stored.id)
         runs.append(sorted((int(a), int(b)) for a, b in zip(rows["tokens_in"], rows["tokens_out"], strict=True)))
 
-    log = importer.build([server.log_path], name="from-log", options=ReadOptions(max_requests=1000))
-    metrics = importer.build([export], name="from-export", options=ReadOptions(max_requests=1000))
+    # the server served the tier's other modules before: the records from this run's start on
+    log = importer.build([server.log_path], name="from-log", options=ReadOptions(max_requests=1000), since_ts=since)
+    metrics = importer.build([server.export_dir], name="from-export", options=ReadOptions(max_requests=1000),
+                             since_ts=since)
     for built in (log, metrics):
         reqs = built.trace.requests
         print(built.trace.format, built.fields["requests"], built.trace.notes, built.fields["bad_rows"][:3])

@@ -1,7 +1,8 @@
 """`tune` intents end to end: a real Runner relaunches the bundled simulator (real
 processes, real HTTP on 127.0.0.1, a real SQLite file) under each candidate, runs one probe
 workload in a sweep process, scores and ranks; a candidate that cannot start is recorded with
-its cause, and a runner SIGKILLed mid-tune is followed by one that resumes.
+its cause, and a runner SIGKILLed mid-tune is followed by one that resumes. A trace workload
+(`pitwall tune --trace`) searches each candidate's capacity: every speed tried is a stored replay.
 
 The simulator is configured only through profile [env] (SGLANG_SIM_*): fast profiles start in
 well under a second of wall time. Workloads are tiny (a handful of requests at one level).
@@ -17,9 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pwtest import PY, free_port, runner_thread, sim_profile, subprocess_env, wait_for
+from pwtest import PY, REPO, free_port, runner_thread, sim_profile, subprocess_env, wait_for
 
 from cli.wiring import runner_parts
+from collectors.trace import importer
 from config.settings import Settings
 from dashboard.services import tune
 from launching.profiles import sync_profiles
@@ -168,3 +170,39 @@ def test_a_tune_requested_while_the_server_is_still_launching_waits_for_it(setup
     (cand,) = tune.tune_json(final)["candidates"]
     assert cand["status"] in ("ok", "slo_missed"), cand["reason"]
     assert repo.get_launch(engine, launch_id=cand["launch_id"]).profile_name == "fast-b"
+
+
+def test_a_trace_tune_searches_each_candidates_capacity_in_stored_replays(setup, runner) -> None:
+    """The contract, whatever the busy host does to a trial: each candidate's capacity search is
+    recorded (its speeds, its verdict on each, its knee and repeats), each speed tried is a stored
+    replay of the trace on that candidate's launch, and the ranking follows runner/tune_rank.py.
+    The SLO is loose and the fastest speed 4x, so a trial the client kept to schedule meets it."""
+    engine = setup["engine"]
+    importer.store(engine, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
+    trace = repo.get_trace(engine, name="demo-chat")
+    assert trace is not None
+    sweep = {"trace": "demo-chat", "digest": trace.digest, "speed": "auto", "window": [0.0, 3.0], "max_requests": None,
+             "max_speed": 4.0, "slo": {"ttft_p99_s": 30.0, "success_rate": 0.5}, "mode": "rate",
+             "workload": {"prompt_set": "trace demo-chat, the speed within the SLO"}}
+    intent = tune.start_tune(engine, server="sim", profiles=["fast-a", "fast-b"], sweep=sweep, requested_by="tester")
+    final = wait_for(lambda: _final(engine, intent.id), timeout=200, what="the trace tune to finish")
+    assert final.state == "done", final.message
+    out = tune.tune_json(final)
+    assert out["workload"] == f"trace demo-chat ({trace.digest})" and out["slo"] == sweep["slo"]
+    assert out["restored_profile"] == "fast-a" and len(out["candidates"]) == 2
+    for c in out["candidates"]:
+        cap = c["capacity"]
+        assert c["status"] in ("ok", "slo_missed") and cap["trace"] == "demo-chat" and cap["steps"]
+        assert cap["rate_rps"] > 0
+        tried = {s["run_id"]: s["speed"] for s in cap["steps"]}
+        assert set(tried) <= set(c["probe_run_ids"])  # a trial run again (not trusted) adds a run
+        for run_id in c["probe_run_ids"]:
+            run = repo.get_probe_run(engine, run_id=run_id)
+            assert run is not None and run.status == "done" and run.launch_id == c["launch_id"]
+            assert run.spec["trace"] == "demo-chat" and run.spec["window"] == [0.0, 3.0]
+            assert run_id not in tried or run.spec["speed"] == tried[run_id]
+        if cap["capped"]:
+            assert c["status"] == "ok" and cap["knee"] == 4.0 and all(s["meets"] for s in cap["steps"])
+            assert c["reason"].startswith("holds at least 4x of trace demo-chat")
+    if all(c["capacity"]["capped"] for c in out["candidates"]):
+        assert out["winner"] is None and sorted(out["tie"]) == ["fast-a", "fast-b"]  # neither known to hold more

@@ -108,3 +108,42 @@ def test_a_stored_crown_on_noise_is_judged_again() -> None:
     state["candidates"][1]["goodput_rps"] = 5.0  # 16 % apart: a winner even without a spread
     said = state_verdict(state)
     assert said is not None and said.winner == "demo-radix-off" and "spread not measured" in said.text
+
+
+def cap_cand(name: str, knees: list[float] | None, *, rate: float = 2.4, capped: bool = False) -> dict:
+    """A trace-workload candidate as runner/tunes.py records it: its capacity search's repeats."""
+    capacity = {"trace": "t", "rate_rps": rate, "resolution": 0.10, "capped": capped,
+                "knee": sorted(knees)[len(knees) // 2] if knees else None,
+                "low": min(knees) if knees else None, "high": max(knees) if knees else None, "knees": knees or [],
+                "steps": [{"speed": 1.0, "meets": bool(knees), "why": [] if knees else ["p99 TTFT 900 ms > 500 ms"],
+                           "run_id": 7}]}
+    return {"profile": name, "status": "scored", "levels": [lv(2.4, 0.3, 2.4)], "capacity": capacity,
+            "scorecard": {"cost": {"gpu_usd_per_hour": 4.0}, "stability": {"error_count": 0}}}
+
+
+def test_a_trace_tune_ranks_on_capacity_and_its_repeats_are_the_spread() -> None:
+    cands = [cap_cand("small", [2.0, 2.1, 2.2]), cap_cand("big", [5.0, 5.3, 5.6]), cap_cand("none", None)]
+    assert rank(cands, SLO) == "big"
+    by = {c["profile"]: c for c in cands}
+    assert [by[n]["rank"] for n in ("big", "small", "none")] == [1, 2, 3]
+    assert by["big"]["goodput_rps"] == 5.3 * 2.4
+    # the highest knee is widened by the search's resolution (a knee is known only to 10 %)
+    assert by["big"]["goodput_spread"] == [5.0 * 2.4, 5.6 * 1.1 * 2.4]
+    assert by["big"]["reason"] == "holds 5.3x (5-5.6x) of trace t: 12.72 req/s"
+    assert by["none"]["status"] == "slo_missed" and "at no speed of trace t tried" in by["none"]["reason"]
+    assert verdict(cands).text.startswith("big wins: holds 5.3x (5-5.6x) of trace t: 12.72 req/s vs small")
+    assert public_json({"candidates": cands})["candidates"][0]["capacity"]["knees"] == [5.0, 5.3, 5.6]
+
+
+def test_capacities_whose_repeats_overlap_are_a_tie_not_a_winner() -> None:
+    # 4.0-4.4x and 4.5-4.9x: apart by their knees, but 4.4x is known only to 4.84x
+    cands = [cap_cand("a", [4.5, 4.7, 4.9]), cap_cand("b", [4.0, 4.2, 4.4])]
+    assert rank(cands, SLO) is None
+    said = verdict(cands)
+    assert said.winner is None and said.tied == ("a", "b") and "a longer window of the trace" in said.text
+    apart = [cap_cand("a", [5.5, 5.7, 5.9]), cap_cand("b", [4.0, 4.2, 4.4])]
+    assert rank(apart, SLO) == "a"
+    # both met the SLO at the fastest speed tried: neither is known to hold more
+    capped = [cap_cand("a", [8.0], capped=True), cap_cand("b", [8.0], capped=True)]
+    assert rank(capped, SLO) is None and verdict(capped).tied == ("a", "b")
+    assert capped[0]["reason"].startswith("holds at least 8x of trace t")

@@ -90,3 +90,28 @@ def test_window_speed_and_failed_rows() -> None:
     assert [d.at_s for d in p.items] == [0.0, 20.0, 56.5]  # the failed row is not sent
     assert p.skipped_failed == 1 and "marked failed" in p.notes[0]
     assert all(d.max_new_tokens == d.req.output_tokens for d in p.items)
+
+
+def test_replays_compare_on_the_same_traffic_and_are_refused_on_other(tmp_path: Path, sim: str) -> None:
+    """Two replays of one trace window at one speed are one workload: Compare matches them at
+    their level (the offered rate); a replay at another speed is other traffic, and Compare says
+    it differs in the trace's speed instead of judging it."""
+    from collectors.trace.replay_run import load, run
+    from scorecard.build import build_scorecard
+    from scorecard.compare import compare
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'pitwall.db'}")
+    importer.store(engine, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
+    trace, requests = load(engine, "demo-chat")
+    ids = [run(engine, url=sim, trace=trace, requests=requests, options=ReplayOptions(speed=speed, end_s=4.0))[0]
+           for speed in (4.0, 4.0, 8.0)]
+    runs = [repo.get_probe_run(engine, run_id=i) for i in ids]
+    assert all(r is not None and r.status == "done" for r in runs)
+    assert runs[0].fingerprint == runs[1].fingerprint != runs[2].fingerprint  # type: ignore[union-attr]
+    cards = [build_scorecard(engine, run_id=i) for i in ids]
+    same = compare(cards[:2])
+    assert same.comparable and same.matched_level == runs[0].spec["levels"][0]  # type: ignore[union-attr]
+    assert any(d.key == "ttft_p99_s" and d.values[0] is not None and d.values[1] is not None for d in same.deltas)
+    other = compare([cards[0], cards[2]])
+    assert not other.comparable
+    assert any("speed" in line for line in other.workload_diff[0]), other.workload_diff

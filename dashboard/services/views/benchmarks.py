@@ -111,7 +111,7 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
         spec["workload"].update(image_size=req.image_size, image_steps=req.image_steps,
                                 image_guidance=req.image_guidance,
                                 images_per_request=int(req.images_per_request))
-    return _record(engine, server.id, spec, requested_by=requested_by, target=req.server,
+    return record_probe(engine, server.id, spec, requested_by=requested_by, target=req.server,
                    detail={"levels": list(req.levels), "requests": int(req.requests),
                            "prompt_set": req.prompt_set, "api": req.api})
 
@@ -131,22 +131,23 @@ def start_sweep_from_spec(engine: Engine, server_name: str, spec: dict[str, Any]
     spec = {**spec, "url": server.base_url, "server_id": server.id, "launch_id": launch_id,
             "name": name, "baseline_run_id": baseline_run_id}
     work = spec.get("workload") or {}
-    return _record(engine, server.id, spec, requested_by=requested_by, target=server_name,
+    return record_probe(engine, server.id, spec, requested_by=requested_by, target=server_name,
                    detail={"levels": list(spec.get("levels") or []), "requests": spec.get("requests"),
                            "prompt_set": work.get("prompt_set"), "api": spec.get("api")})
 
 
-def _record(engine: Engine, server_id: int, spec: dict[str, Any], *, requested_by: str, target: str,
-            detail: dict[str, Any]) -> tuple[int, int]:
-    """The pending ProbeRun, the `probe` intent and the `sweep_start` audit row for `spec`."""
+def record_probe(engine: Engine, server_id: int, spec: dict[str, Any], *, requested_by: str, target: str,
+                 detail: dict[str, Any], action: str = "sweep_start") -> tuple[int, int]:
+    """The pending ProbeRun, the `probe` intent and the audit row (`action`) for `spec` (a sweep's,
+    or a replay's: runner/sweeps.py runs either)."""
     run = repo.create_probe_run(engine, server_id=server_id, launch_id=spec.get("launch_id"),
-                                url=str(spec["url"]), api=str(spec["api"]), name=spec.get("name"), spec=spec,
+                                url=str(spec["url"]), api=str(spec.get("api") or "generate"), name=spec.get("name"), spec=spec,
                                 status="pending", baseline_run_id=spec.get("baseline_run_id"))
     assert run.id is not None
     intent = repo.create_intent(engine, kind="probe", server_id=server_id, payload={"run_id": run.id},
                                 requested_by=requested_by)
     assert intent.id is not None
-    repo.add_audit(engine, actor=requested_by, action="sweep_start", target=target,
+    repo.add_audit(engine, actor=requested_by, action=action, target=target,
                    detail={"run_id": run.id, "intent_id": intent.id, **detail})
     return run.id, intent.id
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -173,15 +174,24 @@ def _prometheus_source(cfg: ServerConfig, settings: Settings) -> dict[str, str |
     return {"prometheus_url": url.rstrip("/"), "prometheus_selector": selector}
 
 
+#: the demo's small anonymised trace (Mooncake JSONL), stored on the demo's first run
+DEMO_TRACE = Path(__file__).resolve().parents[3] / "traces" / "demo-chat.jsonl"
+
+
 def seed_demo(engine: Engine, settings: Settings) -> int | None:
     """First run of the demo: queue one sweep per demo server (LLM and image) so every page has
-    probe data. Returns the LLM sweep's run id (None when it was not queued).
+    probe data, and store the demo's trace so the Traces page has one to preview and replay.
+    Returns the LLM sweep's run id (None when it was not queued).
 
     Each sweep waits for its server to be ready (the probe intent handler does), and is queued
-    only while that server has no probe run yet.
+    only while that server has no probe run yet; the trace is stored while no trace is.
     """
     from dashboard.services.views.benchmarks import start_sweep
 
+    if settings.demo_active and not repo.list_traces(engine) and DEMO_TRACE.is_file():
+        from collectors.trace import importer
+
+        importer.store(engine, importer.build([DEMO_TRACE]))
     if settings.demo_active:
         image = repo.get_server(engine, name=DEMO_IMAGE_SERVER)
         if image is not None and not repo.list_probe_runs(engine, server_id=image.id, limit=1):
