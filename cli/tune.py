@@ -84,33 +84,16 @@ def sweep_from_options(rest: list[str]) -> dict[str, Any]:
 
 
 def trace_workload(engine: Any, settings: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """The tune's workload for --trace: the stored trace (its digest pinned), the window and caps,
-    and the server's SLO targets the capacity search holds each candidate to."""
+    """The tune's workload for --trace (dashboard/services/tune.py `trace_workload`)."""
     from collectors.trace.replay_run import parse_window
-    from scorecard.slo import load_overrides, resolve
-    from storage import repo
+    from dashboard.services import tune
 
-    trace = repo.get_trace(engine, name=args.trace)
-    if trace is None:
-        names = ", ".join(t.name for t in repo.list_traces(engine)) or "none"
-        raise CliError(f"No trace named {args.trace!r}; stored: {names}. `pitwall trace import FILE` stores one.",
-                       EXIT_USAGE)
     try:
-        start, end = parse_window(args.window)
-    except ValueError as exc:
+        window = parse_window(args.window)
+        return tune.trace_workload(engine, settings.slo, server=args.server, trace=args.trace, window=window,
+                                   max_requests=args.max_requests, max_speed=args.max_speed)
+    except (ValueError, tune.TuneRequestError) as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
-    if args.max_requests is not None and args.max_requests <= 0:
-        raise CliError("--max-requests must be positive", EXIT_USAGE)
-    if not args.max_speed > 0:
-        raise CliError("--max-speed must be > 0", EXIT_USAGE)
-    targets = {k: t.target for k, t in resolve(args.server, settings.slo, load_overrides(engine)).targets.items()}
-    slo = {k: float(v) for k, v in targets.items() if k in ("ttft_p99_s", "itl_p99_s", "image_p99_s", "success_rate")}
-    if not slo:
-        raise CliError("--trace ranks on the speed within the SLO, and [slo] sets none of ttft_p99_s, itl_p99_s, "
-                       "image_p99_s, success_rate for this server.", EXIT_USAGE)
-    return {"trace": trace.name, "digest": trace.digest, "speed": "auto", "window": [start, end],
-            "max_requests": args.max_requests, "max_speed": float(args.max_speed), "slo": slo, "mode": "rate",
-            "workload": {"prompt_set": f"trace {trace.name}, the speed within the SLO"}}
 
 
 def tune_cli(argv: list[str]) -> int:

@@ -245,10 +245,14 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "browser-walk": ("browser", ("tests/browser/test_fresh_demo_browser.py",)),
     "browser": ("browser", ("tests/browser/", "_browser.py")),
 }
-#: the groups handed out first, longest first (minutes on a 2-core host, from --durations), then
-#: every other group in collection order
-RUN_FIRST = ("browser-walk", "browser-image", "real_sglang", "browser-e2e", "browser", "real_sglang-shared",
-             "tests/trace/test_trace_capacity.py", "tests/trace/test_trace_replay.py")
+#: the groups handed out first, longest first (seconds on a 2-core host under the full run, from
+#: --durations: the six serial groups 200-400 s, then the files of 30-130 s, so none starts at the
+#: tail), then every other group in collection order
+RUN_FIRST = ("real_sglang", "browser", "real_sglang-shared", "browser-image", "browser-walk", "browser-e2e",
+             "tests/trace/test_trace_capacity.py", "tests/hostile/test_hostile_tier.py",
+             "tests/alerts/test_alert_faults.py", "tests/fleet/test_two_runners.py", "tests/trace/test_trace_replay.py",
+             "tests/collectors/test_prometheus_source.py", "tests/probe/test_probe_images.py",
+             "tests/runner/test_tune.py", "tests/views/test_prom_series.py")
 
 
 def test_group(nodeid: str) -> str:

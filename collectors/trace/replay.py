@@ -145,7 +145,9 @@ class Sent:
 def _body(due: Due, prompt: str, options: ReplayOptions) -> tuple[str, dict[str, Any]]:
     spec = WorkloadSpec(max_new_tokens=due.max_new_tokens, ignore_eos=True, model=options.model,
                         temperature=float(due.sampling.get("temperature", 0.0)), top_p=due.sampling.get("top_p"),
-                        top_k=due.sampling.get("top_k"))
+                        top_k=due.sampling.get("top_k"),
+                        # an image generation: the request's image count where the trace keeps one
+                        images_per_request=max(1, min(16, int(due.req.images or 1))) if due.api == "images" else 1)
     return request_body(due.api, Prompt(id=str(due.req.seq), text=prompt), spec)
 
 

@@ -104,6 +104,35 @@ if server_id is None:
     st.error(f"Server {name!r} is not in the database; pick another in the sidebar.")
     st.stop()
 
+def _replay_form() -> None:
+    """A stored trace as the workload: a replay of it against this server (the runner runs it as a
+    sweep; the Traces page previews traces and lists their replays)."""
+    from dashboard.services.views import traces as tv
+
+    names = tv.table(ctx.engine)["name"].tolist()
+    if not names:
+        return
+    with st.expander(f"Or replay a stored trace against {name}"):
+        with st.form("bm_replay", border=False):
+            r1, r2 = st.columns([3, 1])
+            trace = r1.selectbox("Trace", names, key="bm_replay_trace")
+            speed = r2.number_input("Speed (x)", min_value=0.01, max_value=tv.MAX_SPEED, value=1.0, key="bm_replay_speed")
+            go = st.form_submit_button("Replay")
+        if go and (who := auth.actor_at_click(ctx.settings)):
+            from collectors.trace.model import TraceError
+
+            try:
+                run_id, _ = tv.start_replay(session.engine_for(ctx.url), server=name, trace=str(trace),
+                                            speed=float(speed), window=(None, None), max_requests=None,
+                                            requested_by=who)
+            except TraceError as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["bm_last_started"] = run_id
+                _runs.clear()
+                st.rerun()
+
+
 # A sweep loads a server: it is a control, behind the one gate (components.auth).
 kind = bm.server_kind(ctx.engine, name)
 if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.actor_at_click
@@ -155,6 +184,7 @@ if auth.control_gate(ctx.settings) is not None:  # drawn; the click asks auth.ac
             st.session_state["bm_pending"] = req
     if st.session_state.get("bm_pending") is not None:
         confirm(st.session_state["bm_pending"])
+    _replay_form()
 
 
 @st.fragment(run_every=1.0)

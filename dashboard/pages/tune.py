@@ -35,6 +35,9 @@ st.caption("Relaunch a managed server under each candidate profile, run one work
 name = session.server_or_stop(ctx, "No servers yet. Add one to `pitwall.toml` or run `pitwall up` for the demo.")
 
 
+NO_TRACE = "— (the workload above)"
+
+
 def _forget_pending() -> None:
     st.session_state.pop("tune_pending", None)
 
@@ -88,9 +91,22 @@ if can_act:
         if kind != "image":
             max_new = c4.number_input("Max new tokens", min_value=1, max_value=32_768,
                                       value=int(d_load.get("max_new_tokens") or 128), key=f"tune_max_new_{name}")
+        traces = [NO_TRACE, *tune.trace_names(ctx.engine)]
+        on_trace = st.selectbox("Or rank on a stored trace", traces, key=f"tune_trace_{name}",
+                                help="Each candidate's highest speed-up of the trace within the SLO (the "
+                                     "repeats of its search are the spread a tie is judged by); the fields "
+                                     "above are then unused.")
         apply = st.checkbox("Leave the server on the winner (apply)", key="tune_apply")
         submitted = st.form_submit_button("Start tune…", type="primary")
-    if submitted:
+    if submitted and on_trace != NO_TRACE:
+        try:
+            sweep = tune.trace_workload(ctx.engine, ctx.settings.slo, server=name, trace=str(on_trace))
+        except tune.TuneRequestError as exc:
+            st.error(str(exc))
+        else:
+            st.session_state["tune_pending"] = {"server": name, "profiles": list(profiles), "apply": bool(apply),
+                                                "sweep": sweep}
+    elif submitted:
         sweep = dict(default.sweep)
         changed = (workload != d_set or levels_text.replace(" ", "") != d_levels or int(requests) != sweep.get("requests")
                    or (max_new is not None and int(max_new) != int(d_load.get("max_new_tokens") or 128)))

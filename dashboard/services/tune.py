@@ -51,6 +51,38 @@ def sweep_fragment(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def trace_names(engine: Engine) -> list[str]:
+    """The stored traces a tune can rank on, newest first."""
+    return [t.name for t in repo.list_traces(engine)]
+
+
+def trace_workload(engine: Engine, slo_table: dict[str, Any], *, server: str, trace: str,
+                   window: tuple[float | None, float | None] = (None, None), max_requests: int | None = None,
+                   max_speed: float = 1024.0) -> dict[str, Any]:
+    """A tune's workload that is a stored trace (`pitwall tune --trace`, the Tune page): the trace
+    with its digest pinned, the window and caps, and the server's SLO targets (`slo_table`: the
+    settings' [slo]; the page's edits are read here) that each candidate's capacity search holds
+    to (runner/tunes.py). TuneRequestError with what to change."""
+    from scorecard.slo import load_overrides, resolve
+
+    stored = repo.get_trace(engine, name=trace)
+    if stored is None:
+        names = ", ".join(t.name for t in repo.list_traces(engine)) or "none"
+        raise TuneRequestError(f"No trace named {trace!r}; stored: {names}. `pitwall trace import FILE` stores one.")
+    if max_requests is not None and max_requests <= 0:
+        raise TuneRequestError("Max requests must be positive (or left out: every request of the window).")
+    if not max_speed > 0:
+        raise TuneRequestError("The fastest speed tried must be above 0.")
+    targets = {k: t.target for k, t in resolve(server, slo_table, load_overrides(engine)).targets.items()}
+    slo = {k: float(v) for k, v in targets.items() if k in ("ttft_p99_s", "itl_p99_s", "image_p99_s", "success_rate")}
+    if not slo:
+        raise TuneRequestError(f"A trace tune ranks on the speed within the SLO, and [slo] sets none of ttft_p99_s, "
+                               f"itl_p99_s, image_p99_s, success_rate for {server}.")
+    return {"trace": stored.name, "digest": stored.digest, "speed": "auto", "window": list(window),
+            "max_requests": max_requests, "max_speed": float(max_speed), "slo": slo, "mode": "rate",
+            "workload": {"prompt_set": f"trace {stored.name}, the speed within the SLO"}}
+
+
 def profile_kind(flags: dict[str, Any] | None) -> str:
     """'image' for an image-generation profile (the engine's `profile_kind`), else 'llm' (Server.kind's words)."""
     from collectors.engines import DEFAULT_ENGINE, get_engine

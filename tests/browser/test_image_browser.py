@@ -101,6 +101,8 @@ def test_the_readme_image_flow_from_the_page(page, pitwall):  # noqa: F811
     page.get_by_role("button", name="Start sweep…").click()
     wait_for_pattern(page, r"image requests \(1024x1024, 20 steps", 60)  # the dialog says what it sends
     page.get_by_role("button", name="Start sweep", exact=True).click()
+    page.get_by_text("Sweep image baseline").first.wait_for(timeout=60_000)  # the page took the sweep
+    page.goto("about:blank")  # the sweep is read from the database: no live page redrawn meanwhile
     baseline = _wait_run_done(pitwall, "image baseline", 300)
     goto(page, pitwall, "/benchmarks?server=demo-image")
     page.get_by_text("Per-image latency", exact=False).first.wait_for(timeout=60_000)

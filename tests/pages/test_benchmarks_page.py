@@ -109,3 +109,20 @@ def test_the_newest_run_is_drawn_after_a_sweep_finishes(app_env):
     assert list(at.multiselect(key="bm_pick").value) == [run.id]
     assert any("newer sweep" in e.label for e in at.expander)
     engine.dispose()
+
+
+def test_a_stored_trace_is_a_workload_an_image_server_replays_through_the_images_api(image_db, app_env):
+    from pwtest import REPO
+
+    from collectors.trace import importer
+
+    engine, srv_id = image_db
+    importer.store(engine, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
+    at = run_page(PAGE, server="demo-image")
+    at.number_input(key="bm_replay_speed").set_value(3.0)
+    at.button(key="FormSubmitter:bm_replay-Replay").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (intent,) = repo.list_intents(engine, kinds=["probe"])
+    run = repo.get_probe_run(engine, run_id=intent.payload["run_id"])
+    assert run is not None and run.server_id == srv_id and run.status == "pending"
+    assert (run.spec["trace"], run.spec["speed"], run.spec["api"]) == ("demo-chat", 3.0, "images")

@@ -126,3 +126,28 @@ def test_the_form_offers_candidates_of_the_servers_kind_and_says_the_workload(ap
     assert "demo-image" not in picker.options and "demo" in picker.options
     captions = " ".join(str(c.value) for c in at.caption).replace("\\", "")
     assert "no finished sweep of demo yet" in captions and "shared-prefix" in captions
+
+
+def test_a_tune_on_a_stored_trace_ranks_on_its_capacity_within_the_slo(app_env):
+    from pwtest import REPO
+
+    from collectors.trace import importer
+    from storage.db import make_engine
+
+    ids = _seed(app_env)
+    eng = make_engine(app_env["PITWALL_DATABASE_URL"])
+    importer.store(eng, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
+    at = _run()
+    at.multiselect(key="tune_profiles_demo").set_value(["demo", "demo-radix-off"])
+    at.selectbox(key="tune_trace_demo").select("demo-chat")
+    at.button(key="FormSubmitter:tune_form_demo-Start tune…").click().run()
+    assert not at.exception and not at.error
+    at.button(key="tune_confirm").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (intent,) = [i for i in repo.list_intents(eng, kinds=("tune",)) if i.id != ids["done"]]
+    sweep = intent.payload["sweep"]
+    trace = repo.get_trace(eng, name="demo-chat")
+    assert trace is not None and intent.state == "pending"
+    assert {k: sweep[k] for k in ("trace", "digest", "speed")} == {"trace": "demo-chat", "digest": trace.digest,
+                                                                    "speed": "auto"}
+    assert sweep["slo"]["ttft_p99_s"] > 0  # the server's SLO, each candidate's search holds to it

@@ -115,3 +115,28 @@ def test_replays_compare_on_the_same_traffic_and_are_refused_on_other(tmp_path: 
     other = compare([cards[0], cards[2]])
     assert not other.comparable
     assert any("speed" in line for line in other.workload_diff[0]), other.workload_diff
+
+
+def test_an_image_server_replays_through_the_images_api(tmp_path: Path) -> None:
+    """Against an image server the trace's requests are image generations (`--api images`, what
+    the Traces page asks for an image server): each one an images request, its per-image latency
+    its E2E, which is what `--speed auto` holds to `image_p99_s`."""
+    from sim_fixture import running_sim
+
+    from collectors.trace.capacity import misses
+    from collectors.trace.replay_run import load, run
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'pitwall.db'}")
+    importer.store(engine, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
+    trace, requests = load(engine, "demo-chat")
+    args = ["--model-path", "Qwen/Qwen-Image", "--model-type", "diffusion", "--sim-speed", "50"]
+    with running_sim(args, tmp_path / "image-sim.log") as url:
+        run_id, rep = run(engine, url=url, trace=trace, requests=requests,
+                          options=ReplayOptions(speed=1.0, max_requests=4, api="images"))
+    assert rep["requests"] == 4 and rep["ok"] == 4, rep["errors"]
+    rows = repo.probe_requests(engine, run_id=run_id)
+    assert len(rows) == 4 and rows["ok"].astype(bool).all() and (rows["e2e_s"] > 0).all()
+    stored = repo.get_probe_run(engine, run_id=run_id)
+    assert stored is not None and stored.api == "images" and stored.fingerprint_detail["api"] == "images"
+    assert misses(rep, {"image_p99_s": 1e-6}, image=True)[0].startswith("per-image p99")
+    assert misses(rep, {"image_p99_s": 600.0}, image=True) == []
