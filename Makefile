@@ -14,8 +14,11 @@ $(VPY):
 	$(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
 
+# --no-compile: pip would byte-compile every module of every package, most never imported; the
+# ones Pitwall and its tests import are compiled once on first import (`make test` does that in one
+# process before its workers start)
 $(STAMP): $(VPY) pyproject.toml
-	$(VPY) -m pip install -q -e '.[test]'
+	$(VPY) -m pip install -q --no-compile -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -35,6 +38,10 @@ system-deps:
 ## tests are listed at the end
 TEST_WORKERS ?= 6
 test: setup system-deps
+	@# one collection first, in one process: it writes the bytecode every worker then reads (six
+	@# workers importing a fresh venv at once would each compile the same modules); its errors, if
+	@# any, are the run's own and show there
+	-@$(VPY) -m pytest --collect-only -q -p no:cacheprovider > /dev/null 2>&1
 	$(VPY) -m pytest -n $(TEST_WORKERS) --durations=30
 
 ## test-fast: the edit loop's tests, unit and AppTest pages (no browser, real SGLang, slow or

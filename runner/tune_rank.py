@@ -16,8 +16,9 @@ dashboard rank the same way and a test can feed recorded figures.
 - **A trace workload** (`pitwall tune --trace`): a candidate's goodput is its capacity, the
   highest speed-up of the trace it serves within the SLO (collectors/trace/capacity.py: grow,
   bisect to its resolution, three repeats), in requests/s (the knee times the trace's own rate);
-  its spread is the repeats' knees, the highest widened by the search's resolution (a knee is
-  known only that finely). A candidate that meets the SLO at no speed tried is `slo_missed`.
+  its spread runs from the repeats' lowest knee to the highest speed that failed next to one (a
+  search knows a knee only to its resolution). A candidate that meets the SLO at no speed tried
+  is `slo_missed`.
 - **Ties** (collectors/probe/stats.py, the one tie rule): goodput is a tie with the best of
   its group when the two goodput levels' measured rps spreads (`spread.rps` of the sweep report
   level: [lo, hi] over 3 repeats) overlap, or, where a spread was not measured (an old report,
@@ -114,7 +115,7 @@ def _rank_capacity(c: dict[str, Any], *, image: bool) -> bool:
                  reason=f"meets the SLO at no speed of trace {cap.get('trace')} tried (down to {worst.get('speed', 0):.3g}x: "
                         f"{'; '.join(worst.get('why') or [])})")
         return False
-    high = float(cap["high"]) * (1.0 if cap.get("capped") else 1.0 + float(cap.get("resolution") or 0.0))
+    high = float(cap["high"])  # the speed that failed next to a knee (capped: the knee itself)
     levels = [Level.of(lv) for lv in c.get("levels") or []]
     at = levels[0] if levels else None
     usd_h = (c.get("scorecard") or {}).get("cost", {}).get("gpu_usd_per_hour")
@@ -235,7 +236,7 @@ def public_json(state: dict[str, Any]) -> dict[str, Any]:
     {server, workload (the fingerprint), slo, candidates: [{profile, status ok|failed|slo_missed,
     reason, rank, goodput_rps, goodput_spread ([lo, hi] req/s or None), scorecard {latency,
     throughput, cost, stability}, launch_id, probe_run_ids, capacity (a trace workload's: {trace,
-    knee, low, high, knees, capped, rate_rps, resolution, steps}; else None)}], winner (None for a tie), tie (the
+    knee, low, high, knees, capped, rate_rps, steps}; else None)}], winner (None for a tie), tie (the
     profiles tied at the top, [] if none), verdict (the sentence), restored_profile}; candidates
     in rank order."""
     cands = sorted(state.get("candidates") or [], key=lambda c: c.get("rank") or 10**6)

@@ -235,6 +235,7 @@ class Tunes:
                 raise _Interrupted
             self._progress(intent.id or 0, i, n, profile, f"capacity search, trial {len(runs) + 1} at {speed:.3g}x",
                            min(0.9, 0.1 + 0.05 * len(runs)), None)
+            # each trial its own prompts (a fresh seed): none finds an earlier trial's in the prefix cache
             run_id, status, error = self._sweep(intent, server, launch_id, where, spec={**spec, "speed": speed},
                                                 label=f"{speed:.3g}x")
             runs.append(run_id)
@@ -254,7 +255,7 @@ class Tunes:
         state["workload"] = state.get("workload") or f"trace {spec['trace']} ({spec.get('digest')})"
         state["slo"], state["image"] = slo, server.kind == "image"
         rec["capacity"] = {"trace": spec["trace"], "knee": cap.knee, "low": cap.low, "high": cap.high,
-                           "knees": cap.knees, "capped": cap.capped, "rate_rps": rate, "resolution": 0.10,
+                           "knees": cap.knees, "capped": cap.capped, "rate_rps": rate,
                            "steps": [{"speed": st.speed, "meets": st.meets, "why": st.why, "run_id": st.run_id}
                                      for st in cap.steps]}
         launch = repo.get_launch(self.engine, launch_id=launch_id) if launch_id else None

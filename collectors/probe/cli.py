@@ -150,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the API key itself: visible in `ps`; prefer --api-key-file or PITWALL_API_KEY")
     p.add_argument("--baseline", type=int, default=None, help="ProbeRun id to compare outputs with")
     p.add_argument("--name", default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None,
+                   help="prompt seed (default 0; a trace replay: a fresh one, so no run reuses another's KV cache)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-store", action="store_true", help="do not store the run")
     p.add_argument("--db", default=None, help="database URL (default: PITWALL_DATABASE_URL or the data dir)")
@@ -201,7 +202,7 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
     wl = WorkloadSpec(
         prompt_set=args.prompt_set, input_tokens=args.input_tokens, num_prompts=args.num_prompts,
         prefix_templates=args.prefix_templates, suffixes_per_template=args.suffixes,
-        prefix_tokens=args.prefix_tokens, seed=args.seed, max_new_tokens=args.max_new_tokens,
+        prefix_tokens=args.prefix_tokens, seed=args.seed or 0, max_new_tokens=args.max_new_tokens,
         ignore_eos=args.ignore_eos, temperature=args.temperature, top_p=args.top_p,
         top_k=args.top_k, model=args.model, image_size=args.image_size, image_steps=args.image_steps,
         structured=args.structured, structured_spec=constraint, turns=args.turns,
@@ -210,7 +211,7 @@ def spec_from_args(args: argparse.Namespace) -> SweepSpec:
     return SweepSpec(
         url=args.url, api=args.api, mode=mode, levels=levels, requests=args.requests,
         warmup=args.warmup, timeout_s=args.timeout, max_duration_s=args.max_duration,
-        abort_error_rate=args.abort_error_rate, api_key=args.api_key, workload=wl, seed=args.seed,
+        abort_error_rate=args.abort_error_rate, api_key=args.api_key, workload=wl, seed=args.seed or 0,
         baseline_run_id=args.baseline, name=args.name,
     )
 

@@ -13,10 +13,12 @@ search:
 A trial the client could not keep to its schedule (not trusted) is run once more before it
 counts; a second one that is not trusted counts as a miss, with that reason.
 
-3. **Repeat** the bisection `repeats` times inside the first bracket: each repeat's knee (the
-   highest speed that met) is one estimate; the result is their median with the lowest and highest
-   as its interval: "holds 2.3x (2.1-2.5x) of trace tuesday within its SLO". Load is noisy near a
-   knee; one search alone would hide how much.
+3. **Repeat** the bisection `repeats` times inside the first bracket: each repeat ends with a
+   speed that met and one that failed, within `resolution` of each other; the knee is the median
+   of the speeds that met, and its interval runs from the lowest speed that met to the highest that
+   failed: "holds 2.3x (2.1-2.6x) of trace tuesday within its SLO". Load is noisy near a knee (one
+   search alone would hide how much), and a search knows the knee only to its resolution (three
+   searches that agree still leave the knee somewhere in their last bracket).
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ class Step:
 
 @dataclass(slots=True)
 class Capacity:
-    knee: float | None  # median of the repeats' knees; None: no speed met
-    low: float | None
-    high: float | None
+    knee: float | None  # median of the repeats' knees (the highest speed each found to meet); None: none met
+    low: float | None  # the lowest of those knees
+    high: float | None  # the highest speed a repeat found to fail next to its knee (capped: the knee)
     knees: list[float] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     capped: bool = False  # max_speed met the SLO: the knee is at least this, not found
@@ -68,11 +70,7 @@ class Capacity:
         if self.capped:
             return f"{server} holds at least {self.knee:.3g}x of trace {trace} within its SLO (the fastest tried)"
         return (f"{server} holds {self.knee:.2g}x ({self.low:.2g}-{self.high:.2g}x) of trace {trace} within its SLO "
-                f"(median of {len(self.knees)} searches; it fails at {self._fails_at():.2g}x)")
-
-    def _fails_at(self) -> float:
-        failed = [s.speed for s in self.steps if not s.meets and self.knee is not None and s.speed > self.knee]
-        return min(failed) if failed else float("nan")
+                f"(median of {len(self.knees)} searches; the interval runs to the speed that failed)")
 
 
 def search(measure: Measure, slo: dict[str, float], *, image: bool = False, start: float = 1.0, grow: float = 2.0,
@@ -112,7 +110,7 @@ def search(measure: Measure, slo: dict[str, float], *, image: bool = False, star
         if lo is None:
             return Capacity(knee=None, low=None, high=None, steps=steps)
     bracket = (lo, hi)
-    knees = []
+    knees, fails = [], []
     for _ in range(max(1, repeats)):
         a, b = bracket
         while b / a > 1 + resolution:
@@ -122,4 +120,5 @@ def search(measure: Measure, slo: dict[str, float], *, image: bool = False, star
             else:
                 b = mid
         knees.append(a)
-    return Capacity(knee=statistics.median(knees), low=min(knees), high=max(knees), knees=knees, steps=steps)
+        fails.append(b)
+    return Capacity(knee=statistics.median(knees), low=min(knees), high=max(fails), knees=knees, steps=steps)

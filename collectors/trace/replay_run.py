@@ -84,7 +84,7 @@ def stored_spec(trace: Any, options: ReplayOptions, p: Plan) -> dict[str, Any]:
     runs table shows (the workload, the one level: the offered rate)."""
     return {"trace": trace.name, "trace_id": trace.id, "digest": trace.digest, "speed": options.speed,
             "window": [options.start_s, options.end_s], "max_requests": options.max_requests,
-            "api": options.api, "model": options.model, "mode": "rate",
+            "api": options.api, "model": options.model, "mode": "rate", "prompt_seed": options.seed,
             "workload": {"prompt_set": f"trace {trace.name} at {options.speed:g}x"},
             "levels": [p.offered_rps or 0.0],
             "requests": len(p.items)}
@@ -172,8 +172,19 @@ class _ProgressWriter:
         self._thread.join(5.0)
 
 
+def fresh_seed() -> int:
+    """A prompt seed no earlier run used (in all likelihood): the synthetic prompts of a replay are
+    its own, so it never finds an earlier replay's prompts in the server's prefix cache (a second
+    replay of one trace on one server would otherwise prefill almost nothing, and look faster)."""
+    import secrets
+
+    return secrets.randbelow(2**31)
+
+
 def options_of(spec: dict[str, Any]) -> ReplayOptions:
-    """A stored replay spec's options (the speed a number: --speed auto stores one run per speed)."""
+    """A stored replay spec's options (the speed a number: --speed auto stores one run per speed);
+    its `seed` when the asker pinned one, else a fresh one (`prompt_seed` records what a run used;
+    a rerun of its spec gets new prompts)."""
     window = spec.get("window") or [None, None]
     speed = float(spec.get("speed") or 1.0)
     if not speed > 0:
@@ -181,7 +192,8 @@ def options_of(spec: dict[str, Any]) -> ReplayOptions:
     return ReplayOptions(speed=speed, start_s=window[0], end_s=window[1], max_requests=spec.get("max_requests"),
                          api=spec.get("api"), model=spec.get("model"),
                          timeout_s=float(spec.get("timeout_s") or 300.0),
-                         api_key=spec.get("api_key"), seed=int(spec.get("seed") or 0))
+                         api_key=spec.get("api_key"),
+                         seed=fresh_seed() if spec.get("seed") is None else int(spec["seed"]))
 
 
 def run_spec(engine: Engine, spec: dict[str, Any], run_id: int) -> dict[str, Any]:
@@ -246,7 +258,7 @@ def trace_cli(args: Any, *, explicit_api: bool, default_db: Any, attach: Any, ap
         return 2
     options = ReplayOptions(speed=speed, start_s=start, end_s=end, max_requests=args.max_requests,
                             api=args.api if explicit_api else None, model=args.model, timeout_s=args.timeout,
-                            api_key=key, seed=args.seed)
+                            api_key=key, seed=fresh_seed() if args.seed is None else args.seed)
     try:
         engine = open_engine(args.db or default_db())
         trace, requests = load(engine, args.trace)
@@ -306,9 +318,13 @@ def _auto(args: Any, engine: Engine | None, trace: Any, requests: list[TraceRequ
 
     image = options.api == "images" or all(r.api == "images" for r in requests)
 
+    trials = [0]
+
     def measure(speed: float) -> dict[str, Any]:
+        trials[0] += 1  # each trial its own prompts: none finds an earlier trial's in the prefix cache
         run_id, rep = run(engine, url=args.url, trace=trace, requests=requests,
-                          options=dataclasses.replace(options, speed=speed), server_id=server_id, launch_id=launch_id,
+                          options=dataclasses.replace(options, speed=speed, seed=options.seed + trials[0]),
+                          server_id=server_id, launch_id=launch_id,
                           name=f"{args.name or 'trace ' + trace.name} at {speed:.3g}x")
         print(f"  {speed:.3g}x: TTFT p99 {_ms(rep['ttft_s'].get('p99'))}, ITL p99 {_ms(rep['itl_s'].get('p99'))}, "
               f"ok {100 * (rep['success_rate'] or 0):.1f} %, lag p99 {_ms(rep['schedule_lag_s'].get('p99'))}",

@@ -110,11 +110,14 @@ def test_a_stored_crown_on_noise_is_judged_again() -> None:
     assert said is not None and said.winner == "demo-radix-off" and "spread not measured" in said.text
 
 
-def cap_cand(name: str, knees: list[float] | None, *, rate: float = 2.4, capped: bool = False) -> dict:
-    """A trace-workload candidate as runner/tunes.py records it: its capacity search's repeats."""
-    capacity = {"trace": "t", "rate_rps": rate, "resolution": 0.10, "capped": capped,
+def cap_cand(name: str, knees: list[float] | None, *, rate: float = 2.4, capped: bool = False,
+             fails_at: float | None = None) -> dict:
+    """A trace-workload candidate as runner/tunes.py records it: its capacity search's repeats
+    (`fails_at`: the highest speed that failed next to a knee; default 10 % above the highest knee)."""
+    high = (max(knees) if capped else fails_at or round(max(knees) * 1.1, 6)) if knees else None
+    capacity = {"trace": "t", "rate_rps": rate, "capped": capped,
                 "knee": sorted(knees)[len(knees) // 2] if knees else None,
-                "low": min(knees) if knees else None, "high": max(knees) if knees else None, "knees": knees or [],
+                "low": min(knees) if knees else None, "high": high, "knees": knees or [],
                 "steps": [{"speed": 1.0, "meets": bool(knees), "why": [] if knees else ["p99 TTFT 900 ms > 500 ms"],
                            "run_id": 7}]}
     return {"profile": name, "status": "scored", "levels": [lv(2.4, 0.3, 2.4)], "capacity": capacity,
@@ -127,16 +130,16 @@ def test_a_trace_tune_ranks_on_capacity_and_its_repeats_are_the_spread() -> None
     by = {c["profile"]: c for c in cands}
     assert [by[n]["rank"] for n in ("big", "small", "none")] == [1, 2, 3]
     assert by["big"]["goodput_rps"] == 5.3 * 2.4
-    # the highest knee is widened by the search's resolution (a knee is known only to 10 %)
-    assert by["big"]["goodput_spread"] == [5.0 * 2.4, 5.6 * 1.1 * 2.4]
-    assert by["big"]["reason"] == "holds 5.3x (5-5.6x) of trace t: 12.72 req/s"
+    # the spread runs to the speed that failed next to the highest knee (a knee is known only to 10 %)
+    assert by["big"]["goodput_spread"] == [5.0 * 2.4, round(5.6 * 1.1, 6) * 2.4]
+    assert by["big"]["reason"] == "holds 5.3x (5-6.16x) of trace t: 12.72 req/s"
     assert by["none"]["status"] == "slo_missed" and "at no speed of trace t tried" in by["none"]["reason"]
-    assert verdict(cands).text.startswith("big wins: holds 5.3x (5-5.6x) of trace t: 12.72 req/s vs small")
+    assert verdict(cands).text.startswith("big wins: holds 5.3x (5-6.16x) of trace t: 12.72 req/s vs small")
     assert public_json({"candidates": cands})["candidates"][0]["capacity"]["knees"] == [5.0, 5.3, 5.6]
 
 
 def test_capacities_whose_repeats_overlap_are_a_tie_not_a_winner() -> None:
-    # 4.0-4.4x and 4.5-4.9x: apart by their knees, but 4.4x is known only to 4.84x
+    # knees 4.0-4.4x and 4.5-4.9x: apart, but b's search failed only at 4.84x, inside a's knees
     cands = [cap_cand("a", [4.5, 4.7, 4.9]), cap_cand("b", [4.0, 4.2, 4.4])]
     assert rank(cands, SLO) is None
     said = verdict(cands)

@@ -37,7 +37,9 @@ def made_up(knee: float, noise: list[float] | None = None):  # type: ignore[no-u
 def test_the_search_finds_a_knee_and_says_its_spread() -> None:
     slo = {"ttft_p99_s": 0.5, "success_rate": 0.99}
     exact = search(made_up(5.0), slo)
-    assert exact.knee is not None and 5.0 / 1.1 <= exact.knee <= 5.0 and exact.low == exact.high == exact.knee
+    assert exact.knee is not None and 5.0 / 1.1 <= exact.knee <= 5.0 and exact.low == exact.knee
+    # the interval runs to the speed that failed next to the knee: within the search's resolution
+    assert exact.knee < 5.0 < exact.high <= exact.knee * 1.1
     assert [s.speed for s in exact.steps[:4]] == [1.0, 2.0, 4.0, 8.0]  # grow by 2 until a miss
     noisy = search(made_up(5.0, [0.0] * 4 + [0.1] * 3 + [-0.1] * 3 + [0.0] * 10), slo)
     assert noisy.low < noisy.high and noisy.low <= noisy.knee <= noisy.high
@@ -74,13 +76,18 @@ def test_speed_auto_on_the_demo(tmp_path: Path, sim: str) -> None:
     steps = out["steps"]
     runs = repo.list_probe_runs(engine)
     assert len(runs) >= len(steps) and all(r.status == "done" for r in runs)  # every trial stored (retries too)
+    # each trial its own prompts: none found an earlier trial's in the server's prefix cache (the
+    # same prompts again would prefill nothing and make every later, faster trial look cheap)
+    seeds = [r.spec["prompt_seed"] for r in runs]
+    assert len(set(seeds)) == len(seeds), seeds
     if out["knee"] is None:
         assert got.returncode == 1 and not any(s["meets"] for s in steps) and "at no speed" in out["sentence"]
     elif out["capped"]:
         assert steps[-1]["meets"] and steps[-1]["speed"] == 64 and "at least 64x" in out["sentence"]
     else:
         knee = out["knee"]
-        assert out["low"] <= knee <= out["high"] and len(out["knees"]) == 3
-        above = [s for s in steps if s["speed"] > out["high"]]
+        assert out["low"] <= knee < out["high"] and len(out["knees"]) == 3
+        # the interval ends at a speed that failed: every trial there or above missed, and says why
+        above = [s for s in steps if s["speed"] >= out["high"]]
         assert above and not any(s["meets"] for s in above) and all(s["why"] for s in above)
         assert f"{knee:.2g}x ({out['low']:.2g}-{out['high']:.2g}x) of trace demo-chat within its SLO" in out["sentence"]
