@@ -6,6 +6,7 @@
     pitwall trace list [--json]
     pitwall trace show NAME [--json]
     pitwall trace delete NAME
+    pitwall trace import --run RUN_ID [--name N]      (a stored probe run: a sweep replayed as it went)
     pitwall trace cut SERVER [--since 1h] [--name N] [--from auto|log|metrics] [--tz ZONE]
 
 Prompts are never stored unless `--keep-text` asks (a replay builds synthetic text with the same
@@ -30,7 +31,9 @@ def build_parser() -> Parser:
     p = Parser(prog=PROG, description="Import, list, show and delete request traces.")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     imp = sub.add_parser("import", help="read trace files into a stored, normalised trace")
-    imp.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace file(s) or folder(s)")
+    imp.add_argument("files", nargs="*", type=Path, metavar="FILE", help="trace file(s) or folder(s)")
+    imp.add_argument("--run", type=int, metavar="RUN_ID",
+                     help="a stored probe run instead of files: the requests it sent, when it sent them")
     imp.add_argument("--format", default="auto", help="the file's format (default: sniffed); `pitwall trace formats` lists them")
     imp.add_argument("--name", help="the trace's name (default: the first file's name without its suffix)")
     imp.add_argument("--block-size", type=int, help="tokens per prefix block of hash_ids (default: the format's)")
@@ -103,6 +106,16 @@ def _import(args: Any) -> int:
     from collectors.trace import importer
     from collectors.trace.model import ReadOptions
 
+    if bool(args.files) == (args.run is not None):
+        raise Usage("give trace FILE(s) or --run RUN_ID (a stored probe run), one of them")
+    if args.run is not None:
+        from config.settings import load_settings
+
+        engine = open_db(load_settings(), create=False)
+        built = importer.build_from_run(engine, args.run, name=args.name)
+        if not args.dry_run:
+            importer.store(engine, built, replace=args.replace)
+        return _describe(args, built)
     if args.block_size is not None and args.block_size <= 0:
         raise Usage("--block-size must be a positive number of tokens")
     if args.max_requests is not None and args.max_requests <= 0:
@@ -114,6 +127,10 @@ def _import(args: Any) -> int:
         from config.settings import load_settings
 
         importer.store(open_db(load_settings()), built, replace=args.replace)
+    return _describe(args, built)
+
+
+def _describe(args: Any, built: Any) -> int:
     fields = {**built.fields, "id": built.trace_id, "stored": not args.dry_run}
     if args.json:
         print(json.dumps(fields, default=str))

@@ -142,13 +142,22 @@ def build(paths: Sequence[Path], *, name: str | None = None, fmt: str = "auto", 
             raise TraceError(f"No request arrived in the window ({len(result.records)} earlier ones read).")
         result.notes.append(f"{len(result.records) - len(kept)} earlier request(s) left out by the window")
         result.records = kept
+    files = expand(paths)
+    return finish(result, name=name or files[0].stem, source=", ".join(f.name for f in files), options=options,
+                  rate=rate, seed=seed)
+
+
+def finish(result: ReadResult, *, name: str, source: str, options: ReadOptions, rate: float | None = None,
+           seed: int = 0) -> Imported:
+    """A read result normalised into a trace with its summary and stored fields (nothing stored)."""
+    if not result.records:
+        raise TraceError(f"No request could be read from {source} ({len(result.bad)} row(s) could not be read).")
     first = min((r.arrival for r in result.records if r.arrival is not None), default=None)
     trace = normalise(result, rate=rate, seed=seed)
     summary = summarise(trace.requests, trace.block_size)
-    files = expand(paths)
     fields = {
-        "name": name or files[0].stem, "format": trace.format,
-        "source": ", ".join(f.name for f in files)[:500], "digest": trace.digest, "imported_at": time.time(),
+        "name": name, "format": trace.format,
+        "source": source[:500], "digest": trace.digest, "imported_at": time.time(),
         "requests": len(trace.requests), "duration_s": trace.duration_s, "block_size": trace.block_size,
         "clock": "none" if trace.synthetic_arrivals else trace.clock,
         "first_arrival_ts": first if trace.clock == "epoch" else None, "keeps_text": options.keep_text,
@@ -156,6 +165,16 @@ def build(paths: Sequence[Path], *, name: str | None = None, fmt: str = "auto", 
         "bad_count": len(trace.bad), "summary": summary,
     }
     return Imported(trace=trace, summary=summary, fields=fields)
+
+
+def build_from_run(engine: Engine, run_id: int, *, name: str | None = None) -> Imported:
+    """A trace of what a stored probe run sent (collectors/trace/from_run.py): a sweep, replayed
+    open-loop at the moments it sent each request, with its requests' own token counts."""
+    from collectors.trace.from_run import read_run
+
+    result = read_run(engine, run_id)
+    return finish(result, name=name or f"run-{run_id}", source=f"probe run {run_id}",
+                  options=ReadOptions(max_requests=DEFAULT_MAX_REQUESTS))
 
 
 def store(engine: Engine, imported: Imported, *, replace: bool = False) -> int:

@@ -140,3 +140,39 @@ def test_an_image_server_replays_through_the_images_api(tmp_path: Path) -> None:
     assert stored is not None and stored.api == "images" and stored.fingerprint_detail["api"] == "images"
     assert misses(rep, {"image_p99_s": 1e-6}, image=True)[0].startswith("per-image p99")
     assert misses(rep, {"image_p99_s": 600.0}, image=True) == []
+
+
+def test_a_stored_sweep_becomes_a_trace_and_replays_as_it_went(tmp_path: Path, sim: str) -> None:
+    """`pitwall trace import --run N`: the requests a sweep sent (its warm-up left out), when it
+    sent them, with their token counts; replayed, each answer is as long as the sweep's was."""
+    from collectors.trace.replay_run import load, run
+
+    db = f"sqlite:///{tmp_path / 'data' / 'pitwall.db'}"
+    (tmp_path / "data").mkdir()
+    env = subprocess_env({"PITWALL_DATABASE_URL": db, "PITWALL_DATA_DIR": str(tmp_path / "data")})
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PY, "-m", "cli", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=240, check=False)
+
+    swept = cli("probe", "--url", sim, "--concurrency", "2", "--requests", "6", "--warmup", "1", "--max-new-tokens",
+                "8", "--ignore-eos", "--prompt-set", "synthetic", "--input-tokens", "40", "--json", "--no-progress")
+    assert swept.returncode == 0, swept.stderr
+    engine = make_engine(db)
+    (sweep_run,) = repo.list_probe_runs(engine)
+    got = cli("trace", "import", "--run", str(sweep_run.id), "--name", "swept", "--json")
+    assert got.returncode == 0, got.stderr
+    fields = json.loads(got.stdout)
+    assert fields["requests"] == 6 and fields["format"] == "pitwall-run" and fields["bad_count"] == 0
+    assert any("1 warm-up request(s) left out" in n for n in fields["notes"])
+    sent = repo.probe_requests(engine, run_id=sweep_run.id)
+    sent = sent[~sent["warmup"].astype(bool)]
+    trace, requests = load(engine, "swept")
+    assert sorted(r.input_tokens for r in requests) == sorted(int(v) for v in sent["tokens_in"])
+    assert [r.output_tokens for r in requests] == [8] * 6
+    span = float(sent["start_ts"].max() - sent["start_ts"].min())
+    assert trace.duration_s == pytest.approx(span, abs=1e-3)  # the moments it sent them
+    replay_id, rep = run(engine, url=sim, trace=trace, requests=requests, options=ReplayOptions(speed=1.0))
+    assert rep["ok"] == 6 and sorted(repo.probe_requests(engine, run_id=replay_id)["tokens_out"]) == [8] * 6
+    assert cli("trace", "import", "--run", "999").returncode == 1  # no such run: said, nothing stored
+    assert cli("trace", "import", "--run", "1", "x.jsonl").returncode == 2  # files or a run, not both
