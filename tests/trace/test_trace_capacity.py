@@ -58,21 +58,25 @@ def test_speed_auto_on_the_demo(tmp_path: Path, sim: str) -> None:
     """The contract of every outcome, on the demo's server: each speed tried is a stored run; a knee
     comes with its interval, every speed past the interval missed the SLO and the sentence says so;
     a server that meets it at the fastest speed tried is said to hold at least that. (Where the
-    demo's knee lies for a given SLO is measured in the note: it moves with the host's load.)"""
+    demo's knee lies for a given SLO is measured in the note: it moves with the host's load.)
+
+    The window is the trace's opening burst (33 requests, 38.6k input tokens in 0.8 s), whose p99
+    TTFT crosses the 0.5-s target near 12x (measured alone: 11x, 11-12x), so the search grows,
+    brackets and bisects in about fourteen trials of under a second each."""
     data = tmp_path / "data"
     data.mkdir()
     db = f"sqlite:///{data / 'pitwall.db'}"
     engine = make_engine(db)
     importer.store(engine, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
-    (tmp_path / "pitwall.toml").write_text("[slo]\nttft_p99_s = 0.03\nsuccess_rate = 0.99\n", encoding="utf-8")
+    (tmp_path / "pitwall.toml").write_text("[slo]\nttft_p99_s = 0.5\nsuccess_rate = 0.99\n", encoding="utf-8")
     env = subprocess_env({"PITWALL_DATABASE_URL": db, "PITWALL_DATA_DIR": str(data), "PITWALL_DEMO": "off",
                           "PITWALL_CONFIG": str(tmp_path / "pitwall.toml")})
     got = subprocess.run([PY, "-m", "cli", "probe", "--url", sim, "--trace", "demo-chat", "--speed", "auto",
-                          "--window", "0..5", "--max-speed", "64", "--json", "--no-progress"], cwd=REPO, env=env, capture_output=True,
+                          "--window", "0..1", "--max-speed", "64", "--json", "--no-progress"], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=540, check=False)
     assert got.returncode in (0, 1), got.stderr[-3000:]
     out = json.loads(got.stdout)
-    assert out["slo"]["ttft_p99_s"] == 0.03 and out["slo"]["success_rate"] == 0.99  # pitwall.toml's [slo]
+    assert out["slo"]["ttft_p99_s"] == 0.5 and out["slo"]["success_rate"] == 0.99  # pitwall.toml's [slo]
     steps = out["steps"]
     runs = repo.list_probe_runs(engine)
     assert len(runs) >= len(steps) and all(r.status == "done" for r in runs)  # every trial stored (retries too)
