@@ -1,8 +1,9 @@
 """The real SGLang 0.5.23 server's own request records as a trace: the tier's shared server, started
 with `--log-requests --log-requests-level 2` and `--export-metrics-to-file` (tests/real_sglang/
 conftest.py); a stored probe run at level 2, then level 0 through /configure_logging (two levels in
-one log; level 2 again when the module ends); both records imported from the moment the run
-began (the server served the tier's other modules before); the trace has the run's request
+one log; level 2 again when the module ends); `trace cut` (collectors/trace/cut.py) of both
+records from the moment the run began, the export found where the server's /server_info says it
+writes (the server served the tier's other modules before); the trace has the run's request
 count, token counts and arrival order; replaying it reproduces the token counts."""
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import httpx
 import pytest
 
 from collectors.probe.cli import probe_cli
-from collectors.trace import importer
-from collectors.trace.model import ReadOptions
+from collectors.trace.cut import cut
 from collectors.trace.replay import ReplayOptions
 from collectors.trace.replay_run import load, run
 from storage import repo
@@ -65,10 +65,17 @@ def test_a_trace_cut_from_the_servers_records_is_what_the_run_sent(
         rows = repo.probe_requests(engine, run_id=stored.id)
         runs.append(sorted((int(a), int(b)) for a, b in zip(rows["tokens_in"], rows["tokens_out"], strict=True)))
 
-    # the server served the tier's other modules before: the records from this run's start on
-    log = importer.build([server.log_path], name="from-log", options=ReadOptions(max_requests=1000), since_ts=since)
-    metrics = importer.build([server.export_dir], name="from-export", options=ReadOptions(max_requests=1000),
-                             since_ts=since)
+    # `pitwall trace cut`'s own lookup: the server's log, and the export folder its launch reports
+    # in /server_info (what Pitwall's API collector stores as the launch's server args); the
+    # server served the tier's other modules before, so the window starts at this run
+    srv = repo.upsert_server(engine, name="real", base_url=server.base_url, managed=False, log_path=str(server.log_path))
+    info = httpx.get(f"{server.base_url}/server_info", timeout=60).json()
+    assert info["export_metrics_to_file"] is True and info["export_metrics_to_file_dir"] == str(server.export_dir)
+    repo.create_launch(engine, server_id=srv.id, status="ready", server_args=info)
+    log = cut(engine, "real", since_s=time.time() - since, requests_dir=tmp_path / "requests", name="from-log",
+              source="log")
+    metrics = cut(engine, "real", since_s=time.time() - since, requests_dir=tmp_path / "requests",
+                  name="from-export", source="metrics")
     for built in (log, metrics):
         reqs = built.trace.requests
         print(built.trace.format, built.fields["requests"], built.trace.notes, built.fields["bad_rows"][:3])
@@ -81,7 +88,6 @@ def test_a_trace_cut_from_the_servers_records_is_what_the_run_sent(
     # level 2 lines carry the sampling params, level 0 lines do not
     assert [r.sampling is not None for r in log.trace.requests] == [True] * 4 + [False] * 3
 
-    importer.store(engine, log)
     trace, requests = load(engine, "from-log")
     run_id, rep = run(engine, url=server.base_url, trace=trace, requests=requests,
                       options=ReplayOptions(speed=1.0, timeout_s=300))
