@@ -248,10 +248,10 @@ class Tunes:
             cap = search(measure, slo, image=server.kind == "image", start=min(max(1.0, span / AUTO_TRIAL_S), max_speed),
                          max_speed=max_speed)
         except _TrialFailed as exc:
-            rec.update(probe_run_ids=runs, reason=str(exc))
+            rec["reason"] = str(exc)
             return rec
         finally:
-            rec["probe_run_ids"] = runs
+            rec["probe_run_ids"] = runs  # every trial, retries and the failed one included
         state["workload"] = state.get("workload") or f"trace {spec['trace']} ({spec.get('digest')})"
         state["slo"], state["image"] = slo, server.kind == "image"
         rec["capacity"] = {"trace": spec["trace"], "knee": cap.knee, "low": cap.low, "high": cap.high,

@@ -138,8 +138,10 @@ def test_an_image_server_replays_through_the_images_api(tmp_path: Path) -> None:
     assert len(rows) == 4 and rows["ok"].astype(bool).all() and (rows["e2e_s"] > 0).all()
     stored = repo.get_probe_run(engine, run_id=run_id)
     assert stored is not None and stored.api == "images" and stored.fingerprint_detail["api"] == "images"
+    # the latency verdict alone (a busy host may leave the client behind its schedule: that is a
+    # miss of its own, said after the latency ones)
     assert misses(rep, {"image_p99_s": 1e-6}, image=True)[0].startswith("per-image p99")
-    assert misses(rep, {"image_p99_s": 600.0}, image=True) == []
+    assert misses({**rep, "trusted": True}, {"image_p99_s": 600.0}, image=True) == []
 
 
 def test_a_stored_sweep_becomes_a_trace_and_replays_as_it_went(tmp_path: Path, sim: str) -> None:
