@@ -48,12 +48,20 @@ class IntentLanes:
     def dispatch(self, generation: int | None, *, host: str | None = None, db_generation: int | None = None) -> None:
         """Claim the next intent of every idle lane that has a handler, and start it (with
         `host`, only that host's intents, and host-less ones with `db_generation`)."""
+        idle = {}
         for lane in LANES:
             fut = self._lanes[lane]
             if fut is not None and not fut.done():
                 continue
             kinds = [k for k, ln in INTENT_KINDS.items() if ln == lane and k in self.handlers]
-            if not kinds:
+            if kinds:
+                idle[lane] = kinds
+        if not idle:
+            return
+        # one read a tick; a claim (a write transaction) only in a lane that has work
+        pending = repo.pending_intent_kinds(self.engine, host=host, db_generation=db_generation)
+        for lane, kinds in idle.items():
+            if not pending.intersection(kinds):
                 continue
             intent = repo.claim_next_intent(self.engine, kinds=kinds, generation=generation, host=host,
                                             db_generation=db_generation)

@@ -17,6 +17,7 @@ import pandas as pd
 from dashboard.components.format import SERIES_COLORS, SEVERITY_COLORS, units
 
 SPARSE_POINTS = 200  # below this many points a `points` series also gets dots
+LABEL_ROOM_PX = 30  # padding right of a time chart: half the widest time label ("08:36:45") and some
 EVENT_KINDS_MARKED = (
     "oom", "prefill_oom", "decode_retract", "crash", "server_exit", "nccl_timeout",
     "relaunch_started", "relaunch_done", "relaunch_failed", "rollback", "health_down",
@@ -112,6 +113,11 @@ def timeseries_spec(
         # Canvas, not SVG: thousands of points paint several times faster (vega-embed reads
         # usermeta.embedOptions from the spec).
         "usermeta": {"embedOptions": {"renderer": "canvas"}},
+        # room right of the plot for half a time label: Vega centres a tick's label on it and
+        # hides one past the axis (labelBound) only on the layout it computes, which a live
+        # dataset swap can leave stale, so a young server's last tick ("08:36:45", 5 s before
+        # the window's end) was drawn past the canvas edge and cut
+        "padding": {"left": 5, "top": 5, "bottom": 5, "right": LABEL_ROOM_PX},
         "title": title,
         "height": height,
         "datasets": datasets,

@@ -60,6 +60,7 @@ from storage.repo.intents import (
     get_intent,
     in_flight_launch,
     list_intents,
+    pending_intent_kinds,
     update_intent,
 )
 from storage.repo.inventory import (
@@ -164,7 +165,7 @@ __all__ = [
     "fleet_probe_requests", "fleet_event_counts", "fleet_gpu_indices", "fleet_aggregates",
     "fleet_latest",
     # intents
-    "create_intent", "claim_next_intent", "update_intent", "get_intent", "list_intents",
+    "create_intent", "claim_next_intent", "pending_intent_kinds", "update_intent", "get_intent", "list_intents",
     "IN_FLIGHT_LAUNCH", "in_flight_launch", "fail_stale_intents", "expire_pending_intents",
     # inventory
     "upsert_server", "list_servers", "retire_servers_except", "set_server_stopped",

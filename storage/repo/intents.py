@@ -62,6 +62,23 @@ def create_intent(
         return intent
 
 
+def _visible(q: Any, host: str | None, db_generation: int | None) -> Any:
+    """`q` narrowed to the intents a runner of `host` may claim (see claim_next_intent)."""
+    if host is None:
+        return q
+    mine = INTENT.c.host == host
+    return q.where(or_(mine, INTENT.c.host.is_(None)) if db_generation is not None else mine)
+
+
+def pending_intent_kinds(engine: Engine, *, host: str | None = None,
+                         db_generation: int | None = None) -> set[str]:
+    """The kinds of the pending intents a runner of `host` may claim: one read, so a runner's
+    tick claims (a write transaction each) only in the lanes that have work."""
+    q = _visible(select(INTENT.c.kind).where(INTENT.c.state == "pending").distinct(), host, db_generation)
+    with engine.connect() as conn:
+        return {str(k) for (k,) in conn.execute(q)}
+
+
 def claim_next_intent(
     engine: Engine,
     *,
@@ -80,12 +97,10 @@ def claim_next_intent(
     `host` (a single process: tests, tools) any pending intent is claimed.
     """
     with engine.begin() as conn:
-        q = select(INTENT.c.id).where(INTENT.c.state == "pending").order_by(INTENT.c.id).limit(1)
+        q = _visible(select(INTENT.c.id).where(INTENT.c.state == "pending"), host, db_generation)
+        q = q.order_by(INTENT.c.id).limit(1)
         if kinds is not None:
             q = q.where(INTENT.c.kind.in_(list(kinds)))
-        if host is not None:
-            mine = INTENT.c.host == host
-            q = q.where(or_(mine, INTENT.c.host.is_(None)) if db_generation is not None else mine)
         row = conn.execute(q).first()
         if row is None:
             return None

@@ -107,6 +107,11 @@ def test_intents_carry_their_servers_host_and_only_that_host_claims_them(engine)
     la, lb = Lease(engine, "m:1", host="host-a"), Lease(engine, "m:2", host="host-b")
     la.acquire()
     lb.acquire()
+    # what a runner's tick reads before it claims: the kinds it may claim, no more
+    assert repo.pending_intent_kinds(engine, host="host-a") == {"relaunch"}
+    assert repo.pending_intent_kinds(engine, host="host-a", db_generation=la.db_generation) == {"relaunch", "validate"}
+    assert repo.pending_intent_kinds(engine, host="host-b") == {"stop"}
+    assert repo.pending_intent_kinds(engine) == {"stop", "validate", "relaunch"}
     # A is not `db`-less: pass no db generation -> it claims only its own host's intents
     got = repo.claim_next_intent(engine, host="host-a", generation=la.generation)
     assert got is not None and got.id == for_a.id
@@ -120,6 +125,7 @@ def test_intents_carry_their_servers_host_and_only_that_host_claims_them(engine)
     got = repo.claim_next_intent(engine, host="host-a", generation=la.generation, db_generation=la.db_generation)
     assert got is not None and got.id == for_loose.id
     assert repo.get_intent(engine, intent_id=for_b.id).state == "running"
+    assert repo.pending_intent_kinds(engine) == {"validate"}  # running ones are not pending
 
 
 def test_fail_stale_intents_fails_only_the_scope_it_is_given(engine):
