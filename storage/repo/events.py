@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
@@ -19,6 +18,9 @@ from storage.redact import redact_fields
 from storage.repo._common import (
     EVENT,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["insert_events", "add_event", "list_events", "count_events"]
 
@@ -84,6 +86,7 @@ def list_events(
     until: float | None = None,
     limit: int = 200,
 ) -> pd.DataFrame:
+    import pandas as pd  # here, not at import: a sweep process never needs it
     q = select(EVENT).order_by(EVENT.c.ts.desc(), EVENT.c.id.desc()).limit(limit)
     if server_id is not None:
         q = q.where(EVENT.c.server_id == server_id)

@@ -8,15 +8,18 @@ costs does not grow with the number of servers (tests/views/test_fleet.py counts
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col
 
 from storage.models import Launch, ProbeRun
 from storage.repo._common import EVENT, PROBE_REQUEST, SAMPLE
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FLEET_SAMPLE_COLUMNS", "fleet_samples", "fleet_latest_launches", "fleet_done_runs",
            "fleet_probe_requests", "fleet_event_counts", "fleet_gpu_indices", "fleet_aggregates",
@@ -31,6 +34,7 @@ def fleet_samples(
 ) -> pd.DataFrame:
     """Every sample of `metrics` (and of metrics starting with `prefixes`) in [since, until) of
     every server, as a frame (server_id, metric, ts, value) ordered by ts: one query."""
+    import pandas as pd  # here, not at import: a sweep process never needs it
     names = list(metrics)
     match = [SAMPLE.c.metric.in_(names)] if names else []
     match += [SAMPLE.c.metric.like(p.replace("_", r"\_") + "%", escape="\\") for p in prefixes]
@@ -76,6 +80,7 @@ def fleet_done_runs(engine: Engine, *, since: float, until: float) -> dict[int, 
 
 def fleet_probe_requests(engine: Engine, *, run_ids: Sequence[int]) -> pd.DataFrame:
     """Every ProbeRequest row of `run_ids` (with its run_id column): one query."""
+    import pandas as pd  # here, not at import: a sweep process never needs it
     cols = [c.name for c in PROBE_REQUEST.columns]
     if not run_ids:
         return pd.DataFrame(columns=cols)

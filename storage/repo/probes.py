@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, col
@@ -19,6 +18,9 @@ from storage.redact import redact_fields
 from storage.repo._common import (
     PROBE_REQUEST,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["create_probe_run", "update_probe_run", "insert_probe_requests", "insert_probe_run",
            "probe_run_row", "probe_output_rows", "probe_request_count", "get_probe_run",
@@ -129,6 +131,7 @@ def newest_probe_run(
 
 
 def probe_requests(engine: Engine, *, run_id: int) -> pd.DataFrame:
+    import pandas as pd  # here, not at import: a sweep process never needs it
     with engine.connect() as conn:
         rows = conn.execute(
             select(PROBE_REQUEST).where(PROBE_REQUEST.c.run_id == run_id).order_by(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import and_, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
@@ -16,6 +15,9 @@ from storage.repo._common import (
     SAMPLE,
 )
 from storage.repo.samples import _bucket
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["compute_rollups", "backfill_quarters", "rollup_watermark", "oldest_sample_ts",
            "rollup_series_since", "insert_rollups"]
@@ -36,6 +38,7 @@ def compute_rollups(
     keeps: the series seen so far are added to it, and quarters are written for all of them, so
     a series that stopped early in a quarter (a server gone down) still gets that quarter.
     """
+    import pandas as pd  # here, not at import: a sweep process never needs it
     end = int(until // 60) * 60
     start = end - int(lookback_s)
     with engine.begin() as conn:

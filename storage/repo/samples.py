@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import Integer, and_, cast, func, insert, select
 from sqlalchemy.engine import Connection, Engine
 
@@ -18,6 +17,9 @@ from storage.repo._common import (
     SAMPLE,
     _placeholders,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SAMPLE_COLUMNS", "insert_samples", "insert_sample_tuples", "sample_values",
            "sample_sum", "latest_samples", "metric_names", "bucketed_series", "sample_points"]
@@ -168,6 +170,7 @@ def bucketed_series(
     is drawn from its rollups rather than left blank. Columns: metric, ts (bucket start, epoch s),
     avg, min, max.
     """
+    import pandas as pd  # here, not at import: a sweep process never needs it
     span = max(until - since, 1.0)
     bucket = max(1, int(np.ceil(span / max_points)))
     bucket = _widen_past_retention(engine, server_id, list(metrics), since, bucket)
