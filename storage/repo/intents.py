@@ -26,7 +26,7 @@ from storage.repo._common import (
 )
 from storage.repo.runner_state import DB_SCOPE, HOST_SCOPE_PREFIX, host_scope, lease_fence
 
-__all__ = ["create_intent", "claim_next_intent", "update_intent", "get_intent", "list_intents",
+__all__ = ["create_intent", "claim_next_intent", "pending_intent_kinds", "update_intent", "get_intent", "list_intents",
            "IN_FLIGHT_LAUNCH", "in_flight_launch", "fail_stale_intents", "expire_pending_intents"]
 
 _LAUNCH = Launch.__table__  # type: ignore[attr-defined]
