@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from storage.errors import PitwallError, RequestError
@@ -37,6 +38,22 @@ def parse_duration(text: str) -> float:
     if not m or float(m.group(1)) <= 0:
         raise ValueError(f"--since {text!r} is not a duration; use e.g. 90s, 15m, 1h or 2d")
     return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def parse_instant(text: str, *, flag: str = "--from") -> float:
+    """An instant: epoch seconds ('1796458748.5') or ISO 8601 ('2026-12-05T08:21:15',
+    '2026-12-05 08:21:15+01:00'; without an offset, UTC, as every time Pitwall prints) -> epoch
+    seconds; ValueError with the expected form."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not a time; use epoch seconds or ISO 8601 such as "
+                         "2026-12-05T08:21:15 (UTC unless it carries an offset)") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 class Parser(argparse.ArgumentParser):

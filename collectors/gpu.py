@@ -28,6 +28,7 @@ names cards: listing card 0 claims card 0 and each of its MIG instances.
 | energy_j | J | energy since the driver loaded (counter; Δ/Δt = mean W) | `nvidia-smi -q -d POWER` |
 | temp_c | °C | GPU core temperature | `temperature.gpu` |
 | sm_clock_hz, mem_clock_hz | Hz | current SM / memory clock | `clocks.sm`, `clocks.mem` (MHz) |
+| sm_clock_max_hz | Hz | the SM clock's maximum | `clocks.max.sm` (MHz) |
 | clock_event_reasons | bitmask | nvmlClocksEventReason* bits active now | `clocks_event_reasons.active` |
 | throttle_power, throttle_thermal | 1/0 | power-cap/brake, thermal/HW-slowdown bits set | `nvidia-smi -q -d PERFORMANCE` |
 | ecc_corrected, ecc_uncorrected | count | volatile ECC errors since driver load | `ecc.errors.*.volatile.total` |
@@ -60,14 +61,13 @@ from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
 from collectors.gpu_nvml import (
-    POWER_REASONS,
-    THERMAL_REASONS,
     Backend,
     GpuReading,
     NvmlBackend,
     NvmlUnavailable,
     read_gpus,
 )
+from collectors.gpu_reasons import POWER_REASONS, THERMAL_REASONS
 from storage import series_keys as sk
 
 SOURCE = "gpu"
@@ -85,6 +85,7 @@ _SCALAR_FIELDS: tuple[tuple[str, str], ...] = (
     ("energy_j", "energy_j"),
     ("temp_c", "temp_c"),
     ("sm_clock_hz", "sm_clock_hz"),
+    ("sm_clock_max_hz", "sm_clock_max_hz"),
     ("mem_clock_hz", "mem_clock_hz"),
     ("ecc_corrected", "ecc_corrected"),
     ("ecc_uncorrected", "ecc_uncorrected"),

@@ -19,6 +19,8 @@ counters CSV (`etc/default-counters.csv`, `etc/dcp-metrics-included.csv`):
 | DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION | mJ | energy_mj |
 | DCGM_FI_DEV_GPU_TEMP | °C | temperature_c |
 | DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK | MHz | sm_clock_mhz, mem_clock_mhz |
+| DCGM_FI_DEV_MAX_SM_CLOCK (not in the default CSV) | MHz | sm_clock_max_mhz |
+| DCGM_FI_DEV_CLOCKS_EVENT_REASONS (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS before DCGM 3.3) | bitmask | clock_event_reasons |
 | DCGM_FI_DEV_XID_ERRORS | last XID | xid_events, when the value changes to a non-zero one |
 | DCGM_FI_PROF_DRAM_ACTIVE | 0-1 | gpm dram_bw_util_pct |
 | DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (_HMMA_, _IMMA_, _DFMA_) | 0-1 | gpm tensor_any_pct (hmma, imma, dmma) |
@@ -92,8 +94,11 @@ _DEV_FIELDS: dict[str, tuple[str, str | None, float]] = {
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_mj", None, 1.0),
     "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", None, 1.0),
     "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", None, 1.0),
+    "DCGM_FI_DEV_MAX_SM_CLOCK": ("sm_clock_max_mhz", None, 1.0),
     "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", None, 1.0),
 }
+#: the clock-event reason bitmask (collectors/gpu_reasons.py), by its name since DCGM 3.3 first
+_REASON_FIELDS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 #: DCGM profiling field -> (GPM metric key of collectors/gpu_nvml.GPM_METRICS, factor)
 _PROF_FIELDS: dict[str, tuple[str, float]] = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": ("graphics_util_pct", 100.0),
@@ -117,9 +122,10 @@ _NOT_EXPORTED = "not exported by this dcgm-exporter (add {field} to its counters
 #: Fields of the whole card: a card in MIG mode repeats them on each instance's series
 _CARD_FIELDS = frozenset({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", _XID,
                           "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_GPU_TEMP",
-                          "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK"})
+                          "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MAX_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
+                          *_REASON_FIELDS})
 _CARD_RAW = ("power_mw", "power_limit_mw", "energy_mj", "temperature_c", "sm_clock_mhz",
-             "mem_clock_mhz", "xid_events")
+             "sm_clock_max_mhz", "mem_clock_mhz", "clock_event_reasons", "xid_events")
 _LINE_NO = re.compile(r"line (\d+):")
 _NAME = re.compile(r"\s*([A-Za-z_:][A-Za-z0-9_:]*)")
 _ID_LABEL = re.compile(r'[{,]\s*(gpu|GPU_I_ID)="([^"]*)"')
@@ -201,6 +207,11 @@ def to_raw(values: dict[str, float], labels: dict[str, str]) -> dict[str, Any]:
             fields[raw] = value
         else:
             fields.setdefault(raw, {})[sub] = value
+    reasons = next((values[f] for f in _REASON_FIELDS if f in values), None)
+    if reasons is None:
+        errors["clock_event_reasons"] = _NOT_EXPORTED.format(field=_REASON_FIELDS[0])
+    else:
+        fields["clock_event_reasons"] = int(reasons)
     mem = fields.get("memory_bytes")
     if isinstance(mem, dict) and "used" in mem:
         if "total" not in mem and "free" in mem:

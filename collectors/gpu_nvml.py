@@ -39,6 +39,7 @@ RAW_FIELDS: tuple[str, ...] = (
     "energy_mj",  # total energy since the driver loaded (monotonic counter)
     "temperature_c",
     "sm_clock_mhz",
+    "sm_clock_max_mhz",  # the SM clock's ceiling (nvmlDeviceGetMaxClockInfo): what a held clock is held below
     "mem_clock_mhz",
     "clock_event_reasons",  # bitmask, nvmlClocksEventReason*
     "ecc_corrected_volatile",
@@ -75,17 +76,6 @@ GPM_METRICS: dict[str, tuple[str, str]] = {
 }
 GPM_FIRST_READ = "GPM needs two samples: figures start with the next read"
 
-#: Clock-event (throttle) reason bits (nvml.h `nvmlClocksEventReason*`), grouped for display.
-REASON_GPU_IDLE = 0x1
-REASON_SW_POWER_CAP = 0x4
-REASON_HW_SLOWDOWN = 0x8
-REASON_SW_THERMAL = 0x20
-REASON_HW_THERMAL = 0x40
-REASON_HW_POWER_BRAKE = 0x80
-POWER_REASONS = REASON_SW_POWER_CAP | REASON_HW_POWER_BRAKE
-THERMAL_REASONS = REASON_SW_THERMAL | REASON_HW_THERMAL | REASON_HW_SLOWDOWN
-
-
 class NvmlUnavailable(CollectorError):
     """NVML cannot be used on this host (no driver, no library, no permission)."""
 
@@ -107,6 +97,7 @@ class GpuReading:
     energy_j: float | None = None  # monotonic since driver load
     temp_c: float | None = None
     sm_clock_hz: float | None = None
+    sm_clock_max_hz: float | None = None
     mem_clock_hz: float | None = None
     clock_event_reasons: int | None = None
     ecc_corrected: float | None = None
@@ -187,6 +178,7 @@ def raw_to_reading(index: int, raw: dict[str, Any]) -> GpuReading:
         energy_j=_scaled(f.get("energy_mj"), 1e-3),
         temp_c=_num(f.get("temperature_c")),
         sm_clock_hz=_scaled(f.get("sm_clock_mhz"), 1e6),
+        sm_clock_max_hz=_scaled(f.get("sm_clock_max_mhz"), 1e6),
         mem_clock_hz=_scaled(f.get("mem_clock_mhz"), 1e6),
         clock_event_reasons=int(reasons) if isinstance(reasons, int) else None,
         ecc_corrected=_num(f.get("ecc_corrected_volatile")),
@@ -354,6 +346,7 @@ class NvmlBackend:
         yield "energy_mj", lambda: int(nv.nvmlDeviceGetTotalEnergyConsumption(h))
         yield "temperature_c", lambda: int(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
         yield "sm_clock_mhz", lambda: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
+        yield "sm_clock_max_mhz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM))
         yield "mem_clock_mhz", lambda: int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM))
         yield "clock_event_reasons", reasons
         yield (

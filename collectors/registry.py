@@ -15,6 +15,9 @@ from typing import Any
 
 from collectors.base import Collector
 
+NVML_POLL_S = 1.0  # gpu.poll_interval_s unset, over NVML (the setting says what a read costs)
+DCGM_POLL_S = 2.0  # ... from a dcgm-exporter, which refreshes its own figures every 30 s by default
+
 
 def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
     """A factory building the `role` collector of `engine` through the engine registry
@@ -35,10 +38,12 @@ def _engine(engine: str, role: str) -> Callable[[dict[str, Any]], Collector]:
 def _gpu(groups: dict[str, dict[str, Any]]) -> Collector:
     """NVML by default; dcgm-exporters instead when `gpu.dcgm_url` lists one or more (no NVML in a
     container; one exporter per node or per simulator process, merged by DcgmFleet); this host's
-    exporter read through Prometheus when `gpu.prometheus_selector` is set (with prometheus.url)."""
+    exporter read through Prometheus when `gpu.prometheus_selector` is set (with prometheus.url).
+    Every `gpu.poll_interval_s`, else NVML_POLL_S or DCGM_POLL_S."""
     from collectors.gpu import GpuCollector
 
     gpu = groups.get("gpu") or {}
+    every = gpu.get("poll_interval_s")
     if gpu.get("prometheus_selector"):
         from collectors.gpu_dcgm import DcgmPromBackend
 
@@ -46,15 +51,15 @@ def _gpu(groups: dict[str, dict[str, Any]]) -> Collector:
         if not url:
             raise ValueError("gpu.prometheus_selector is set but prometheus.url is not; set the "
                              "Prometheus that scrapes this host's dcgm-exporter.")
-        return GpuCollector(backend_factory=lambda: DcgmPromBackend(str(url), selector))
+        return GpuCollector(float(every or DCGM_POLL_S), backend_factory=lambda: DcgmPromBackend(str(url), selector))
     raw = gpu.get("dcgm_url")
     urls = [raw] if isinstance(raw, str) else list(raw or [])
     if urls:
         from collectors.gpu_dcgm import DcgmFleet
 
         advice = dcgm_advice(gpu.get("dcgm_origin"))
-        return GpuCollector(backend_factory=lambda: DcgmFleet([str(u) for u in urls], advice=advice))
-    return GpuCollector()
+        return GpuCollector(float(every or DCGM_POLL_S), backend_factory=lambda: DcgmFleet([str(u) for u in urls], advice=advice))
+    return GpuCollector(float(every or NVML_POLL_S))
 
 
 def dcgm_advice(origin: object) -> str:

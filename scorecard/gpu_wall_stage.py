@@ -103,13 +103,13 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
 
     Returns {"stage", "available", "why_not", "stage_s" (merged seconds of the stage),
     "covered_s" (of those, seconds with a GPM sample), "shares": {verdict: 0-1},
-    "bandwidth_share", "compute_share", "step_s", "step_source", "spec" (this server's card),
+    "bandwidth_share", "compute_share", "power_share", "step_s", "step_source", "spec" (this server's card),
     "what_if": [{"card", "step_s", "speedup", "note"}], "window"}.
     """
     stage = stage or image_stages(engine_name).denoise
     out: dict[str, Any] = {"stage": stage, "available": False, "why_not": None, "stage_s": 0.0,
                            "covered_s": 0.0, "shares": {}, "bandwidth_share": None,
-                           "compute_share": None, "step_s": None, "step_source": "", "spec": None,
+                           "compute_share": None, "power_share": None, "step_s": None, "step_source": "", "spec": None,
                            "what_if": [], "window": [since, until]}
     if not stage:
         out["why_not"] = "the server's engine names no denoising stage, so no stage timings are read"
@@ -131,17 +131,20 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
         return out
     shares = {k: v / covered for k, v in by.items() if v > 0}
     out.update(available=True, covered_s=covered / max(len(gpus), 1), shares=shares,
-               bandwidth_share=shares.get("bandwidth", 0.0), compute_share=shares.get("compute", 0.0))
+               bandwidth_share=shares.get("bandwidth", 0.0), compute_share=shares.get("compute", 0.0),
+               power_share=shares.get("power", 0.0))
     out["step_s"], out["step_source"] = step_seconds(engine, server_id=server_id, since=since, until=until,
                                                      engine_name=engine_name)
     current = next((s for g in gpus if (s := spec_for(g.name)) is not None), None)
     out["spec"] = current.name if current else None
     if out["step_s"] is not None and current is not None:
-        out["what_if"] = what_ifs(out["step_s"], out["bandwidth_share"], out["compute_share"], current.name)
+        out["what_if"] = what_ifs(out["step_s"], out["bandwidth_share"], out["compute_share"], current.name,
+                                  power_share=out["power_share"])
     return out
 
 
-def what_ifs(step_s: float, bandwidth_share: float, compute_share: float, current: str) -> list[dict[str, Any]]:
+def what_ifs(step_s: float, bandwidth_share: float, compute_share: float, current: str, *,
+             power_share: float = 0.0) -> list[dict[str, Any]]:
     """The step on every other card of GPU_SPECS (WHAT_IF_DEFAULT first, else the H200), with
     the assumption."""
     here = next(s for s in GPU_SPECS if s.name == current)
@@ -150,7 +153,7 @@ def what_ifs(step_s: float, bandwidth_share: float, compute_share: float, curren
                     key=lambda s: (s.name != WHAT_IF_DEFAULT, s.name != "H200"))
     rows = []
     for other in others:
-        seconds, note = what_if(step_s, bandwidth_share, here, other, compute_share)
+        seconds, note = what_if(step_s, bandwidth_share, here, other, compute_share, power_share)
         speedup = step_s / seconds if seconds else None
         rows.append({"card": other.name, "step_s": seconds, "speedup": speedup, "speed": speed_words(speedup),
                      "direction": speed_direction(speedup), "note": f"from {here.name} to {other.name}: {note}"})

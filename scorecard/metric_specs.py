@@ -182,7 +182,7 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "probe's requests (client-reported)"),
     MetricSpec("gpu_bound_by", "GPU bound by", "throughput", "verdict", "none",
                "the verdict of most GPM samples of the server's GPUs in the window (memory "
-               "bandwidth, compute, neither wall, idle, mixed; rules in scorecard/gpu_wall.py, "
+               "bandwidth, compute, neither wall, idle, mixed, power; rules in scorecard/gpu_wall.py, "
                "from `gpu.<i>.gpm.dram_bw_util_ratio`, `tensor_any_ratio`, `sm_util_ratio` and the "
                "queue); the value is its index, the note names it with its evidence; missing (never "
                "0) without GPM"),
@@ -192,6 +192,10 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("gpu_compute_bound_share", "Share of GPU time bound by compute", "throughput",
                "ratio", "none",
                "GPM samples of every GPU with the verdict `compute` / all GPM samples in the window"),
+    MetricSpec("gpu_power_bound_share", "Share of GPU time held by the power cap", "throughput",
+               "ratio", "none",
+               "GPM samples of every GPU with the verdict `power` (a power or thermal limit held the "
+               "SM clock on compute work) / all GPM samples in the window"),
     MetricSpec("gpu_achieved_bw_bytes_s", "Achieved memory bandwidth per GPU", "throughput",
                "bytes_s", "none",
                "mean over GPUs of mean `gpu.<i>.gpm.dram_bw_util_ratio` × the card's peak memory "

@@ -8,7 +8,7 @@ figures they are missing with the reason ("not available on this GPU"), never 0.
 | figure | from |
 |---|---|
 | gpu_bound_by | the most common per-sample verdict pooled over GPUs; value = index in VERDICTS, note = the verdict, its share and the evidence |
-| gpu_bandwidth_bound_share, gpu_compute_bound_share | pooled per-sample verdict counts / samples |
+| gpu_bandwidth_bound_share, gpu_compute_bound_share, gpu_power_bound_share | pooled per-sample verdict counts / samples |
 | gpu_achieved_bw_bytes_s | mean over GPUs of achieved bandwidth (DRAM utilisation × peak) |
 | denoise_bandwidth_share, denoise_compute_share | stage_walls() of DenoisingStage |
 | image_step_s_what_if | stage_walls()'s what-if on WHAT_IF_DEFAULT (B300) |
@@ -25,7 +25,7 @@ from scorecard.gpu_wall_stage import WHAT_IF_DEFAULT
 from scorecard.inputs import ScorecardInputs, put
 from scorecard.model import NOT_APPLICABLE, Figure
 
-GPU_KEYS = ("gpu_bound_by", "gpu_bandwidth_bound_share", "gpu_compute_bound_share",
+GPU_KEYS = ("gpu_bound_by", "gpu_bandwidth_bound_share", "gpu_compute_bound_share", "gpu_power_bound_share",
             "gpu_achieved_bw_bytes_s")
 STAGE_KEYS = ("denoise_bandwidth_share", "denoise_compute_share", "image_step_s_what_if")
 
@@ -63,9 +63,11 @@ def gpu_figures(walls: dict[str, Any], figs: dict[str, Figure]) -> None:
     total = sum(counts.values())
     verdict, n = counts.most_common(1)[0]
     put(figs, "gpu_bound_by", float(VERDICTS.index(verdict)), "gpu",
-        f"{verdict} ({fmt_value(n / total, 'ratio')} of {total} GPM samples): {REASONS[verdict]}. "
+        f"{verdict} ({fmt_value(n / total, 'ratio')} of {total} GPM samples): "
+        f"{next((g['reason'] for g in gpus if g['verdict'] == verdict), REASONS[verdict])}. "
         + _evidence(gpus))
-    for key, v in (("gpu_bandwidth_bound_share", "bandwidth"), ("gpu_compute_bound_share", "compute")):
+    for key, v in (("gpu_bandwidth_bound_share", "bandwidth"), ("gpu_compute_bound_share", "compute"),
+                   ("gpu_power_bound_share", "power")):
         put(figs, key, counts.get(v, 0) / total, "gpu", f"of {total} GPM samples over {len(gpus)} GPU(s)")
     known = [g for g in gpus if g.get("achieved_bw_bytes_s") is not None]
     if known:

@@ -36,10 +36,10 @@ seconds, so each scrape sees what the scheduler actually ran just before it):
 | DCGM_FI_DEV_GPU_UTIL | % of the window with a forward running |
 | DCGM_FI_DEV_MEM_COPY_UTIL | DRAM active x 100 |
 | DCGM_FI_DEV_FB_USED / _FREE / _RESERVED | MiB: the server's weights + KV pool (LLM) or weights + text encoder + activations (image) / the rest / RESERVED_MIB |
-| DCGM_FI_DEV_POWER_USAGE | W, window mean: 12 % of TDP idle, up to TDP at the roofline |
+| DCGM_FI_DEV_POWER_USAGE | W, window mean: 12 % of TDP idle, at most the TDP (gpu_activity.py's power demand, capped) |
 | DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION | mJ since the process started (counter, monotonic) |
 | DCGM_FI_DEV_GPU_TEMP | °C: 30 + 45 x power / TDP |
-| DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK | MHz: idle clock rising to boost with activity; HBM clock fixed |
+| DCGM_FI_DEV_SM_CLOCK, DCGM_FI_DEV_MEM_CLOCK | MHz: idle clock rising to boost with activity, held below boost while the power demand passes the TDP (gpu_activity.py); HBM clock fixed |
 | DCGM_FI_DEV_XID_ERRORS | 0 (no XID) |
 | DCGM_FI_PROF_GR_ENGINE_ACTIVE, _SM_ACTIVE, _SM_OCCUPANCY, _PIPE_TENSOR_ACTIVE, _DRAM_ACTIVE | 0-1, gpu_activity.py |
 | DCGM_FI_PROF_PCIE_TX_BYTES, _RX_BYTES | B/s: token ids in and out (LLM), the image out (image) |
@@ -119,7 +119,8 @@ def card_values(group: GpuGroup, sim_gpu: str) -> dict[str, float]:
     total_mib = group.activity.gpu.memory_bytes / MIB
     used = min(group.mem_used_bytes() / MIB, total_mib - RESERVED_MIB)
     return {
-        "DCGM_FI_DEV_SM_CLOCK": round(IDLE_SM_MHZ + (boost - IDLE_SM_MHZ) * min(1.0, 4 * w.busy)),
+        # rising to boost with activity, held below it while the power cap holds (gpu_activity)
+        "DCGM_FI_DEV_SM_CLOCK": round((IDLE_SM_MHZ + (boost - IDLE_SM_MHZ) * min(1.0, 4 * w.busy)) * w.clock_ratio),
         "DCGM_FI_DEV_MEM_CLOCK": mem_mhz,
         "DCGM_FI_DEV_GPU_TEMP": round(30 + 45 * w.power_w / tdp),
         "DCGM_FI_DEV_POWER_USAGE": w.power_w,

@@ -52,7 +52,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from simulator import dcgm, lifecycle, logfmt, tokenizer
 from simulator.costmodel import (
-    DIT_MFU,
     GB,
     GPUS,
     TEXT_ENCODER_BYTES,
@@ -127,7 +126,7 @@ class ImageServer:
         self.metrics = DiffusionMetrics(replica) if ns.enable_metrics else None
         self.started_at = time.time()
         self.activity = Activity(self.gpu, dcgm.CARDS[ns.sim_gpu][0],
-                                 lambda: time.monotonic() * self.speed, mfu=DIT_MFU)
+                                 lambda: time.monotonic() * self.speed)
         self.fb_used_bytes = 0.6 * GB  # CUDA context; the pipeline's weights arrive at load
 
     def resident_bytes(self) -> float:

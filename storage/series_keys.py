@@ -289,6 +289,7 @@ GPU_FIELDS: dict[str, tuple[str, str]] = {
     "energy_j": ("j", "energy since the driver loaded (a counter)"),
     "temp_c": ("c", "GPU core temperature"),
     "sm_clock_hz": ("", "SM clock, Hz"),
+    "sm_clock_max_hz": ("", "the SM clock's maximum, Hz (what a held clock is held below)"),
     "mem_clock_hz": ("", "memory clock, Hz"),
     "clock_event_reasons": ("", "clock event reason bits active now (a bitmask)"),
     "throttle_power": ("ratio", "1 when a power-cap or brake reason is active"),

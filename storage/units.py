@@ -91,7 +91,7 @@ UNITS: dict[str, Unit] = {
                     mult=1e-12, axis="TB/s", d3=",.2f"),
     "verdict": Unit("which wall a GPU ran against: an index into `words`", "verdict",
                     (Step(None, "{:g}"),),
-                    words=("memory bandwidth", "compute", "neither wall", "idle", "mixed")),
+                    words=("memory bandwidth", "compute", "neither wall", "idle", "mixed", "power")),
 }
 
 #: other spellings of a unit key that readers accept

@@ -173,7 +173,8 @@ def rule_image_step_underfed(ev: Evidence) -> Finding | None:
         flags["enable-torch-compile"] = True
     return Finding("image_step_underfed", "Denoising steps far slower than the card allows",
                    f"{idle * 100:.0f} % of {sw['covered_s']:.0f} s of DenoisingStage ran near neither wall "
-                   f"(bandwidth-bound {sw['bandwidth_share'] * 100:.0f} %, compute-bound {sw['compute_share'] * 100:.0f} %)"
+                   f"(bandwidth-bound {sw['bandwidth_share'] * 100:.0f} %, compute-bound {sw['compute_share'] * 100:.0f} %, "
+                   f"held by power {(sw.get('power_share') or 0.0) * 100:.0f} %)"
                    + (f"; {step:.3f} s per step on {sw.get('spec') or 'this card'}" if step else ""),
                    "Compile the model (--enable-torch-compile), batch requests (--batching-max-size above 1), "
                    "or look for CPU-side work between steps.", flags)

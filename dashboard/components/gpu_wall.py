@@ -12,7 +12,7 @@ from dashboard.components.scorecard import md_escape
 from dashboard.components.timeseries_charts import timeseries_spec
 
 # badge colour per verdict: the two walls get their own colours, everything else stays quiet
-VERDICT_COLORS = {"bandwidth": "blue", "compute": "violet", "neither": "orange", "idle": "gray",
+VERDICT_COLORS = {"bandwidth": "blue", "compute": "violet", "power": "red", "neither": "orange", "idle": "gray",
                   "mixed": "gray"}
 CHART_HEIGHT_PX = 220
 

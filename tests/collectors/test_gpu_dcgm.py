@@ -247,3 +247,32 @@ def test_a_selector_matching_two_hosts_exporters_is_refused_not_mixed(tmp_path):
         for srv in servers:
             srv.shutdown()
             srv.server_close()
+
+
+@pytest.mark.parametrize("field", ["DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"])
+def test_clock_event_reasons_and_the_clock_maximum_read_like_nvmls(field):
+    # an exporter with the reasons (by either name: DCGM 3.3 renamed the field) and the maximum
+    # SM clock in its counters CSV: the same series NVML gives, so the power wall reads alike
+    from collectors.gpu_dcgm import to_raw
+
+    raw = to_raw({field: 4.0, "DCGM_FI_DEV_MAX_SM_CLOCK": 1980.0, "DCGM_FI_DEV_SM_CLOCK": 1410.0},
+                 {"modelName": "NVIDIA H200"})
+    assert raw["fields"]["clock_event_reasons"] == 4 and isinstance(raw["fields"]["clock_event_reasons"], int)
+    values = reading_values(read_gpus(_Raw([raw]))[0])
+    assert values["clock_event_reasons"] == 4 and values["throttle_power"] == 1.0
+    assert values["sm_clock_max_hz"] == 1.98e9 and values["sm_clock_hz"] == 1.41e9
+    # a default exporter sends neither: said, and no 0 stands in for them
+    bare = to_raw({"DCGM_FI_DEV_SM_CLOCK": 1410.0}, {})
+    assert "clock_event_reasons" not in bare["fields"] and "sm_clock_max_mhz" not in bare["fields"]
+    assert "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" in bare["errors"]["clock_event_reasons"]
+
+
+class _Raw:
+    def __init__(self, raws):  # type: ignore[no-untyped-def]
+        self.raws = raws
+
+    def read_raw(self):  # type: ignore[no-untyped-def]
+        return [{**r, "index": i} for i, r in enumerate(self.raws)]
+
+    def meta(self):  # type: ignore[no-untyped-def]
+        return {}

@@ -76,11 +76,13 @@ def test_copy_loop_panel_says_bandwidth_with_its_evidence_and_chart(app_env):
     assert "DRAM bandwidth and tensor activity" in specs and "GPU 0 tensor activity" in specs
 
 
-def test_matmul_loop_panel_says_compute(app_env):
-    _llm(app_env, "nvml-h200-matmul-gpm.json")
+def test_power_capped_matmul_loop_panel_says_power_with_the_clock_and_watts(app_env):
+    _llm(app_env, "nvml-h200-matmul-gpm.json")  # 1.41-1.46 GHz under the H200's software power cap
     at = _run(server="h200", window="15m")
-    assert "bound by: compute" in _text(at)
+    assert "bound by: power" in _text(at)
     assert float(_metrics(at)["Tensor activity"].rstrip(" %")) > 80
+    clock = _metrics(at)["Clock and power"]
+    assert clock.startswith("clocks held at 1.4") and "of 700 W (software power cap" in clock
 
 
 def test_gpu_without_gpm_says_not_available_never_zero(app_env):

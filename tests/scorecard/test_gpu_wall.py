@@ -7,11 +7,13 @@ import json
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 from gpu_seed import T0, store_recording
 from pwtest import subprocess_env
 
+from cli.common import parse_instant
 from scorecard.gpu_wall import (
     GPU_SPECS,
     classify,
@@ -27,7 +29,9 @@ _store = store_recording
 
 @pytest.mark.parametrize(("fixture", "verdict"), [
     ("nvml-h200-copy.json", "bandwidth"),
-    ("nvml-h200-matmul-gpm.json", "compute"),
+    # the matmul loop ran at 1.41-1.46 of 1.98 GHz under the software power cap (690 of 700 W):
+    # the cap, not the tensor cores' count, held it (tests/scorecard/test_gpu_kernels.py)
+    ("nvml-h200-matmul-gpm.json", "power"),
     ("nvml-h200-idle.json", "idle"),
 ])
 def test_recorded_loads_get_the_right_wall(engine, fixture, verdict):
@@ -64,7 +68,11 @@ def test_classify_edges():
     assert classify(0.2, 0.9, 0.9, True) == "compute"
     assert classify(0.2, 0.0, 0.95, True) == "compute"  # non-tensor kernels keeping every SM busy
     assert classify(0.45, 0.45, 0.6, True) == "mixed"
-    assert classify(0.05, 0.0, 0.1, False) == "idle"
+    assert classify(0.02, 0.0, 0.03, False) == "idle"  # SMs under 5 %: nothing runs
+    # SMs 10 % busy with no request in the server's queues: the GPU itself says it works, and waits
+    assert classify(0.05, 0.0, 0.1, False) == "neither"
+    assert classify(0.0, 0.0, 0.0, False, util=0.0) == "idle"
+    assert classify(0.0, 0.0, 0.0, True, util=0.0) == "neither"  # requests wait, no kernel runs
 
 
 def test_specs_match_nvml_names_and_the_what_if_scales_only_the_bandwidth_share():
@@ -106,3 +114,21 @@ def test_gpu_wall_command_reads_the_verdict_from_the_database(tmp_path):
     unknown = subprocess.run(cmd + ["--server", "nope"], env=env, capture_output=True, text=True, timeout=60,
                              cwd=tmp_path)
     assert unknown.returncode == 2 and "configured: h200" in unknown.stderr
+    # an exact window, long past: the matmul loop of T0, named in ISO 8601 (UTC) and epoch seconds
+    _store(make_engine(url), "nvml-h200-matmul-gpm.json", t0=T0)
+    start = datetime.fromtimestamp(T0 - 5, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    exact = subprocess.run(cmd[:-2] + ["--from", start, "--to", str(T0 + 30)], env=env, capture_output=True,
+                           text=True, timeout=60, cwd=tmp_path)
+    assert exact.returncode == 0, exact.stderr
+    assert "bound by power: clocks held at 1.4" in exact.stdout and "of 700 W (software power cap" in exact.stdout
+    backwards = subprocess.run(cmd[:-2] + ["--from", str(T0 + 30), "--to", start], env=env, capture_output=True,
+                               text=True, timeout=60, cwd=tmp_path)
+    assert backwards.returncode == 2 and "the window is empty" in backwards.stderr
+
+
+def test_an_instant_is_epoch_seconds_or_iso_8601_in_utc_unless_it_says_otherwise():
+    assert parse_instant("1796458748.5") == 1796458748.5
+    assert parse_instant("2026-12-05T08:19:08") == 1796458748.0
+    assert parse_instant("2026-12-05 09:19:08+01:00") == parse_instant("2026-12-05T08:19:08Z") == 1796458748.0
+    with pytest.raises(ValueError, match="--to 'yesterday' is not a time; use epoch seconds or ISO 8601"):
+        parse_instant("yesterday", flag="--to")

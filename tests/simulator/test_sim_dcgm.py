@@ -32,7 +32,7 @@ from collectors.gpu_nvml import read_gpus
 from collectors.http import DeadlineExceeded
 from scorecard.gpu_wall import classify
 from simulator.costmodel import GPUS, Work, make_cost_model
-from simulator.gpu_activity import Activity
+from simulator.gpu_activity import GEMM_INTENSITY, Activity
 from tests.simulator.conftest import REPO, Sim, StartSim, free_port
 
 SLOW = ["--sim-speed", "2", "--sim-startup-s", "1"]
@@ -220,7 +220,7 @@ def test_bad_exporter_env_fails_like_a_bad_flag() -> None:
 def test_activity_record_reads_the_roofline_side_and_energy_only_grows() -> None:
     """Pure: a fake model clock, one decode and one prefill forward of 8B on an H200.
 
-    decode batch 1: 16e9 B in 0.01 s = 1.6 TB/s = 0.42 of 4.8 TB/s x 0.8 -> DRAM 0.9 x 0.42."""
+    decode batch 1: 16e9 B (and 16 GFLOP / GEMM_INTENSITY re-read) in 0.01 s = 0.33 of 4.8 TB/s."""
     now = [100.0]
     act = Activity(GPUS["h200"], 700.0, lambda: now[0])
     cost = make_cost_model(gpu="h200", params=8e9, tp=1, quantization=None, kv_cache_dtype="auto",
@@ -229,7 +229,7 @@ def test_activity_record_reads_the_roofline_side_and_energy_only_grows() -> None
     act.record(100.0, 0.01, Work(2 * 8e9, 16e9), peak_flops=cost.peak_flops)
     now[0] = 100.01
     w = act.window(0.01)
-    assert w.dram == pytest.approx(0.9 * 16e9 / (4.8e12 * 0.8 * 0.01))
+    assert w.dram == pytest.approx((16e9 + 2 * 8e9 / GEMM_INTENSITY) / (4.8e12 * 0.01))
     assert w.tensor < 0.01 and w.busy == pytest.approx(1.0)
     e1 = act.energy_j()
     dt = cost.prefill_time(8000, 0)  # ~0.24 s, compute side: 1.3e14 FLOPs at 55 % of 989 TFLOP/s
@@ -237,6 +237,8 @@ def test_activity_record_reads_the_roofline_side_and_energy_only_grows() -> None
     now[0] = 100.01 + dt
     w = act.window(dt)
     assert w.tensor > 0.6 > w.dram
+    # a prefill's power demand passes the 700 W cap: the board draws 700 W, its clock is held
+    assert w.capped and w.power_w == pytest.approx(700.0) and 0.7 < w.clock_ratio < 0.9
     e2 = act.energy_j()
     now[0] = 101.0
     e3 = act.energy_j()

@@ -147,7 +147,8 @@ def test_a_finding_becomes_a_candidate_profile_derived_from_the_running_one(engi
 
 def test_image_steps_near_neither_wall_are_far_slower_than_the_card_allows(engine) -> None:
     """DenoisingStage timings laid over the H200's idle recording (requests running): the stage ran
-    near neither wall, and the doctor says so; over the matmul loop it is compute bound: quiet."""
+    near neither wall, and the doctor says so; over the matmul loop (held by the power cap) it is at
+    a wall: quiet."""
     from gpu_seed import store_recording
 
     t0 = time.time() - 30
@@ -162,7 +163,7 @@ def test_image_steps_near_neither_wall_are_far_slower_than_the_card_allows(engin
     [f] = [f for f in doctor.diagnose(idle) if f.rule == "image_step_underfed"]
     assert "DenoisingStage ran near neither wall" in f.evidence and f.flags == {"enable-torch-compile": True}
     busy = doctor.gather(engine, "img-busy", since=t0 - 1, until=t0 + 60)
-    assert busy.stage_walls["compute_share"] > 0.8 and rules.rule_image_step_underfed(busy) is None
+    assert busy.stage_walls["power_share"] > 0.8 and rules.rule_image_step_underfed(busy) is None
 
 
 def test_a_quiet_doctor_shows_what_each_rule_measured() -> None:

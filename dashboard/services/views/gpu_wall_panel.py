@@ -29,8 +29,12 @@ from present.format import fmt_value
 from scorecard.gpu_entries import GpuEntry
 from scorecard.gpu_wall import (
     BANDWIDTH_MIN,
+    DOMINANCE,
+    HELD_CLOCK,
     LOW,
     SM_BUSY_MIN,
+    STARVED_UTIL,
+    STREAM_MIN,
     TENSOR_MIN,
     VERDICTS,
     gpu_walls,
@@ -45,13 +49,23 @@ MAX_VERDICT_WINDOW_S = 6 * 3600.0
 GPM_SERIES = {"dram_bw_util_ratio": "DRAM bandwidth", "tensor_any_ratio": "tensor activity"}
 
 
-RULES = (f"per GPM sample: bandwidth when DRAM ≥ {100 * BANDWIDTH_MIN:.0f} % and above tensor; compute when "
-         f"tensor ≥ {100 * TENSOR_MIN:.0f} % (or SMs ≥ {100 * SM_BUSY_MIN:.0f} %); neither when DRAM and tensor are "
-         f"below {100 * LOW:.0f} % while requests run or wait; the window takes the most common")
+RULES = (f"per GPM sample: bandwidth when DRAM ≥ {100 * BANDWIDTH_MIN:.0f} % and above tensor, or DRAM ≥ "
+         f"{100 * STREAM_MIN:.0f} % and {DOMINANCE:g}× tensor (weight streaming reaches about 60 % of the "
+         f"datasheet peak); power when a power or thermal reason holds the SM clock below "
+         f"{100 * HELD_CLOCK:.0f} % of its maximum on compute work; compute when tensor ≥ {100 * TENSOR_MIN:.0f} % "
+         f"(or SMs ≥ {100 * SM_BUSY_MIN:.0f} %); neither (the GPU waits on the host) when no wall holds and "
+         f"kernels ran under {100 * STARVED_UTIL:.0f} % of the time, or DRAM and tensor are below "
+         f"{100 * LOW:.0f} % while it works; the window takes the most common")
 
 
 def _pct(ratio: float | None) -> str:
     return NOT_AVAILABLE if ratio is None else fmt_value(ratio, "ratio")
+
+
+def _clock_text(power: dict[str, Any] | None) -> str:
+    if not power:
+        return "not held (no power or thermal reason)"
+    return power["text"].split("); ")[0] + ")"
 
 
 def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
@@ -78,6 +92,9 @@ def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
             ("Tensor activity", _pct(gpu["tensor_ratio"]), "mean GPM tensor-core activity (any precision)"),
             ("SM activity", _pct(gpu["sm_ratio"]), "mean GPM SM utilisation"),
             ("Achieved bandwidth", bw_text, "DRAM utilisation × the card's peak (GPU_SPECS)"),
+            ("GPU busy", _pct(gpu.get("util_ratio")), "mean utilization.gpu: the share of time a kernel ran"),
+            ("Clock and power", _clock_text(gpu.get("power")),
+             "while a power or thermal reason held the SM clock (NVML clock-event reasons)"),
         ],
         "shares_text": ", ".join(f"{v} {fmt_value(s, 'ratio')}" for v, s in shares)
                        + f" of {gpu['samples']} GPM samples",
