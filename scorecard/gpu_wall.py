@@ -180,7 +180,8 @@ def what_if(step_s: float, bandwidth_share: float, current: GpuSpec, other: GpuS
     seconds = step_s * (bw * bw_ratio + (comp + pw) * flops_ratio + (1.0 - bw - comp - pw))
     held = (f", the {100 * pw:.0f} % held by the power cap as compute too (assumes the {other.name}, "
             "held by its own cap, reaches the same fraction of its peak)") if pw > 0 else ""
-    note = (f"assumes the {100 * bw:.0f} % of the step that is bandwidth bound scales with memory "
+    note = (f"assumes the {100 * bw:.0f} % of the step that moves memory (bandwidth-bound samples, and the "
+            "DRAM share of compute-bound ones: elementwise, norm and copy work) scales with memory "
             f"bandwidth ({current.mem_bw_bytes_s / TB:g} → {other.mem_bw_bytes_s / TB:g} TB/s), the "
             f"{100 * comp:.0f} % that is compute bound with dense BF16 tensor throughput "
             f"({current.bf16_dense_flops / TF:g} → {other.bf16_dense_flops / TF:g} TFLOPS){held}, and the "

@@ -9,8 +9,10 @@ together count once. Then, pooled over the server's GPUs:
     share(verdict) = Σ overlap(GPM interval, stage intervals) of the samples with that verdict
                      / Σ overlap of every sample
 
-`bandwidth_share` and `compute_share` feed `gpu_wall.what_if`: the same stage's per-step time on
-another card of GPU_SPECS, with the assumption in words. Cross-check a share by hand: list the
+`what_if_split` feeds `gpu_wall.what_if`: the same stage's per-step time on another card of
+GPU_SPECS, with the assumption in words. It splits a compute- or power-bound sample's time by
+its measured DRAM and tensor activity (the DRAM share is the elementwise, norm and copy work,
+which scales with bandwidth), so a compute-bound DiT step is not sped up by the FLOPS ratio alone. Cross-check a share by hand: list the
 `gpu.0.gpm.dram_bw_util_ratio` samples whose ts falls inside a denoising-stage interval
 (`sqlite3 pitwall.db "select ts, value from sample where metric like 'log.diffusion.stage_s.%'"`).
 
@@ -81,6 +83,28 @@ def _weights(gpus: list[GpuSamples], merged: np.ndarray) -> dict[str, float]:
     return by
 
 
+def _split(gpus: list[GpuSamples], merged: np.ndarray) -> dict[str, float]:
+    """Σ overlap seconds by what each second of the stage scales with on another card: a
+    bandwidth-bound sample's with memory bandwidth; a compute- or power-bound sample's split by
+    its measured DRAM and tensor activity (the DRAM share, dram / (dram + tensor), is the
+    elementwise, norm and copy work between the matrix products, which scales with bandwidth,
+    not FLOPS); the rest (neither, idle, mixed) stays."""
+    out = dict.fromkeys(("bandwidth", "compute", "power", "rest"), 0.0)
+    for g in gpus:
+        w = overlap_s(sample_intervals(g.ts), g.ts, merged)
+        tensor = np.nan_to_num(g.tensor)
+        for verdict, sec, d, t in zip(g.verdicts, w, g.dram, tensor, strict=True):
+            if verdict == "bandwidth":
+                out["bandwidth"] += float(sec)
+            elif verdict in ("compute", "power"):
+                memory = float(d / (d + t)) if d + t > 0 else 0.0
+                out["bandwidth"] += float(sec) * memory
+                out[verdict] += float(sec) * (1.0 - memory)
+            else:
+                out["rest"] += float(sec)
+    return out
+
+
 def step_seconds(engine: Engine, *, server_id: int, since: float, until: float,
                  engine_name: str = DEFAULT_ENGINE) -> tuple[float | None, str]:
     """(mean seconds per denoising step in the window, where it comes from)."""
@@ -103,7 +127,8 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
 
     Returns {"stage", "available", "why_not", "stage_s" (merged seconds of the stage),
     "covered_s" (of those, seconds with a GPM sample), "shares": {verdict: 0-1},
-    "bandwidth_share", "compute_share", "power_share", "step_s", "step_source", "spec" (this server's card),
+    "bandwidth_share", "compute_share", "power_share" (time shares by verdict), "what_if_split"
+    (what each share of the time scales with: _split), "step_s", "step_source", "spec" (this server's card),
     "what_if": [{"card", "step_s", "speedup", "note"}], "window"}.
     """
     stage = stage or image_stages(engine_name).denoise
@@ -137,9 +162,11 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
                                                      engine_name=engine_name)
     current = next((s for g in gpus if (s := spec_for(g.name)) is not None), None)
     out["spec"] = current.name if current else None
+    split = {k: v / covered for k, v in _split(gpus, merged).items()}
+    out["what_if_split"] = split
     if out["step_s"] is not None and current is not None:
-        out["what_if"] = what_ifs(out["step_s"], out["bandwidth_share"], out["compute_share"], current.name,
-                                  power_share=out["power_share"])
+        out["what_if"] = what_ifs(out["step_s"], split["bandwidth"], split["compute"], current.name,
+                                  power_share=split["power"])
     return out
 
 

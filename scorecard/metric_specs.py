@@ -210,9 +210,11 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "image servers: as denoise_bandwidth_share, for the verdict `compute`"),
     MetricSpec("image_step_s_what_if", "Seconds per step on a B300 (what-if)", "throughput", "s",
                "none",
-               "image servers: image_step_s × (denoise_bandwidth_share × this card's / the B300's "
-               "memory bandwidth + denoise_compute_share × this card's / the B300's dense BF16 "
-               "FLOPS + the rest unchanged); the note states the assumption"),
+               "image servers: image_step_s × (the memory share × this card's / the B300's memory "
+               "bandwidth + the compute and power-held share × this card's / the B300's dense BF16 "
+               "FLOPS + the rest unchanged), where the memory share is the bandwidth-bound time plus, "
+               "of compute- and power-bound time, the part DRAM / (DRAM + tensor) activity gives "
+               "(elementwise, norm and copy work); the note states the assumption"),
     # -- cost ---------------------------------------------------------------------------------
     MetricSpec(GPU_USD_PER_HOUR, "GPU cost per hour", "cost", "usd_h", "none",
                "Server.gpu_hourly_usd × GPU count (gpu_indices, else GPUs seen in `gpu.<i>.*`, "

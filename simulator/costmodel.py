@@ -226,23 +226,33 @@ def make_cost_model(*, gpu: str, params: float, tp: int, quantization: str | Non
 
 # --- Diffusion (``sglang serve`` on a DiT image model) -------------------------------------------
 #
-# One denoising step of an MMDiT is a roofline: max(bytes moved / (HBM_BW x MEM_EFF),
-# FLOPs / (dense BF16 x DIT_MFU)) per GPU, for each of the CFG forward passes (2 per step when
-# guidance applies, 1 with guidance off; --enable-cfg-parallel runs the two on two GPU groups).
+# One denoising step of an MMDiT: per GPU, for each of the CFG forward passes (2 per step when
+# guidance applies, 1 with guidance off; --enable-cfg-parallel runs the two on two GPU groups),
+# compute time FLOPs / (dense BF16 x DIT_MFU) plus HBM time bytes / (HBM_BW x MEM_EFF), in series
+# (the weight reads and the elementwise work between the matrix products do not hide under them).
 # Tokens: latent tokens = (W/8/2) x (H/8/2) (Qwen-Image VAE downsamples by 8, the DiT patchifies
 # 2x2; 1024x1024 -> 4096) plus the prompt's text tokens, all batched requests side by side.
-# FLOPs per forward = 2 x params x tokens + 4 x layers x hidden x tokens^2 (attention, joint
-# over text and image). Bytes per forward = weights (2 B/param, read once per forward however
-# large the batch) + activations ACT_RW_PER_LAYER x tokens x hidden x 2 B x layers.
+# FLOPs per forward = 2 x DIT_TOKEN_PARAM_SHARE x params x tokens + 4 x layers x hidden x tokens^2
+# (attention, joint over text and image). A dual-stream block holds, per stream, attention
+# (4 hidden^2), an MLP (8 hidden^2) and a modulation (6 hidden^2) that acts once per image, not
+# per token: a token passes its own stream's 12 hidden^2 of the block's 36 (a third of the 20.4 B
+# parameters, about 6.8 B). Counting every parameter per token gave 185 TFLOP a forward at 1024²;
+# torch's flop counter read 70.6 on the real transformer (tests/fixtures/gpu-kernels).
+# Bytes per forward = weights (2 B/param, read once per forward however large the batch) +
+# activations ACT_RW_PER_LAYER x tokens x hidden x 2 B x layers (norms, modulation, activations:
+# the elementwise share, which scales with bandwidth).
 # Qwen-Image: 20.4B DiT params, 60 blocks, hidden 3072 (24 heads x 128) [Qwen-Image technical
 # report, arXiv 2508.02324, table 1]; text encoder Qwen2.5-VL 7B; VAE decode ~0.25 s/MP on H100.
 # Sequence parallel (ulysses x ring = sp) splits tokens over sp GPUs and adds two all-to-alls
 # per block; TP splits weights. Switches: --enable-torch-compile x (1 - TORCH_COMPILE_DIT_GAIN)
 # per step; SGLANG_CACHE_DIT_ENABLED=true or a request's enable_teacache skip a share of the
-# steps after the warm-up steps (CACHE_SKIP_SHARE). DIT_MFU is fitted to a measured H100 log
-# (0.4473 s/step, Qwen-Image 1024x1024 with CFG; the model gives 0.478 s).
+# steps after the warm-up steps (CACHE_SKIP_SHARE). DIT_MFU is fitted to the real transformer on
+# an H200 (0.344 s a 1024² CFG step as a CUDA graph, at the 700 W cap); the model then gives
+# 0.172 s at batch 1 (measured 0.176) and 0.098 s at 512² with CFG (0.099), and on an H100
+# 0.355 s (measured 0.349) and 0.106 s (0.096).
 
-DIT_MFU = 0.75
+DIT_TOKEN_PARAM_SHARE = 12 / 36  # the parameters a token passes through (above)
+DIT_MFU = 0.456
 DIT_LAYERS = 60
 DIT_HIDDEN = 3072
 ACT_RW_PER_LAYER = 12  # activation tensors of tokens x hidden read or written per block
@@ -276,18 +286,19 @@ class DiffusionCost:
     def forward_work(self, width: int, height: int, text_tokens: int, batch: int = 1) -> Work:
         """FLOPs and HBM bytes of one DiT forward of `batch` requests on one GPU of the group."""
         s = self.tokens(width, height, text_tokens)
-        flops = batch * (2 * self.params * s + 4 * DIT_LAYERS * DIT_HIDDEN * s * s)
+        flops = batch * (2 * DIT_TOKEN_PARAM_SHARE * self.params * s + 4 * DIT_LAYERS * DIT_HIDDEN * s * s)
         act = batch * ACT_RW_PER_LAYER * s * DIT_HIDDEN * 2 * DIT_LAYERS
         split = self.tp * self.sp
         return Work(flops / split, 2 * self.params / self.tp + act / split)
 
     def forward_s(self, width: int, height: int, text_tokens: int, batch: int = 1) -> float:
-        """One DiT forward of `batch` requests on one GPU group (roofline, model seconds)."""
+        """One DiT forward of `batch` requests on one GPU group: compute then HBM time, in
+        series (model seconds)."""
         work = self.forward_work(width, height, text_tokens, batch)
         mem_s = work.hbm_bytes / (self.gpu.hbm_bw * MEM_EFF)
         comp_s = work.flops / (self.gpu.bf16_flops * DIT_MFU)
         comm_s = 2 * SP_COMM_PER_LAYER_S * DIT_LAYERS * batch if self.sp > 1 else 0.0
-        return max(mem_s, comp_s) + comm_s
+        return comp_s + mem_s + comm_s
 
     def step_s(self, width: int, height: int, text_tokens: int, *, cfg: bool,
                batch: int = 1) -> float:

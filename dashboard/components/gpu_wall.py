@@ -56,11 +56,14 @@ def draw_denoise_wall(stage: dict[str, Any] | None) -> None:
     if stage is None or not stage["available"]:
         st.caption(stage["why_not"] if stage else "Not an image server.")
         return
-    c1, c2 = st.columns(2)
+    c1, c2 = st.columns(2)  # three in a row clipped their labels on a half page
     c1.metric("Bandwidth-bound share", fmt_value(stage["bandwidth_share"], "ratio"),
               help="share of DenoisingStage time whose GPM samples were bound by memory bandwidth")
     c2.metric("Compute-bound share", fmt_value(stage["compute_share"], "ratio"),
               help="share of DenoisingStage time whose GPM samples were bound by compute")
+    c1.metric("Held by power", fmt_value(stage.get("power_share") or 0.0, "ratio"),
+              help="share of DenoisingStage time whose GPM samples were compute work with the SM clock "
+                   "held by the board's power (or thermal) limit")
     st.caption(f"{stage['covered_s']:.1f} s of the window's {stage['stage_s']:.1f} s of "
                "DenoisingStage had GPM samples (pooled over the server's GPUs).")
     if stage["step_s"] is None:

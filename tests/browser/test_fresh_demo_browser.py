@@ -296,3 +296,6 @@ def test_image_demo_server_page_shows_the_denoising_wall_and_the_what_if(page, d
     shot(page, demo, "gpu-02-image-denoise")
     no_traceback(page)
     assert "B300" in text and "bound by: " in text
+    # the simulated B300 draws its 1,100 W on a 1024² DiT step with its clock held: the power
+    # wall, and a what-if that says what it assumed of the power-held share
+    assert "Held by power" in text and "held by the power cap as compute too" in text

@@ -119,3 +119,25 @@ def test_without_exported_reasons_or_limits_the_datasheet_says_what_holds_the_cl
     store_recording(engine, str(tmp_path / "cool.json"), queue=1, server_id=2)
     [gpu] = gpu_walls(engine, server_id=2, since=T0 - 5, until=T0 + 60)["gpus"]
     assert gpu["verdict"] == "compute" and gpu["power"] is None
+
+
+def test_the_what_if_of_a_power_held_dit_step_scales_its_dram_share_with_bandwidth(engine):
+    from scorecard.gpu_wall_stage import stage_walls
+    from storage import repo
+
+    store_recording(engine, KERNELS.format("dit-1024-cfg-graph"), queue=1)
+    step = 0.349  # the recording's own s a step (meta.work)
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=[
+            {"ts": T0 + 9, "server_id": 1, "source": "log", "metric": m, "value": v}
+            for m, v in (("log.diffusion.stage_s.DenoisingStage", 8.0), ("log.diffusion.step_s", step))])
+    out = stage_walls(engine, server_id=1, since=T0 - 5, until=T0 + 60)
+    assert out["shares"] == {"power": 1.0}
+    split = out["what_if_split"]
+    # DRAM 42 % beside tensor 47 %: under half of the step's time moves memory, the rest computes
+    assert 0.40 < split["bandwidth"] < 0.55 and split["power"] == pytest.approx(1 - split["bandwidth"])
+    b300 = out["what_if"][0]
+    assert b300["card"] == "B300"
+    expected = step * (split["bandwidth"] * 3.35 / 8.0 + split["power"] * 989 / 2250)
+    assert b300["step_s"] == pytest.approx(expected, rel=1e-6)
+    assert "DRAM share of compute-bound ones" in b300["note"] and "held by the power cap as compute" in b300["note"]
