@@ -63,9 +63,14 @@ def _pct(ratio: float | None) -> str:
 
 
 def _clock_text(power: dict[str, Any] | None) -> str:
+    """The held clock, short enough for a metric at 1400 px ("1.80 of 2.03 GHz, 1,099 W"); the
+    reason and the share of samples are in the verdict's line and the help."""
     if not power:
-        return "not held (no power or thermal reason)"
-    return power["text"].split("); ")[0] + ")"
+        return "not held"
+    clock = f"{power['sm_hz'] / 1e9:.2f}" if power.get("sm_hz") else "held"
+    if power.get("sm_hz") and power.get("sm_max_hz"):
+        clock += f" of {power['sm_max_hz'] / 1e9:.2f} GHz"
+    return clock + (f", {power['power_w']:,.0f} W" if power.get("power_w") else "")
 
 
 def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +99,8 @@ def gpu_card(gpu: dict[str, Any]) -> dict[str, Any]:
             ("Achieved bandwidth", bw_text, "DRAM utilisation × the card's peak (GPU_SPECS)"),
             ("GPU busy", _pct(gpu.get("util_ratio")), "mean utilization.gpu: the share of time a kernel ran"),
             ("Clock and power", _clock_text(gpu.get("power")),
-             "while a power or thermal reason held the SM clock (NVML clock-event reasons)"),
+             "the SM clock and board power while a power or thermal limit held the clock: "
+             + (gpu["power"]["text"] if gpu.get("power") else "no sample was held")),
         ],
         "shares_text": ", ".join(f"{v} {fmt_value(s, 'ratio')}" for v, s in shares)
                        + f" of {gpu['samples']} GPM samples",
