@@ -45,7 +45,8 @@ from storage import series_keys as sk
 
 BANDWIDTH_MIN = 0.60  # DRAM bandwidth utilisation from which a sample is bandwidth bound
 STREAM_MIN = 0.35  # ... or from which it is, when DRAM dominates the tensor cores by DOMINANCE
-DOMINANCE = 4.0  # one share this many times the other: that one dominates
+DOMINANCE = 4.0  # DRAM this many times tensor activity: streaming, bandwidth bound
+LEANS = 1.5  # of a `mixed` sample's two shares, one this many times the other dominates it
 TENSOR_MIN = 0.60  # tensor activity from which a sample is compute bound
 SM_BUSY_MIN = 0.80  # SM activity that makes a non-tensor kernel compute bound
 LOW = 0.30  # below this on DRAM and tensor (and SM below 0.5) the GPU is underfed
@@ -141,9 +142,9 @@ def dominance(dram: float, tensor: float | None) -> str:
     if tensor is None:
         return f"DRAM {100 * dram:.0f} %, tensor activity not reported"
     pair = f"DRAM {100 * dram:.0f} % vs tensor {100 * tensor:.0f} %"
-    if dram >= 1.5 * tensor and dram > 0:
+    if dram >= LEANS * tensor and dram > 0:
         return f"{pair}: DRAM dominates"
-    if tensor >= 1.5 * dram and tensor > 0:
+    if tensor >= LEANS * dram and tensor > 0:
         return f"{pair}: tensor dominates"
     return f"{pair}: neither dominates"
 
@@ -217,6 +218,7 @@ class GpuSamples:
     label: str = ""
     util: np.ndarray | None = None  # utilization.gpu at each sample; NaN where absent
     clock: Clocks | None = None
+    busy: np.ndarray | None = None  # requests ran or waited at each sample (the server's queues)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +291,7 @@ def gpu_samples(engine: Engine, *, server_id: int, since: float,
                      util=None if np.isnan(u) else float(u), held=bool(h))
             for d, t, s, b, u, h in zip(dram, np.nan_to_num(tensor), sm, busy, util, held, strict=True))
         out.append(GpuSamples(e.index, gpu_names.get(e.index), ts, dram, tensor, sm, verdicts, e.mig_id,
-                              e.label, util, clock))
+                              e.label, util, clock, busy))
     return out, missing
 
 
@@ -303,7 +305,8 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
     Returns {"available": bool, "why_not": str | None, "gpus": [{index, mig_id, label, name,
     spec, samples, dram_ratio, tensor_ratio, sm_ratio, util_ratio, achieved_bw_bytes_s,
     peak_bw_bytes_s, shares: {verdict: 0-1}, verdict, reason, power (_power_evidence: None when
-    no reason held the clock)}], "missing": [label of each GPU entry without GPM],
+    no reason held the clock), neither_queued_share (samples `neither` while requests ran or
+    waited)}], "missing": [label of each GPU entry without GPM],
     "window": [since, until]}. GPUs without GPM figures are named in `why_not`. A MIG instance
     (`mig_id` set) has no achieved or peak bandwidth (module doc).
     """
@@ -333,6 +336,9 @@ def gpu_walls(engine: Engine, *, server_id: int, since: float, until: float) -> 
             "peak_bw_bytes_s": peak,
             "shares": {k: v / len(g.verdicts) for k, v in counts.items()},
             "verdict": verdict, "reason": reason, "power": power,
+            # the starved samples while requests ran or waited: what the doctor's underfed rule reads
+            "neither_queued_share": float(np.mean((np.asarray(g.verdicts) == "neither") & g.busy))
+            if g.busy is not None else counts.get("neither", 0) / len(g.verdicts),
         })
     why_not = None
     if not out and not missing:

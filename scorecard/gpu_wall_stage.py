@@ -12,7 +12,8 @@ together count once. Then, pooled over the server's GPUs:
 `what_if_split` feeds `gpu_wall.what_if`: the same stage's per-step time on another card of
 GPU_SPECS, with the assumption in words. It splits a compute- or power-bound sample's time by
 its measured DRAM and tensor activity (the DRAM share is the elementwise, norm and copy work,
-which scales with bandwidth), so a compute-bound DiT step is not sped up by the FLOPS ratio alone. Cross-check a share by hand: list the
+which scales with bandwidth), so a compute-bound DiT step is not sped up by the FLOPS ratio
+alone. Cross-check a share by hand: list the
 `gpu.0.gpm.dram_bw_util_ratio` samples whose ts falls inside a denoising-stage interval
 (`sqlite3 pitwall.db "select ts, value from sample where metric like 'log.diffusion.stage_s.%'"`).
 
@@ -73,36 +74,28 @@ def overlap_s(starts: np.ndarray, ends: np.ndarray, merged: np.ndarray) -> np.nd
     return out
 
 
-def _weights(gpus: list[GpuSamples], merged: np.ndarray) -> dict[str, float]:
-    """Σ overlap seconds per verdict over every GPU."""
+def _weights(gpus: list[GpuSamples], merged: np.ndarray) -> tuple[dict[str, float], dict[str, float]]:
+    """Σ overlap seconds per verdict over every GPU, and the same seconds by what they scale with
+    on another card: a bandwidth-bound sample's with memory bandwidth; a compute- or power-bound
+    sample's split by its measured DRAM and tensor activity (the DRAM share, dram / (dram +
+    tensor), is the elementwise, norm and copy work between the matrix products, which scales
+    with bandwidth, not FLOPS); the rest (neither, idle, mixed) stays."""
     by: dict[str, float] = dict.fromkeys(VERDICTS, 0.0)
+    split = dict.fromkeys(("bandwidth", "compute", "power", "rest"), 0.0)
     for g in gpus:
         w = overlap_s(sample_intervals(g.ts), g.ts, merged)
-        for verdict, sec in zip(g.verdicts, w, strict=True):
-            by[verdict] += float(sec)
-    return by
-
-
-def _split(gpus: list[GpuSamples], merged: np.ndarray) -> dict[str, float]:
-    """Σ overlap seconds by what each second of the stage scales with on another card: a
-    bandwidth-bound sample's with memory bandwidth; a compute- or power-bound sample's split by
-    its measured DRAM and tensor activity (the DRAM share, dram / (dram + tensor), is the
-    elementwise, norm and copy work between the matrix products, which scales with bandwidth,
-    not FLOPS); the rest (neither, idle, mixed) stays."""
-    out = dict.fromkeys(("bandwidth", "compute", "power", "rest"), 0.0)
-    for g in gpus:
-        w = overlap_s(sample_intervals(g.ts), g.ts, merged)
-        tensor = np.nan_to_num(g.tensor)
-        for verdict, sec, d, t in zip(g.verdicts, w, g.dram, tensor, strict=True):
+        for verdict, sec, d, t in zip(g.verdicts, w, g.dram, np.nan_to_num(g.tensor), strict=True):
+            sec = float(sec)
+            by[verdict] += sec
             if verdict == "bandwidth":
-                out["bandwidth"] += float(sec)
+                split["bandwidth"] += sec
             elif verdict in ("compute", "power"):
                 memory = float(d / (d + t)) if d + t > 0 else 0.0
-                out["bandwidth"] += float(sec) * memory
-                out[verdict] += float(sec) * (1.0 - memory)
+                split["bandwidth"] += sec * memory
+                split[verdict] += sec * (1.0 - memory)
             else:
-                out["rest"] += float(sec)
-    return out
+                split["rest"] += sec
+    return by, split
 
 
 def step_seconds(engine: Engine, *, server_id: int, since: float, until: float,
@@ -128,7 +121,7 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
     Returns {"stage", "available", "why_not", "stage_s" (merged seconds of the stage),
     "covered_s" (of those, seconds with a GPM sample), "shares": {verdict: 0-1},
     "bandwidth_share", "compute_share", "power_share" (time shares by verdict), "what_if_split"
-    (what each share of the time scales with: _split), "step_s", "step_source", "spec" (this server's card),
+    (what each share of the time scales with: _weights), "step_s", "step_source", "spec" (this server's card),
     "what_if": [{"card", "step_s", "speedup", "note"}], "window"}.
     """
     stage = stage or image_stages(engine_name).denoise
@@ -147,7 +140,7 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
     merged = merge_intervals(ts - secs, ts)
     out["stage_s"] = float(np.sum(merged[:, 1] - merged[:, 0]))
     gpus, missing = gpu_samples(engine, server_id=server_id, since=since - float(secs.max()), until=until)
-    by = _weights(gpus, merged)
+    by, split_s = _weights(gpus, merged)
     covered = sum(by.values())
     if covered <= 0:
         out["why_not"] = ("DRAM bandwidth and tensor activity not available on this GPU (GPM needs "
@@ -162,7 +155,7 @@ def stage_walls(engine: Engine, *, server_id: int, since: float, until: float,
                                                      engine_name=engine_name)
     current = next((s for g in gpus if (s := spec_for(g.name)) is not None), None)
     out["spec"] = current.name if current else None
-    split = {k: v / covered for k, v in _split(gpus, merged).items()}
+    split = {k: v / covered for k, v in split_s.items()}
     out["what_if_split"] = split
     if out["step_s"] is not None and current is not None:
         out["what_if"] = what_ifs(out["step_s"], split["bandwidth"], split["compute"], current.name,

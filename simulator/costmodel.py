@@ -249,7 +249,7 @@ def make_cost_model(*, gpu: str, params: float, tp: int, quantization: str | Non
 # steps after the warm-up steps (CACHE_SKIP_SHARE). DIT_MFU is fitted to the real transformer on
 # an H200 (0.344 s a 1024² CFG step as a CUDA graph, at the 700 W cap); the model then gives
 # 0.172 s at batch 1 (measured 0.176) and 0.098 s at 512² with CFG (0.099), and on an H100
-# 0.355 s (measured 0.349) and 0.106 s (0.096).
+# 0.358 s (measured 0.349) and 0.108 s (0.096).
 
 DIT_TOKEN_PARAM_SHARE = 12 / 36  # the parameters a token passes through (above)
 DIT_MFU = 0.456

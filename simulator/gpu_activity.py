@@ -70,8 +70,7 @@ class Window:
     power_w: float
     pcie_rx_bytes_s: float
     pcie_tx_bytes_s: float
-    clock_ratio: float = 1.0  # the SM clock over its boost clock while busy (below 1: held)
-    capped: bool = False  # the power cap held the clock during the window
+    clock_ratio: float = 1.0  # the SM clock over its boost clock while busy (below 1: the power cap held it)
 
 
 class Activity:
@@ -132,7 +131,7 @@ class Activity:
             tx += seg.pcie_tx_bytes * o / span_s
         ratio = held / busy if busy > 0 else 1.0
         return Window(min(busy, 1.0), tensor, dram, sm, occ, self.idle_w + dyn, rx / width,
-                      tx / width, ratio, ratio < 0.999)
+                      tx / width, ratio)
 
     def energy_j(self) -> float:
         """Joules since the recorder started: idle power throughout plus each segment's dynamic

@@ -138,9 +138,11 @@ UNDERFED_SHARE = 0.5  # of a GPU's GPM samples in the window
 
 
 def rule_gpu_underfed(ev: Evidence) -> Finding | None:
-    """The GPU wall says "neither" (low DRAM bandwidth and tensor activity while requests run or
-    wait) for most of the window: the GPU is underfed, not at a hardware wall."""
-    fed = [g for g in ev.gpu_walls if g.get("shares", {}).get("neither", 0.0) >= UNDERFED_SHARE]
+    """The GPU wall says "neither" while requests run or wait for most of the window: the GPU is
+    underfed, not at a hardware wall. A GPU that is mostly idle for want of requests also reads
+    "neither" (it waits on the host), but raising the batch would not help it: those samples
+    are not counted (`neither_queued_share`)."""
+    fed = [g for g in ev.gpu_walls if g.get("neither_queued_share", 0.0) >= UNDERFED_SHARE]
     if not fed:
         return None
     g = fed[0]
@@ -150,7 +152,7 @@ def rule_gpu_underfed(ev: Evidence) -> Finding | None:
     if ev.arg("disable_cuda_graph") is True:
         flags["disable-cuda-graph"] = False
     return Finding("gpu_underfed", "GPU underfed while requests wait",
-                   f"{g.get('label') or 'GPU ' + str(g['index'])} ({g.get('name') or '?'}): near neither wall in {g['shares']['neither'] * 100:.0f} % "
+                   f"{g.get('label') or 'GPU ' + str(g['index'])} ({g.get('name') or '?'}): near neither wall in {g['neither_queued_share'] * 100:.0f} % "
                    f"of {g['samples']} GPM samples (DRAM bandwidth {g['dram_ratio'] * 100:.0f} %, tensor "
                    f"{'?' if tensor is None else f'{tensor * 100:.0f}'} %) while requests ran or waited",
                    "Look for launch overhead or CPU-side scheduling (CUDA graphs on, a faster tokenizer or "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import and_, func, insert, select
 from sqlalchemy.engine import Connection, Engine
@@ -15,9 +15,6 @@ from storage.repo._common import (
     SAMPLE,
 )
 from storage.repo.samples import _bucket
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["compute_rollups", "backfill_quarters", "rollup_watermark", "oldest_sample_ts",
            "rollup_series_since", "insert_rollups"]

@@ -104,6 +104,25 @@ def test_gpu_underfed_fires_on_the_gpu_walls_neither_verdict(engine) -> None:
     assert busy.gpu_walls[0]["verdict"] == "bandwidth" and rules.rule_gpu_underfed(busy) is None
 
 
+def test_a_gpu_idle_for_want_of_requests_is_not_called_underfed(engine) -> None:
+    """Eager batch-1 decode on an H100 (kernels 31 % of the time): the GPU wall says "neither"
+    (it waits on the host) whether or not requests were queued, but only with requests running
+    is the doctor's advice (bigger batches) right."""
+    from gpu_seed import store_recording
+
+    t0 = time.time() - 30
+    for name, queue in (("quiet", None), ("loaded", 1)):
+        srv = repo.upsert_server(engine, name=name, base_url=f"http://{name}:1", managed=True)
+        store_recording(engine, "gpu-kernels/nvml-h100-llm-decode-eager.json", queue=queue, t0=t0,
+                        server_id=srv.id)
+    quiet = doctor.gather(engine, "quiet", since=t0 - 1, until=t0 + 60)
+    assert quiet.gpu_walls[0]["verdict"] == "neither" and quiet.gpu_walls[0]["neither_queued_share"] == 0.0
+    assert rules.rule_gpu_underfed(quiet) is None
+    loaded = doctor.gather(engine, "loaded", since=t0 - 1, until=t0 + 60)
+    f = rules.rule_gpu_underfed(loaded)
+    assert f is not None and "near neither wall in 100 %" in f.evidence
+
+
 @pytest.mark.parametrize("seeded", [True, False])
 def test_gather_reads_a_window_from_storage(engine, seeded) -> None:
     now = time.time()
