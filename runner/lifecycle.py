@@ -240,13 +240,12 @@ class Lifecycle:
             self.engine, server_id=plan.server_id, profile_id=plan.profile_id, profile_name=plan.profile_name,
             profile_hash=plan.profile_hash, argv=list(plan.argv), env=dict(plan.env), pid=proc.pid,
             log_path=plan.log_path, status="starting", started_at=t_spawn,
+            for_intent=intent_id, note={"profile": plan.profile_name, "rollback": rollback, "log_offset": offset},
         )
         assert launch.id is not None
         m = Managed(plan.server_id, launch.id, proc, plan, offset)
         with self._lock:
             self._procs[plan.server_id] = m
-        self._note_in_flight(intent_id, **{repo.IN_FLIGHT_LAUNCH: launch.id}, profile=plan.profile_name,
-                             rollback=rollback, log_offset=offset)
         self._progress(intent_id, stage, 0.1, f"pid {proc.pid} started")
         deadline = time.monotonic() + plan.ready_timeout_s
         headers = auth_headers(plan.api_key)

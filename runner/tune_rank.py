@@ -18,7 +18,9 @@ dashboard rank the same way and a test can feed recorded figures.
   bisect to its resolution, three repeats), in requests/s (the knee times the trace's own rate);
   its spread runs from the repeats' lowest knee to the highest speed that failed next to one (a
   search knows a knee only to its resolution). A candidate that meets the SLO at no speed tried
-  is `slo_missed`.
+  is `slo_missed`; one whose search ended where the client fell behind the trace's schedule
+  (`client_bound`) before any speed met is `failed`, not measured: a busy client is not a slow
+  server. With a speed met first, its capacity is at least that (`capped`).
 - **Ties** (collectors/probe/stats.py, the one tie rule): goodput is a tie with the best of
   its group when the two goodput levels' measured rps spreads (`spread.rps` of the sweep report
   level: [lo, hi] over 3 repeats) overlap, or, where a spread was not measured (an old report,
@@ -78,7 +80,9 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
             c["goodput_rps"] = None
             continue
         if c.get("capacity") is not None:
-            (ok if _rank_capacity(c, image=image) else missed).append(c)
+            met = _rank_capacity(c, image=image)
+            if c["status"] != "failed":  # not measured: ranked with the failed below
+                (ok if met else missed).append(c)
             continue
         best, why = goodput([Level.of(lv) for lv in c.get("levels") or []], slo, image=image)
         if best is None:
@@ -106,9 +110,17 @@ def rank(candidates: list[dict[str, Any]], slo: dict[str, float], *, image: bool
 
 
 def _rank_capacity(c: dict[str, Any], *, image: bool) -> bool:
-    """Fill a trace candidate's goodput from its capacity; False when no speed met the SLO."""
+    """Fill a trace candidate's goodput from its capacity; False when no speed met the SLO (its
+    status `failed` when the client gave out before any did)."""
     cap = c["capacity"]
     knee, rate = cap.get("knee"), float(cap.get("rate_rps") or 0.0)
+    bound = cap.get("client_bound")
+    if knee is None and bound is not None:  # a client that fell behind says nothing of the candidate
+        c.update(status="failed", goodput_rps=None,
+                 reason=f"not measured: the client fell behind trace {cap.get('trace')}'s schedule twice at "
+                        f"{bound:.3g}x before any speed met the SLO (a late replay says nothing of the server); "
+                        "run the tune from a less busy host")
+        return False
     if knee is None:
         worst = (cap.get("steps") or [{}])[-1]
         c.update(status="slo_missed", goodput_rps=None,
@@ -131,10 +143,19 @@ def _what(c: dict[str, Any]) -> str:
     if cap is None:
         return f"goodput {c['goodput_rps']:.2f} req/s at level {c['goodput_level']:g}"
     held = f"at least {cap['knee']:.3g}x" if cap.get("capped") else f"{cap['knee']:.3g}x ({cap['low']:.3g}-{cap['high']:.3g}x)"
-    return f"holds {held} of trace {cap['trace']}: {c['goodput_rps']:.2f} req/s"
+    stop = f", the client's limit at {cap['client_bound']:.3g}x" if cap.get("client_bound") is not None else ""
+    return f"holds {held} of trace {cap['trace']}{stop}: {c['goodput_rps']:.2f} req/s"
+
+
+def _open_above(c: dict[str, Any]) -> bool:
+    """A capacity known only from below: the client gave out before the server did."""
+    cap = c.get("capacity") or {}
+    return bool(cap.get("capped")) and cap.get("client_bound") is not None
 
 
 def _tied(lead: dict[str, Any], c: dict[str, Any]) -> bool:
+    if _open_above(c):  # it may hold as much as the lead: nothing measured says otherwise
+        return True
     return spread_rule.is_tie(lead["goodput_rps"], c["goodput_rps"], lead.get("goodput_spread"),
                               c.get("goodput_spread"))
 
@@ -174,6 +195,10 @@ def _noise(group: list[dict[str, Any]]) -> str:
         return f"spread not measured: under {spread_rule.UNKNOWN_REL * 100:g} %"
     lo = min(min(s) for s in spreads if s)
     hi = max(max(s) for s in spreads if s)
+    open_above = [str(c["profile"]) for c in group if _open_above(c)]
+    if open_above:
+        return (f"{', '.join(open_above)} measured only up to where the client fell behind: "
+                f"at least {lo:.2f} req/s, the top not known")
     return f"inside the measured spread {lo:.2f}–{hi:.2f} req/s"
 
 
@@ -211,8 +236,10 @@ def verdict(candidates: list[dict[str, Any]]) -> Verdict:
     figures = " vs ".join(f"{c['goodput_rps']:.2f}" for c in tied)
     more = ("a longer window of the trace" if lead.get("capacity") is not None
             else "more requests per level")
+    narrow = ("tune again from a less busy host, where the client keeps to the trace's schedule"
+              if any(_open_above(c) for c in tied) else f"tune again with {more} to narrow the spread")
     return Verdict(None, tuple(names), f"{who} tie: goodput {figures} req/s, {_noise(tied)}; "
-                   f"keep the current profile (no winner to apply), or tune again with {more} to narrow the spread.")
+                   f"keep the current profile (no winner to apply), or {narrow}.")
 
 
 def state_verdict(state: dict[str, Any]) -> Verdict | None:
@@ -236,7 +263,7 @@ def public_json(state: dict[str, Any]) -> dict[str, Any]:
     {server, workload (the fingerprint), slo, candidates: [{profile, status ok|failed|slo_missed,
     reason, rank, goodput_rps, goodput_spread ([lo, hi] req/s or None), scorecard {latency,
     throughput, cost, stability}, launch_id, probe_run_ids, capacity (a trace workload's: {trace,
-    knee, low, high, knees, capped, rate_rps, steps}; else None)}], winner (None for a tie), tie (the
+    knee, low, high, knees, capped, client_bound, rate_rps, steps}; else None)}], winner (None for a tie), tie (the
     profiles tied at the top, [] if none), verdict (the sentence), restored_profile}; candidates
     in rank order."""
     cands = sorted(state.get("candidates") or [], key=lambda c: c.get("rank") or 10**6)

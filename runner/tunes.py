@@ -255,7 +255,7 @@ class Tunes:
         state["workload"] = state.get("workload") or f"trace {spec['trace']} ({spec.get('digest')})"
         state["slo"], state["image"] = slo, server.kind == "image"
         rec["capacity"] = {"trace": spec["trace"], "knee": cap.knee, "low": cap.low, "high": cap.high,
-                           "knees": cap.knees, "capped": cap.capped, "rate_rps": rate,
+                           "knees": cap.knees, "capped": cap.capped, "client_bound": cap.client_bound, "rate_rps": rate,
                            "steps": [{"speed": st.speed, "meets": st.meets, "why": st.why, "run_id": st.run_id}
                                      for st in cap.steps]}
         launch = repo.get_launch(self.engine, launch_id=launch_id) if launch_id else None

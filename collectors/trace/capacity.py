@@ -10,8 +10,12 @@ search:
    of this trace meets the SLO, said so).
 2. **Bisect** in log space between the highest speed that met and the lowest that failed until
    they are within `resolution` (10 %) of each other.
-A trial the client could not keep to its schedule (not trusted) is run once more before it
-counts; a second one that is not trusted counts as a miss, with that reason.
+A trial the client could not keep to its schedule (not trusted) is run once more. A second one
+that is not trusted ends the search there (`client_bound`, that speed): a replay sent late says
+nothing of the server, so it is neither a miss (a descent from it would blame the server for a
+busy client and call a fine server slow) nor a pass. What was measured before stands: the knee is
+at least the highest speed that met (`capped`) or lies in the bracket found so far; with no speed
+met yet, nothing is known of the server.
 
 3. **Repeat** the bisection `repeats` times inside the first bracket: each repeat ends with a
    speed that met and one that failed, within `resolution` of each other; the knee is the median
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.probe.stats import level_misses
+from storage.errors import CollectorError
 
 Measure = Callable[[float], dict[str, Any]]
 
@@ -60,15 +65,27 @@ class Capacity:
     high: float | None  # the highest speed a repeat found to fail next to its knee (capped: the knee)
     knees: list[float] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    capped: bool = False  # max_speed met the SLO: the knee is at least this, not found
+    capped: bool = False  # max_speed (or the client's limit) met the SLO: the knee is at least this, not found
+    client_bound: float | None = None  # the speed the client could not keep to its schedule at (the search ended)
 
     def sentence(self, server: str, trace: str) -> str:
+        return self._measured(server, trace) + (
+            f"; the search stopped at {self.client_bound:.3g}x, where the client fell behind the trace's schedule "
+            "twice (a late replay says nothing of the server): run it from a less busy host"
+            if self.client_bound is not None else "")
+
+    def _measured(self, server: str, trace: str) -> str:
+        if self.knee is None and self.client_bound is not None:
+            missed = self.steps[-2] if len(self.steps) > 1 else None  # the last is the speed the client gave out at
+            return (f"{server} misses its SLO at {missed.speed:.3g}x of trace {trace} ({'; '.join(missed.why)}); "
+                    "no slower speed was measured" if missed else f"{server}: nothing measured of trace {trace}")
         if self.knee is None:
             worst = self.steps[-1] if self.steps else None
             return (f"{server} meets its SLO at no speed of trace {trace} tried (down to {worst.speed:g}x: "
                     f"{'; '.join(worst.why)})" if worst else f"{server}: nothing measured")
         if self.capped:
-            return f"{server} holds at least {self.knee:.3g}x of trace {trace} within its SLO (the fastest tried)"
+            fastest = "the fastest measured" if self.client_bound is not None else "the fastest tried"
+            return f"{server} holds at least {self.knee:.3g}x of trace {trace} within its SLO ({fastest})"
         return (f"{server} holds {self.knee:.2g}x ({self.low:.2g}-{self.high:.2g}x) of trace {trace} within its SLO "
                 f"(median of {len(self.knees)} searches; the interval runs to the speed that failed)")
 
@@ -83,16 +100,56 @@ def search(measure: Measure, slo: dict[str, float], *, image: bool = False, star
             rep = measure(speed)
         why = misses(rep, slo, image=image)
         steps.append(Step(speed=speed, meets=not why, why=why, run_id=rep.get("run_id")))
+        if not rep.get("trusted", True):
+            raise _ClientBound(speed)
         return not why
 
+    knees: list[float] = []
+    fails: list[float] = []
+    try:
+        return _search(trial, knees, fails, start=start, grow=grow, max_speed=max_speed, min_speed=min_speed,
+                       resolution=resolution, repeats=repeats, steps=steps)
+    except _ClientBound as stop:
+        lo, hi = stop.bracket or (None, None)
+        if lo is None:
+            return Capacity(knee=None, low=None, high=None, steps=steps, client_bound=stop.speed)
+        if hi is None:  # still growing: at least what met last
+            return Capacity(knee=lo, low=lo, high=lo, knees=[lo], steps=steps, capped=True, client_bound=stop.speed)
+        knees, fails = [*knees, lo], [*fails, hi]
+        return Capacity(knee=statistics.median(knees), low=min(knees), high=max(fails), knees=knees, steps=steps,
+                        client_bound=stop.speed)
+
+
+class _ClientBound(CollectorError):
+    """A trial the client fell behind twice: the search ends at `speed`; `bracket` is (the
+    highest speed that met, the lowest that failed) where the search stood, either None."""
+
+    def __init__(self, speed: float) -> None:
+        super().__init__(speed)
+        self.speed = speed
+        self.bracket: tuple[float | None, float | None] | None = None
+
+
+def _search(trial: Callable[[float], bool], knees: list[float], fails: list[float], *, start: float, grow: float,
+            max_speed: float, min_speed: float, resolution: float, repeats: int, steps: list[Step]) -> Capacity:
+    """The search proper; a _ClientBound leaving it carries where it stood (`bracket`), and
+    `knees` / `fails` hold the repeats finished so far."""
     lo: float | None = None
     hi: float | None = None
+
+    def at(speed: float) -> bool:
+        try:
+            return trial(speed)
+        except _ClientBound as stop:
+            stop.bracket = (lo, hi)
+            raise
+
     speed = start
-    if trial(speed):
+    if at(speed):
         lo = speed
         while lo < max_speed:
             speed = min(lo * grow, max_speed)
-            if trial(speed):
+            if at(speed):
                 lo = speed
             else:
                 hi = speed
@@ -103,19 +160,19 @@ def search(measure: Measure, slo: dict[str, float], *, image: bool = False, star
         hi = speed
         while hi > min_speed:
             speed = max(hi / grow, min_speed)
-            if trial(speed):
+            if at(speed):
                 lo = speed
                 break
             hi = speed
         if lo is None:
             return Capacity(knee=None, low=None, high=None, steps=steps)
     bracket = (lo, hi)
-    knees, fails = [], []
     for _ in range(max(1, repeats)):
         a, b = bracket
         while b / a > 1 + resolution:
             mid = math.sqrt(a * b)
-            if trial(mid):
+            lo, hi = a, b  # where this repeat stands, should the client give out
+            if at(mid):
                 a = mid
             else:
                 b = mid

@@ -339,7 +339,7 @@ def _auto(args: Any, engine: Engine | None, trace: Any, requests: list[TraceRequ
     sentence = result.sentence(server, trace.name)
     if args.json:
         print(json.dumps({"knee": result.knee, "low": result.low, "high": result.high, "knees": result.knees,
-                          "capped": result.capped, "slo": slo, "sentence": sentence,
+                          "capped": result.capped, "client_bound": result.client_bound, "slo": slo, "sentence": sentence,
                           "steps": [dataclasses.asdict(s) for s in result.steps]}, indent=2))
     else:
         print(sentence)

@@ -17,11 +17,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col
 
 from storage.models import (
+    Intent,
     Launch,
     Profile,
     Server,
 )
 from storage.redact import redact_fields
+from storage.repo.intents import IN_FLIGHT_LAUNCH
 
 __all__ = ["upsert_server", "list_servers", "retire_servers_except", "set_server_stopped",
            "get_server", "upsert_profile", "list_profiles", "get_profile", "delete_profile",
@@ -145,12 +147,23 @@ def delete_profile(engine: Engine, *, name: str) -> None:
 # launches
 
 
-def create_launch(engine: Engine, **fields: Any) -> Launch:
+def create_launch(engine: Engine, *, for_intent: int | None = None, note: dict[str, Any] | None = None,
+                  **fields: Any) -> Launch:
+    """A Launch row. With `for_intent`, the same transaction records it in that intent's result
+    (IN_FLIGHT_LAUNCH, plus `note`): a runner killed at any moment leaves either no launch or
+    one its intent names, never a starting server the next runner cannot tie to its request."""
     fields.setdefault("started_at", time.time())
     fields = redact_fields(fields, text=_LAUNCH_TEXT, obj=_LAUNCH_OBJ)
     with Session(engine, expire_on_commit=False) as s:
         launch = Launch(**fields)
         s.add(launch)
+        if for_intent is not None:
+            s.flush()
+            intent = s.get(Intent, for_intent)
+            if intent is not None:
+                result = {**(intent.result or {}), **(note or {}), IN_FLIGHT_LAUNCH: launch.id}
+                intent.result = redact_fields({"result": result}, obj=("result",))["result"]
+                s.add(intent)
         s.commit()
         s.refresh(launch)
         return launch

@@ -265,3 +265,20 @@ def test_a_server_another_host_inserts_during_our_sync_is_refused_not_taken(engi
     assert raced
     row = repo.get_server(engine, name="shared")
     assert (row.host, row.base_url) == ("host-b", "http://127.0.0.1:2")
+
+
+def test_a_launch_and_the_intent_that_spawned_it_are_recorded_in_one_write(engine):
+    """A runner killed right after it spawned a server leaves the launch named in its intent (one
+    transaction), so the next runner keeps that intent and judges it by what the server does; a
+    launch row without it was failed as 'the runner stopped' while the server came up (CI)."""
+    srv = _server(engine, "sa", None)
+    intent = repo.create_intent(engine, kind="relaunch", server_id=srv.id, payload={"profile": "p"})
+    repo.claim_next_intent(engine)
+    repo.update_intent(engine, intent_id=intent.id, result={"replaced_launch_id": 3})
+    launch = repo.create_launch(engine, server_id=srv.id, profile_name="p", status="starting", pid=1,
+                                for_intent=intent.id, note={"profile": "p", "token": "sk-live-1234567890abcdef"})
+    got = repo.get_intent(engine, intent_id=intent.id)
+    assert repo.in_flight_launch(got) == launch.id and got.result["replaced_launch_id"] == 3
+    assert "sk-live-1234567890abcdef" not in str(got.result)  # the note is redacted like any result
+    assert repo.fail_stale_intents(engine, reason="gone", keep_in_flight=True) == 0
+    assert repo.get_intent(engine, intent_id=intent.id).state == "running"

@@ -177,7 +177,9 @@ def test_a_trace_tune_searches_each_candidates_capacity_in_stored_replays(setup,
     recorded (its speeds, its verdict on each, its knee and repeats), each speed tried is a stored
     replay of the trace on that candidate's launch, and the ranking follows runner/tune_rank.py.
     The SLO is loose and the fastest speed 2x, so a trial the client kept to schedule meets it (two
-    trials a candidate: 1x, then 2x, each a couple of seconds of the trace)."""
+    trials a candidate: 1x, then 2x, each a couple of seconds of the trace); on a busy host the
+    client may fall behind twice, which ends that candidate's search there (never a descent to
+    slower, longer replays that blames the server: CI once spent 200 s so)."""
     engine = setup["engine"]
     importer.store(engine, importer.build([REPO / "traces" / "demo-chat.jsonl"]))
     trace = repo.get_trace(engine, name="demo-chat")
@@ -193,8 +195,12 @@ def test_a_trace_tune_searches_each_candidates_capacity_in_stored_replays(setup,
     assert out["restored_profile"] == "fast-a" and len(out["candidates"]) == 2
     for c in out["candidates"]:
         cap = c["capacity"]
-        assert c["status"] in ("ok", "slo_missed") and cap["trace"] == "demo-chat" and cap["steps"]
-        assert cap["rate_rps"] > 0
+        assert cap["trace"] == "demo-chat" and cap["steps"] and cap["rate_rps"] > 0
+        if cap["client_bound"] is not None:  # the busy host's client fell behind twice: the search ended there
+            assert cap["steps"][-1]["speed"] == cap["client_bound"] and not cap["steps"][-1]["meets"]
+            assert (c["status"] == "failed") == (cap["knee"] is None), c["reason"]
+        else:
+            assert c["status"] in ("ok", "slo_missed")
         tried = {s["run_id"]: s["speed"] for s in cap["steps"]}
         assert set(tried) <= set(c["probe_run_ids"])  # a trial run again (not trusted) adds a run
         for run_id in c["probe_run_ids"]:
@@ -202,8 +208,8 @@ def test_a_trace_tune_searches_each_candidates_capacity_in_stored_replays(setup,
             assert run is not None and run.status == "done" and run.launch_id == c["launch_id"]
             assert run.spec["trace"] == "demo-chat" and run.spec["window"] == [0.0, 2.0]
             assert run_id not in tried or run.spec["speed"] == tried[run_id]
-        if cap["capped"]:
+        if cap["capped"] and cap["client_bound"] is None:
             assert c["status"] == "ok" and cap["knee"] == 2.0 and all(s["meets"] for s in cap["steps"])
             assert c["reason"].startswith("holds at least 2x of trace demo-chat")
-    if all(c["capacity"]["capped"] for c in out["candidates"]):
+    if all(c["capacity"]["capped"] and c["capacity"]["client_bound"] is None for c in out["candidates"]):
         assert out["winner"] is None and sorted(out["tie"]) == ["fast-a", "fast-b"]  # neither known to hold more

@@ -150,3 +150,28 @@ def test_capacities_whose_repeats_overlap_are_a_tie_not_a_winner() -> None:
     capped = [cap_cand("a", [8.0], capped=True), cap_cand("b", [8.0], capped=True)]
     assert rank(capped, SLO) is None and verdict(capped).tied == ("a", "b")
     assert capped[0]["reason"].startswith("holds at least 8x of trace t")
+
+
+def test_a_candidate_whose_client_fell_behind_is_not_called_slow() -> None:
+    """The capacity search ends where the client fell behind the trace's schedule (a busy host):
+    with nothing met first the candidate is not measured (failed, ranked last), never `slo_missed`;
+    with a speed met first it holds at least that, its top unknown, so it ties a faster lead."""
+    unmeasured = cap_cand("busy", None)
+    unmeasured["capacity"]["client_bound"] = 1.0
+    lead = cap_cand("lead", [5.0, 5.3, 5.6])
+    cands = [unmeasured, lead]
+    assert rank(cands, SLO) == "lead"
+    assert unmeasured["status"] == "failed" and unmeasured["rank"] == 2 and unmeasured["goodput_rps"] is None
+    assert unmeasured["reason"].startswith("not measured: the client fell behind trace t's schedule twice at 1x")
+    floor = cap_cand("floor", [2.0], capped=True)
+    floor["capacity"]["client_bound"] = 4.0
+    cands = [cap_cand("lead", [5.0, 5.3, 5.6]), floor]
+    assert rank(cands, SLO) is None  # 'at least 2x' may be as much as the lead's 5.3x: a tie
+    said = verdict(cands)
+    assert said.tied == ("lead", "floor") and "floor measured only up to where the client fell behind" in said.text
+    assert said.text.endswith("or tune again from a less busy host, where the client keeps to the trace's schedule.")
+    assert floor["reason"].startswith("holds at least 2x of trace t, the client's limit at 4x: 4.80 req/s")
+    # a lead known only from below still wins over a candidate measured to fail beneath it
+    top = cap_cand("top", [6.0], capped=True)
+    top["capacity"]["client_bound"] = 12.0
+    assert rank([top, cap_cand("low", [2.0, 2.1, 2.2])], SLO) == "top"

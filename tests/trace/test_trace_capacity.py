@@ -54,6 +54,43 @@ def test_the_search_finds_a_knee_and_says_its_spread() -> None:
         "success rate 90.0 % < 99.0 %", "the client fell behind its schedule (not trusted)"]
 
 
+def behind(when, knee: float = 5.0, calls: list[float] | None = None):  # type: ignore[no-untyped-def]
+    """A made-up server behind a client that falls behind its schedule at the speeds `when` holds for."""
+    server = made_up(knee)
+
+    def measure(speed: float) -> dict:
+        if calls is not None:
+            calls.append(speed)
+        return {**server(speed), "trusted": not when(speed)}
+
+    return measure
+
+
+def test_a_client_that_falls_behind_ends_the_search_and_never_blames_the_server() -> None:
+    slo = {"ttft_p99_s": 0.5, "success_rate": 0.99}
+    calls: list[float] = []
+    at_once = search(behind(lambda s: True, calls=calls), slo)  # behind at the first speed (1x), twice
+    assert calls == [1.0, 1.0] and at_once.knee is None and at_once.client_bound == 1.0  # no descent to 1/64x
+    assert at_once.steps[-1].why == ["the client fell behind its schedule (not trusted)"]
+    assert at_once.sentence("demo", "t") == ("demo: nothing measured of trace t; the search stopped at 1x, where the "
+                                             "client fell behind the trace's schedule twice (a late replay says "
+                                             "nothing of the server): run it from a less busy host")
+    growing = search(behind(lambda s: s >= 4.0), slo)  # met 1x and 2x, then the client gave out at 4x
+    assert growing.capped and growing.knee == 2.0 and growing.client_bound == 4.0
+    assert growing.sentence("demo", "t").startswith("demo holds at least 2x of trace t within its SLO (the fastest "
+                                                    "measured); the search stopped at 4x")
+    # 4x met, 8x missed (the server), then the client gave out at the first bisection (5.66x)
+    bisecting = search(behind(lambda s: 5.0 < s < 7.0), slo)
+    assert not bisecting.capped and bisecting.client_bound == pytest.approx(32 ** 0.5)
+    assert bisecting.knee == 4.0 and bisecting.high == 8.0 and bisecting.knees == [4.0]
+    slow = search(behind(lambda s: s < 1.0, knee=0.3), slo)  # 1x missed (the server), then 0.5x behind
+    assert slow.knee is None and slow.client_bound == 0.5 and [st.speed for st in slow.steps] == [1.0, 0.5]
+    assert slow.sentence("demo", "t").startswith("demo misses its SLO at 1x of trace t (p99 TTFT")
+    once: list[bool] = [False, True]  # behind once, then kept to time: the second trial counts
+    fine = search(lambda s: {**made_up(5.0)(s), "trusted": once.pop(0) if once else True}, slo)
+    assert fine.client_bound is None and fine.knee is not None and 5.0 / 1.1 <= fine.knee <= 5.0
+
+
 def test_speed_auto_on_the_demo(tmp_path: Path, sim: str) -> None:
     """The contract of every outcome, on the demo's server: each speed tried is a stored run; a knee
     comes with its interval, every speed past the interval missed the SLO and the sentence says so;
@@ -84,7 +121,13 @@ def test_speed_auto_on_the_demo(tmp_path: Path, sim: str) -> None:
     # same prompts again would prefill nothing and make every later, faster trial look cheap)
     seeds = [r.spec["prompt_seed"] for r in runs]
     assert len(set(seeds)) == len(seeds), seeds
-    if out["knee"] is None:
+    bound = out["client_bound"]
+    if bound is not None:  # the demo's client fell behind twice (a busy host): the search ended there
+        assert steps[-1]["speed"] == bound and not steps[-1]["meets"] and f"stopped at {bound:.3g}x" in out["sentence"]
+        met = [s["speed"] for s in steps if s["meets"]]
+        assert (out["knee"] is None) == (not met) and got.returncode == (1 if not met else 0)
+        assert out["knee"] is None or out["knee"] in met
+    elif out["knee"] is None:
         assert got.returncode == 1 and not any(s["meets"] for s in steps) and "at no speed" in out["sentence"]
     elif out["capped"]:
         assert steps[-1]["meets"] and steps[-1]["speed"] == 64 and "at least 64x" in out["sentence"]
