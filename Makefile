@@ -45,9 +45,11 @@ test: setup system-deps
 	$(VPY) -m pytest -n $(TEST_WORKERS) --durations=30
 
 ## test-fast: the edit loop's tests, unit and AppTest pages (no browser, real SGLang, slow or
-## integration test: nothing that starts PostgreSQL, Prometheus, Alertmanager, the demo or a runner)
+## integration test: nothing that starts PostgreSQL, Prometheus, Alertmanager, the demo or a runner);
+## 3 workers on 2 cores: a quarter of a worker's time is spent waiting on loopback servers and
+## deadlines, which a third worker fills (2 workers: 2:04, 3: 1:45 on the 2-core host)
 test-fast: setup
-	$(VPY) -m pytest -n 2 -m "not browser and not real_sglang and not slow and not integration"
+	$(VPY) -m pytest -n 3 -m "not browser and not real_sglang and not slow and not integration"
 
 ## sglang-cpu: build the real SGLang 0.5.23 CPU environment (outside the repo) for the real_sglang tier
 sglang-cpu:
