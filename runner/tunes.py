@@ -213,7 +213,7 @@ class Tunes:
         from collectors.trace.capacity import search
         from collectors.trace.model import TraceError
         from collectors.trace.replay import select, span_s
-        from collectors.trace.replay_run import AUTO_TRIAL_S, load, options_of
+        from collectors.trace.replay_run import auto_range, load, options_of
 
         assert intent.id is not None
         spec = dict((intent.payload or {}).get("sweep") or {})
@@ -245,8 +245,8 @@ class Tunes:
             return {**(run.report or {}), "run_id": run_id}
 
         try:
-            cap = search(measure, slo, image=server.kind == "image", start=min(max(1.0, span / AUTO_TRIAL_S), max_speed),
-                         max_speed=max_speed)
+            start, slowest = auto_range(span, max_speed)
+            cap = search(measure, slo, image=server.kind == "image", start=start, max_speed=max_speed, min_speed=slowest)
         except _TrialFailed as exc:
             rec["reason"] = str(exc)
             return rec

@@ -43,6 +43,15 @@ from collectors.trace.replay import (
 from storage import repo
 
 AUTO_TRIAL_S = 30.0  # --speed auto starts where one replay lasts about this long (at least 1x)
+MAX_TRIAL_S = 240.0  # ... and goes no slower than where one lasts this long (nor below 1/64x)
+
+
+def auto_range(span: float, max_speed: float) -> tuple[float, float]:
+    """(first speed, slowest speed) of a `--speed auto` search over a window of `span` seconds:
+    a first replay of about AUTO_TRIAL_S, none longer than MAX_TRIAL_S (a server that meets the
+    SLO at no speed of an hour's window would otherwise take days to say so)."""
+    start = min(float(f"{max(1.0, span / AUTO_TRIAL_S):.2g}"), max_speed)
+    return start, min(start, max(1 / 64, span / MAX_TRIAL_S))
 _REQUEST_FIELDS = ("seq", "arrival_s", "input_tokens", "output_tokens", "hash_ids", "session", "turn", "api",
                    "sampling", "cached_tokens", "status", "images", "source_latency_s", "line")
 
@@ -331,9 +340,8 @@ def _auto(args: Any, engine: Engine | None, trace: Any, requests: list[TraceRequ
               file=sys.stderr, flush=True)
         return {**rep, "run_id": run_id}
 
-    span = span_s(requests, options)
-    start = float(f"{max(1.0, span / AUTO_TRIAL_S):.2g}")  # a first trial of about AUTO_TRIAL_S
-    result = search(measure, slo, image=image, start=min(start, args.max_speed), max_speed=args.max_speed)
+    start, slowest = auto_range(span_s(requests, options), args.max_speed)
+    result = search(measure, slo, image=image, start=start, max_speed=args.max_speed, min_speed=slowest)
     server = attached.split("attached to server ", 1)[1].split(" ", 1)[0] if attached.startswith("attached to server ") \
         else args.url
     sentence = result.sentence(server, trace.name)

@@ -15,6 +15,7 @@ from sim_fixture import sim_server  # noqa: F401 - the module's simulator, fixtu
 
 from collectors.trace import importer
 from collectors.trace.capacity import misses, search
+from collectors.trace.replay_run import MAX_TRIAL_S, auto_range
 from storage import repo
 from storage.db import make_engine
 
@@ -89,6 +90,17 @@ def test_a_client_that_falls_behind_ends_the_search_and_never_blames_the_server(
     once: list[bool] = [False, True]  # behind once, then kept to time: the second trial counts
     fine = search(lambda s: {**made_up(5.0)(s), "trusted": once.pop(0) if once else True}, slo)
     assert fine.client_bound is None and fine.knee is not None and 5.0 / 1.1 <= fine.knee <= 5.0
+
+
+def test_no_trial_of_the_search_lasts_over_four_minutes() -> None:
+    """The search starts where one replay of the window lasts about 30 s and goes no slower than
+    where one lasts MAX_TRIAL_S: an hour's window is searched from 120x down to 15x at most."""
+    assert auto_range(2.0, 2.0) == (1.0, 1 / 64)  # a short window: down to 1/64x (128 s a trial)
+    assert auto_range(30.0, 1024.0) == (1.0, 30.0 / MAX_TRIAL_S)
+    assert auto_range(3600.0, 1024.0) == (120.0, 15.0) and 3600.0 / 15.0 == MAX_TRIAL_S
+    assert auto_range(3600.0, 64.0) == (64.0, 15.0) and auto_range(3600.0, 1.0) == (1.0, 1.0)
+    tried = search(made_up(0.001), {"ttft_p99_s": 0.5}, start=120.0, min_speed=15.0)
+    assert tried.knee is None and min(s.speed for s in tried.steps) == 15.0
 
 
 def test_speed_auto_on_the_demo(tmp_path: Path, sim: str) -> None:
