@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--watchdog-timeout", type=float, default=300)
     a("--stream-interval", type=int, default=1)
     a("--disable-overlap-schedule", action="store_true")
+    a("--speculative-algorithm", type=str, default=None)  # simulator/speculative.py ALGORITHMS
+    a("--speculative-draft-model-path", type=str, default=None)
+    a("--speculative-num-steps", type=int, default=None)
+    a("--speculative-eagle-topk", type=int, default=None)
+    a("--speculative-num-draft-tokens", type=int, default=None)
     a("--sleep-on-idle", action="store_true")  # accepted; the simulator never polls while idle
     a("--page-size", type=int, default=None)
     a("--nnodes", type=int, default=1)
@@ -149,9 +154,12 @@ def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> N
         parser.error("argument --sim-speed: must be > 0")
     if getattr(ns, "export_metrics_to_file", False) and not ns.export_metrics_to_file_dir:  # the LLM parser
         parser.error("--export-metrics-to-file-dir is required when --export-metrics-to-file is enabled")
-    from simulator import dcgm
+    from simulator import dcgm, speculative
 
-    try:  # the dcgm-exporter look-alike's environment (simulator/dcgm.py)
+    try:  # --speculative-* (the LLM parser) and the dcgm-exporter look-alike's environment
+        ns.sim_spec = speculative.from_args(getattr(ns, "speculative_algorithm", None),
+                                            getattr(ns, "speculative_num_steps", None),
+                                            getattr(ns, "speculative_num_draft_tokens", None))
         ns.sim_dcgm_port = dcgm.exporter_port(ns.port or 30000)
         ns.sim_gpu_index = dcgm.gpu_index_base()
         dcgm.mig_profiles()

@@ -15,7 +15,10 @@ chunked_prefill_size default per GPU (costmodel.GPUS); context_len default 13107
 independent schedulers fed round-robin. Startup takes --sim-startup-s model seconds (default
 weights/tp at 5 GB/s + 2 s): 60 % weight loading, 40 % CUDA-graph capture.
 
-Not modelled: speculative decoding, PD disaggregation, LoRA, stop strings/EOS (every request runs
+Speculative decoding (`--speculative-algorithm` EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM;
+`SGLANG_SIM_SPEC_ACCEPT` sets the chance a draft is accepted): simulator/speculative.py.
+
+Not modelled: PD disaggregation, LoRA, stop strings/EOS (every request runs
 to max_new_tokens, finish_reason ``length``), the --enable-metrics timing fields of meta_info,
 /v1/loads ``include``/``format`` options.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import functools
 import json
 import os
@@ -237,7 +241,8 @@ class LlmServer:
                 policy=ns.schedule_policy, radix=not ns.disable_radix_cache,
                 decode_log_interval=ns.decode_log_interval, speed=self.speed,
                 seed=ns.sim_seed + dp, conservativeness=ns.schedule_conservativeness,
-                cost=self.cost, tags=self.tags(dp), faults=self.faults)
+                cost=self.cost, tags=self.tags(dp), faults=self.faults,
+                spec=copy.copy(ns.sim_spec) if ns.sim_spec is not None else None)
             s = Scheduler(cfg, self.log, functools.partial(self._fatal_at, dp),
                           on_finish=self._on_finish, on_stats=self._on_stats)
             s.on_first = self._on_first
@@ -333,6 +338,9 @@ class LlmServer:
                      ("utilization", 1.0 if s.running else 0.0),
                      ("is_cuda_graph", 1 if s.last_cuda_graph else 0)):
             m.child(f"sglang:{k}", dp).set(v)
+        if s.last_spec is not None:
+            m.child("sglang:spec_accept_length", dp).set(s.last_spec[0])
+            m.child("sglang:spec_accept_rate", dp).set(s.last_spec[1])
         s.last_retracted = 0  # the gauge counts retractions since the previous update
 
     # ------------------------------------------------------------------ app

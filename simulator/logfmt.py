@@ -8,7 +8,8 @@ Forms (SGLang's log prefix, Prefill/Decode batch lines and lifecycle lines):
   #running-req: N, #queue-req: N, #pending-token: N, cuda graph: False,
   input throughput (token/s): X.XX``;
 - ``Decode batch, #running-req: N, #token: N, token usage: 0.00, cuda graph: True,
-  gen throughput (token/s): X.XX, #queue-req: N`` (no trailing comma);
+  gen throughput (token/s): X.XX, #queue-req: N`` (no trailing comma); with speculative
+  decoding ``accept len: X.XX, accept rate: X.XX, `` after the token usage;
 - uvicorn ``INFO:     ...`` lines and access lines
   ``INFO:     127.0.0.1:PORT - "POST /generate HTTP/1.1" 200 OK``;
 - diffusion server prefix ``[MM-DD HH:MM:SS] `` (to stdout); WARNING lines wrapped in
@@ -63,9 +64,11 @@ def prefill_line(*, new_seq: int, new_token: int, cached_token: int, token_usage
 
 
 def decode_line(*, running_req: int, num_token: int, token_usage: float, cuda_graph: bool,
-                gen_throughput: float, queue_req: int) -> str:
+                gen_throughput: float, queue_req: int, spec: tuple[float, float] | None = None) -> str:
+    """`spec`: (accept len, accept rate) of a server with speculative decoding."""
+    accept = f"accept len: {spec[0]:.2f}, accept rate: {spec[1]:.2f}, " if spec is not None else ""
     return (f"Decode batch, #running-req: {running_req}, #token: {num_token}, "
-            f"token usage: {token_usage:.2f}, cuda graph: {cuda_graph}, "
+            f"token usage: {token_usage:.2f}, {accept}cuda graph: {cuda_graph}, "
             f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queue_req}")
 
 

@@ -32,6 +32,7 @@ from simulator.faults import Faults
 from simulator.gpu_activity import Activity
 from simulator.kvpool import KvPool
 from simulator.request import SimRequest
+from simulator.speculative import Spec
 from simulator.tokenizer import EOS_TOKEN_ID
 
 CLIP_MAX_NEW_TOKENS = 4096
@@ -53,6 +54,7 @@ class SchedConfig:
     cost: CostModel
     tags: str
     faults: Faults
+    spec: Spec | None = None  # --speculative-algorithm (simulator/speculative.py)
 
 
 FatalHook = Callable[[str, str], None]
@@ -96,6 +98,7 @@ class Scheduler:
         self.last_gen_throughput = 0.0
         self.last_cache_hit_rate = 0.0
         self.last_cuda_graph = True
+        self.last_spec: tuple[float, float] | None = None  # (accept len, accept rate) of the last log line
         self.retracted_total = 0
         self.last_retracted = 0
         self.lag_done_s = 0.0
@@ -390,8 +393,14 @@ class Scheduler:
         batch = len(self.running)
         kv = sum(len(r.input_ids) + len(r.output_ids) for r in self.running)
         self.last_cuda_graph = self.cfg.cost.uses_graph(batch)
-        self._work, self._pcie = self.cfg.cost.decode_work(batch, kv), (0.0, 4.0 * batch)
-        return self.cfg.cost.decode_time(batch, kv)
+        cost, spec = self.cfg.cost, self.cfg.spec
+        if spec is None:
+            self._work, self._pcie = cost.decode_work(batch, kv), (0.0, 4.0 * batch)
+            return cost.decode_time(batch, kv)
+        # a verify forward over num_draft_tokens positions a request, after the drafting
+        positions, drafting = spec.step_scale()
+        self._work, self._pcie = cost.decode_work(batch * positions, kv), (0.0, 4.0 * batch * positions)
+        return cost.decode_time(batch * positions, kv) + drafting * cost.decode_time(batch, kv)
 
     def _retract(self, need: int) -> None:
         old = self.new_token_ratio
@@ -423,9 +432,18 @@ class Scheduler:
     def _decode_done(self) -> None:
         self.decode_ct += 1
         n = 0
+        spec = self.cfg.spec
         for r in self.running:
-            if not r.aborted:
-                self._emit_token(r)
+            if r.aborted:
+                continue
+            # with speculation: the accepted drafts and the bonus token, in one go
+            k = 1 + spec.accept(self.rng) if spec is not None else 1
+            k = min(k, r.max_new_tokens - len(r.output_ids), 1 + self.kv.available())
+            step = (self.model_time - r.last_token_model) / k if r.last_token_model is not None else None
+            for i in range(max(k, 1)):
+                if i and (r.finished or not self.kv.alloc(r, 1)):
+                    break
+                self._emit_token(r, step)
                 n += 1
         self.decode_tokens_since_log += n
         self.running = [r for r in self.running if not r.finished and not r.aborted]
@@ -435,15 +453,18 @@ class Scheduler:
             self.last_gen_throughput = self.decode_tokens_since_log / since if since > 0 else 0.0
             self.last_decode_log_model = self.model_time
             self.decode_tokens_since_log = 0
+            self.last_spec = spec.take() if spec is not None else None
             self.log.log(logfmt.decode_line(
                 running_req=len(self.running), num_token=self.num_used(),
                 token_usage=self.token_usage(), cuda_graph=self.last_cuda_graph,
-                gen_throughput=self.last_gen_throughput, queue_req=len(self.waiting)),
-                tags=self.cfg.tags)
+                gen_throughput=self.last_gen_throughput, queue_req=len(self.waiting),
+                spec=self.last_spec), tags=self.cfg.tags)
             if self.on_stats:
                 self.on_stats(self)
 
-    def _emit_token(self, r: SimRequest) -> None:
+    def _emit_token(self, r: SimRequest, itl: float | None = None) -> None:
+        """One token of `r` at the model clock; `itl`: its share of the step when one step
+        emits several (SGLang's ITL histogram divides a chunk's interval by its tokens)."""
         now = self.model_time
         self.tokens_emitted += 1
         tid = r.gen.next_id()
@@ -453,7 +474,7 @@ class Scheduler:
             if self.on_first:
                 self.on_first(r)
         elif r.last_token_model is not None:
-            r.itls.append(now - r.last_token_model)
+            r.itls.append(now - r.last_token_model if itl is None else itl)
         r.last_token_model = now
         if tid == EOS_TOKEN_ID or len(r.output_ids) >= r.max_new_tokens:
             r.finished = True

@@ -178,7 +178,11 @@ METRICS_CACHE_HIT_RATE = _k("metrics.cache_hit_rate", "ratio", "radix hit rate",
 _k("metrics.num_grammar_queue_reqs", "count", "grammar queue", "metrics", _RANK)
 _k("metrics.num_paused_reqs", "count", "paused requests", "metrics", _RANK)
 _k("metrics.num_retracted_reqs", "count", "retracted requests now", "metrics", _RANK)
-_k("metrics.spec_accept_length", "", "speculative accept length", "metrics", _RANK)
+METRICS_SPEC_ACCEPT_LENGTH = _k("metrics.spec_accept_length", "",
+                                "speculative accept length (accepted drafts + the bonus token a verify)", "metrics",
+                                _RANK)
+METRICS_SPEC_ACCEPT_RATE = _k("metrics.spec_accept_rate", "ratio", "speculative accept rate (accepted / proposed drafts)",
+                              "metrics", _RANK)
 _k("metrics.utilization", "ratio", "scheduler utilisation", "metrics", _RANK)
 _k("metrics.http_requests_active", "count", "HTTP requests in flight", "metrics", _RANK)
 _k("metrics.queue_time_mean_s", "s", "mean queue time: the histogram's windowed mean, or the 0.4.6-0.5.2 gauge",

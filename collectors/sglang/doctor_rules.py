@@ -7,6 +7,7 @@ non-zero; token usage below 0.9 while requests wait means the scheduler is too c
 decode retractions at high token usage mean it is not conservative enough (raise it, e.g. 1.3);
 prefill OOMs call for a smaller `--chunked-prefill-size` or `--mem-fraction-static`; a running
 batch above the CUDA-graph batch size runs without graphs (raise `--cuda-graph-max-bs`).
+Speculative decoding pays only while a verify keeps enough drafted tokens (accept length).
 Pitwall's own GPU wall (scorecard/gpu_wall.py) adds one: a GPU near neither wall while
 requests run or wait is underfed (launch overhead, CPU-side scheduling, too small a batch);
 image servers get its stage form (denoising steps near neither wall: compile, batch).
@@ -182,8 +183,39 @@ def rule_image_step_underfed(ev: Evidence) -> Finding | None:
                    "or look for CPU-side work between steps.", flags)
 
 
+ACCEPT_KEYS = (sk.LOG_ACCEPT_LEN, sk.METRICS_SPEC_ACCEPT_LENGTH)
+#: tokens a verify must keep on average for speculation to pay: in the memory-bound decode of
+#: small batches a verify over a few draft positions plus the drafting costs about 1.2-1.5 plain
+#: decode steps, so fewer than 1.5 tokens a step are slower than no speculation
+ACCEPT_LEN_MIN = 1.5
+
+
+def rule_speculation_does_not_pay(ev: Evidence) -> Finding | None:
+    """A server that speculates (`speculative_algorithm`) keeps too few drafted tokens: each
+    decode step pays for drafting and for verifying `speculative_num_draft_tokens` positions a
+    request, and wins only its accept length in tokens."""
+    algo = ev.arg("speculative_algorithm")
+    accept = ev.first(ACCEPT_KEYS)
+    if not algo or accept.size < 5:
+        return None
+    p50 = _pct(accept, 50)
+    if p50 >= ACCEPT_LEN_MIN:
+        return None
+    steps, drafts = ev.arg("speculative_num_steps"), ev.arg("speculative_num_draft_tokens")
+    flags: dict[str, Any] = {}
+    if isinstance(steps, int) and steps > 1:
+        flags["speculative-num-steps"] = 1
+        flags["speculative-num-draft-tokens"] = 2
+    return Finding("speculation_does_not_pay", "Speculative decoding keeps too few drafts",
+                   f"{algo}: accept length p50 {p50:.2f} tokens a step over {accept.size} samples (< {ACCEPT_LEN_MIN:g}), "
+                   f"each verify checking {drafts if drafts is not None else '?'} positions a request "
+                   f"after {steps if steps is not None else '?'} draft steps",
+                   "Draft less (--speculative-num-steps 1, --speculative-num-draft-tokens 2), or relaunch without "
+                   "--speculative-algorithm and compare ITL and cost per token on the Compare page.", flags)
+
+
 RULES = (rule_too_conservative, rule_retractions, rule_prefill_oom, rule_gpu_headroom, rule_radix_hit,
-         rule_cuda_graph, rule_gpu_underfed, rule_image_step_underfed)
+         rule_cuda_graph, rule_gpu_underfed, rule_image_step_underfed, rule_speculation_does_not_pay)
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -224,6 +256,11 @@ def checked(ev: Evidence) -> list[str]:
         out.append(f"GPU wall: near neither wall in {worst.get('shares', {}).get('neither', 0.0) * 100:.0f} % of "
                    f"{worst.get('samples', 0)} GPM samples while requests ran (fires at "
                    f"{UNDERFED_SHARE * 100:.0f} %).")
+    if ev.arg("speculative_algorithm"):
+        accept = ev.first(ACCEPT_KEYS)
+        got = f"p50 {_pct(accept, 50):.2f}" if accept.size else "not measured"
+        out.append(f"Speculative decoding ({ev.arg('speculative_algorithm')}): accept length {got} tokens a step "
+                   f"(fires under {ACCEPT_LEN_MIN:g}).")
     if ev.stage_walls.get("available"):
         idle = ev.stage_walls["shares"].get("neither", 0.0) + ev.stage_walls["shares"].get("idle", 0.0)
         out.append(f"Denoising: {idle * 100:.0f} % of the stage near neither wall (fires at "
@@ -231,4 +268,5 @@ def checked(ev: Evidence) -> list[str]:
     return out
 
 
-TUNING = TuningRules(series=(*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS), rules=RULES, checked=checked)
+TUNING = TuningRules(series=(*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS, *ACCEPT_KEYS), rules=RULES,
+                     checked=checked)

@@ -90,6 +90,7 @@ ALIASES: tuple[Alias, ...] = (
     Alias(
         "spec_accept_length", "gauge", ("spec_accept_length",), "mean", "speculative accept length"
     ),
+    Alias("spec_accept_rate", "gauge", ("spec_accept_rate",), "mean", "speculative accept rate, 0-1 (0.5.4+)"),
     Alias("utilization", "gauge", ("utilization",), "mean", "scheduler utilisation, 0-1"),
     Alias(
         "http_requests_active", "gauge", ("http_requests_active",), "sum", "HTTP requests in flight"

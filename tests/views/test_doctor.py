@@ -86,6 +86,25 @@ def test_cuda_graph_batch_above_its_max() -> None:
     assert rules.rule_cuda_graph(e) is None
 
 
+def test_speculation_that_keeps_too_few_drafts_is_named() -> None:
+    e = ev(log__accept_len=[1.2, 1.3, 1.25, 1.4, 1.1, 1.3])
+    e.server_args = {"speculative_algorithm": "NGRAM", "speculative_num_steps": 3, "speculative_num_draft_tokens": 4}
+    f = rules.rule_speculation_does_not_pay(e)
+    assert f is not None and f.rule == "speculation_does_not_pay"
+    assert "NGRAM: accept length p50 1.27 tokens a step over 6 samples (< 1.5)" in f.evidence
+    assert "each verify checking 4 positions a request after 3 draft steps" in f.evidence
+    assert f.flags == {"speculative-num-steps": 1, "speculative-num-draft-tokens": 2}
+    assert "accept length p50 1.27 tokens a step (fires under 1.5)" in "\n".join(doctor.checked(e))
+    # from /metrics when the log has none; quiet when drafts pay, or without speculation
+    e.series = {"metrics.spec_accept_length": np.asarray([3.1, 2.9, 3.0, 3.2, 2.8])}
+    assert rules.rule_speculation_does_not_pay(e) is None
+    e.series["metrics.spec_accept_length"] = np.asarray([1.0] * 5)
+    assert rules.rule_speculation_does_not_pay(e) is not None
+    e.server_args = {}
+    assert rules.rule_speculation_does_not_pay(e) is None
+    assert not any("Speculative" in line for line in doctor.checked(e))
+
+
 def test_gpu_underfed_fires_on_the_gpu_walls_neither_verdict(engine) -> None:
     """The H200's idle recording stored with requests running: the GPU wall says "neither", and
     the doctor names it; the copy loop (bandwidth bound) raises nothing."""
