@@ -403,6 +403,10 @@ class LlmServer:
                  served_model_name=self.model_name, mem_fraction_static=self.mem_fraction,
                  chunked_prefill_size=self.chunk, random_seed=ns.random_seed
                  if ns.random_seed is not None else ns.sim_seed)
+        if ns.sim_spec is not None:  # SGLang resolves what the flags left out (a chain: top-k 1)
+            d.update(speculative_algorithm=ns.sim_spec.algorithm, speculative_num_steps=ns.sim_spec.num_steps,
+                     speculative_num_draft_tokens=ns.sim_spec.num_draft_tokens,
+                     speculative_eagle_topk=ns.speculative_eagle_topk or 1)
         return d
 
     def server_info(self) -> dict[str, Any]:
@@ -431,6 +435,9 @@ class LlmServer:
                               "draft_prefill": 0.0, "draft_decode": 0.0, "draft_extend": 0.0}},
                 "world_size": self.ns.tp_size,
             })
+            avg = s.cfg.spec.avg_accept_length() if s.cfg.spec is not None else None
+            if avg is not None:
+                st["avg_spec_accept_length"] = avg
             if self.ns.sim_report_lag:
                 st.update(sim_scheduling_lag_ratio=s.lag_ratio(), sim_max_scheduling_lag_s=s.max_lag_s,
                           sim_model_time_s=s.model_time)

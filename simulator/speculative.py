@@ -46,6 +46,9 @@ class Spec:
     accepted: int = 0
     proposed: int = 0
     forwards: int = 0
+    # since the start (/server_info's internal_states `avg_spec_accept_length`)
+    total_tokens: int = 0
+    total_forwards: int = 0
 
     def accept(self, rng: random.Random) -> int:
         """Drafted tokens one request keeps in one verify (the chain stops at the first miss)."""
@@ -55,7 +58,12 @@ class Spec:
         self.accepted += n
         self.proposed += self.num_steps
         self.forwards += 1
+        self.total_tokens += n + 1
+        self.total_forwards += 1
         return n
+
+    def avg_accept_length(self) -> float | None:
+        return self.total_tokens / self.total_forwards if self.total_forwards else None
 
     def step_scale(self) -> tuple[int, float]:
         """(positions a request takes in the verify forward, drafting cost in target forwards)."""

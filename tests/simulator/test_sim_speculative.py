@@ -48,9 +48,14 @@ def test_pitwall_reads_the_accept_length_from_the_log_and_metrics(tmp_path: Path
     with running_sim(ARGS + SPEC, tmp_path / "spec.log") as url:
         fast = _generate(url)
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        info = httpx.get(f"{url}/server_info", timeout=10).json()
     with running_sim(ARGS, tmp_path / "plain.log") as url:
         plain = _generate(url)
     assert fast["completion_tokens"] == plain["completion_tokens"] == 64  # never past max_new_tokens
+    # the server args as SGLang resolves them (what the doctor reads), and the running average
+    assert (info["speculative_algorithm"], info["speculative_num_steps"], info["speculative_num_draft_tokens"],
+            info["speculative_eagle_topk"]) == ("EAGLE3", 3, 4, 1)
+    assert 1.0 < info["internal_states"][0]["avg_spec_accept_length"] <= 4.0
     # about 3 tokens a step for a small extra cost a step: the same request ends well before
     assert fast["e2e_latency"] < 0.7 * plain["e2e_latency"], (fast["e2e_latency"], plain["e2e_latency"])
     lines = [r for line in (tmp_path / "spec.log").read_text().splitlines()
