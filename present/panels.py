@@ -11,6 +11,7 @@ Metric keys are the collectors' contract (storage/series_keys.py names each):
 | batch | count | log.running_req, log.queue_req (fallback metrics.num_running_reqs / num_queue_reqs) |
 | token_usage | ratio | log.token_usage (fallback metrics.token_usage) |
 | cache_hit | ratio | log.cache_hit_rate (fallback metrics.cache_hit_rate) |
+| spec | tok/step | log.accept_len (fallback metrics.spec_accept_length): shown only for a server that speculates |
 | gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
 
 Units are storage/units.py keys, the unit storage/series_keys.py gives the panel's keys. A GPU
@@ -72,6 +73,13 @@ PANELS: tuple[Panel, ...] = (
         sk.unit_of(sk.LOG_CACHE_HIT_RATE),
         ((sk.LOG_CACHE_HIT_RATE, "cache hit rate"),),
         ((sk.METRICS_CACHE_HIT_RATE, "cache hit rate"),),
+    ),
+    Panel(
+        "spec",
+        "Speculative decoding: tokens a step",
+        sk.unit_of(sk.LOG_ACCEPT_LEN),
+        ((sk.LOG_ACCEPT_LEN, "accept length"),),
+        ((sk.METRICS_SPEC_ACCEPT_LENGTH, "accept length (metrics)"),),
     ),
 )
 

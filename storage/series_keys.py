@@ -20,7 +20,7 @@ their meaning (`*_gb`: GiB as the diffusion server prints them).
 - `<d>`: a DP rank (`log.running_req.dp1`).
 
 `unit` is a storage/units.py key (how the value is shown); "" where no display unit fits (Hz,
-a bitmask, a P-state, GiB figures, speculative accept lengths): shown as a plain number.
+a bitmask, a P-state, GiB figures): shown as a plain number.
 
 Cross-check any key: `sqlite3 pitwall.db "select distinct metric from sample"` lists what one
 database holds; each key's writer module documents the key beside the line it parses.
@@ -105,7 +105,7 @@ LOG_GEN_THROUGHPUT_TOK_S = _k("log.gen_throughput_tok_s", "tok_s", "decode token
                               "log", _DP)
 LOG_INPUT_THROUGHPUT_TOK_S = _k("log.input_throughput_tok_s", "tok_s", "prefill input tokens/s", "log", _DP)
 LOG_PENDING_TOKEN = _k("log.pending_token", "count", "`#pending-token`", "log", _DP)
-LOG_ACCEPT_LEN = _k("log.accept_len", "", "speculative accept length (tokens per step)", "log", _DP)
+LOG_ACCEPT_LEN = _k("log.accept_len", "tok_step", "speculative accept length (tokens per step)", "log", _DP)
 LOG_ACCEPT_RATE = _k("log.accept_rate", "ratio", "speculative accept rate", "log", _DP)
 LOG_FULL_TOKEN_USAGE = _k("log.full_token_usage", "ratio", "hybrid model: full-attention pool usage", "log", _DP)
 LOG_SWA_TOKEN_USAGE = _k("log.swa_token_usage", "ratio", "hybrid model: sliding-window pool usage", "log", _DP)
@@ -178,7 +178,7 @@ METRICS_CACHE_HIT_RATE = _k("metrics.cache_hit_rate", "ratio", "radix hit rate",
 _k("metrics.num_grammar_queue_reqs", "count", "grammar queue", "metrics", _RANK)
 _k("metrics.num_paused_reqs", "count", "paused requests", "metrics", _RANK)
 _k("metrics.num_retracted_reqs", "count", "retracted requests now", "metrics", _RANK)
-METRICS_SPEC_ACCEPT_LENGTH = _k("metrics.spec_accept_length", "",
+METRICS_SPEC_ACCEPT_LENGTH = _k("metrics.spec_accept_length", "tok_step",
                                 "speculative accept length (accepted drafts + the bonus token a verify)", "metrics",
                                 _RANK)
 METRICS_SPEC_ACCEPT_RATE = _k("metrics.spec_accept_rate", "ratio", "speculative accept rate (accepted / proposed drafts)",

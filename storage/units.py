@@ -65,6 +65,8 @@ UNITS: dict[str, Unit] = {
     "pct": Unit("a percentage already (0-100)", "%", (Step(None, "{:.1f} %"),), axis="%", d3=".1f"),
     "count": Unit("a number of things (requests, tokens, steps, events)", "count",
                   (Step(None, "{:,.0f}"),), d3=",.2~f"),
+    "tok_step": Unit("tokens a decode step (speculative accept length: accepted drafts + the bonus token)",
+                     "tok/step", (Step(None, "{:,.2f} tok/step"),), axis="tok/step", d3=",.2f"),
     "tok_s": Unit("tokens per second", "tok/s", (Step(None, "{:,.1f} tok/s"),), axis="tok/s", d3=",.0f"),
     "rps": Unit("requests per second", "req/s", (Step(None, "{:,.2f} req/s"),), axis="req/s", d3=",.2f"),
     "img_min": Unit("images per minute", "images/min", (Step(None, "{:,.1f} images/min"),),

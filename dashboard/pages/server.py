@@ -33,6 +33,7 @@ PANEL_LABELS = {
     "batch": "Batch & queue",
     "token_usage": "KV usage",
     "cache_hit": "Cache hits",
+    "spec": "Speculation",  # only for a server that speculates (its launch's speculative_algorithm)
     "gpu": "GPUs",
 }
 
@@ -157,7 +158,8 @@ def charts() -> None:
     started_at = detail.launch.started_at if detail.launch is not None else None
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     # an image server's pipeline has its own section above; of the LLM panels only GPUs apply
-    labels = {"gpu": PANEL_LABELS["gpu"]} if detail.server.kind == "image" else PANEL_LABELS
+    labels = {"gpu": PANEL_LABELS["gpu"]} if detail.server.kind == "image" else {
+        k: v for k, v in PANEL_LABELS.items() if k != "spec" or detail.server_args.get("speculative_algorithm")}
     shown = c1.pills(
         "Panels", list(labels), default=list(labels), format_func=labels.get,
         selection_mode="multi", key="server_panels",
@@ -195,6 +197,7 @@ def charts() -> None:
         ("batch", "Running batch and queue", "count"),
         ("token_usage", "KV cache token usage", "ratio"),
         ("cache_hit", "Radix cache hit rate", "ratio"),
+        ("spec", "Speculative decoding: tokens a step", "tok_step"),
     ):
         if key in (shown or []):
             wanted.append((key, unit, title, (), ()))

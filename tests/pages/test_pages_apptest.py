@@ -101,6 +101,38 @@ def test_server_page_shows_version_args_and_charts(seeded):
     assert len(charts) >= 6  # latency, throughput, batch, KV, cache, 4 GPU panels (some may be empty)
 
 
+def _chart_titles(at: AppTest) -> str:
+    return " ".join(str(c.proto.spec) for c in at.get("vega_lite_chart"))
+
+
+def test_a_speculating_server_gets_its_accept_length_chart(seeded, app_env):
+    """The Speculation panel is offered only where the launch speculates (its server args)."""
+    import time
+
+    from storage import repo
+    from storage.db import make_engine
+
+    assert "Speculative decoding" not in _chart_titles(_run("dashboard/pages/server.py", server="alpha", window="1h"))
+    engine = make_engine(app_env["PITWALL_DATABASE_URL"])
+    now = time.time()
+    repo.create_launch(engine, server_id=seeded["alpha"], profile_name="eagle", engine_version="0.5.23",
+                       server_args={"model_path": "tiny", "speculative_algorithm": "EAGLE3",
+                                    "speculative_num_draft_tokens": 4},
+                       argv=["python", "-m", "sglang.launch_server"], status="ready", started_at=now - 600,
+                       ready_at=now - 590)
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=[{"ts": now - 500 + 10 * i, "server_id": seeded["alpha"], "launch_id": None,
+                                         "source": "log", "metric": "log.accept_len", "value": 2.4}
+                                        for i in range(40)])
+    engine.dispose()
+    import streamlit as st
+
+    st.cache_data.clear()  # the page's reads are cached for seconds, across AppTest runs in one process
+    at = _run("dashboard/pages/server.py", server="alpha", window="1h")
+    _no_exception(at)
+    assert "Speculative decoding: tokens a step" in _chart_titles(at) and "accept length" in _chart_titles(at)
+
+
 def test_server_page_for_a_down_server_says_so(seeded):
     at = _run("dashboard/pages/server.py", server="beta", window="1h")
     _no_exception(at)
