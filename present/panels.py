@@ -34,6 +34,12 @@ class Panel:
     fallback: tuple[tuple[str, str], ...] = ()  # used when none of `series` has data
 
 
+def _one(key: str, title: str, keys: tuple[str, str], label: str, fallback_label: str | None = None) -> Panel:
+    """A one-series panel: the log's key, or the /metrics key when the log has none."""
+    log_key, metrics_key = keys
+    return Panel(key, title, sk.unit_of(log_key), ((log_key, label),), ((metrics_key, fallback_label or label),))
+
+
 PANELS: tuple[Panel, ...] = (
     Panel(
         "latency",
@@ -60,27 +66,10 @@ PANELS: tuple[Panel, ...] = (
         ((sk.LOG_RUNNING_REQ, "running"), (sk.LOG_QUEUE_REQ, "queued")),
         ((sk.METRICS_NUM_RUNNING_REQS, "running"), (sk.METRICS_NUM_QUEUE_REQS, "queued")),
     ),
-    Panel(
-        "token_usage",
-        "KV cache token usage",
-        sk.unit_of(sk.LOG_TOKEN_USAGE),
-        ((sk.LOG_TOKEN_USAGE, "token usage"),),
-        ((sk.METRICS_TOKEN_USAGE, "token usage"),),
-    ),
-    Panel(
-        "cache_hit",
-        "Radix cache hit rate",
-        sk.unit_of(sk.LOG_CACHE_HIT_RATE),
-        ((sk.LOG_CACHE_HIT_RATE, "cache hit rate"),),
-        ((sk.METRICS_CACHE_HIT_RATE, "cache hit rate"),),
-    ),
-    Panel(
-        "spec",
-        "Speculative decoding: tokens a step",
-        sk.unit_of(sk.LOG_ACCEPT_LEN),
-        ((sk.LOG_ACCEPT_LEN, "accept length"),),
-        ((sk.METRICS_SPEC_ACCEPT_LENGTH, "accept length (metrics)"),),
-    ),
+    _one("token_usage", "KV cache token usage", (sk.LOG_TOKEN_USAGE, sk.METRICS_TOKEN_USAGE), "token usage"),
+    _one("cache_hit", "Radix cache hit rate", (sk.LOG_CACHE_HIT_RATE, sk.METRICS_CACHE_HIT_RATE), "cache hit rate"),
+    _one("spec", "Speculative decoding: tokens a step", (sk.LOG_ACCEPT_LEN, sk.METRICS_SPEC_ACCEPT_LENGTH),
+         "accept length", "accept length (metrics)"),
 )
 
 GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
