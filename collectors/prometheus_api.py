@@ -165,15 +165,25 @@ class PromClient:
                             labels, health)
 
     def _spacing(self, selector: str) -> float | None:
-        """The median time between the target's last `up` samples (10 min at most), s."""
+        """The scrape interval the target's last `up` samples show (10 min at most), s."""
         found = self.raw(f'__name__="up",{selector}', time.time(), 600.0)
-        ts = sorted(t for s in found[:1] for t, _ in s.points)[-11:]
-        steps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False))
-        return steps[len(steps) // 2] if steps else None
+        return interval_from_spacing([t for s in found[:1] for t, _ in s.points])
 
     def close(self) -> None:
         if self._own:
             self._client.close()
+
+
+def interval_from_spacing(stamps: list[float]) -> float | None:
+    """The scrape interval that sample times show: the median gap of the last 11, to two
+    significant figures. A configured interval is a round number and the gaps jitter around it
+    by a millisecond or so (1.001 s for `1s`); the exact median would make every later step and
+    gap test off by that jitter. None with fewer than two samples. Pure."""
+    ts = sorted(stamps)[-11:]
+    steps = sorted(b - a for a, b in zip(ts, ts[1:], strict=False))
+    if not steps or steps[len(steps) // 2] <= 0:
+        return None
+    return float(f"{steps[len(steps) // 2]:.2g}")
 
 
 def _ts(t: float) -> str:

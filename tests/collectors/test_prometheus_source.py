@@ -24,7 +24,13 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from collectors.base import CollectorContext, CollectorError, ServerTarget
-from collectors.prometheus_api import Series, decode_matrix, matchers, parse_duration
+from collectors.prometheus_api import (
+    Series,
+    decode_matrix,
+    interval_from_spacing,
+    matchers,
+    parse_duration,
+)
 from collectors.prometheus_source import STALENESS_KEY, PrometheusSourceCollector
 from collectors.sglang.metrics import SGLangMetricsCollector
 from collectors.sglang.metrics_prom import snapshots
@@ -55,6 +61,11 @@ def test_snapshots_group_by_scrape_time_and_strip_target_labels() -> None:
 def test_api_helpers() -> None:
     assert parse_duration("15s") == 15 and parse_duration("1m30s") == 90
     assert parse_duration("500ms") == 0.5 and parse_duration("soon") is None
+    # a just-started Prometheus lists no targets: the interval its `up` samples show, the
+    # millisecond of jitter rounded away (1.001 s of `1s` made every step 1.001 s; CI)
+    assert interval_from_spacing([100.0 + 1.001 * k for k in range(20)]) == 1.0
+    assert interval_from_spacing([0.0, 15.004, 30.0, 45.01]) == 15.0
+    assert interval_from_spacing([0.0, 0.5003, 1.0001]) == 0.5 and interval_from_spacing([7.0]) is None
     assert matchers(' {instance="a:1"} ') == 'instance="a:1"'
     with pytest.raises(CollectorError, match="bad_data: parse error"):
         decode_matrix({"status": "error", "error": "bad_data: parse error"})

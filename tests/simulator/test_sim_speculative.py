@@ -39,6 +39,12 @@ def test_a_verify_keeps_the_accepted_prefix_and_reports_sglangs_figures() -> Non
         speculative.from_args("MEDUSA", None, None)
 
 
+def _mean_itl(text: str) -> float:
+    parsed = parse_metrics(text)
+    total = {s.name: s.value for s in parsed.samples if s.name.startswith("sglang:inter_token_latency_seconds_")}
+    return total["sglang:inter_token_latency_seconds_sum"] / total["sglang:inter_token_latency_seconds_count"]
+
+
 def _generate(url: str) -> dict:
     body = {"text": "The quick brown fox " * 20, "sampling_params": {"max_new_tokens": 64, "ignore_eos": True}}
     return httpx.post(f"{url}/generate", json=body, timeout=60).json()["meta_info"]
@@ -51,19 +57,21 @@ def test_pitwall_reads_the_accept_length_from_the_log_and_metrics(tmp_path: Path
         info = httpx.get(f"{url}/server_info", timeout=10).json()
     with running_sim(ARGS, tmp_path / "plain.log") as url:
         plain = _generate(url)
+        plain_metrics = httpx.get(f"{url}/metrics", timeout=10).text
     assert fast["completion_tokens"] == plain["completion_tokens"] == 64  # never past max_new_tokens
     # the server args as SGLang resolves them (what the doctor reads), and the running average
     assert (info["speculative_algorithm"], info["speculative_num_steps"], info["speculative_num_draft_tokens"],
             info["speculative_eagle_topk"]) == ("EAGLE3", 3, 4, 1)
     assert 1.0 < info["internal_states"][0]["avg_spec_accept_length"] <= 4.0
-    # about 3 tokens a step for a small extra cost a step: the same request ends well before
-    assert fast["e2e_latency"] < 0.7 * plain["e2e_latency"], (fast["e2e_latency"], plain["e2e_latency"])
+    # about 3 tokens a step for a small extra cost a step: a far shorter mean ITL (model seconds,
+    # from each server's ITL histogram: the decode steps' own cost, whatever the host's load)
+    assert _mean_itl(metrics) < 0.7 * _mean_itl(plain_metrics), (_mean_itl(metrics), _mean_itl(plain_metrics))
     lines = [r for line in (tmp_path / "spec.log").read_text().splitlines()
              if (r := parse_record(line)) is not None and r.kind == "decode"]
     assert lines and all("accept_len" in r.fields and "accept_rate" in r.fields for r in lines)
-    for r in lines:  # a chain of 3 drafts: accept len = 1 + 3 x accept rate (each printed to 2 places)
+    for r in lines:  # a chain of 3 drafts: accept len = 1 + 3 x accept rate (each printed to 2 places: within 0.005 + 3 x 0.005)
         assert 1.0 <= r.fields["accept_len"] <= 4.0
-        assert r.fields["accept_len"] == pytest.approx(1 + 3 * r.fields["accept_rate"], abs=0.02)
+        assert r.fields["accept_len"] == pytest.approx(1 + 3 * r.fields["accept_rate"], abs=0.03)
     assert not any("accept len" in line for line in (tmp_path / "plain.log").read_text().splitlines())
     rows = snapshot(ServerTarget(id=1, name="sim", base_url=url), parse_metrics(metrics), None, 0.0).rows
     got = {row.metric: row.value for row in rows}
