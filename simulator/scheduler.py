@@ -437,13 +437,12 @@ class Scheduler:
             if r.aborted:
                 continue
             # with speculation: the accepted drafts and the bonus token, in one go
-            k = 1 + spec.accept(self.rng) if spec is not None else 1
-            k = min(k, r.max_new_tokens - len(r.output_ids), 1 + self.kv.available())
-            step = (self.model_time - r.last_token_model) / k if r.last_token_model is not None else None
-            for i in range(max(k, 1)):
+            k = min(1 + spec.accept(self.rng), r.max_new_tokens - len(r.output_ids)) if spec is not None else 1
+            share = (self.model_time - r.last_token_model) / k if r.last_token_model is not None else None
+            for i in range(k):  # the first token's slot was taken in _decode_prepare
                 if i and (r.finished or not self.kv.alloc(r, 1)):
                     break
-                self._emit_token(r, step)
+                self._emit_token(r, share)
                 n += 1
         self.decode_tokens_since_log += n
         self.running = [r for r in self.running if not r.finished and not r.aborted]

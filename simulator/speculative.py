@@ -89,7 +89,10 @@ def from_args(algorithm: str | None, num_steps: int | None, num_draft_tokens: in
     accept_p, draft_share = ALGORITHMS[name]
     env = os.environ.get("SGLANG_SIM_SPEC_ACCEPT")
     if env:
-        accept_p = float(env)
+        try:
+            accept_p = float(env)
+        except ValueError:
+            accept_p = -1.0
         if not 0.0 <= accept_p <= 1.0:
             raise ValueError(f"SGLANG_SIM_SPEC_ACCEPT={env}: expected a share between 0 and 1")
     steps = num_steps or DEFAULT_NUM_STEPS

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collectors.probe.stats import level_misses
-from storage.errors import CollectorError
 
 Measure = Callable[[float], dict[str, Any]]
 
@@ -94,62 +93,39 @@ def search(measure: Measure, slo: dict[str, float], *, image: bool = False, star
            max_speed: float = 1024.0, min_speed: float = 1 / 64, resolution: float = 0.10, repeats: int = 3) -> Capacity:
     steps: list[Step] = []
 
-    def trial(speed: float) -> bool:
+    def trial(speed: float) -> bool | None:
+        """Whether `speed` meets the SLO; None when the client fell behind twice (the search ends)."""
         rep = measure(speed)
         if not rep.get("trusted", True):  # the client fell behind: that says nothing of the server, try again
             rep = measure(speed)
         why = misses(rep, slo, image=image)
         steps.append(Step(speed=speed, meets=not why, why=why, run_id=rep.get("run_id")))
-        if not rep.get("trusted", True):
-            raise _ClientBound(speed)
-        return not why
+        return None if not rep.get("trusted", True) else not why
 
-    knees: list[float] = []
-    fails: list[float] = []
-    try:
-        return _search(trial, knees, fails, start=start, grow=grow, max_speed=max_speed, min_speed=min_speed,
-                       resolution=resolution, repeats=repeats, steps=steps)
-    except _ClientBound as stop:
-        lo, hi = stop.bracket or (None, None)
+    def stopped(speed: float, lo: float | None, hi: float | None, knees: list[float], fails: list[float]) -> Capacity:
+        """Where the client gave out at `speed`: what was measured before stands."""
         if lo is None:
-            return Capacity(knee=None, low=None, high=None, steps=steps, client_bound=stop.speed)
+            return Capacity(knee=None, low=None, high=None, steps=steps, client_bound=speed)
         if hi is None:  # still growing: at least what met last
-            return Capacity(knee=lo, low=lo, high=lo, knees=[lo], steps=steps, capped=True, client_bound=stop.speed)
+            return Capacity(knee=lo, low=lo, high=lo, knees=[lo], steps=steps, capped=True, client_bound=speed)
         knees, fails = [*knees, lo], [*fails, hi]
         return Capacity(knee=statistics.median(knees), low=min(knees), high=max(fails), knees=knees, steps=steps,
-                        client_bound=stop.speed)
+                        client_bound=speed)
 
-
-class _ClientBound(CollectorError):
-    """A trial the client fell behind twice: the search ends at `speed`; `bracket` is (the
-    highest speed that met, the lowest that failed) where the search stood, either None."""
-
-    def __init__(self, speed: float) -> None:
-        super().__init__(speed)
-        self.speed = speed
-        self.bracket: tuple[float | None, float | None] | None = None
-
-
-def _search(trial: Callable[[float], bool], knees: list[float], fails: list[float], *, start: float, grow: float,
-            max_speed: float, min_speed: float, resolution: float, repeats: int, steps: list[Step]) -> Capacity:
-    """The search proper; a _ClientBound leaving it carries where it stood (`bracket`), and
-    `knees` / `fails` hold the repeats finished so far."""
     lo: float | None = None
     hi: float | None = None
-
-    def at(speed: float) -> bool:
-        try:
-            return trial(speed)
-        except _ClientBound as stop:
-            stop.bracket = (lo, hi)
-            raise
-
     speed = start
-    if at(speed):
+    met = trial(speed)
+    if met is None:
+        return stopped(speed, None, None, [], [])
+    if met:
         lo = speed
         while lo < max_speed:
             speed = min(lo * grow, max_speed)
-            if at(speed):
+            met = trial(speed)
+            if met is None:
+                return stopped(speed, lo, None, [], [])
+            if met:
                 lo = speed
             else:
                 hi = speed
@@ -160,19 +136,25 @@ def _search(trial: Callable[[float], bool], knees: list[float], fails: list[floa
         hi = speed
         while hi > min_speed:
             speed = max(hi / grow, min_speed)
-            if at(speed):
+            met = trial(speed)
+            if met is None:
+                return stopped(speed, None, hi, [], [])
+            if met:
                 lo = speed
                 break
             hi = speed
         if lo is None:
             return Capacity(knee=None, low=None, high=None, steps=steps)
-    bracket = (lo, hi)
+    knees: list[float] = []
+    fails: list[float] = []
     for _ in range(max(1, repeats)):
-        a, b = bracket
+        a, b = lo, hi
         while b / a > 1 + resolution:
             mid = math.sqrt(a * b)
-            lo, hi = a, b  # where this repeat stands, should the client give out
-            if at(mid):
+            met = trial(mid)
+            if met is None:
+                return stopped(mid, a, b, knees, fails)
+            if met:
                 a = mid
             else:
                 b = mid

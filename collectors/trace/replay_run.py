@@ -52,6 +52,8 @@ def auto_range(span: float, max_speed: float) -> tuple[float, float]:
     SLO at no speed of an hour's window would otherwise take days to say so)."""
     start = min(float(f"{max(1.0, span / AUTO_TRIAL_S):.2g}"), max_speed)
     return start, min(start, max(1 / 64, span / MAX_TRIAL_S))
+
+
 _REQUEST_FIELDS = ("seq", "arrival_s", "input_tokens", "output_tokens", "hash_ids", "session", "turn", "api",
                    "sampling", "cached_tokens", "status", "images", "source_latency_s", "line")
 

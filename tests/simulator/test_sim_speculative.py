@@ -25,7 +25,7 @@ SPEC = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
         "--speculative-draft-model-path", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"]
 
 
-def test_a_verify_keeps_the_accepted_prefix_and_reports_sglangs_figures() -> None:
+def test_a_verify_keeps_the_accepted_prefix_and_reports_sglangs_figures(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = speculative.from_args("eagle3", 3, None)
     assert spec is not None and (spec.algorithm, spec.num_steps, spec.num_draft_tokens) == ("EAGLE3", 3, 4)
     assert speculative.from_args(None, 3, 4) is None
@@ -37,6 +37,12 @@ def test_a_verify_keeps_the_accepted_prefix_and_reports_sglangs_figures() -> Non
     assert spec.take() is None  # nothing since the last line
     with pytest.raises(ValueError, match="the simulator models EAGLE"):
         speculative.from_args("MEDUSA", None, None)
+    monkeypatch.setenv("SGLANG_SIM_SPEC_ACCEPT", "0.3")
+    assert speculative.from_args("NGRAM", 2, None).accept_p == 0.3  # type: ignore[union-attr]
+    for bad in ("most", "1.5"):
+        monkeypatch.setenv("SGLANG_SIM_SPEC_ACCEPT", bad)
+        with pytest.raises(ValueError, match=f"SGLANG_SIM_SPEC_ACCEPT={bad}: expected a share between 0 and 1"):
+            speculative.from_args("NGRAM", 2, None)
 
 
 def _mean_itl(text: str) -> float:
