@@ -21,7 +21,9 @@ kv dtype bytes (2 for auto/bf16, 1 for fp8, 0.5 for fp4).
 Step times (seconds of model time; constants below):
 
 - decode step = max(memory, compute) + overhead + tp_comm, where
-  memory = (weight_bytes/tp + KV bytes read/tp) / (HBM_BW x MEM_EFF),
+  memory = weight_bytes/tp / (HBM_BW x stream_eff) + KV bytes read/tp / (HBM_BW x MEM_EFF)
+  (a decode step streams every weight once through thin matrix-vector products, which reach
+  less of the datasheet bandwidth than a copy: the card's measured ``stream_eff``),
   compute = 2 x params x batch / (tp x FLOPS x MFU), overhead = STEP_OVERHEAD_S
   (+ NO_GRAPH_PER_LAYER_S x layers when the batch runs without CUDA graphs: --disable-cuda-graph
   or batch > --cuda-graph-max-bs-decode), tp_comm = 2 x layers x (NCCL_LATENCY_S +
@@ -47,7 +49,12 @@ from dataclasses import dataclass
 GB = 1e9
 GIB = 1024**3
 
-MEM_EFF = 0.80  # achievable fraction of HBM bandwidth
+MEM_EFF = 0.80  # achievable fraction of HBM bandwidth (wide reads: KV, activations, copies)
+# A batch-1 weight stream (x @ W.T, every weight read once) reaches a smaller share. Measured:
+# H200 2.86 of 4.8 TB/s (the GPU-wall issue's table), H100 1.78 of 3.35 TB/s (scripts/
+# gpu_kernels.py, tests/fixtures/gpu-kernels/nvml-h100-gemv-stream.json). Cards not measured
+# take STREAM_EFF.
+STREAM_EFF = 0.60
 MFU = 0.55  # achievable fraction of dense tensor FLOP/s
 STEP_OVERHEAD_S = 0.0015  # scheduler + sampling + launch per forward with CUDA graphs
 NO_GRAPH_PER_LAYER_S = 60e-6  # kernel-launch cost per layer without CUDA graphs
@@ -73,12 +80,13 @@ class GpuSpec:
     bf16_flops: float  # FLOP/s dense
     nvlink_bw: float  # bytes/s
     chunked_prefill_size: int  # SGLang's auto default for this class of GPU
+    stream_eff: float = STREAM_EFF  # share of hbm_bw a batch-1 weight stream reaches (measured)
 
 
 GPUS: dict[str, GpuSpec] = {
     "a100": GpuSpec("NVIDIA A100-SXM4-80GB", 80 * GB, 2.039e12, 312e12, 300e9, 4096),
-    "h100": GpuSpec("NVIDIA H100 80GB HBM3", 80 * GB, 3.35e12, 989e12, 450e9, 8192),
-    "h200": GpuSpec("NVIDIA H200", 141 * GB, 4.8e12, 989e12, 450e9, 8192),
+    "h100": GpuSpec("NVIDIA H100 80GB HBM3", 80 * GB, 3.35e12, 989e12, 450e9, 8192, 0.53),
+    "h200": GpuSpec("NVIDIA H200", 141 * GB, 4.8e12, 989e12, 450e9, 8192, 0.60),
     "b200": GpuSpec("NVIDIA B200", 180 * GB, 8.0e12, 2250e12, 900e9, 16384),
     "b300": GpuSpec("NVIDIA B300", 288 * GB, 8.0e12, 2250e12, 900e9, 16384),
 }
@@ -194,7 +202,9 @@ class CostModel:
     def decode_time(self, batch: int, kv_tokens: int) -> float:
         """One decode forward of ``batch`` requests reading ``kv_tokens`` cached tokens."""
         work = self.decode_work(batch, kv_tokens)
-        t_mem = work.hbm_bytes / (self.gpu.hbm_bw * MEM_EFF)
+        weights = self.weight_bytes / self.tp
+        t_mem = (weights / (self.gpu.hbm_bw * self.gpu.stream_eff)
+                 + (work.hbm_bytes - weights) / (self.gpu.hbm_bw * MEM_EFF))
         t_cmp = work.flops / (self.peak_flops * MFU)
         t = max(t_mem, t_cmp)
         if self.torch_compile and batch <= self.torch_compile_max_bs:

@@ -2,8 +2,8 @@
 dcgm-exporter source (collectors/gpu_dcgm.py) from real simulator processes on loopback.
 
 Loads are chosen from the cost model's roofline (simulator/costmodel.py, 8B on an H200):
-- decode-heavy: 16 requests of 16 prompt tokens x 2000 new tokens: a decode step reads 16 GB of
-  weights (+ KV) in ~6 ms, its 2 x 8e9 x 16 FLOPs need ~0.5 ms at 55 % MFU -> DRAM high, tensor
+- decode-heavy: 16 requests of 16 prompt tokens x 2000 new tokens: a decode step streams 16 GB
+  of weights (+ KV) in ~7 ms at the H200's measured 60 % of its bandwidth, its 2 x 8e9 x 16 FLOPs need ~0.5 ms at 55 % MFU -> DRAM high, tensor
   ~6 %.
 - prefill-heavy: 12 prompts of 8000 tokens x 1 new token: ~1.3e14 FLOPs per prompt at 55 % MFU
   (~0.24 s) while the weights are read once -> tensor high, DRAM low.
@@ -56,6 +56,19 @@ def start_with_exporter(start_sim: StartSim, *args: str, index: int = 0, **kw: A
 def values(url: str, deadline_s: float = READ_S) -> dict[str, float]:
     [reading] = read_gpus(DcgmBackend(url, deadline_s=deadline_s))
     return reading_values(reading)
+
+
+def settled(url: str) -> dict[str, float]:
+    """The first scrape whose window holds no forward: the server's own warm-up request (SGLang
+    sends one once it listens, as the simulator does) leaves its steps in the exporter's window for
+    a window's length after start."""
+    give_up = time.monotonic() + LOAD_WITHIN_S
+    while True:
+        reading = values(url)
+        if reading["util_ratio"] == 0 or time.monotonic() > give_up:
+            assert reading["util_ratio"] == 0, f"the GPU never went idle after start: {reading}"
+            return reading
+        time.sleep(0.2)
 
 
 def busiest_under(load: Callable[[], None], url: str) -> tuple[dict[str, float], list[float]]:
@@ -129,10 +142,10 @@ def concurrent_generate(base: str, bodies: list[dict[str, Any]]) -> Callable[[],
 @pytest.mark.slow
 def test_llm_exporter_idle_decode_prefill_and_energy(start_sim: StartSim) -> None:
     sim, url = start_with_exporter(start_sim, *SLOW, "--sim-gpu", "h200")
-    idle = values(url)
+    idle = settled(url)
     # idle between requests: both walls low, power near idle (12 % of the H200's 700 W)
     assert idle["gpm.dram_bw_util_ratio"] < 0.05 and idle["gpm.tensor_any_ratio"] < 0.05
-    assert idle["util_ratio"] < 0.05 and idle["power_w"] < 0.2 * H200_TDP_W
+    assert idle["power_w"] < 0.2 * H200_TDP_W
     # weights (16 GB) + KV pool fill mem-fraction-static of the card, as SGLang's pool does
     assert idle["mem_used_bytes"] > 0.8 * GPUS["h200"].memory_bytes
     assert verdict(idle) in ("idle", "neither")
@@ -140,10 +153,13 @@ def test_llm_exporter_idle_decode_prefill_and_energy(start_sim: StartSim) -> Non
     decode = [{"input_ids": [7 + i] * 16, "sampling_params": {"max_new_tokens": 2000}}
               for i in range(16)]
     busy, energy_decode = busiest_under(concurrent_generate(sim.base, decode), url)
-    assert busy["gpm.dram_bw_util_ratio"] > 0.6 > busy["gpm.tensor_any_ratio"]
-    assert busy["gpm.tensor_any_ratio"] < 0.15
+    # a weight stream reaches about 60 % of the datasheet bandwidth (simulator/costmodel.py
+    # STREAM_EFF), so DRAM reads about half busy while the tensor cores idle: DRAM dominates
+    assert busy["gpm.dram_bw_util_ratio"] > 0.35 > 0.15 > busy["gpm.tensor_any_ratio"]
+    assert busy["gpm.dram_bw_util_ratio"] > 4 * busy["gpm.tensor_any_ratio"]
     assert verdict(busy) == "bandwidth"
-    assert busy["power_w"] > 0.6 * H200_TDP_W and busy["util_ratio"] > 0.9
+    # about half the TDP, as a real graphed decode drew (371 of 700 W on the H100 fixture)
+    assert busy["power_w"] > 0.45 * H200_TDP_W and busy["util_ratio"] > 0.9
 
     prefill = [{"input_ids": [100 + i] * 8000, "sampling_params": {"max_new_tokens": 1}}
                for i in range(12)]

@@ -191,3 +191,15 @@ def test_a_simulated_8b_prefill_takes_what_the_real_one_takes(gpu, real_s) -> No
                            cuda_graph=True, cuda_graph_max_bs=256, torch_compile=False, torch_compile_max_bs=32)
     flops = 16 * cost.prefill_work(2048, 0).flops
     assert flops / (cost.peak_flops * MFU) == pytest.approx(real_s, rel=0.20)
+
+
+@pytest.mark.parametrize(("gpu", "real_s"), [("h200", 0.00799), ("h100", _measured("llm-decode-graph")["s_per_token"])])
+def test_a_simulated_8b_decode_token_takes_what_the_real_one_takes(gpu, real_s) -> None:
+    # batch 1, a short context, CUDA graph: the weight stream at the card's measured share of its
+    # bandwidth (GpuSpec.stream_eff) plus the step's fixed overhead
+    from simulator.costmodel import make_cost_model
+
+    cost = make_cost_model(gpu=gpu, params=8e9, tp=1, quantization=None, kv_cache_dtype="auto",
+                           cuda_graph=True, cuda_graph_max_bs=256, torch_compile=False, torch_compile_max_bs=32)
+    step = cost.decode_time(1, 128)
+    assert step == pytest.approx(real_s, rel=0.20), f"{gpu}: {step * 1e3:.2f} ms vs {real_s * 1e3:.2f} ms"
