@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 from collectors.registry import build_collectors
 from config.settings import Settings
 from launching import check, launcher, profiles
+from present.dependents import resolver
 from runner.alerts import Alerting
 from runner.alerts.deliver import Sender, receivers
 from runner.alerts.engine import AlertConfig, AlertEvaluator
@@ -87,7 +88,9 @@ def build_runner(settings: Settings, engine: Engine) -> Runner:
     supervisor, handlers = runner_parts(settings, engine)
     # a GPU selector reads this host's dcgm-exporter through the fleet's Prometheus
     gpu = {**settings.gpu, "prometheus_url": settings.prometheus.get("url")}
-    collectors, errors = build_collectors(settings.probe, gpu=gpu, runner=settings.runner)
+    rules = rule_source(engine, settings.alerts, defaults=bool(settings.alerting.get("defaults", True)))
+    collectors, errors = build_collectors(settings.probe, gpu=gpu, runner=settings.runner,
+                                          dependents=resolver(rules))
     for err in errors:
         log.error(err)
         repo.add_event(engine, kind="collector_error", message=err, severity="error",

@@ -118,12 +118,14 @@ def collector_names() -> list[str]:
 
 def build_collectors(
     probe: dict[str, Any], names: set[str] | None = None, *, gpu: dict[str, Any] | None = None,
-    runner: dict[str, Any] | None = None,
+    runner: dict[str, Any] | None = None, dependents: Callable[[Any], list[str]] | None = None,
 ) -> tuple[list[Collector], list[str]]:
     """Instantiate the registry (or the named subset); returns (collectors, errors).
 
     A collector that cannot be built (a broken install, say) is reported, not fatal: the
-    others still run. A canary interval of 0 turns the canary off.
+    others still run. A canary interval of 0 turns the canary off. `dependents` (Pitwall keys ->
+    what reads them, present/dependents.py) goes to every collector that names what a change
+    costs (`set_dependents`: the /metrics drift guard).
     """
     out: list[Collector] = []
     errors: list[str] = []
@@ -133,7 +135,11 @@ def build_collectors(
         if name == "canary" and float(probe.get("canary_interval_s", 30.0)) <= 0:
             continue
         try:
-            out.append(factory({"probe": probe, "gpu": gpu or {}, "runner": runner or {}}))
+            collector = factory({"probe": probe, "gpu": gpu or {}, "runner": runner or {}})
+            hook = getattr(collector, "set_dependents", None)
+            if dependents is not None and callable(hook):
+                hook(dependents)
+            out.append(collector)
         except Exception as exc:
             errors.append(f"Collector {name} could not start: {type(exc).__name__}: {exc}")
     return out, errors

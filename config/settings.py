@@ -101,6 +101,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "A request (relaunch, stop, sweep, validation) not started within this many seconds expires."),
     SettingSpec("runner.metrics_max_series", None, "int", 20000, "Samples read from one server's `/metrics` per scrape; a family that would pass it is skipped whole (one event)."),
     SettingSpec("runner.metrics_max_rank_keys", None, "int", 256, "Per-rank / per-stage keys kept per figure of one scrape (`metrics.token_usage.tp3`); the aggregate is always kept."),
+    SettingSpec("runner.metrics_drift_settle_s", None, "float", 120.0, "Seconds after a launch's first request by which the /metrics families it exports are judged against the launch before (the drift guard: a family gone, retyped or missing a label is a metric_drift event)."),
     SettingSpec("runner.metrics_parse_budget_s", None, "float", 2.0, "CPU seconds spent parsing one server's `/metrics` per scrape; the rest is skipped (one event)."),
     SettingSpec("runner.metrics_deadline_s", None, "float", 10.0, "Seconds one `/metrics` poll of every server (scraped at once) may take; a server past it gets its own event."),
     SettingSpec("retention.samples_days", None, "float", 7.0,

@@ -37,7 +37,7 @@ from scorecard.inputs import (
     measured_ok,
     put,
 )
-from scorecard.metric_specs import DIMENSIONS, METRIC_SPECS, SPECS_BY_KEY
+from scorecard.metric_specs import DIMENSIONS, METRIC_SPECS, SERVER_SERIES, SPECS_BY_KEY
 from scorecard.model import (
     MISSING,
     NOT_APPLICABLE,
@@ -292,19 +292,19 @@ def _throughput(inp: ScorecardInputs, figs: dict[str, Figure], lv: dict[str, Any
         if image:
             put(figs, "images_per_min", lv["images_per_min"], "probe", note)
     else:
-        put(figs, "rps", inp.means.get(sk.METRICS_REQUESTS_PER_S), "server",
+        put(figs, "rps", _first_mean(inp, *SERVER_SERIES["rps"])[0], "server",
              "server counters (no probe run)")
-        v, k = _first_mean(inp, sk.METRICS_GENERATION_TOKENS_PER_S, sk.LOG_GEN_THROUGHPUT_TOK_S)
+        v, k = _first_mean(inp, *SERVER_SERIES["output_tok_s"])
         put(figs, "output_tok_s", v, "server", f"mean of {k}" if k else "no probe run")
-        v, k = _first_mean(inp, sk.METRICS_PROMPT_TOKENS_PER_S, sk.LOG_INPUT_THROUGHPUT_TOK_S)
+        v, k = _first_mean(inp, *SERVER_SERIES["input_tok_s"])
         put(figs, "input_tok_s", v, "server", f"mean of {k}" if k else "no probe run")
         if image:
             put(figs, "images_per_min", None, "server", "no probe run")
     if not image:
         put(figs, "images_per_min", None, "probe", "LLM server", status=NOT_APPLICABLE)
-    v, k = _first_mean(inp, sk.LOG_GEN_THROUGHPUT_TOK_S, sk.METRICS_GEN_THROUGHPUT_TOK_S)
+    v, k = _first_mean(inp, *SERVER_SERIES["server_gen_tok_s"])
     put(figs, "server_gen_tok_s", v, "server", f"mean of {k}" if k else "")
-    v, k = _first_mean(inp, sk.LOG_RUNNING_REQ, sk.METRICS_NUM_RUNNING_REQS)
+    v, k = _first_mean(inp, *SERVER_SERIES["avg_running_batch"])
     put(figs, "avg_running_batch", v, "server", f"mean of {k}" if k else "")
     rate = sm.radix_hit_rate(inp.prefill_cached_tokens, inp.prefill_new_tokens)
     # /metrics counter rates sampled at a fixed interval: the ratio of their means is

@@ -293,6 +293,20 @@ SPECS_BY_KEY: dict[str, MetricSpec] = {s.key: s for s in METRIC_SPECS}
 if len(SPECS_BY_KEY) != len(METRIC_SPECS):  # pragma: no cover - a programming error
     raise RuntimeError("METRIC_SPECS declares a key twice")
 
+#: the server series a figure reads when it comes from the server (no probe run, or always), in
+#: the order it prefers them: scorecard/compute.py reads its fallbacks from here, and the metric
+#: drift guard (present/dependents.py) names the figures a vanished family leaves without input
+SERVER_SERIES: dict[str, tuple[str, ...]] = {
+    RPS: (sk.METRICS_REQUESTS_PER_S,),
+    OUTPUT_TOK_S: (sk.METRICS_GENERATION_TOKENS_PER_S, sk.LOG_GEN_THROUGHPUT_TOK_S),
+    "input_tok_s": (sk.METRICS_PROMPT_TOKENS_PER_S, sk.LOG_INPUT_THROUGHPUT_TOK_S),
+    "server_gen_tok_s": (sk.LOG_GEN_THROUGHPUT_TOK_S, sk.METRICS_GEN_THROUGHPUT_TOK_S),
+    "avg_running_batch": (sk.LOG_RUNNING_REQ, sk.METRICS_NUM_RUNNING_REQS),
+    RADIX_HIT_RATE: (sk.LOG_PREFILL_CACHED_TOKEN, sk.LOG_PREFILL_NEW_TOKEN, sk.METRICS_CACHED_TOKENS_PER_S,
+                     sk.METRICS_PROMPT_TOKENS_PER_S),
+    **{f"server_{h}_p{p}_s": (sk.hist_key(h, f"p{p}"),) for h in _SERVER_HIST for p in (50, 95, 99)},
+}
+
 #: the figures a fleet row (the Overview's table, `pitwall export --fleet table`) carries from its
 #: server's scorecard: fleet row key -> scorecard key
 FLEET_ROW_FIGURES: dict[str, str] = {

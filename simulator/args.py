@@ -18,6 +18,7 @@ Simulator knobs (never passed to a real server):
 | --sim-fault | none | repeatable, faults.parse_fault() |
 | --sim-startup-s | weights/5 GB/s + 2 s | model seconds from start to ready |
 | --sim-report-lag | off | add sim_scheduling_lag_ratio, sim_max_scheduling_lag_s, sim_model_time_s to /server_info internal_states (off: the key set stays exactly SGLang's) |
+| --sim-version | 0.5.23 | the version /server_info and /v1/loads report, and the /metrics names of that release where a family was renamed since (simulator/metrics.py RENAMED); labels, the other families, log lines and endpoints stay 0.5.23's |
 
 Environment only: ``SGLANG_SIM_DCGM_PORT`` and ``SGLANG_SIM_GPU_INDEX`` start the
 dcgm-exporter look-alike (simulator/dcgm.py); a bad value fails like a bad flag.
@@ -142,6 +143,7 @@ def add_sim_args(p: argparse.ArgumentParser) -> None:
     a("--sim-startup-s", type=float, default=env("SGLANG_SIM_STARTUP_S"))
     a("--sim-report-lag", action="store_true",
       default=env("SGLANG_SIM_REPORT_LAG", "") in ("1", "true"))
+    a("--sim-version", type=str, default=env("SGLANG_SIM_VERSION", "0.5.23"))
 
 
 def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> None:
@@ -152,6 +154,11 @@ def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> N
         parser.error(f"SGLANG_SIM_KIND/SGLANG_SIM_GPU: invalid value {ns.sim_kind!r}/{ns.sim_gpu!r}")
     if ns.sim_speed <= 0:
         parser.error("argument --sim-speed: must be > 0")
+    from simulator.metrics import version_tuple
+
+    if version_tuple(ns.sim_version) is None:
+        parser.error(f"argument --sim-version: {ns.sim_version!r} is not a release from 0.3.6 to 0.5.23 "
+                     "(MAJOR.MINOR.PATCH, e.g. 0.4.3)")
     if getattr(ns, "export_metrics_to_file", False) and not ns.export_metrics_to_file_dir:  # the LLM parser
         parser.error("--export-metrics-to-file-dir is required when --export-metrics-to-file is enabled")
     from simulator import dcgm, speculative

@@ -439,7 +439,7 @@ class ImageServer:
 
         async def server_info(request: web.Request) -> web.StreamResponse:
             info = {k: v for k, v in vars(self.ns).items() if not k.startswith("sim_")}
-            info.update(version="0.5.23", queue_size=self.queue.qsize())
+            info.update(version=self.ns.sim_version, queue_size=self.queue.qsize())
             return json_response(info)
 
         async def models(request: web.Request) -> web.StreamResponse:

@@ -435,7 +435,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
         return json_response({
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
             + f".{int(now * 1e6) % 1000000:06d}+00:00",
-            "version": "0.5.23", "accelerator": None,
+            "version": ns.sim_version, "accelerator": None,
             "num_accelerators": ns.tp_size * ns.dp_size, "loads": out})
 
     async def ping(request: web.Request) -> web.StreamResponse:

@@ -46,7 +46,6 @@ from simulator.gpu_activity import Activity
 from simulator.metrics import LlmMetrics
 from simulator.scheduler import SchedConfig, Scheduler, SimRequest
 
-VERSION = "0.5.23"
 CUDA_CONTEXT_GIB = 0.6  # what the startup line's "avail mem" leaves out of the card's memory
 # ServerArgs field set and defaults of 0.5.23 (see the file's "_about").
 SERVER_ARGS: dict[str, Any] = json.loads(
@@ -81,7 +80,8 @@ class LlmServer:
         self.metrics = LlmMetrics(model_name=self.model_name, dp_size=ns.dp_size,
                                   ttft_buckets=ns.bucket_time_to_first_token,
                                   itl_buckets=ns.bucket_inter_token_latency,
-                                  e2e_buckets=ns.bucket_e2e_request_latency) \
+                                  e2e_buckets=ns.bucket_e2e_request_latency,
+                                  version=ns.sim_version) \
             if ns.enable_metrics else None
         self.schedulers: list[Scheduler] = []
         self._rr = 0
@@ -443,7 +443,7 @@ class LlmServer:
                           sim_model_time_s=s.model_time)
             states.append(st)
         info["internal_states"] = states
-        info["version"] = VERSION
+        info["version"] = self.ns.sim_version
         info["startup_time"] = {"load_weight": self.load_s * 0.6, "kv_cache_allocation": 0.05,
                                 "scheduler_e2e": self.load_s,
                                 "cuda_graph": {"prefill": 0.0, "decode": self.load_s * 0.4,

@@ -58,6 +58,33 @@ OVERRIDE = {"sglang:time_to_first_token_seconds": "ttft", "sglang:inter_token_la
             "sglang:e2e_request_latency_seconds": "e2e"}
 
 
+#: families whose exported name changed between releases: 0.5.23 name -> (first release with it,
+#: the name before). SGLang's srt/metrics/collector.py: the ITL histogram was
+#: time_per_output_token_seconds until 0.4.3 (inter_token_latency_seconds came in 0.4.4, when
+#: both were exported; the old one went in 0.4.5)
+RENAMED: dict[str, tuple[tuple[int, ...], str]] = {
+    "sglang:inter_token_latency_seconds": ((0, 4, 4), "sglang:time_per_output_token_seconds"),
+}
+OLDEST, NEWEST = (0, 3, 6), (0, 5, 23)
+
+
+def version_tuple(text: str) -> tuple[int, ...] | None:
+    """`0.4.3` (or `0.4.9.post2`) -> (0, 4, 3); None outside 0.3.6-0.5.23 or not a version."""
+    parts = text.strip().split(".")
+    if len(parts) < 3 or not all(p.isdigit() for p in parts[:3]) or (
+            len(parts) > 3 and not (len(parts) == 4 and parts[3].startswith("post") and parts[3][4:].isdigit())):
+        return None
+    v = tuple(int(p) for p in parts[:3])
+    return v if OLDEST <= v <= NEWEST else None
+
+
+def exported_name(name: str, version: str) -> str:
+    """The name a release exports family `name` (a 0.5.23 name) under."""
+    v = version_tuple(version) or NEWEST
+    since, before = RENAMED.get(name, (OLDEST, name))
+    return name if v >= since else before
+
+
 class LlmMetrics:
     """Every family of a real 0.5.23 server (sglang_0_5_23_metrics.json, made from a real
     capture by bench/sim_metric_table.py): same names, types, HELP, label names and buckets.
@@ -65,7 +92,7 @@ class LlmMetrics:
 
     def __init__(self, *, model_name: str, dp_size: int, ttft_buckets: list[float] | None = None,
                  itl_buckets: list[float] | None = None,
-                 e2e_buckets: list[float] | None = None) -> None:
+                 e2e_buckets: list[float] | None = None, version: str = "0.5.23") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_name = model_name
         self.dp = dp_size > 1
@@ -78,13 +105,14 @@ class LlmMetrics:
             if self.dp and "tp_rank" in labels:
                 labels.append("dp_rank")
             name, kind = f["name"], f["type"]
+            shown = exported_name(name, version)  # children are still found by the 0.5.23 name
             if kind == "counter":
-                m: Any = Counter(name, f["help"], labels, registry=self.registry)
+                m: Any = Counter(shown, f["help"], labels, registry=self.registry)
             elif kind == "gauge":
-                m = Gauge(name, f["help"], labels, registry=self.registry)
+                m = Gauge(shown, f["help"], labels, registry=self.registry)
             else:
                 buckets = custom.get(OVERRIDE.get(name, "")) or f["buckets"]
-                m = Histogram(name, f["help"], labels, buckets=buckets, registry=self.registry)
+                m = Histogram(shown, f["help"], labels, buckets=buckets, registry=self.registry)
             self.fam[name] = m
             self.labels_of[name] = labels
             if not labels or ON_DEMAND & set(labels):

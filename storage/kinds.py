@@ -39,6 +39,8 @@ EVENT_KINDS: dict[str, tuple[str, str]] = {
     "rollback": ("warning", "the last good launch was started again after a failed relaunch"),
     "collector_error": ("warning", "a collector failed; it is retried with backoff"),
     "gpu_xid": ("critical", "NVML reported an XID error"),
+    "metric_drift": ("warning", "after a relaunch or an upgrade a /metrics family Pitwall saw before is gone, "
+                                "changed type or lost a label (the engine's metrics catalogue)"),
     "restart_budget_exhausted": ("critical", "a crashing server used up its auto-restart budget; it stays down"),
     "intent_expired": ("warning", "a request was not started within intent_expiry_s and was dropped"),
     "alert_dropped": ("warning", "alert notifications were dropped: the outbox was full while a receiver was down"),

@@ -46,6 +46,11 @@ family seen for the first time is its own baseline. A failed-requests figure who
 exported but has no error series yet reads 0. A non-finite value (`+Inf`, `NaN`) is never stored:
 its series is skipped until it reads a number again.
 
+The drift guard (collectors/sglang/metrics_catalog.py) keeps each launch's catalogue of SGLang
+families in the state (`sglang_metrics:<server_id>:catalog`) and writes ONE `metric_drift` event
+per launch whose families differ from the launch before (gone, retyped, a label lost), naming what
+in Pitwall read them (the `dependents` the runner's assembly sets: present/dependents.py).
+
 Bounds, each hit leaving ONE `collector_error` event per server per episode (a run of scrapes
 that hit it) naming the server and the setting: samples parsed per scrape
 (`runner.metrics_max_series`; a family past it is skipped whole), parse CPU time per scrape
@@ -60,6 +65,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +83,8 @@ from collectors.base import (
 from collectors.fanout import WORKERS, ServerPool
 from collectors.http import DeadlineExceeded, auth_headers, capped_client, get_capped
 from collectors.promtext import ParsedMetrics, ParseLimits, parse_metrics
+from collectors.sglang.metrics_catalog import SETTLE_S, Drift
+from collectors.sglang.metrics_catalog import step as catalog_step
 from collectors.sglang.metrics_notes import Episodes, notes_for
 from collectors.sglang.metrics_window import (
     DEFAULT_MAX_DETAIL_KEYS,
@@ -171,12 +179,19 @@ class SGLangMetricsCollector:
         self._servers = ServerPool(self.name, max_workers=max(1, workers))
         self._last_error: dict[int, str] = {}
         self._episodes = Episodes()  # one event per server per limit per episode
+        #: Pitwall keys -> phrases naming what reads them (present/dependents.py, set by the
+        #: runner's assembly); without it a drift event names the keys alone
+        self.dependents: Callable[[Iterable[str]], list[str]] | None = None
+        self.drift_settle_s = SETTLE_S
+
+    def set_dependents(self, resolve: Callable[[Iterable[str]], list[str]]) -> None:
+        self.dependents = resolve
 
     def configure(self, runner: dict[str, Any]) -> None:
         """Take the `runner.metrics_*` settings (config/settings.py); missing keys keep defaults.
         Raises ValueError naming a setting that is not above 0."""
         for k in ("metrics_max_series", "metrics_parse_budget_s", "metrics_deadline_s",
-                  "metrics_max_rank_keys"):
+                  "metrics_max_rank_keys", "metrics_drift_settle_s"):
             if k in runner and not runner[k] > 0:
                 self.close()
                 raise ValueError(f"Setting runner.{k} is {runner[k]}; expected a number above 0 "
@@ -187,6 +202,7 @@ class SGLangMetricsCollector:
         )
         self.max_rank_keys = int(runner.get("metrics_max_rank_keys", self.max_rank_keys))
         self.deadline_s = float(runner.get("metrics_deadline_s", self.deadline_s))
+        self.drift_settle_s = float(runner.get("metrics_drift_settle_s", self.drift_settle_s))
 
     def scrape(self, server: ServerTarget, deadline_s: float | None = None) -> str:
         """The payload text; raises CollectorError with what to do on any failure."""
@@ -274,7 +290,35 @@ class SGLangMetricsCollector:
         ctx.save_state(key, snap.state)
         notes = notes_for(f"Server {server.name!r} /metrics", parsed, snap.window, self.max_rank_keys)
         out.events = self._episodes.events(server, notes, ts)
+        cat_key = f"{self.name}:{server.id}:catalog"
+        catalog, drift = catalog_step(ctx.load_state(cat_key), server.launch_id, parsed, ts,
+                                      settle_s=self.drift_settle_s)
+        ctx.save_state(cat_key, catalog)
+        if drift:
+            out.events.append(self._drift_event(server, drift, ts))
         return out
+
+    def _drift_event(self, server: ServerTarget, drift: list[Drift], ts: float) -> EventRow:
+        """ONE `metric_drift` event for what one epoch's judgement found: each family, what it fed
+        and what reads that; a warning when a figure lost its input, info when every family is a
+        rename Pitwall reads through or fed nothing of Pitwall's."""
+        when = (f"since launch #{server.launch_id}" if server.launch_id is not None
+                else "since the server restarted")
+        parts, losing = [], False
+        for d in drift:
+            readers = (self.dependents(d.keys) if self.dependents is not None else list(d.keys)) if d.keys else []
+            fed = f" It fed {'; '.join(readers)}." if readers else " Nothing in Pitwall read it."
+            losing = losing or bool(readers and not d.served_by)
+            parts.append(f"{d.sentence()}.{fed}")
+        advice = (" Those figures stay empty until the server exports the family again: check the "
+                  "release notes of the version now running, and the launch flags." if losing else "")
+        msg = f"Server {server.name!r}: /metrics changed {when}. " + " ".join(parts) + advice
+        raw = json.dumps([{"family": d.family, "change": d.change, "before": d.before, "after": d.after,
+                           "keys": list(d.keys), "served_by": d.served_by} for d in drift])
+        if losing:
+            return EventRow(ts, server.id, "metric_drift", msg, raw=raw, launch_id=server.launch_id)
+        return EventRow(ts, server.id, "metric_drift", msg, severity="info", raw=raw, launch_id=server.launch_id,
+                        severity_reason="every change is a rename Pitwall reads, or feeds nothing of Pitwall's")
 
     def close(self) -> None:
         self._servers.close()

@@ -150,6 +150,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule("relaunch-failed", "event", event="relaunch_failed", severity="error"),
     Rule("decode-retractions", "event", event="decode_retract", rate_per_min=10.0, window_s=300.0),
     Rule("health-down", "event", event="health_down", for_s=60.0, severity="error"),
+    Rule("metric-drift", "event", event="metric_drift", severity="warning"),
     Rule("no-samples", "event", event="no_sample", intervals=5.0, interval_s=30.0, severity="error"),
     Rule("kv-cache-full", "threshold", metric="kv_usage", op=">=", value=0.98, window_s=60.0, for_s=300.0),
 )

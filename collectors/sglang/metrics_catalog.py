@@ -1,0 +1,162 @@
+"""The metric drift guard: what a server's `/metrics` exported, launch by launch, and what changed.
+
+Per server the /metrics collector keeps a catalogue of the SGLang families it saw (name as
+exported, type, label names) in its state (`sglang_metrics:<server_id>:catalog`), one for the
+current epoch and one for the epoch before. An epoch is a launch (the managed server's Launch
+row); a watched server, which has none, starts a new epoch when its counters go back to zero (a
+restart, which is how an upgrade arrives). Families of every other exporter (`python_*`,
+`process_*`) are not catalogued.
+
+SGLang creates most families lazily: under its multiprocess registry a histogram appears with its
+first observation, a counter of aborts with the first abort. So a family is judged only when the
+two epochs are comparable:
+- **vanished**: the previous epoch exported it by SETTLE_S after its first traffic, and the new
+  epoch, SETTLE_S after its own first traffic, does not. A family that first appeared later in the
+  previous epoch (after an abort, a retraction, an error) is never called vanished: the new epoch
+  may simply not have met that case yet.
+- **type changed** (a gauge that became a histogram) or **lost a label** (label names the
+  previous epoch's family had and the new one's lacks), whenever the family appears.
+"Traffic" is a positive `prompt_tokens` or `diffusion_requests` counter (the server served a
+request). A scrape that a parse bound cut short (ParseLimits) or that had malformed lines is not
+judged (a skipped family is not a vanished one).
+
+Each change names the Pitwall keys the family feeds (collectors/sglang/metrics_alias.py) and,
+when another family exported now feeds the same keys (a rename the alias table knows), that one:
+the figures go on. The collector turns one judgement into ONE `metric_drift` event per epoch,
+naming the families and what in Pitwall depended on them (the scorecard figures, charts and
+alert rules a `dependents` function resolves, injected by the runner's assembly).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.promtext import ParsedMetrics
+from collectors.sglang.metrics_alias import ALIASES, PREFIXES, pitwall_keys
+from storage import series_keys as sk
+
+SETTLE_S = 120.0  # seconds after an epoch's first traffic by which its steady families exist
+TRAFFIC = ("prompt_tokens", "diffusion_requests")  # counter base names: a request was served
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One family that changed between two epochs."""
+
+    family: str  # as exported, `sglang:...` (the counter's name without `_total`)
+    change: str  # vanished | type | labels
+    before: str  # the previous type, or its label names
+    after: str  # the new type, or the label names left ("" when vanished)
+    keys: tuple[str, ...]  # the Pitwall `metrics.*` keys it fed
+    served_by: str | None  # a family exported now that feeds the same keys (a known rename)
+
+    def sentence(self) -> str:
+        if self.change == "vanished":
+            what = f"{self.family} is no longer exported"
+        elif self.change == "type":
+            what = f"{self.family} changed type from {self.before} to {self.after}"
+        else:
+            what = f"{self.family} lost the label(s) {self.before}"
+        if self.served_by:
+            return f"{what}; Pitwall now reads {self.served_by} for the same figures (a rename it knows)"
+        return what
+
+
+def base_name(family: str) -> str | None:
+    """`sglang:inter_token_latency_seconds` -> `inter_token_latency_seconds`; None for a family of
+    another exporter."""
+    for prefix in PREFIXES:
+        if family.startswith(prefix):
+            return family[len(prefix):].removesuffix("_total")
+    return None
+
+
+def families_of(parsed: ParsedMetrics) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """SGLang family name -> (type, label names over all its series, `le`/`quantile` aside)."""
+    labels: dict[str, set[str]] = {name: set() for name in parsed.families if base_name(name)}
+    for s in parsed.samples:
+        if s.family in labels:
+            labels[s.family].update(k for k in s.labels if k not in ("le", "quantile"))
+    return {name: (parsed.families[name], tuple(sorted(names))) for name, names in labels.items()}
+
+
+def served(parsed: ParsedMetrics) -> float:
+    """The request-counting counters summed (warm-up included: it is a request); 0 before any."""
+    wanted = {f"{p}{b}" for p in PREFIXES for b in TRAFFIC}
+    return sum(s.value for s in parsed.samples if s.family in wanted and s.value > 0)
+
+
+def keys_of(family: str) -> tuple[str, ...]:
+    """The Pitwall keys a family feeds, through the alias table."""
+    base = base_name(family)
+    out: list[str] = []
+    for alias in ALIASES:
+        if base in alias.names:
+            out.extend(pitwall_keys(alias) or [f"{sk.metrics_key(alias.key)}.<{alias.split}>"])
+    return tuple(out)
+
+
+def _serving(keys: tuple[str, ...], now: dict[str, Any]) -> str | None:
+    if not keys:
+        return None
+    for name in sorted(now):
+        if set(keys) & set(keys_of(name)):
+            return name
+    return None
+
+
+def _new_epoch(epoch: Any) -> dict[str, Any]:
+    """An epoch's entry: {"epoch", "traffic_at": ts of its first traffic or None, "served": the
+    traffic counters' last sum, "judged", "families": {name: [type, [labels], first seen ts]}}."""
+    return {"epoch": epoch, "traffic_at": None, "served": 0.0, "judged": False, "families": {}}
+
+
+def step(state: dict[str, Any] | None, epoch: Any, parsed: ParsedMetrics,
+         ts: float, *, settle_s: float = SETTLE_S) -> tuple[dict[str, Any], list[Drift]]:
+    """One scrape into the catalogue state: (new state, the drift this scrape judged). Pure.
+
+    `epoch` is the launch id; None for a watched server, whose epoch ends when its traffic
+    counters go back down (it restarted)."""
+    state = dict(state or {})
+    cur = state.get("current") or _new_epoch(epoch)
+    total = served(parsed)
+    restarted = epoch is None and total < float(cur.get("served") or 0.0)
+    if cur.get("epoch") != epoch or restarted:
+        state["previous"] = cur if cur["families"] else state.get("previous")
+        cur = _new_epoch(epoch)
+    cur = {**cur, "families": dict(cur["families"]), "served": total}
+    seen = families_of(parsed)
+    clean = not parsed.errors and not parsed.limits
+    drift: list[Drift] = []
+    prev = state.get("previous")
+    old = (prev or {}).get("families", {})
+    for name, (typ, labels) in seen.items():
+        had = cur["families"].get(name)
+        if had is None or (clean and (had[0] != typ or set(had[1]) - set(labels))):
+            cur["families"][name] = [typ, list(labels), had[2] if had else ts]
+        if had is None and name in old and clean:
+            drift.extend(_changed(name, old[name], typ, labels, seen))
+    if cur["traffic_at"] is None and total > 0:
+        cur["traffic_at"] = ts
+    if (clean and prev and not cur["judged"] and cur["traffic_at"] is not None
+            and ts - cur["traffic_at"] >= settle_s and prev.get("traffic_at") is not None):
+        cur["judged"] = True
+        settled = prev["traffic_at"] + settle_s
+        for name, (typ, _labels, seen_at) in sorted(old.items()):
+            if name not in seen and seen_at <= settled:
+                keys = keys_of(name)
+                drift.append(Drift(name, "vanished", typ, "", keys, _serving(keys, seen)))
+    state["current"] = cur
+    return state, drift
+
+
+def _changed(name: str, old: list[Any], typ: str, labels: tuple[str, ...],
+             seen: dict[str, Any]) -> list[Drift]:
+    keys = keys_of(name)
+    if old[0] != typ:
+        return [Drift(name, "type", old[0], typ, keys, None)]
+    lost = sorted(set(old[1]) - set(labels))
+    if lost:
+        return [Drift(name, "labels", ", ".join(lost), ", ".join(labels), keys, None)]
+    return []

@@ -1,0 +1,126 @@
+"""The metric drift guard (collectors/sglang/metrics_catalog.py): a family that a launch exported
+and the next does not, that changed type or lost a label, judged once both launches served
+traffic for the settle time; lazily created families are never called vanished."""
+
+from __future__ import annotations
+
+import json
+
+from collectors.base import CollectorContext, ServerTarget
+from collectors.promtext import parse_metrics
+from collectors.sglang.metrics import SGLangMetricsCollector
+from collectors.sglang.metrics_catalog import families_of, keys_of, step
+from present.dependents import dependents
+from runner.alerts.rules import build_rules
+from scorecard.metric_specs import spec
+from storage import series_keys as sk
+
+LABELS = 'model_name="m",engine_type="unified",tp_rank="0"'
+
+
+def payload(*, served: float, itl: str = "inter_token_latency_seconds", extra: str = "",
+            itl_labels: str = LABELS) -> str:
+    """A small /metrics text in SGLang's forms: the traffic counter, a gauge and the ITL histogram."""
+    return "\n".join([
+        "# HELP sglang:prompt_tokens_total Prompt tokens.", "# TYPE sglang:prompt_tokens_total counter",
+        f"sglang:prompt_tokens_total{{{LABELS}}} {served}",
+        "# HELP sglang:num_queue_reqs Queue.", "# TYPE sglang:num_queue_reqs gauge",
+        f"sglang:num_queue_reqs{{{LABELS}}} 0",
+        f"# HELP sglang:{itl} ITL.", f"# TYPE sglang:{itl} histogram",
+        f'sglang:{itl}_bucket{{{itl_labels},le="0.01"}} 1', f'sglang:{itl}_bucket{{{itl_labels},le="+Inf"}} 1',
+        f"sglang:{itl}_sum{{{itl_labels}}} 0.005", f"sglang:{itl}_count{{{itl_labels}}} 1",
+        "# HELP python_gc_objects_collected_total GC.", "# TYPE python_gc_objects_collected_total counter",
+        'python_gc_objects_collected_total{generation="0"} 5',
+        extra, ""])
+
+
+def run(scrapes: list[tuple[int | None, str, float]], settle_s: float = 10.0) -> list[list]:
+    state, out = None, []
+    for epoch, text, ts in scrapes:
+        state, drift = step(state, epoch, parse_metrics(text), ts, settle_s=settle_s)
+        out.append(drift)
+    return out
+
+
+def test_catalogue_holds_sglang_families_with_their_types_and_label_names() -> None:
+    fams = families_of(parse_metrics(payload(served=3)))
+    assert set(fams) == {"sglang:prompt_tokens", "sglang:num_queue_reqs", "sglang:inter_token_latency_seconds"}
+    assert fams["sglang:inter_token_latency_seconds"] == ("histogram", ("engine_type", "model_name", "tp_rank"))
+    assert fams["sglang:prompt_tokens"][0] == "counter"
+
+
+def test_a_renamed_family_is_one_drift_judged_after_the_new_launch_settles() -> None:
+    old, new = payload(served=5, itl="time_per_output_token_seconds"), payload(served=5)
+    found = run([(1, payload(served=0, itl="time_per_output_token_seconds"), 0.0), (1, old, 5.0), (1, old, 30.0),
+                 (2, payload(served=0), 40.0), (2, new, 45.0), (2, new, 50.0), (2, new, 56.0), (2, new, 90.0)])
+    assert [len(d) for d in found] == [0, 0, 0, 0, 0, 0, 1, 0]  # judged once, 10 s after traffic
+    [drift] = found[6]
+    assert (drift.family, drift.change) == ("sglang:time_per_output_token_seconds", "vanished")
+    assert drift.served_by == "sglang:inter_token_latency_seconds"  # the alias table knows the rename
+    assert sk.hist_key("itl", "p99") in drift.keys
+
+
+def test_nothing_is_judged_before_traffic_or_without_a_previous_launch() -> None:
+    quiet = run([(1, payload(served=5), 0.0), (1, payload(served=5), 100.0),
+                 (2, payload(served=0, itl="other_seconds"), 110.0), (2, payload(served=0), 500.0)])
+    assert all(not d for d in quiet)  # launch 2 never served a request: nothing to compare
+
+
+def test_a_family_born_late_in_the_old_launch_is_never_called_vanished() -> None:
+    aborts = ("# HELP sglang:num_aborted_requests_total Aborts.\n# TYPE sglang:num_aborted_requests_total counter\n"
+              f"sglang:num_aborted_requests_total{{{LABELS}}} 1")
+    found = run([(1, payload(served=1), 0.0), (1, payload(served=9, extra=aborts), 500.0),
+                 (2, payload(served=1), 600.0), (2, payload(served=2), 700.0)])
+    assert all(not d for d in found)  # first seen 500 s after traffic: the new launch may not have aborted yet
+
+
+def test_a_type_change_and_a_lost_label_are_drift_as_soon_as_the_family_shows() -> None:
+    gauge = "# HELP sglang:inter_token_latency_seconds x\n# TYPE sglang:inter_token_latency_seconds gauge\n"
+    text = payload(served=1, itl="x_seconds") + gauge + f"sglang:inter_token_latency_seconds{{{LABELS}}} 0.1\n"
+    [[typed]] = [d for d in run([(1, payload(served=1), 0.0), (2, text, 10.0)]) if d]
+    assert (typed.change, typed.before, typed.after) == ("type", "histogram", "gauge")
+    fewer = payload(served=1, itl_labels='model_name="m",engine_type="unified"')
+    [[lost]] = [d for d in run([(1, payload(served=1), 0.0), (2, fewer, 10.0)]) if d]
+    assert (lost.change, lost.before) == ("labels", "tp_rank")
+
+
+def test_a_watched_server_starts_a_new_epoch_when_its_counters_go_back() -> None:
+    found = run([(None, payload(served=50, itl="time_per_output_token_seconds"), 0.0),
+                 (None, payload(served=2), 20.0), (None, payload(served=3), 31.0)])
+    assert [len(d) for d in found] == [0, 0, 1]
+
+
+def test_a_scrape_a_parse_bound_cut_is_not_judged() -> None:
+    bad = payload(served=5).replace("sglang:num_queue_reqs{", "sglang:num_queue_reqs{{{")
+    assert parse_metrics(bad).errors
+    found = run([(1, payload(served=5), 0.0), (2, bad, 1.0), (2, bad, 20.0), (2, payload(served=6), 21.0)])
+    assert [len(d) for d in found] == [0, 0, 0, 0]
+
+
+def test_dependents_name_the_figure_the_chart_and_the_rule_that_read_a_key() -> None:
+    said = dependents(keys_of("sglang:inter_token_latency_seconds"))
+    assert f"scorecard figure {spec('server_itl_p99_s').label!r} (server_itl_p99_s)" in said, said
+    queue = dependents(keys_of("sglang:num_queue_reqs"),
+                       build_rules([{"name": "queue-deep", "kind": "threshold", "metric": sk.METRICS_NUM_QUEUE_REQS,
+                                     "op": ">", "value": 10}], defaults=False))
+    assert any(p.startswith("chart ") for p in queue) and "alert rule 'queue-deep'" in queue
+    assert dependents(["metrics.nothing_reads_this"]) == []
+
+
+def test_the_collector_writes_one_event_naming_the_family_and_what_read_it() -> None:
+    states: dict[str, dict] = {}
+    col = SGLangMetricsCollector()
+    col.configure({"metrics_drift_settle_s": 5})
+    col.set_dependents(dependents)
+    events = []
+    for launch, text, ts in [(1, payload(served=3, itl="time_per_output_token_seconds"), 0.0),
+                             (2, payload(served=1), 10.0), (2, payload(served=2), 16.0), (2, payload(served=3), 30.0)]:
+        ctx = CollectorContext([], states.get, states.__setitem__, now=lambda ts=ts: ts)
+        server = ServerTarget(7, "demo", "http://127.0.0.1:1", launch_id=launch)
+        events += [e for e in col.ingest(ctx, server, text, ts).events if e.kind == "metric_drift"]
+    col.close()
+    [event] = events
+    assert "sglang:time_per_output_token_seconds is no longer exported" in event.message
+    assert "since launch #2" in event.message and spec("server_itl_p99_s").label in event.message
+    assert event.severity == "info"  # a rename Pitwall reads through: the figures go on
+    assert json.loads(event.raw or "[]")[0]["served_by"] == "sglang:inter_token_latency_seconds"
