@@ -1,6 +1,6 @@
 """What in Pitwall reads a series: the scorecard figures, the Server page's charts and the alert
 rules that would go without input if it stopped (the metric drift guard names them:
-collectors/sglang/metrics_catalog.py).
+the engine's metrics catalogue).
 
 - scorecard figures: scorecard/metric_specs.py SERVER_SERIES (the server series each figure reads,
   its fallbacks included);

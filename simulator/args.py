@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--watchdog-timeout", type=float, default=300)
     a("--stream-interval", type=int, default=1)
     a("--disable-overlap-schedule", action="store_true")
+    a("--enable-priority-scheduling", action="store_true")  # queue order and `priority` labels
+    a("--default-priority-value", type=int, default=None)
+    a("--schedule-low-priority-values-first", action="store_true")
     a("--speculative-algorithm", type=str, default=None)  # simulator/speculative.py ALGORITHMS
     a("--speculative-draft-model-path", type=str, default=None)
     a("--speculative-num-steps", type=int, default=None)

@@ -33,7 +33,8 @@ class GenInput:
     max_new_tokens: int
     seed: int | None
     rid: str | None
-    grammar_key: tuple[str, str] | None = None  # ("json" | "regex" | "ebnf", spec), SGLang's key
+    grammar_key: tuple[str, str] | None = None
+    priority: int | None = None  # the request's `priority` (honoured with --enable-priority-scheduling)  # ("json" | "regex" | "ebnf", spec), SGLang's key
     grammar: Any = None  # the compiled simulator.grammar.Grammar, set by the route
     #: the request log's view of it (simulator/reqlog.py): the client's sampling_params as sent,
     #: and the fields an OpenAI adapter sets (return_text_in_logprobs, modalities, ...)
@@ -121,8 +122,10 @@ def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
                 raise BadRequest("input_ids must be a non-empty list of integers.")
             items.append(GenInput(list(li), None, max_new, seed, None))
     rids = rid if isinstance(rid, list) else [rid] * len(items)
+    prio = body.get("priority")
     for it, r in zip(items, rids, strict=False):
         it.rid = r if isinstance(r, str) else None
+        it.priority = prio if isinstance(prio, int) and not isinstance(prio, bool) else None
         it.grammar_key = key
         it.logged = {"sampling_params": dict(sp), "stream": stream}
     return items, batch, stream
@@ -233,7 +236,9 @@ def parse_openai(body: Any, *, chat: bool) -> tuple[GenInput, bool, bool, str | 
     logged = {"text": None if chat else text, "input_ids": ids if chat or text is None else None,
               "sampling_params": sampling, "stream": stream, "return_text_in_logprobs": True,
               "modalities": [], "received_time": time.perf_counter()}
-    return (GenInput(ids, text, max_new, body.get("seed"), None, openai_grammar_key(body), logged=logged),
+    prio = body.get("priority")
+    return (GenInput(ids, text, max_new, body.get("seed"), None, openai_grammar_key(body), logged=logged,
+                     priority=prio if isinstance(prio, int) and not isinstance(prio, bool) else None),
             stream, include_usage, body.get("model"))
 
 

@@ -81,7 +81,7 @@ class LlmServer:
                                   ttft_buckets=ns.bucket_time_to_first_token,
                                   itl_buckets=ns.bucket_inter_token_latency,
                                   e2e_buckets=ns.bucket_e2e_request_latency,
-                                  version=ns.sim_version) \
+                                  version=ns.sim_version, priority=ns.enable_priority_scheduling) \
             if ns.enable_metrics else None
         self.schedulers: list[Scheduler] = []
         self._rr = 0
@@ -242,7 +242,9 @@ class LlmServer:
                 decode_log_interval=ns.decode_log_interval, speed=self.speed,
                 seed=ns.sim_seed + dp, conservativeness=ns.schedule_conservativeness,
                 cost=self.cost, tags=self.tags(dp), faults=self.faults,
-                spec=copy.copy(ns.sim_spec) if ns.sim_spec is not None else None)
+                spec=copy.copy(ns.sim_spec) if ns.sim_spec is not None else None,
+                priority_first=(-1 if ns.schedule_low_priority_values_first else 1)
+                if ns.enable_priority_scheduling else 0)
             s = Scheduler(cfg, self.log, functools.partial(self._fatal_at, dp),
                           on_finish=self._on_finish, on_stats=self._on_stats)
             s.on_first = self._on_first
@@ -288,8 +290,15 @@ class LlmServer:
     def _on_first(self, r: SimRequest) -> None:
         if self.metrics and not r.is_health:
             self.metrics.child("sglang:time_to_first_token_seconds",
-                               is_streaming=str(r.stream).lower()).observe(
+                               is_streaming=str(r.stream).lower(), **self._prio(r)).observe(
                 (r.first_token_model or 0.0) - r.arrival_model)
+
+    def _prio(self, r: SimRequest) -> dict[str, str]:
+        """The tokenizer's `priority` label of a request: its own priority, "" without one (only
+        with --enable-priority-scheduling, which adds the label)."""
+        if not self.ns.enable_priority_scheduling:
+            return {}
+        return {"priority": "" if r.api_priority is None else str(r.api_priority)}
 
     def _on_finish(self, r: SimRequest) -> None:
         m = self.metrics
@@ -298,19 +307,20 @@ class LlmServer:
         st = str(r.stream).lower()
         e2e = (r.finish_model or 0.0) - r.arrival_model
         n_in, n_out = len(r.input_ids), len(r.output_ids)
-        m.child("sglang:prompt_tokens", is_streaming=st).inc(n_in)
-        m.child("sglang:generation_tokens", is_streaming=st).inc(n_out)
-        m.child("sglang:cached_tokens", cache_source="device").inc(r.cached_tokens)
-        m.child("sglang:num_requests", is_streaming=st).inc()
-        m.child("sglang:e2e_request_latency_seconds", is_streaming=st).observe(e2e)
-        m.child("sglang:prompt_tokens_histogram").observe(n_in)
-        m.child("sglang:uncached_prompt_tokens_histogram").observe(n_in - r.cached_tokens)
-        m.child("sglang:generation_tokens_histogram").observe(n_out)
-        itl = m.child("sglang:inter_token_latency_seconds")
+        p = self._prio(r)
+        m.child("sglang:prompt_tokens", is_streaming=st, **p).inc(n_in)
+        m.child("sglang:generation_tokens", is_streaming=st, **p).inc(n_out)
+        m.child("sglang:cached_tokens", cache_source="device", **p).inc(r.cached_tokens)
+        m.child("sglang:num_requests", is_streaming=st, **p).inc()
+        m.child("sglang:e2e_request_latency_seconds", is_streaming=st, **p).observe(e2e)
+        m.child("sglang:prompt_tokens_histogram", **p).observe(n_in)
+        m.child("sglang:uncached_prompt_tokens_histogram", **p).observe(n_in - r.cached_tokens)
+        m.child("sglang:generation_tokens_histogram", **p).observe(n_out)
+        itl = m.child("sglang:inter_token_latency_seconds", **p)
         for x in r.itls:
             itl.observe(x)
         if n_out > 1 and r.first_token_model is not None:
-            m.child("sglang:request_time_per_output_token_seconds", is_streaming=st).observe(
+            m.child("sglang:request_time_per_output_token_seconds", is_streaming=st, **p).observe(
                 ((r.finish_model or 0.0) - r.first_token_model) / (n_out - 1))
         dp = next((i for i, s in enumerate(self.schedulers) if r in s.running), 0)
         m.child("sglang:queue_time_seconds", dp).observe(r.queue_time)
@@ -324,8 +334,9 @@ class LlmServer:
             return
         dp = self.schedulers.index(s) if s in self.schedulers else 0
         used = s.num_used()
-        for k, v in (("num_running_reqs", len(s.running)), ("num_queue_reqs", len(s.waiting)),
-                     ("gen_throughput", s.last_gen_throughput),
+        for name, queue in (("num_running_reqs", s.running), ("num_queue_reqs", list(s.waiting))):
+            m.set_queue(f"sglang:{name}", dp, len(queue), [r.sched_priority for r in queue])
+        for k, v in (("gen_throughput", s.last_gen_throughput),
                      ("cache_hit_rate", s.last_cache_hit_rate),
                      ("decode_sum_seq_lens", sum(len(r.input_ids) + len(r.output_ids)
                                                  for r in s.running)),
@@ -384,8 +395,9 @@ class LlmServer:
         gen = tokenizer.Generator(self.ns.sim_seed, inp.seed, inp.input_ids)
         if inp.grammar is not None:  # constrained: one instance of the grammar, then EOS
             gen = tokenizer.ScriptedGenerator(tokenizer.encode_output(inp.grammar.sample(gen.rng)))
+        prio = inp.priority if inp.priority is not None else self.ns.default_priority_value
         r = SimRequest(rid=rid, input_ids=inp.input_ids, max_new_tokens=max_new,
-                       gen=gen,
+                       gen=gen, priority=prio or 0, api_priority=inp.priority, sched_priority=prio,
                        stream=stream, is_health=is_health, is_warmup=not self.ready)
         s = self.pick_scheduler()
         s.submit(r)

@@ -92,10 +92,15 @@ class LlmMetrics:
 
     def __init__(self, *, model_name: str, dp_size: int, ttft_buckets: list[float] | None = None,
                  itl_buckets: list[float] | None = None,
-                 e2e_buckets: list[float] | None = None, version: str = "0.5.23") -> None:
+                 e2e_buckets: list[float] | None = None, version: str = "0.5.23",
+                 priority: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_name = model_name
         self.dp = dp_size > 1
+        #: --enable-priority-scheduling: scheduler and tokenizer families (those labelled with
+        #: engine_type) gain a `priority` label, "" unless a series says otherwise
+        self.priority = priority
+        self.known_priorities: dict[str, set[str]] = {}  # queue gauge -> priorities seen (SGLang keeps them)
         self.pid = str(os.getpid())
         custom = {"ttft": ttft_buckets, "itl": itl_buckets, "e2e": e2e_buckets}
         self.fam: dict[str, Any] = {}
@@ -104,6 +109,8 @@ class LlmMetrics:
             labels = list(f["labels"])
             if self.dp and "tp_rank" in labels:
                 labels.append("dp_rank")
+            if self.priority and "engine_type" in labels:
+                labels.append("priority")
             name, kind = f["name"], f["type"]
             shown = exported_name(name, version)  # children are still found by the 0.5.23 name
             if kind == "counter":
@@ -125,14 +132,29 @@ class LlmMetrics:
 
     def _fill(self, name: str, dp: int, extra: dict[str, str]) -> dict[str, str]:
         values = {"model_name": self.model_name, "engine_type": "unified", "tp_rank": "0",
-                  "pp_rank": "0", "moe_ep_rank": "0", "pid": self.pid, "dp_rank": str(dp)}
+                  "pp_rank": "0", "moe_ep_rank": "0", "pid": self.pid, "dp_rank": str(dp), "priority": ""}
         return {k: extra.get(k, values.get(k, "")) for k in self.labels_of[name]}
 
-    def child(self, name: str, dp: int = 0, **extra: str) -> Any:
+    def child(self, name: str, dp: int = 0, /, **extra: str) -> Any:
         """The series of family ``name`` (``sglang:...``) for DP rank ``dp`` and extra labels."""
         if not self.labels_of[name]:
             return self.fam[name]
         return self.fam[name].labels(**self._fill(name, dp, extra))
+
+    def set_queue(self, name: str, dp: int, total: int, priorities: list[int | None]) -> None:
+        """A queue gauge as 0.5.23's _log_gauge_queue_count writes it: the total (under
+        priority="" with priority scheduling), then one series per priority ever seen in it
+        (a request with none counts under "None"), 0 for those not queued now."""
+        self.child(name, dp).set(total)
+        if not self.priority:
+            return
+        counts: dict[str, int] = {}
+        for p in priorities:
+            counts[str(p)] = counts.get(str(p), 0) + 1
+        known = self.known_priorities.setdefault(f"{name}:{dp}", set())
+        known.update(counts)
+        for label in known:
+            self.child(name, dp, priority=label).set(counts.get(label, 0))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

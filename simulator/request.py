@@ -22,7 +22,12 @@ class SimRequest:
     max_new_tokens: int
     gen: Generator | ScriptedGenerator
     stream: bool = False
-    priority: int = 0
+    priority: int = 0  # the order key of the priority policy / priority scheduling
+    #: the priorities as SGLang 0.5.23 labels them: the request's own (the tokenizer's histograms
+    #: and counters; "" without one), and the scheduler's, which --default-priority-value fills
+    #: in (the queue gauges' breakdown; "None" when neither is set)
+    api_priority: int | None = None
+    sched_priority: int | None = None
     is_health: bool = False
     is_warmup: bool = False  # startup warm-up: not counted by --sim-fault thresholds
     arrival_model: float = 0.0

@@ -55,6 +55,9 @@ class SchedConfig:
     tags: str
     faults: Faults
     spec: Spec | None = None  # --speculative-algorithm (simulator/speculative.py)
+    #: --enable-priority-scheduling: 1 admits higher priority values first, -1 lower ones
+    #: (--schedule-low-priority-values-first), 0 off; the policy's order holds within a priority
+    priority_first: int = 0
 
 
 FatalHook = Callable[[str, str], None]
@@ -268,8 +271,8 @@ class Scheduler:
         reqs = list(self.waiting)
         pol = self.cfg.policy
         if pol == "lpm" and self.cfg.radix and len(reqs) <= 128:
-            return sorted(reqs, key=lambda r: -self.kv.match(r.target)[0])
-        if pol == "random":
+            reqs.sort(key=lambda r: -self.kv.match(r.target)[0])
+        elif pol == "random":
             self.rng.shuffle(reqs)
         elif pol == "lof":
             reqs.sort(key=lambda r: -r.max_new_tokens)
@@ -277,6 +280,8 @@ class Scheduler:
             reqs.sort(key=lambda r: -r.priority)
         elif pol == "shortest-prefill-first":
             reqs.sort(key=lambda r: len(r.target))
+        if self.cfg.priority_first:
+            reqs.sort(key=lambda r: -self.cfg.priority_first * r.priority)  # stable: policy order within
         return reqs
 
     def _reserve(self, r: SimRequest) -> float:

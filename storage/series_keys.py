@@ -15,6 +15,7 @@ their meaning (`*_gb`: GiB as the diffusion server prints them).
   (`gpu.0.mig3.mem_used_bytes`; collectors/gpu.py);
 - `<stage>`: a diffusion pipeline stage as the server names it (`DenoisingStage`);
 - `<module>`: a pipeline module (`transformer`);
+- `<priority>`: a request priority as the engine labels it (`5`, `-1`, `None`, `HIGH`, `UNKNOWN`);
 - `<rank>`: the rank labels that vary on a multi-rank server, `dp1`, `tp3`, `dp0tp1` (per-rank
   detail beside the server figure; `SeriesKey.detail` says which keys carry it);
 - `<d>`: a DP rank (`log.running_req.dp1`).
@@ -49,6 +50,7 @@ PLACEHOLDERS: dict[str, str] = {
     "<gpu>": r"[0-9]+(?:\.mig[0-9]+)?",
     "<stage>": r"[A-Za-z_][A-Za-z0-9_.:-]*",
     "<module>": r"[A-Za-z0-9_.:-]+",
+    "<priority>": r"[A-Za-z0-9_.+-]+",
     "<rank>": r"(?:(?:dp|tp|pp|ep)(?:[0-9]+|na))+",
     "<d>": r"[0-9]+",
 }
@@ -168,6 +170,10 @@ def metrics_key(name: str) -> str:
 METRICS_NUM_RUNNING_REQS = _k("metrics.num_running_reqs", "count", "requests in the running batch", "metrics",
                               _RANK)
 METRICS_NUM_QUEUE_REQS = _k("metrics.num_queue_reqs", "count", "requests waiting in the queue", "metrics", _RANK)
+METRICS_NUM_RUNNING_BY_PRIORITY = _k("metrics.num_running_reqs_by_priority.<priority>", "count",
+                                     "running requests of one priority (--enable-priority-scheduling)", "metrics")
+METRICS_NUM_QUEUE_BY_PRIORITY = _k("metrics.num_queue_reqs_by_priority.<priority>", "count",
+                                   "queued requests of one priority (--enable-priority-scheduling)", "metrics")
 METRICS_NUM_USED_TOKENS = _k("metrics.num_used_tokens", "count", "KV-cache tokens in use", "metrics", _RANK)
 METRICS_MAX_TOTAL_NUM_TOKENS = _k("metrics.max_total_num_tokens", "count", "KV-cache token capacity", "metrics",
                                   _RANK)

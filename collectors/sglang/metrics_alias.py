@@ -16,6 +16,16 @@ Rank aggregation (labels `tp_rank, pp_rank, moe_ep_rank` mark *replicas*: with
   groups are summed (dp_rank, engine_type, is_streaming, cache_source, priority all add up).
 - `mean` (0-1 ratios, per-batch averages): the mean over every series.
 
+Priority scheduling (`--enable-priority-scheduling`): every scheduler gauge gains a `priority`
+label. SGLang 0.5.23 writes the queue gauges (`num_running_reqs`, `num_queue_reqs`) twice in one
+family: the total under `priority=""` and one series per priority beside it
+(`_log_gauge_queue_count`), so summing them would double the queue. Where a gauge family has a
+`priority=""` series and others, the `""` series are the total and the rest its breakdown
+(`split_priority`), which feeds `metrics.num_queue_reqs_by_priority.<priority>`; the main branch
+moved the breakdown to `num_queue_reqs_by_priority` / `num_running_reqs_by_priority` families of
+their own, read the same way (their values win when both forms are there). Histograms and counters
+carry the request's priority (`""` when it set none): each request is counted once, so they add up.
+
 Diffusion server (`sglang serve`, 0.5.21+, labels `role, replica`): `diffusion_*` aliases below.
 Warm-up requests are left out of the user figures (`exclude` drops series labelled
 `is_warmup="true"`); the stage histogram is split by its `stage` label into one key per stage
@@ -90,6 +100,10 @@ ALIASES: tuple[Alias, ...] = (
     Alias(
         "spec_accept_length", "gauge", ("spec_accept_length",), "mean", "speculative accept length"
     ),
+    Alias("num_running_reqs_by_priority", "gauge", ("num_running_reqs_by_priority",), "sum",
+          "running requests per priority", split="priority"),
+    Alias("num_queue_reqs_by_priority", "gauge", ("num_queue_reqs_by_priority",), "sum",
+          "queued requests per priority", split="priority"),
     Alias("spec_accept_rate", "gauge", ("spec_accept_rate",), "mean", "speculative accept rate, 0-1 (0.5.4+)"),
     Alias("utilization", "gauge", ("utilization",), "mean", "scheduler utilisation, 0-1"),
     Alias(
@@ -200,6 +214,23 @@ def pitwall_keys(alias: Alias) -> list[str]:
     stem, u = sk.metrics_key(alias.key), alias.unit
     return [f"{stem}_p50{u}", f"{stem}_p95{u}", f"{stem}_p99{u}", f"{stem}_mean{u}",
             f"{stem}_clamped"]
+
+
+#: a queue gauge whose family may carry its per-priority breakdown -> the breakdown's alias key
+PRIORITY_BREAKDOWN: dict[str, str] = {"num_running_reqs": "num_running_reqs_by_priority",
+                                      "num_queue_reqs": "num_queue_reqs_by_priority"}
+
+
+def split_priority(series: dict[tuple[tuple[str, str], ...], float]) -> tuple[
+        dict[tuple[tuple[str, str], ...], float], dict[tuple[tuple[str, str], ...], float]]:
+    """(total series, per-priority series) of one gauge family: when it has `priority=""` series
+    beside others, the `""` ones are the total (SGLang's queue gauges under priority scheduling);
+    otherwise every series is part of the total and there is no breakdown."""
+    values = {lk: dict(lk).get("priority") for lk in series}
+    if "" not in values.values() or not any(v for v in values.values()):
+        return series, {}
+    return ({lk: v for lk, v in series.items() if not values[lk]},
+            {lk: v for lk, v in series.items() if values[lk]})
 
 
 def excluded(alias: Alias, labels: dict[str, str]) -> bool:

@@ -39,11 +39,13 @@ from collectors.promtext import ParsedMetrics
 from collectors.sglang.metrics_alias import (
     ALIASES,
     LOOKUP,
+    PRIORITY_BREAKDOWN,
     aggregate,
     excluded,
     label_key,
     pitwall_keys,
     rank_detail,
+    split_priority,
 )
 from storage import series_keys as sk
 
@@ -115,7 +117,10 @@ def extract(parsed: ParsedMetrics) -> Extracted:
         bad = out.bad.get(key, set())
         rows = [r for r in by_base[(key, base)] if not bad or label_key(r[1]) not in bad]
         if alias.kind == "gauge":
-            out.gauges[key] = {label_key(lb): v for _, lb, v in rows}
+            out.gauges[key], breakdown = split_priority({label_key(lb): v for _, lb, v in rows})
+            own = PRIORITY_BREAKDOWN.get(key)
+            if breakdown and own is not None and own not in keys:  # the older form: one family
+                out.gauges[own] = breakdown
         elif alias.kind == "counter":
             series: dict[LabelKey, float] = {}
             for _, lb, v in rows:
