@@ -12,6 +12,7 @@ Metric keys are the collectors' contract (storage/series_keys.py names each):
 | token_usage | ratio | log.token_usage (fallback metrics.token_usage) |
 | cache_hit | ratio | log.cache_hit_rate (fallback metrics.cache_hit_rate) |
 | spec | tok/step | log.accept_len (fallback metrics.spec_accept_length): shown only for a server that speculates |
+| priority | count | metrics.num_running_reqs_by_priority.<p>, metrics.num_queue_reqs_by_priority.<p> for each priority stored: shown only for a server with --enable-priority-scheduling (`priority_panel`) |
 | gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
 
 Units are storage/units.py keys, the unit storage/series_keys.py gives the panel's keys. A GPU
@@ -20,6 +21,7 @@ panel has one series per GPU entry (dashboard/services/views/timeseries.py gpu_p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from storage import series_keys as sk
@@ -71,6 +73,28 @@ PANELS: tuple[Panel, ...] = (
     _one("spec", "Speculative decoding: tokens a step", (sk.LOG_ACCEPT_LEN, sk.METRICS_SPEC_ACCEPT_LENGTH),
          "accept length", "accept length (metrics)"),
 )
+
+#: the per-priority queue keys, running first (patterns with `<priority>`)
+PRIORITY_KEYS: tuple[tuple[str, str], ...] = ((sk.METRICS_NUM_RUNNING_BY_PRIORITY, "running"),
+                                              (sk.METRICS_NUM_QUEUE_BY_PRIORITY, "queued"))
+
+
+def priority_of(key: str) -> str | None:
+    """The priority a per-priority queue key is about (`metrics.num_queue_reqs_by_priority.5` -> `5`)."""
+    for pattern, _ in PRIORITY_KEYS:
+        prefix = sk.pattern_prefix(pattern)
+        if key.startswith(prefix) and sk.keys_matching(pattern, [key]):
+            return key[len(prefix):]
+    return None
+
+
+def priority_panel(priorities: Sequence[str]) -> Panel:
+    """Running and queued requests of each priority (the engine's breakdown of its queue gauges under
+    --enable-priority-scheduling), a series per priority and state."""
+    series = tuple((sk.pattern_prefix(pattern) + p, f"{state}, priority {p}")
+                   for p in priorities for pattern, state in PRIORITY_KEYS)
+    return Panel("priority", "Running and queued by priority", sk.unit_of(sk.METRICS_NUM_RUNNING_REQS), series)
+
 
 GPU_PANELS: tuple[tuple[str, str, str, str], ...] = (
     ("gpu_util", "GPU utilisation", sk.GPU_FIELDS["util_ratio"][0], "util_ratio"),

@@ -34,6 +34,7 @@ PANEL_LABELS = {
     "token_usage": "KV usage",
     "cache_hit": "Cache hits",
     "spec": "Speculation",  # only for a server that speculates (its launch's speculative_algorithm)
+    "priority": "Priority",  # only for a server whose launch has enable_priority_scheduling
     "gpu": "GPUs",
 }
 
@@ -46,16 +47,22 @@ def _detail(url: str, name: str) -> ServerDetail | None:
 @st.cache_data(ttl=10, show_spinner=False)
 def _panels(
     url: str, server_id: int, keys: tuple[str, ...], gpus: tuple[ts.GpuEntry, ...], since: float, until: float,
-    prom: tuple[str, str, str] | None = None,
+    prom: tuple[str, str, str] | None = None, priorities: tuple[str, ...] = (),
 ) -> tuple[dict[str, pd.DataFrame], str]:
     """(panel frames, Prometheus caption or ""); `prom` = (prometheus_url, selector, engine) of a server
     read through Prometheus: its metrics.* series come from there (prom_series.panel_series)."""
     # One read for every shown panel; hidden panels (the GPU metrics not picked) are never read.
-    panels = [p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) if p.key in keys]
+    panels = [p for p in list(ts.PANELS) + ts.gpu_panels(list(gpus)) + ts.priority_panels(priorities)
+              if p.key in keys]
     frames = ts.read_series(session.engine_for(url), server_id=server_id, panels=panels, since=since, until=until)
     if prom is None:
         return frames, ""
     return prom_series.panel_series(frames, panels, prom[0], prom[1], since, until, engine=prom[2])
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _priorities(url: str, server_id: int) -> tuple[str, ...]:
+    return tuple(ts.priorities(session.engine_for(url), server_id=server_id))
 
 
 @st.cache_data(ttl=10, show_spinner=False)
@@ -159,7 +166,9 @@ def charts() -> None:
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     # an image server's pipeline has its own section above; of the LLM panels only GPUs apply
     labels = {"gpu": PANEL_LABELS["gpu"]} if detail.server.kind == "image" else {
-        k: v for k, v in PANEL_LABELS.items() if k != "spec" or detail.server_args.get("speculative_algorithm")}
+        k: v for k, v in PANEL_LABELS.items()
+        if (k != "spec" or detail.server_args.get("speculative_algorithm"))
+        and (k != "priority" or detail.server_args.get("enable_priority_scheduling"))}
     shown = c1.pills(
         "Panels", list(labels), default=list(labels), format_func=labels.get,
         selection_mode="multi", key="server_panels",
@@ -198,6 +207,7 @@ def charts() -> None:
         ("token_usage", "KV cache token usage", "ratio"),
         ("cache_hit", "Radix cache hit rate", "ratio"),
         ("spec", "Speculative decoding: tokens a step", "tok_step"),
+        ("priority", "Running and queued by priority", "count"),
     ):
         if key in (shown or []):
             wanted.append((key, unit, title, (), ()))
@@ -212,11 +222,13 @@ def charts() -> None:
     keys = tuple(w[0] for w in wanted)
     srv = detail.server
     prom = (srv.prometheus_url, srv.prometheus_selector or "", srv.engine) if srv.prometheus_url else None
-    frames, prom_caption = _panels(ctx.url, sid, keys, tuple(gpus), since, until, prom)
+    frames, prom_caption = _panels(ctx.url, sid, keys, tuple(gpus), since, until, prom,
+                                   _priorities(ctx.url, sid) if "priority" in keys else ())
     if prom_caption:
         st.caption(prom_caption)
     for i, (key, unit, title, dashed, points) in enumerate(wanted):
-        df = frames[key]
+        # a per-priority panel before any priority was stored has no series to read
+        df = frames.get(key, pd.DataFrame(columns=["ts", "label", "value", "min", "max"]))
         if key == "latency" and not probe.empty:
             df = pd.concat([df, probe.assign(min=probe["value"], max=probe["value"])], ignore_index=True)
         with cols[i % 2]:

@@ -133,6 +133,38 @@ def test_a_speculating_server_gets_its_accept_length_chart(seeded, app_env):
     assert "Speculative decoding: tokens a step" in _chart_titles(at) and "accept length" in _chart_titles(at)
 
 
+def test_a_server_scheduling_by_priority_gets_its_queues_per_priority(seeded, app_env):
+    """The Priority panel is offered only where the launch schedules by priority, a series per
+    priority and state, the priorities read from what is stored."""
+    import time
+
+    from storage import repo
+    from storage.db import make_engine
+
+    assert "Running and queued by priority" not in _chart_titles(_run("dashboard/pages/server.py", server="alpha",
+                                                                      window="1h"))
+    engine = make_engine(app_env["PITWALL_DATABASE_URL"])
+    now = time.time()
+    repo.create_launch(engine, server_id=seeded["alpha"], profile_name="prio", engine_version="0.5.23",
+                       server_args={"model_path": "tiny", "enable_priority_scheduling": True},
+                       argv=["python", "-m", "sglang.launch_server"], status="ready", started_at=now - 600,
+                       ready_at=now - 590)
+    rows = [{"ts": now - 500 + 10 * i, "server_id": seeded["alpha"], "launch_id": None, "source": "metrics",
+             "metric": f"metrics.{gauge}_by_priority.{p}", "value": float(i % 3)}
+            for i in range(40) for gauge in ("num_running_reqs", "num_queue_reqs") for p in ("1", "10")]
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=rows)
+    engine.dispose()
+    import streamlit as st
+
+    st.cache_data.clear()  # the page's reads are cached for seconds, across AppTest runs in one process
+    at = _run("dashboard/pages/server.py", server="alpha", window="1h")
+    _no_exception(at)
+    titles = _chart_titles(at)
+    assert "Running and queued by priority" in titles
+    assert "queued, priority 10" in titles and "running, priority 1" in titles
+
+
 def test_server_page_for_a_down_server_says_so(seeded):
     at = _run("dashboard/pages/server.py", server="beta", window="1h")
     _no_exception(at)

@@ -27,10 +27,11 @@ from sqlalchemy.engine import Engine
 
 from present import shown
 from present.format import fmt_window
-from present.panels import GPU_PANELS, PANELS, Panel
+from present.panels import GPU_PANELS, PANELS, PRIORITY_KEYS, Panel, priority_of, priority_panel
 from scorecard import gpu_entries as entries_svc
 from scorecard.gpu_entries import CARD_FIELDS, GpuEntry
 from storage import repo
+from storage import series_keys as sk
 from storage.kinds import EVENT_KINDS as _EVENT_KINDS
 
 # A chart's plot is ~560 px wide in the two-column layout: more points than pixels cannot be
@@ -59,6 +60,28 @@ def gpu_panels(entries: Sequence[GpuEntry | int]) -> list[Panel]:
         shown = [g for g in gpus if g.mig_id is None or field not in CARD_FIELDS]
         out.append(Panel(key, title, unit, tuple((g.key(field), g.label) for g in shown)))
     return out
+
+
+def priorities(engine: Engine, *, server_id: int) -> list[str]:
+    """The request priorities this server's queue gauges were broken down by (stored keys), highest
+    first where they are numbers ("None", "HIGH" ... after them)."""
+    found: set[str] = set()
+    for pattern, _ in PRIORITY_KEYS:
+        found.update(p for k in repo.metric_names(engine, server_id=server_id, prefix=sk.pattern_prefix(pattern))
+                     if (p := priority_of(k)) is not None)
+
+    def order(p: str) -> tuple[int, float, str]:
+        try:
+            return (0, -float(p), p)
+        except ValueError:
+            return (1, 0.0, p)
+
+    return sorted(found, key=order)
+
+
+def priority_panels(values: Sequence[str]) -> list[Panel]:
+    """The Server page's per-priority panel, when the server broke its queues down by priority."""
+    return [priority_panel(values)] if values else []
 
 
 #: the shortest span a window is clamped to (a server seconds old still gets a readable axis)
