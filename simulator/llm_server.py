@@ -319,6 +319,8 @@ class LlmServer:
         itl = m.child("sglang:inter_token_latency_seconds", **p)
         for x in r.itls:
             itl.observe(x)
+        if r.verify_ct:
+            m.verify_calls(r.verify_ct, **p)
         if n_out > 1 and r.first_token_model is not None:
             m.child("sglang:request_time_per_output_token_seconds", is_streaming=st, **p).observe(
                 ((r.finish_model or 0.0) - r.first_token_model) / (n_out - 1))
@@ -352,6 +354,9 @@ class LlmServer:
         if s.last_spec is not None:
             m.child("sglang:spec_accept_length", dp).set(s.last_spec[0])
             m.child("sglang:spec_accept_rate", dp).set(s.last_spec[1])
+        if s.cfg.spec is not None:  # the tier in use (fixed unless adaptive speculation)
+            m.child("sglang:spec_num_steps", dp).set(s.cfg.spec.num_steps)
+            m.child("sglang:spec_num_draft_tokens", dp).set(s.cfg.spec.num_draft_tokens)
         s.last_retracted = 0  # the gauge counts retractions since the previous update
 
     # ------------------------------------------------------------------ app

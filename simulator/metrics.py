@@ -141,6 +141,17 @@ class LlmMetrics:
             return self.fam[name]
         return self.fam[name].labels(**self._fill(name, dp, extra))
 
+    def verify_calls(self, count: int, **extra: str) -> None:
+        """spec_verify_calls_total (tokenizer side, 0.5.13+), which a multiprocess registry shows
+        from its first increment: created then."""
+        name = "sglang:spec_verify_calls"
+        if name not in self.fam:
+            labels = ["model_name", "engine_type", *(["priority"] if self.priority else [])]
+            self.fam[name] = Counter(name, "Number of speculative decoding verification calls.", labels,
+                                     registry=self.registry)
+            self.labels_of[name] = labels
+        self.child(name, **extra).inc(count)
+
     def set_queue(self, name: str, dp: int, total: int, priorities: list[int | None]) -> None:
         """A queue gauge as 0.5.23's _log_gauge_queue_count writes it: the total (under
         priority="" with priority scheduling), then one series per priority ever seen in it

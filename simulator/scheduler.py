@@ -403,6 +403,8 @@ class Scheduler:
             self._work, self._pcie = cost.decode_work(batch, kv), (0.0, 4.0 * batch)
             return cost.decode_time(batch, kv)
         # a verify forward over num_draft_tokens positions a request, after the drafting
+        for r in self.running:
+            r.verify_ct += 1
         positions, drafting = spec.step_scale()
         self._work, self._pcie = cost.decode_work(batch * positions, kv), (0.0, 4.0 * batch * positions)
         return cost.decode_time(batch * positions, kv) + drafting * cost.decode_time(batch, kv)

@@ -189,6 +189,8 @@ METRICS_SPEC_ACCEPT_LENGTH = _k("metrics.spec_accept_length", "tok_step",
                                 _RANK)
 METRICS_SPEC_ACCEPT_RATE = _k("metrics.spec_accept_rate", "ratio", "speculative accept rate (accepted / proposed drafts)",
                               "metrics", _RANK)
+_k("metrics.spec_num_draft_tokens", "count", "draft tokens a speculative verify forward checks", "metrics", _RANK)
+_k("metrics.spec_verify_calls_per_s", "rps", "speculative verify forwards/s (each request's share)", "metrics")
 _k("metrics.utilization", "ratio", "scheduler utilisation", "metrics", _RANK)
 _k("metrics.http_requests_active", "count", "HTTP requests in flight", "metrics", _RANK)
 _k("metrics.queue_time_mean_s", "s", "mean queue time: the histogram's windowed mean, or the 0.4.6-0.5.2 gauge",

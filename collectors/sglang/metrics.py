@@ -20,6 +20,9 @@ lists those keys, and the collector keeps the list in its state
 | metrics.cache_hit_rate | 0-1 | SGLang's own hit-rate gauge (0.4.4+: last prefill batch) | `cache_hit_rate` |
 | metrics.num_grammar_queue_reqs, num_paused_reqs, num_retracted_reqs | requests | other queues | same names |
 | metrics.spec_accept_length, utilization | -, 0-1 | speculative accept length, scheduler utilisation | same names |
+| metrics.spec_accept_rate, spec_num_draft_tokens | 0-1, tokens | accepted / proposed drafts; draft tokens a verify checks | same names |
+| metrics.spec_verify_calls_per_s | 1/s | Δ`spec_verify_calls_total` / Δt (0.5.13+) | `rate(sglang:spec_verify_calls_total[..])` |
+| metrics.num_running_reqs_by_priority.<p>, num_queue_reqs_by_priority.<p> | requests | per-priority breakdown under --enable-priority-scheduling (metrics_alias.py `split_priority`) | `num_queue_reqs{priority="5"}` |
 | metrics.http_requests_active | requests | HTTP requests in flight (0.5.23+) | same name |
 | metrics.<gauge>.dp<i> / .tp<i> ... | as above | per-rank value when a rank label varies | filter by `dp_rank="i"` |
 | metrics.prompt_tokens_per_s, generation_tokens_per_s, cached_tokens_per_s | tok/s | Δcounter / Δt between polls | `rate(sglang:prompt_tokens_total[..])` |

@@ -104,6 +104,10 @@ ALIASES: tuple[Alias, ...] = (
           "running requests per priority", split="priority"),
     Alias("num_queue_reqs_by_priority", "gauge", ("num_queue_reqs_by_priority",), "sum",
           "queued requests per priority", split="priority"),
+    Alias("spec_num_draft_tokens", "gauge", ("spec_num_draft_tokens",), "mean",
+          "draft tokens a verify forward checks (0.5.13+; the tier in use when adaptive)"),
+    Alias("spec_verify_calls_per_s", "counter", ("spec_verify_calls",), "sum",
+          "speculative verify forwards/s, summed over requests (0.5.13+)"),
     Alias("spec_accept_rate", "gauge", ("spec_accept_rate",), "mean", "speculative accept rate, 0-1 (0.5.4+)"),
     Alias("utilization", "gauge", ("utilization",), "mean", "scheduler utilisation, 0-1"),
     Alias(

@@ -83,3 +83,8 @@ def test_pitwall_reads_the_accept_length_from_the_log_and_metrics(tmp_path: Path
     got = {row.metric: row.value for row in rows}
     assert 1.0 < got[sk.METRICS_SPEC_ACCEPT_LENGTH] <= 4.0 and 0.0 < got[sk.METRICS_SPEC_ACCEPT_RATE] <= 1.0
     assert got[sk.METRICS_SPEC_ACCEPT_LENGTH] == pytest.approx(1 + 3 * got[sk.METRICS_SPEC_ACCEPT_RATE])
+    assert got["metrics.spec_num_draft_tokens"] == 4
+    # the verify forwards: 64 tokens at 1 to 4 a verify (16 to 64 of them), and the warm-up's few
+    verify = {s.name: s.value for s in parse_metrics(metrics).samples if s.name == "sglang:spec_verify_calls_total"}
+    assert 16 <= verify["sglang:spec_verify_calls_total"] <= 64 + 16, verify
+    assert "sglang:spec_verify_calls" not in plain_metrics  # created by the first verify, as a multiprocess registry shows it
