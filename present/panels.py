@@ -12,6 +12,8 @@ Metric keys are the collectors' contract (storage/series_keys.py names each):
 | token_usage | ratio | log.token_usage (fallback metrics.token_usage) |
 | cache_hit | ratio | log.cache_hit_rate (fallback metrics.cache_hit_rate) |
 | spec | tok/step | log.accept_len (fallback metrics.spec_accept_length): shown only for a server that speculates |
+| hicache | tok/s | metrics.cache_hit_tokens_per_s.device / .host / .storage, metrics.load_back_tokens_per_s: shown only for a server with --enable-hierarchical-cache |
+| hicache_pool | count | metrics.hicache_host_used_tokens, metrics.hicache_host_total_tokens (same) |
 | priority | count | metrics.num_running_reqs_by_priority.<p>, metrics.num_queue_reqs_by_priority.<p> for each priority stored: shown only for a server with --enable-priority-scheduling (`priority_panel`) |
 | gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
 
@@ -72,6 +74,12 @@ PANELS: tuple[Panel, ...] = (
     _one("cache_hit", "Radix cache hit rate", (sk.LOG_CACHE_HIT_RATE, sk.METRICS_CACHE_HIT_RATE), "cache hit rate"),
     _one("spec", "Speculative decoding: tokens a step", (sk.LOG_ACCEPT_LEN, sk.METRICS_SPEC_ACCEPT_LENGTH),
          "accept length", "accept length (metrics)"),
+    Panel("hicache", "HiCache: prefix hits by tier", sk.unit_of(sk.METRICS_LOAD_BACK_TOKENS_PER_S),
+          tuple((sk.pattern_prefix(sk.METRICS_CACHE_HIT_BY_SOURCE) + tier, f"hits from {where}")
+                for tier, where in (("device", "GPU memory"), ("host", "host memory"), ("storage", "storage")))
+          + ((sk.METRICS_LOAD_BACK_TOKENS_PER_S, "loaded back from host"),)),
+    Panel("hicache_pool", "HiCache host pool", sk.unit_of(sk.METRICS_HICACHE_HOST_USED),
+          ((sk.METRICS_HICACHE_HOST_USED, "used"), (sk.METRICS_HICACHE_HOST_TOTAL, "capacity"))),
 )
 
 #: the per-priority queue keys, running first (patterns with `<priority>`)

@@ -28,6 +28,7 @@ import pandas as pd
 from scorecard import math as sm
 from scorecard.image import DIFFUSION_KEYS, diffusion_inputs
 from scorecard.inputs import ScorecardInputs
+from scorecard.metric_specs import CACHE_TIERS, tier_key
 from storage import series_keys as sk
 from storage.models import Launch, ProbeRun, Server
 
@@ -41,6 +42,7 @@ MEAN_KEYS = (
     sk.METRICS_GENERATION_TOKENS_PER_S,
     sk.METRICS_PROMPT_TOKENS_PER_S,
     sk.METRICS_CACHED_TOKENS_PER_S,
+    *(tier_key(t) for t in CACHE_TIERS),
 )
 QUEUE_KEYS = (sk.LOG_QUEUE_REQ, sk.METRICS_NUM_QUEUE_REQS, DIFFUSION_KEYS["queue"])
 HIST_NAMES = ("ttft", "itl", "e2e")

@@ -49,6 +49,16 @@ class MetricSpec:
         return units.label(self.unit)
 
 
+def tier_key(tier: str) -> str:
+    """`metrics.cache_hit_tokens_per_s.<tier>`: prefix-cache hit tokens/s served from one tier."""
+    return sk.pattern_prefix(sk.METRICS_CACHE_HIT_BY_SOURCE) + tier
+
+
+#: HiCache's tiers as `cached_tokens_total{cache_source}` names them -> where the hit came from
+CACHE_TIERS: dict[str, str] = {"device": "GPU memory", "host": "host memory (HiCache)",
+                               "storage": "storage (HiCache L3)"}
+
+
 def latency_key(name: str, p: int) -> str:
     """The key of a latency percentile figure, seconds: `latency_key("ttft", 99)` is `ttft_p99_s`
     (name one of _LAT_NAMES or `image`, p one of 50, 95, 99)."""
@@ -180,6 +190,11 @@ METRIC_SPECS: tuple[MetricSpec, ...] = (
                "`log.prefill_new_token`) in the window; else mean `metrics.cached_tokens_per_s` / "
                "mean `metrics.prompt_tokens_per_s`; else Σ tokens_cached / Σ tokens_in of the "
                "probe's requests (client-reported)"),
+    *(MetricSpec(f"radix_hit_rate_{tier}", f"Radix hits from {where}", "throughput", "ratio", "none",
+                 f"share of prompt tokens served from {where}: mean `metrics.cache_hit_tokens_per_s.{tier}` / "
+                 "mean `metrics.prompt_tokens_per_s` (`cached_tokens_total{cache_source}`, 0.5.9+); not "
+                 "applicable where the server splits no hit by tier")
+      for tier, where in CACHE_TIERS.items()),
     MetricSpec("gpu_bound_by", "GPU bound by", "throughput", "verdict", "none",
                "the verdict of most GPM samples of the server's GPUs in the window (memory "
                "bandwidth, compute, neither wall, idle, mixed, power; rules in scorecard/gpu_wall.py, "
@@ -304,6 +319,7 @@ SERVER_SERIES: dict[str, tuple[str, ...]] = {
     "avg_running_batch": (sk.LOG_RUNNING_REQ, sk.METRICS_NUM_RUNNING_REQS),
     RADIX_HIT_RATE: (sk.LOG_PREFILL_CACHED_TOKEN, sk.LOG_PREFILL_NEW_TOKEN, sk.METRICS_CACHED_TOKENS_PER_S,
                      sk.METRICS_PROMPT_TOKENS_PER_S),
+    **{f"radix_hit_rate_{tier}": (tier_key(tier), sk.METRICS_PROMPT_TOKENS_PER_S) for tier in CACHE_TIERS},
     **{f"server_{h}_p{p}_s": (sk.hist_key(h, f"p{p}"),) for h in _SERVER_HIST for p in (50, 95, 99)},
 }
 

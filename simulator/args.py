@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--watchdog-timeout", type=float, default=300)
     a("--stream-interval", type=int, default=1)
     a("--disable-overlap-schedule", action="store_true")
+    a("--enable-hierarchical-cache", "--enable-hicache", action="store_true")  # simulator/hicache.py
+    a("--hicache-ratio", type=float, default=None)
+    a("--hicache-size", type=int, default=0)  # GB; overrides --hicache-ratio
+    a("--hicache-write-policy", choices=["write_back", "write_through", "write_through_selective"],
+      default="write_through")
     a("--enable-priority-scheduling", action="store_true")  # queue order and `priority` labels
     a("--default-priority-value", type=int, default=None)
     a("--schedule-low-priority-values-first", action="store_true")

@@ -8,16 +8,20 @@ With --disable-radix-cache nothing enters the tree and finished requests free th
 
 from __future__ import annotations
 
+from simulator.hicache import Copy, HostTier
 from simulator.radix import Node, RadixCache
 from simulator.request import SimRequest
 
 
 class KvPool:
-    def __init__(self, size: int, *, radix: bool) -> None:
+    def __init__(self, size: int, *, radix: bool, host: HostTier | None = None) -> None:
         self.size = size
         self.radix = radix
         self.tree = RadixCache()
         self.private_total = 0
+        self.host = host if radix else None  # HiCache's host tier (simulator/hicache.py)
+        if self.host is not None and self.host.write_back:
+            self.tree.on_evict = self.host.backup
 
     def used(self) -> int:
         return self.tree.total_size + self.private_total
@@ -36,6 +40,27 @@ class KvPool:
         if not self.radix:
             return 0, self.tree.root
         return self.tree.match_prefix(ids[:-1])
+
+    def load_back(self, ids: list[int], device: int) -> Copy | None:
+        """HiCache: bring back from host what of ``ids`` the device lost past its ``device``
+        cached tokens (room made by evicting unlocked device cache); None when there is nothing
+        to bring or no room for it."""
+        if self.host is None:
+            return None
+        n = self.host.hit(ids[:-1], device)
+        if n <= 0:
+            return None
+        free = self.size - self.used()
+        if free < n:
+            self.tree.evict(min(n - free, self.tree.evictable_size))
+            if self.size - self.used() < n:
+                return None
+        self.tree.insert(ids[:device + n])
+        return self.host.load(n)
+
+    def _write_through(self, ids: list[int]) -> None:
+        if self.host is not None and not self.host.write_back:
+            self.host.backup(ids)
 
     def lock_prefix(self, req: SimRequest, node: Node, prefix: int) -> None:
         if self.radix and prefix > 0:
@@ -65,6 +90,7 @@ class KvPool:
         if not self.radix:
             return
         _, node = self.tree.insert(req.target[:req.filled])
+        self._write_through(req.target[:req.filled])
         moved = req.filled - req.tree_len
         self.private_total -= moved
         req.private -= moved
@@ -78,6 +104,7 @@ class KvPool:
         if self.radix and req.filled > 0:
             seq = req.target[:req.filled] + req.output_ids[len(req.target) - len(req.input_ids):]
             self.tree.insert(seq[:req.tree_len + req.private])
+            self._write_through(seq[:req.tree_len + req.private])
         self.private_total -= req.private
         req.private = 0
         self.unlock_prefix(req)

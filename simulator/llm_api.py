@@ -134,7 +134,7 @@ def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
 def meta_info(*, rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int,
               finish_reason: dict[str, Any] | None, num_retractions: int, final: bool,
               e2e_latency: float | None = None, timing: dict[str, float] | None = None,
-              final_timing: dict[str, float] | None = None) -> dict[str, Any]:
+              final_timing: dict[str, float] | None = None, host_cached: int = 0) -> dict[str, Any]:
     """meta_info in 0.5.23's key order (captured from a real server with --enable-metrics).
 
     ``timing`` (forward_entry_time, prefill_finished_time, queue_time) and ``final_timing``
@@ -150,7 +150,8 @@ def meta_info(*, rid: str, prompt_tokens: int, completion_tokens: int, cached_to
     m.update(reasoning_tokens=0, completion_tokens=completion_tokens, cached_tokens=cached_tokens)
     if final:
         m["weight_versions"] = [{"version": "default", "start": 0, "end": completion_tokens}]
-    m["cached_tokens_details"] = {"device": cached_tokens, "host": 0} if cached_tokens else None
+    m["cached_tokens_details"] = ({"device": cached_tokens - host_cached, "host": host_cached}
+                                  if cached_tokens else None)
     m["dp_rank"] = None
     if final and e2e_latency is not None:
         m["e2e_latency"] = e2e_latency

@@ -116,7 +116,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
             rid=r.rid, prompt_tokens=len(r.input_ids), completion_tokens=n,
             cached_tokens=r.cached_tokens, finish_reason=r.finish_reason if done else None,
             num_retractions=r.num_retractions, final=done, e2e_latency=e2e, timing=timing,
-            final_timing=final_timing)
+            final_timing=final_timing, host_cached=r.host_cached)
 
     def native_out(r: SimRequest) -> dict[str, Any]:
         ids = r.output_ids

@@ -39,10 +39,11 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
-from simulator import dcgm, grammar, lifecycle, llm_api, logfmt, tokenizer
+from simulator import cache_metrics, dcgm, grammar, hicache, lifecycle, llm_api, logfmt, tokenizer
 from simulator import faults as faultmod
 from simulator.costmodel import GIB, CostModel, infer_params, make_cost_model, parse_params
 from simulator.gpu_activity import Activity
+from simulator.hicache import HostTier
 from simulator.metrics import LlmMetrics
 from simulator.scheduler import SchedConfig, Scheduler, SimRequest
 
@@ -244,7 +245,8 @@ class LlmServer:
                 cost=self.cost, tags=self.tags(dp), faults=self.faults,
                 spec=copy.copy(ns.sim_spec) if ns.sim_spec is not None else None,
                 priority_first=(-1 if ns.schedule_low_priority_values_first else 1)
-                if ns.enable_priority_scheduling else 0)
+                if ns.enable_priority_scheduling else 0,
+                host=self._host_tier())
             s = Scheduler(cfg, self.log, functools.partial(self._fatal_at, dp),
                           on_finish=self._on_finish, on_stats=self._on_stats)
             s.on_first = self._on_first
@@ -293,6 +295,23 @@ class LlmServer:
                                is_streaming=str(r.stream).lower(), **self._prio(r)).observe(
                 (r.first_token_model or 0.0) - r.arrival_model)
 
+    def _cache_metrics(self, s: Scheduler, dp: int) -> None:
+        assert self.metrics is not None
+        cache_metrics.record(self.metrics, s.kv, dp)
+
+    def _host_tier(self) -> HostTier | None:
+        """HiCache's host pool of one scheduler: --hicache-size GB, else --hicache-ratio x the
+        device pool, in tokens of this model's KV."""
+        ns = self.ns
+        if not ns.enable_hierarchical_cache or ns.disable_radix_cache:
+            return None
+        per_token = self.cost.kv_bytes_per_token / self.cost.tp
+        if ns.hicache_size:
+            capacity = int(ns.hicache_size * 1e9 / per_token)
+        else:
+            capacity = int((ns.hicache_ratio or hicache.DEFAULT_RATIO) * self.pool_tokens)
+        return HostTier(capacity, per_token, write_back=ns.hicache_write_policy == "write_back")
+
     def _prio(self, r: SimRequest) -> dict[str, str]:
         """The tokenizer's `priority` label of a request: its own priority, "" without one (only
         with --enable-priority-scheduling, which adds the label)."""
@@ -310,7 +329,9 @@ class LlmServer:
         p = self._prio(r)
         m.child("sglang:prompt_tokens", is_streaming=st, **p).inc(n_in)
         m.child("sglang:generation_tokens", is_streaming=st, **p).inc(n_out)
-        m.child("sglang:cached_tokens", cache_source="device", **p).inc(r.cached_tokens)
+        m.child("sglang:cached_tokens", cache_source="device", **p).inc(r.cached_tokens - r.host_cached)
+        if r.host_cached:
+            m.child("sglang:cached_tokens", cache_source="host", **p).inc(r.host_cached)
         m.child("sglang:num_requests", is_streaming=st, **p).inc()
         m.child("sglang:e2e_request_latency_seconds", is_streaming=st, **p).observe(e2e)
         m.child("sglang:prompt_tokens_histogram", **p).observe(n_in)
@@ -354,6 +375,7 @@ class LlmServer:
         if s.last_spec is not None:
             m.child("sglang:spec_accept_length", dp).set(s.last_spec[0])
             m.child("sglang:spec_accept_rate", dp).set(s.last_spec[1])
+        self._cache_metrics(s, dp)
         if s.cfg.spec is not None:  # the tier in use (fixed unless adaptive speculation)
             m.child("sglang:spec_num_steps", dp).set(s.cfg.spec.num_steps)
             m.child("sglang:spec_num_draft_tokens", dp).set(s.cfg.spec.num_draft_tokens)

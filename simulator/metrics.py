@@ -141,6 +141,19 @@ class LlmMetrics:
             return self.fam[name]
         return self.fam[name].labels(**self._fill(name, dp, extra))
 
+    def lazy(self, name: str, kind: str, doc: str, labels: list[str], buckets: list[float] | tuple[float, ...] = ()) -> Any:
+        """A family that SGLang's multiprocess registry shows from its first write (the radix
+        cache's, HiCache's): created on first use with its 0.5.23 labels and buckets."""
+        if name not in self.fam:
+            if kind == "counter":
+                m: Any = Counter(name, doc, labels, registry=self.registry)
+            elif kind == "gauge":
+                m = Gauge(name, doc, labels, registry=self.registry)
+            else:
+                m = Histogram(name, doc, labels, buckets=buckets, registry=self.registry)
+            self.fam[name], self.labels_of[name] = m, labels
+        return self.fam[name]
+
     def verify_calls(self, count: int, **extra: str) -> None:
         """spec_verify_calls_total (tokenizer side, 0.5.13+), which a multiprocess registry shows
         from its first increment: created then."""

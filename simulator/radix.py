@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
 
 
 class Node:
@@ -31,6 +32,15 @@ def _common(a: list[int], b: list[int], start: int) -> int:
     return i
 
 
+def path_of(node: Node) -> list[int]:
+    """The token ids from the root to the end of ``node``."""
+    parts: list[list[int]] = []
+    while node.parent is not None:
+        parts.append(node.key)
+        node = node.parent
+    return [t for key in reversed(parts) for t in key]
+
+
 class RadixCache:
     def __init__(self) -> None:
         self.root = Node(None, [], 0.0)
@@ -38,9 +48,15 @@ class RadixCache:
         self.total_size = 0
         self.evictable_size = 0
         self._tick = itertools.count()
+        #: called with each evicted leaf's whole prefix before it goes (HiCache's write_back)
+        self.on_evict: Callable[[list[int]], object] | None = None
+        self.evicted_total = 0  # tokens evicted since start (sglang:evicted_tokens_total)
+        self.evict_passes: list[int] = []  # tokens each pass freed, since the metrics took them
 
     def reset(self) -> None:
+        hook = self.on_evict
         self.__init__()  # type: ignore[misc]
+        self.on_evict = hook
 
     def _split(self, node: Node, at: int) -> Node:
         """Split ``node``'s edge after ``at`` tokens; returns the new upper node."""
@@ -112,10 +128,15 @@ class RadixCache:
             _, _, leaf = heapq.heappop(heap)
             parent = leaf.parent
             assert parent is not None
+            if self.on_evict is not None:
+                self.on_evict(path_of(leaf))
             del parent.children[leaf.key[0]]
             freed += len(leaf.key)
             self.total_size -= len(leaf.key)
             self.evictable_size -= len(leaf.key)
             if parent is not self.root and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(heap, (parent.last_access, next(seq), parent))
+        if freed:
+            self.evicted_total += freed
+            self.evict_passes.append(freed)
         return freed

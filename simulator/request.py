@@ -28,6 +28,7 @@ class SimRequest:
     #: in (the queue gauges' breakdown; "None" when neither is set)
     api_priority: int | None = None
     sched_priority: int | None = None
+    host_cached: int = 0  # of cached_tokens, those HiCache loaded back from host memory
     verify_ct: int = 0  # speculative verify forwards this request took part in (spec_verify_calls_total)
     is_health: bool = False
     is_warmup: bool = False  # startup warm-up: not counted by --sim-fault thresholds

@@ -30,6 +30,7 @@ from simulator import logfmt
 from simulator.costmodel import CostModel, Work
 from simulator.faults import Faults
 from simulator.gpu_activity import Activity
+from simulator.hicache import HostTier
 from simulator.kvpool import KvPool
 from simulator.request import SimRequest
 from simulator.speculative import Spec
@@ -55,9 +56,8 @@ class SchedConfig:
     tags: str
     faults: Faults
     spec: Spec | None = None  # --speculative-algorithm (simulator/speculative.py)
-    #: --enable-priority-scheduling: 1 admits higher priority values first, -1 lower ones
-    #: (--schedule-low-priority-values-first), 0 off; the policy's order holds within a priority
-    priority_first: int = 0
+    priority_first: int = 0  # priority scheduling: 1 higher values first, -1 lower (low-first flag), 0 off
+    host: HostTier | None = None  # --enable-hierarchical-cache (simulator/hicache.py)
 
 
 FatalHook = Callable[[str, str], None]
@@ -73,7 +73,8 @@ class Scheduler:
         self.on_finish = on_finish
         self.on_stats = on_stats
         self.on_first: Callable[[SimRequest], None] | None = None
-        self.kv = KvPool(cfg.max_total_tokens, radix=cfg.radix)
+        self.kv = KvPool(cfg.max_total_tokens, radix=cfg.radix, host=cfg.host)
+        self.load_back_s = 0.0  # HiCache copies the next prefill waits for (model seconds)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.chunked: SimRequest | None = None
@@ -197,7 +198,7 @@ class Scheduler:
             batch = self._prefill_batch()
             if batch is not None:
                 new, cached = sum(b[1] for b in batch), sum(b[3] for b in batch)
-                dt = self.cfg.cost.prefill_time(new, cached)
+                dt, self.load_back_s = self.cfg.cost.prefill_time(new, cached) + self.load_back_s, 0.0
                 dt += self.cfg.faults.slow_extra_s(self.finished_count)  # --sim-fault slow-prefill
                 self._work, self._pcie = self.cfg.cost.prefill_work(new, cached), (4.0 * new, 0.0)
                 self.prefill_tokens_total += sum(b[1] for b in batch)
@@ -315,6 +316,9 @@ class Scheduler:
             if n_running + len(admitted) >= cfg.max_running_requests or rem_chunk <= 0:
                 break
             prefix, node = self.kv.match(r.target)
+            loaded = self.kv.load_back(r.target, prefix) if not r.admitted else None
+            if loaded is not None:  # HiCache: the host's copy of the rest of the prefix, over PCIe
+                self.load_back_s, (prefix, node) = self.load_back_s + loaded.seconds, self.kv.match(r.target)
             ext = len(r.target) - prefix
             need = ext + self._reserve(r)
             empty = not self.running and not batch
@@ -334,6 +338,7 @@ class Scheduler:
                 break
             if not r.admitted:
                 r.cached_tokens = prefix
+                r.host_cached = loaded.tokens if loaded is not None else 0
                 r.admitted = True
                 if not (r.is_health or r.is_warmup):
                     self.admitted_count += 1

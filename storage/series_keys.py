@@ -15,6 +15,8 @@ their meaning (`*_gb`: GiB as the diffusion server prints them).
   (`gpu.0.mig3.mem_used_bytes`; collectors/gpu.py);
 - `<stage>`: a diffusion pipeline stage as the server names it (`DenoisingStage`);
 - `<module>`: a pipeline module (`transformer`);
+- `<source>`: where a prefix-cache hit came from (`device`, `host`, `storage`; `total` where the
+  engine gave no breakdown);
 - `<priority>`: a request priority as the engine labels it (`5`, `-1`, `None`, `HIGH`, `UNKNOWN`);
 - `<rank>`: the rank labels that vary on a multi-rank server, `dp1`, `tp3`, `dp0tp1` (per-rank
   detail beside the server figure; `SeriesKey.detail` says which keys carry it);
@@ -51,6 +53,7 @@ PLACEHOLDERS: dict[str, str] = {
     "<stage>": r"[A-Za-z_][A-Za-z0-9_.:-]*",
     "<module>": r"[A-Za-z0-9_.:-]+",
     "<priority>": r"[A-Za-z0-9_.+-]+",
+    "<source>": r"[A-Za-z0-9_.-]+",
     "<rank>": r"(?:(?:dp|tp|pp|ep)(?:[0-9]+|na))+",
     "<d>": r"[0-9]+",
 }
@@ -202,6 +205,18 @@ METRICS_REQUESTS_PER_S = _k("metrics.requests_per_s", "rps", "finished requests/
 _k("metrics.aborted_requests_per_s", "rps", "aborted requests/s", "metrics")
 _k("metrics.retracted_requests_per_s", "rps", "retractions/s", "metrics")
 _k("metrics.http_requests_per_s", "rps", "HTTP requests/s", "metrics")
+METRICS_CACHE_HIT_BY_SOURCE = _k("metrics.cache_hit_tokens_per_s.<source>", "tok_s",
+                                 "prefix-cache hit tokens/s from one tier (HiCache: device, host, storage)", "metrics")
+METRICS_HICACHE_HOST_USED = _k("metrics.hicache_host_used_tokens", "count", "tokens held in HiCache's host pool",
+                               "metrics", _RANK)
+METRICS_HICACHE_HOST_TOTAL = _k("metrics.hicache_host_total_tokens", "count", "HiCache host pool capacity",
+                                "metrics", _RANK)
+METRICS_LOAD_BACK_TOKENS_PER_S = _k("metrics.load_back_tokens_per_s", "tok_s", "tokens HiCache loaded back "
+                                    "from host memory/s", "metrics")
+_k("metrics.evicted_tokens_per_s", "tok_s", "device KV tokens the radix cache evicted/s", "metrics")
+_k("metrics.hicache_backup_tokens_per_s", "tok_s", "tokens HiCache backed up to host memory/s", "metrics")
+METRICS_LOAD_BACK_S_PER_TOKEN = _k("metrics.load_back_s_per_token", "s", "HiCache load-back copy seconds a token "
+                                   "(Δ load_back_duration_seconds_sum ÷ Δ load_back_tokens_total)", "metrics")
 METRICS_CACHED_TOKEN_RATIO = _k("metrics.cached_token_ratio", "ratio", "Δcached ÷ Δprompt tokens over the window",
                                 "metrics")
 METRICS_DIFFUSION_PREFIX = "metrics.diffusion_"
@@ -228,6 +243,7 @@ _HISTOGRAMS: dict[str, tuple[str, str, str]] = {  # stem -> (unit suffix, unit, 
     "metrics.e2e": ("_s", "s", "end-to-end request latency"),
     "metrics.queue_time": ("_s", "s", "time in the queue"),
     "metrics.tpot": ("_s", "s", "per-request time per output token"),
+    "metrics.load_back": ("_s", "s", "one HiCache load-back copy, host memory to GPU"),
     "metrics.diffusion_e2e": ("_s", "s", "image request latency"),
     "metrics.diffusion_queue_time": ("_s", "s", "image request time until first dispatch"),
     "metrics.diffusion_batch_size": ("", "count", "requests per dispatched batch"),

@@ -7,7 +7,9 @@ non-zero; token usage below 0.9 while requests wait means the scheduler is too c
 decode retractions at high token usage mean it is not conservative enough (raise it, e.g. 1.3);
 prefill OOMs call for a smaller `--chunked-prefill-size` or `--mem-fraction-static`; a running
 batch above the CUDA-graph batch size runs without graphs (raise `--cuda-graph-max-bs`).
-Speculative decoding pays only while a verify keeps enough drafted tokens (accept length).
+Speculative decoding pays only while a verify keeps enough drafted tokens (accept length);
+HiCache's host tier while loading a token back costs less than recomputing it and its pool has
+room (collectors/sglang/doctor_hicache.py).
 Pitwall's own GPU wall (scorecard/gpu_wall.py) adds one: a GPU near neither wall while
 requests run or wait is underfed (launch overhead, CPU-side scheduling, too small a batch);
 image servers get its stage form (denoising steps near neither wall: compile, batch).
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from collectors.sglang import doctor_hicache as hicache
 from collectors.tuning import Evidence, Finding, TuningRules
 from storage import series_keys as sk
 
@@ -215,7 +218,8 @@ def rule_speculation_does_not_pay(ev: Evidence) -> Finding | None:
 
 
 RULES = (rule_too_conservative, rule_retractions, rule_prefill_oom, rule_gpu_headroom, rule_radix_hit,
-         rule_cuda_graph, rule_gpu_underfed, rule_image_step_underfed, rule_speculation_does_not_pay)
+         rule_cuda_graph, rule_gpu_underfed, rule_image_step_underfed, rule_speculation_does_not_pay,
+         *hicache.RULES)
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -265,8 +269,9 @@ def checked(ev: Evidence) -> list[str]:
         idle = ev.stage_walls["shares"].get("neither", 0.0) + ev.stage_walls["shares"].get("idle", 0.0)
         out.append(f"Denoising: {idle * 100:.0f} % of the stage near neither wall (fires at "
                    f"{UNDERFED_SHARE * 100:.0f} %).")
-    return out
+    return out + hicache.checked(ev)
 
 
-TUNING = TuningRules(series=(*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS, *ACCEPT_KEYS), rules=RULES,
+TUNING = TuningRules(series=(*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS, *ACCEPT_KEYS, *hicache.SERIES),
+                     rules=RULES,
                      checked=checked)

@@ -45,7 +45,8 @@ lists those keys, and the collector keeps the list in its state
 Counter and histogram windows use per-series deltas (metrics_window.py): a series that went
 down restarted and counts from zero; a series that first appears in a family already seen counts
 from zero (SGLang creates `status="error"` on the first failure: that failure is counted); a
-family seen for the first time is its own baseline. A failed-requests figure whose family is
+family first seen after the server's first scrape counts from zero too (SGLang's
+multiprocess registry shows a family from its first write). A failed-requests figure whose family is
 exported but has no error series yet reads 0. A non-finite value (`+Inf`, `NaN`) is never stored:
 its series is skipped until it reads a number again.
 

@@ -110,6 +110,10 @@ ALIASES: tuple[Alias, ...] = (
           "speculative verify forwards/s, summed over requests (0.5.13+)"),
     Alias("spec_accept_rate", "gauge", ("spec_accept_rate",), "mean", "speculative accept rate, 0-1 (0.5.4+)"),
     Alias("utilization", "gauge", ("utilization",), "mean", "scheduler utilisation, 0-1"),
+    Alias("hicache_host_used_tokens", "gauge", ("hicache_host_used_tokens",), "sum",
+          "tokens held in HiCache's host pool"),
+    Alias("hicache_host_total_tokens", "gauge", ("hicache_host_total_tokens",), "sum",
+          "HiCache host pool capacity, tokens"),
     Alias(
         "http_requests_active", "gauge", ("http_requests_active",), "sum", "HTTP requests in flight"
     ),
@@ -126,6 +130,13 @@ ALIASES: tuple[Alias, ...] = (
         "generation_tokens_per_s", "counter", ("generation_tokens",), "sum", "generated tokens/s"
     ),
     Alias("cached_tokens_per_s", "counter", ("cached_tokens",), "sum", "prefix-cache hit tokens/s"),
+    Alias("cache_hit_tokens_per_s", "counter", ("cached_tokens",), "sum",
+          "prefix-cache hit tokens/s by tier (cache_source: device, host, storage; 0.5.9+)", split="cache_source"),
+    # HiCache (--enable-hierarchical-cache) and the radix cache's own counters (0.5.2+)
+    Alias("load_back_tokens_per_s", "counter", ("load_back_tokens",), "sum", "tokens loaded back from host/s"),
+    Alias("evicted_tokens_per_s", "counter", ("evicted_tokens",), "sum", "device KV tokens evicted/s"),
+    Alias("hicache_backup_tokens_per_s", "counter", ("hicache_backup_tokens",), "sum",
+          "tokens backed up to host/s"),
     Alias("requests_per_s", "counter", ("num_requests",), "sum", "finished requests/s"),
     Alias(
         "aborted_requests_per_s", "counter", ("num_aborted_requests",), "sum", "aborted requests/s"
@@ -155,6 +166,8 @@ ALIASES: tuple[Alias, ...] = (
     Alias(
         "tpot", "histogram", ("request_time_per_output_token_seconds",), "sum", "per-request TPOT"
     ),
+    Alias("load_back", "histogram", ("load_back_duration_seconds",), "sum",
+          "one HiCache load-back copy, host to device"),
     # diffusion server (runtime/observability/metrics.py, 0.5.21+)
     Alias("diffusion_num_queue_reqs", "gauge", ("diffusion_num_queue_reqs",), "sum",
           "image requests waiting for first dispatch"),
@@ -211,7 +224,7 @@ LOOKUP: dict[str, list[tuple[Alias, str, str]]] = _build_lookup()
 def pitwall_keys(alias: Alias) -> list[str]:
     """The `metrics.*` keys one alias produces (per-rank detail keys aside; a gauge split by a
     label has only its per-value keys, none of which a server must export)."""
-    if alias.kind == "gauge" and alias.split is not None:
+    if alias.kind in ("gauge", "counter") and alias.split is not None:
         return []
     if alias.kind != "histogram":
         return [sk.metrics_key(alias.key)]

@@ -10,8 +10,10 @@ quantiles over the time between two scrapes, from per-series deltas:
 - a series that first appears in a family already seen in the previous scrape counts from zero
   (SGLang creates a labelled series, e.g. `status="error"`, on its first event, so its first
   value IS the increase; Prometheus `rate()` loses that first failure, Pitwall must not);
-- a series of a family seen for the first time (the first scrape of a server, or a family that
-  just appeared) is its own baseline and adds nothing to the window it appears in;
+- on the first scrape of a server every series is its own baseline (nothing to window yet);
+- a family that first appears after that counts from zero too: SGLang's multiprocess registry
+  shows a family only once it was first written (the radix cache's evictions, HiCache's
+  load-backs, the first abort), so its first value is the increase since the last scrape;
 - a counter family that is exported but has no series for a figure (no `status="error"` series
   because nothing failed yet) gives 0 for that figure, not "not exported".
 
@@ -225,8 +227,9 @@ def window(
         for lk in ex.bad.get(key, ()):  # unreadable now: the last good value stays the baseline
             kept[_sid(lk)] = old.get(_sid(lk)) if old else None  # None: seen, no baseline yet
         state["c"][key] = kept
-        if not windowed or old is None:
-            continue  # first scrape, or the whole family is new: no baseline yet
+        if not windowed:
+            continue  # the first scrape: no baseline yet
+        old = old or {}  # a family new since the last scrape: written for the first time, counts from zero
         inc: dict[LabelKey, float] = {}
         for lk, v in series.items():
             # a series new in a known family counts from zero (SGLang made it on its first event)
@@ -239,6 +242,15 @@ def window(
         total = aggregate(inc, _ALIAS[key].agg) or 0.0
         deltas[key] = total
         assert dt is not None
+        split = _ALIAS[key].split
+        if split is not None:  # one rate per label value (cache_source), no aggregate key
+            cparts: dict[str, dict[LabelKey, float]] = {}
+            for lk, d in inc.items():
+                if dict(lk).get(split):  # a series without the label (an older release) has no tier
+                    cparts.setdefault(dict(lk)[split], {})[lk] = d
+            for part in sorted(cparts, key=_natural)[:max_detail_keys]:
+                values[f"{sk.metrics_key(key)}.{part}"] = (aggregate(cparts[part], _ALIAS[key].agg) or 0.0) / dt
+            continue
         values[sk.metrics_key(key)] = total / dt
     if deltas.get("prompt_tokens_per_s", 0.0) > 0 and "cached_tokens_per_s" in deltas:
         values[sk.METRICS_CACHED_TOKEN_RATIO] = (
@@ -254,8 +266,9 @@ def window(
         for lk in ex.bad.get(key, ()):
             kept_h[_sid(lk)] = old_h.get(_sid(lk)) if old_h else None
         state["h"][key] = kept_h
-        if not windowed or old_h is None:
+        if not windowed:
             continue
+        old_h = old_h or {}  # new since the last scrape: its first observations are the window's
         split = _ALIAS[key].split
         if split is None:
             values.update(_window_hist(key, hists, old_h))
@@ -268,6 +281,18 @@ def window(
         for part in sorted(hparts, key=_natural)[:max_detail_keys]:
             got = _window_hist(key, hparts[part], old_h)
             values.update({f"{k}.{part}": v for k, v in got.items()})
+
+    # HiCache: seconds of load-back copy a token (what a host hit costs; the doctor sets it
+    # against what recomputing a token costs)
+    ops, mean = values.get(sk.hist_key("load_back", "window_count")), values.get(sk.hist_key("load_back", "mean"))
+    if deltas.get("load_back_tokens_per_s", 0.0) > 0 and ops is not None and mean is not None:
+        values[sk.METRICS_LOAD_BACK_S_PER_TOKEN] = mean * ops / deltas["load_back_tokens_per_s"]
+
+    # a family missing from this scrape keeps its last baseline: should it come back (a scrape
+    # that lost it, Prometheus's staleness), its counts go on from there, never from zero
+    for part, prev_part in (("c", prev_c), ("h", prev_h)):
+        for key, kept_state in prev_part.items():
+            state[part].setdefault(key, kept_state)
 
     nonfinite = list(ex.nonfinite)
     for k in [k for k, v in values.items() if not math.isfinite(v)]:

@@ -35,8 +35,10 @@ PANEL_LABELS = {
     "cache_hit": "Cache hits",
     "spec": "Speculation",  # only for a server that speculates (its launch's speculative_algorithm)
     "priority": "Priority",  # only for a server whose launch has enable_priority_scheduling
+    "hicache": "HiCache",  # only for a server whose launch has enable_hierarchical_cache
     "gpu": "GPUs",
 }
+PILL_OF = {"hicache_pool": "hicache"}  # a panel drawn under another panel's pill
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -168,7 +170,8 @@ def charts() -> None:
     labels = {"gpu": PANEL_LABELS["gpu"]} if detail.server.kind == "image" else {
         k: v for k, v in PANEL_LABELS.items()
         if (k != "spec" or detail.server_args.get("speculative_algorithm"))
-        and (k != "priority" or detail.server_args.get("enable_priority_scheduling"))}
+        and (k != "priority" or detail.server_args.get("enable_priority_scheduling"))
+        and (k != "hicache" or detail.server_args.get("enable_hierarchical_cache"))}
     shown = c1.pills(
         "Panels", list(labels), default=list(labels), format_func=labels.get,
         selection_mode="multi", key="server_panels",
@@ -208,8 +211,10 @@ def charts() -> None:
         ("cache_hit", "Radix cache hit rate", "ratio"),
         ("spec", "Speculative decoding: tokens a step", "tok_step"),
         ("priority", "Running and queued by priority", "count"),
+        ("hicache", "HiCache: prefix hits by tier", "tok_s"),
+        ("hicache_pool", "HiCache host pool", "count"),
     ):
-        if key in (shown or []):
+        if PILL_OF.get(key, key) in (shown or []):
             wanted.append((key, unit, title, (), ()))
     if "gpu" in (shown or []):
         if not gpus:

@@ -165,6 +165,37 @@ def test_a_server_scheduling_by_priority_gets_its_queues_per_priority(seeded, ap
     assert "queued, priority 10" in titles and "running, priority 1" in titles
 
 
+def test_a_server_with_hicache_gets_its_tiers_and_host_pool(seeded, app_env):
+    """The HiCache pill, offered only where the launch enables it, draws hits by tier and the
+    host pool."""
+    import time
+
+    from storage import repo
+    from storage.db import make_engine
+
+    engine = make_engine(app_env["PITWALL_DATABASE_URL"])
+    now = time.time()
+    repo.create_launch(engine, server_id=seeded["alpha"], profile_name="hicache", engine_version="0.5.23",
+                       server_args={"model_path": "tiny", "enable_hierarchical_cache": True},
+                       argv=["python", "-m", "sglang.launch_server"], status="ready", started_at=now - 600,
+                       ready_at=now - 590)
+    keys = {"metrics.cache_hit_tokens_per_s.device": 900.0, "metrics.cache_hit_tokens_per_s.host": 300.0,
+            "metrics.hicache_host_used_tokens": 5000.0, "metrics.hicache_host_total_tokens": 6000.0}
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=[{"ts": now - 500 + 10 * i, "server_id": seeded["alpha"], "launch_id": None,
+                                         "source": "metrics", "metric": k, "value": v}
+                                        for i in range(40) for k, v in keys.items()])
+    engine.dispose()
+    import streamlit as st
+
+    st.cache_data.clear()
+    at = _run("dashboard/pages/server.py", server="alpha", window="1h")
+    _no_exception(at)
+    titles = _chart_titles(at)
+    assert "HiCache: prefix hits by tier" in titles and "hits from host memory" in titles
+    assert "HiCache host pool" in titles and "capacity" in titles
+
+
 def test_server_page_for_a_down_server_says_so(seeded):
     at = _run("dashboard/pages/server.py", server="beta", window="1h")
     _no_exception(at)

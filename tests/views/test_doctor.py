@@ -105,6 +105,32 @@ def test_speculation_that_keeps_too_few_drafts_is_named() -> None:
     assert not any("Speculative" in line for line in doctor.checked(e))
 
 
+def test_hicache_rules_name_a_full_host_pool_and_load_back_slower_than_recompute() -> None:
+    from collectors.sglang import doctor_hicache as hicache
+
+    hi = {"enable_hierarchical_cache": True, "hicache_ratio": 2.0, "hicache_size": 0, "hicache_io_backend": "kernel"}
+    e = ev(metrics__hicache_host_used_tokens=[9700, 9800, 9900, 9900, 9950],
+           metrics__hicache_host_total_tokens=[10000] * 5)
+    e.server_args = hi
+    f = hicache.rule_hicache_host_full(e)
+    assert f is not None and f.rule == "hicache_host_full" and f.flags == {"hicache-ratio": 4.0}
+    assert "host pool 99 % full (median over 5 samples, fires at 95 %)" in f.evidence
+    e.series["metrics.hicache_host_used_tokens"] = np.asarray([5000.0] * 5)
+    assert hicache.rule_hicache_host_full(e) is None
+    # 8 µs to load a token back against 20 µs to recompute one (50,000 tok/s): host hits pay
+    e.series.update({"metrics.load_back_s_per_token": np.asarray([8e-6] * 5),
+                     "log.input_throughput_tok_s": np.asarray([50_000.0, 0.0, 50_000.0, 50_000.0, 50_000.0, 50_000.0])})
+    assert hicache.rule_hicache_load_back_slow(e) is None
+    e.series["metrics.load_back_s_per_token"] = np.asarray([40e-6] * 5)
+    slow = hicache.rule_hicache_load_back_slow(e)
+    assert slow is not None and "takes 40.0 µs (p50 over 5 samples), recomputing one at most 20.0 µs" in slow.evidence
+    said = "\n".join(doctor.checked(e))
+    assert "HiCache host pool: 50 % full" in said and "HiCache load-back: 40.0 µs a token" in said
+    e.server_args = {}  # without HiCache neither rule reads anything
+    assert hicache.rule_hicache_host_full(e) is None and hicache.rule_hicache_load_back_slow(e) is None
+    assert not any("HiCache" in line for line in doctor.checked(e))
+
+
 def test_gpu_underfed_fires_on_the_gpu_walls_neither_verdict(engine) -> None:
     """The H200's idle recording stored with requests running: the GPU wall says "neither", and
     the doctor names it; the copy loop (bandwidth bound) raises nothing."""

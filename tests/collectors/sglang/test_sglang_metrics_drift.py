@@ -124,3 +124,20 @@ def test_the_collector_writes_one_event_naming_the_family_and_what_read_it() -> 
     assert "since launch #2" in event.message and spec("server_itl_p99_s").label in event.message
     assert event.severity == "info"  # a rename Pitwall reads through: the figures go on
     assert json.loads(event.raw or "[]")[0]["served_by"] == "sglang:inter_token_latency_seconds"
+
+
+def test_a_family_first_written_after_the_first_scrape_counts_from_zero_and_one_that_blinks_does_not() -> None:
+    """SGLang's multiprocess registry shows a family from its first write: its first value is the
+    window's increase. A family a scrape lost and the next one has again goes on from its last
+    baseline (never its whole count as one window's increase)."""
+    from collectors.sglang.metrics_window import window
+
+    loads = ("# HELP sglang:load_back_tokens_total x\n# TYPE sglang:load_back_tokens_total counter\n"
+             'sglang:load_back_tokens_total{cache_type="HiRadixCache",tp_rank="0",pp_rank="0",dp_rank="0",pool="kv"} ')
+    w0 = window(parse_metrics(payload(served=1)), None, 0.0)
+    w1 = window(parse_metrics(payload(served=2, extra=loads + "800")), w0.state, 10.0)
+    assert w1.values["metrics.load_back_tokens_per_s"] == 80.0  # 800 tokens in 10 s: counted from zero
+    w2 = window(parse_metrics(payload(served=3)), w1.state, 20.0)  # a scrape without the family
+    assert "metrics.load_back_tokens_per_s" not in w2.values
+    w3 = window(parse_metrics(payload(served=4, extra=loads + "1000")), w2.state, 30.0)
+    assert w3.values["metrics.load_back_tokens_per_s"] == 20.0  # 200 more since 800, over 10 s
