@@ -105,61 +105,49 @@ def _chart_titles(at: AppTest) -> str:
     return " ".join(str(c.proto.spec) for c in at.get("vega_lite_chart"))
 
 
-def test_a_speculating_server_gets_its_accept_length_chart(seeded, app_env):
-    """The Speculation panel is offered only where the launch speculates (its server args)."""
+def _relaunched(app_env, sid: int, server_args: dict, series: dict[str, float], source: str = "metrics") -> AppTest:
+    """The Server page of `sid` after a new ready launch with `server_args` and 40 samples of each
+    of `series` (metric -> value) over the last 500 s."""
     import time
+
+    import streamlit as st
 
     from storage import repo
     from storage.db import make_engine
 
-    assert "Speculative decoding" not in _chart_titles(_run("dashboard/pages/server.py", server="alpha", window="1h"))
     engine = make_engine(app_env["PITWALL_DATABASE_URL"])
     now = time.time()
-    repo.create_launch(engine, server_id=seeded["alpha"], profile_name="eagle", engine_version="0.5.23",
-                       server_args={"model_path": "tiny", "speculative_algorithm": "EAGLE3",
-                                    "speculative_num_draft_tokens": 4},
+    repo.create_launch(engine, server_id=sid, profile_name="p", engine_version="0.5.23",
+                       server_args={"model_path": "tiny", **server_args},
                        argv=["python", "-m", "sglang.launch_server"], status="ready", started_at=now - 600,
                        ready_at=now - 590)
     with engine.begin() as conn:
-        repo.insert_samples(conn, rows=[{"ts": now - 500 + 10 * i, "server_id": seeded["alpha"], "launch_id": None,
-                                         "source": "log", "metric": "log.accept_len", "value": 2.4}
-                                        for i in range(40)])
+        repo.insert_samples(conn, rows=[{"ts": now - 500 + 10 * i, "server_id": sid, "launch_id": None,
+                                         "source": source, "metric": k, "value": v}
+                                        for i in range(40) for k, v in series.items()])
     engine.dispose()
-    import streamlit as st
-
     st.cache_data.clear()  # the page's reads are cached for seconds, across AppTest runs in one process
     at = _run("dashboard/pages/server.py", server="alpha", window="1h")
     _no_exception(at)
+    return at
+
+
+def test_a_speculating_server_gets_its_accept_length_chart(seeded, app_env):
+    """The Speculation panel is offered only where the launch speculates (its server args)."""
+    assert "Speculative decoding" not in _chart_titles(_run("dashboard/pages/server.py", server="alpha", window="1h"))
+    at = _relaunched(app_env, seeded["alpha"], {"speculative_algorithm": "EAGLE3", "speculative_num_draft_tokens": 4},
+                     {"log.accept_len": 2.4}, source="log")
     assert "Speculative decoding: tokens a step" in _chart_titles(at) and "accept length" in _chart_titles(at)
 
 
 def test_a_server_scheduling_by_priority_gets_its_queues_per_priority(seeded, app_env):
     """The Priority panel is offered only where the launch schedules by priority, a series per
     priority and state, the priorities read from what is stored."""
-    import time
-
-    from storage import repo
-    from storage.db import make_engine
-
     assert "Running and queued by priority" not in _chart_titles(_run("dashboard/pages/server.py", server="alpha",
                                                                       window="1h"))
-    engine = make_engine(app_env["PITWALL_DATABASE_URL"])
-    now = time.time()
-    repo.create_launch(engine, server_id=seeded["alpha"], profile_name="prio", engine_version="0.5.23",
-                       server_args={"model_path": "tiny", "enable_priority_scheduling": True},
-                       argv=["python", "-m", "sglang.launch_server"], status="ready", started_at=now - 600,
-                       ready_at=now - 590)
-    rows = [{"ts": now - 500 + 10 * i, "server_id": seeded["alpha"], "launch_id": None, "source": "metrics",
-             "metric": f"metrics.{gauge}_by_priority.{p}", "value": float(i % 3)}
-            for i in range(40) for gauge in ("num_running_reqs", "num_queue_reqs") for p in ("1", "10")]
-    with engine.begin() as conn:
-        repo.insert_samples(conn, rows=rows)
-    engine.dispose()
-    import streamlit as st
-
-    st.cache_data.clear()  # the page's reads are cached for seconds, across AppTest runs in one process
-    at = _run("dashboard/pages/server.py", server="alpha", window="1h")
-    _no_exception(at)
+    at = _relaunched(app_env, seeded["alpha"], {"enable_priority_scheduling": True},
+                     {f"metrics.{gauge}_by_priority.{p}": 2.0 for gauge in ("num_running_reqs", "num_queue_reqs")
+                      for p in ("1", "10")})
     titles = _chart_titles(at)
     assert "Running and queued by priority" in titles
     assert "queued, priority 10" in titles and "running, priority 1" in titles
@@ -168,29 +156,9 @@ def test_a_server_scheduling_by_priority_gets_its_queues_per_priority(seeded, ap
 def test_a_server_with_hicache_gets_its_tiers_and_host_pool(seeded, app_env):
     """The HiCache pill, offered only where the launch enables it, draws hits by tier and the
     host pool."""
-    import time
-
-    from storage import repo
-    from storage.db import make_engine
-
-    engine = make_engine(app_env["PITWALL_DATABASE_URL"])
-    now = time.time()
-    repo.create_launch(engine, server_id=seeded["alpha"], profile_name="hicache", engine_version="0.5.23",
-                       server_args={"model_path": "tiny", "enable_hierarchical_cache": True},
-                       argv=["python", "-m", "sglang.launch_server"], status="ready", started_at=now - 600,
-                       ready_at=now - 590)
-    keys = {"metrics.cache_hit_tokens_per_s.device": 900.0, "metrics.cache_hit_tokens_per_s.host": 300.0,
-            "metrics.hicache_host_used_tokens": 5000.0, "metrics.hicache_host_total_tokens": 6000.0}
-    with engine.begin() as conn:
-        repo.insert_samples(conn, rows=[{"ts": now - 500 + 10 * i, "server_id": seeded["alpha"], "launch_id": None,
-                                         "source": "metrics", "metric": k, "value": v}
-                                        for i in range(40) for k, v in keys.items()])
-    engine.dispose()
-    import streamlit as st
-
-    st.cache_data.clear()
-    at = _run("dashboard/pages/server.py", server="alpha", window="1h")
-    _no_exception(at)
+    at = _relaunched(app_env, seeded["alpha"], {"enable_hierarchical_cache": True},
+                     {"metrics.cache_hit_tokens_per_s.device": 900.0, "metrics.cache_hit_tokens_per_s.host": 300.0,
+                      "metrics.hicache_host_used_tokens": 5000.0, "metrics.hicache_host_total_tokens": 6000.0})
     titles = _chart_titles(at)
     assert "HiCache: prefix hits by tier" in titles and "hits from host memory" in titles
     assert "HiCache host pool" in titles and "capacity" in titles
