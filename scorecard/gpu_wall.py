@@ -7,7 +7,7 @@ fields, mapped to the same `gpu.<i>.gpm.*` series) separates them: DRAM bandwidt
 
 Verdict per sample (one GPM interval), then per window by majority of the samples. The rules
 were set against recordings of real work (tests/fixtures/gpu-kernels: a Qwen-Image DiT step,
-weight streaming, 8B decode and prefill on an H100; the issue's H200 table), not only against a
+weight streaming, 8B decode and prefill on an H100 and on an H200; the issue's H200 table), not only against a
 copy loop and a matmul loop:
 
 | verdict | rule (per sample) | what it means |

@@ -50,10 +50,10 @@ GB = 1e9
 GIB = 1024**3
 
 MEM_EFF = 0.80  # achievable fraction of HBM bandwidth (wide reads: KV, activations, copies)
-# A batch-1 weight stream (x @ W.T, every weight read once) reaches a smaller share. Measured:
-# H200 2.86 of 4.8 TB/s (the GPU-wall issue's table), H100 1.78 of 3.35 TB/s (scripts/
-# gpu_kernels.py, tests/fixtures/gpu-kernels/nvml-h100-gemv-stream.json). Cards not measured
-# take STREAM_EFF.
+# A batch-1 weight stream (x @ W.T, every weight read once) reaches a smaller share. Measured with
+# scripts/gpu_kernels.py (tests/fixtures/gpu-kernels/nvml-<card>-gemv-stream.json): H200 2.19 of
+# 4.8 TB/s (the GPU-wall issue's own table read 2.86 on another H200), H100 1.78 of 3.35 TB/s.
+# Cards not measured take STREAM_EFF.
 STREAM_EFF = 0.60
 MFU = 0.55  # achievable fraction of dense tensor FLOP/s
 STEP_OVERHEAD_S = 0.0015  # scheduler + sampling + launch per forward with CUDA graphs
@@ -86,7 +86,7 @@ class GpuSpec:
 GPUS: dict[str, GpuSpec] = {
     "a100": GpuSpec("NVIDIA A100-SXM4-80GB", 80 * GB, 2.039e12, 312e12, 300e9, 4096),
     "h100": GpuSpec("NVIDIA H100 80GB HBM3", 80 * GB, 3.35e12, 989e12, 450e9, 8192, 0.53),
-    "h200": GpuSpec("NVIDIA H200", 141 * GB, 4.8e12, 989e12, 450e9, 8192, 0.60),
+    "h200": GpuSpec("NVIDIA H200", 141 * GB, 4.8e12, 989e12, 450e9, 8192, 0.46),
     "b200": GpuSpec("NVIDIA B200", 180 * GB, 8.0e12, 2250e12, 900e9, 16384),
     "b300": GpuSpec("NVIDIA B300", 288 * GB, 8.0e12, 2250e12, 900e9, 16384),
 }
@@ -258,8 +258,9 @@ def make_cost_model(*, gpu: str, params: float, tp: int, quantization: str | Non
 # per step; SGLANG_CACHE_DIT_ENABLED=true or a request's enable_teacache skip a share of the
 # steps after the warm-up steps (CACHE_SKIP_SHARE). DIT_MFU is fitted to the real transformer on
 # an H200 (0.344 s a 1024² CFG step as a CUDA graph, at the 700 W cap); the model then gives
-# 0.172 s at batch 1 (measured 0.176) and 0.098 s at 512² with CFG (0.099), and on an H100
-# 0.358 s (measured 0.349) and 0.108 s (0.096).
+# 0.172 s at batch 1 (measured 0.176) and 0.098 s at 512² with CFG (0.099); recorded here
+# (tests/fixtures/gpu-kernels) on an H200 0.336, 0.177 and 0.091 s, on an H100 0.349 s and 0.096 s
+# against the model's 0.358 and 0.108.
 
 DIT_TOKEN_PARAM_SHARE = 12 / 36  # the parameters a token passes through (above)
 DIT_MFU = 0.456

@@ -17,7 +17,7 @@ segment of `dt` seconds on a card of peak `F` dense FLOP/s and `B` bytes/s:
 - idle (IDLE_SHARE x TDP) between segments
 
 The constants are fitted to NVML GPM recordings of real work (tests/fixtures/gpu-kernels, an
-H100, and the H200 table of the GPU-wall issue): a Qwen-Image DiT step at 1024² with CFG reads
+H100 and an H200, and the H200 table of the GPU-wall issue): a Qwen-Image DiT step at 1024² with CFG reads
 tensor ~50 %, DRAM ~30 % (H200) to ~42 % (H100), SM ~95 %, at the 700 W cap with the clock at
 1.73-1.76 of 1.98 GHz; an 8B prefill tensor ~65 %, DRAM ~30-38 %, also capped; batch-1 decode
 DRAM 41-48 %, tensor ~2 %, SM ~55-65 % at about half the TDP; idle 71-76 W. Window figures are

@@ -153,20 +153,21 @@ def test_cost_model_roofline_and_switches() -> None:
     assert c.peak_bytes(4096, 4096, 0, 4) > GPUS["h100"].memory_bytes
 
 
-def _measured(phase: str) -> dict:
+def _measured(phase: str, card: str = "h100") -> dict:
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-kernels" / f"nvml-h100-{phase}.json"
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-kernels" / f"nvml-{card}-{phase}.json"
     return json.loads(path.read_text())["meta"]["work"]
 
 
 @pytest.mark.parametrize(("gpu", "size", "cfg", "real_s"), [
     # the GPU-wall issue's H200 figures (the real QwenImageTransformer2DModel, random bf16 weights)
     ("h200", 1024, True, 0.344), ("h200", 1024, False, 0.176), ("h200", 512, True, 0.099),
-    # the same transformer recorded here on an H100 (tests/fixtures/gpu-kernels, CUDA graphs)
-    ("h100", 1024, True, _measured("dit-1024-cfg-graph")["s_per_step"]),
-    ("h100", 512, True, _measured("dit-512-cfg-graph")["s_per_step"]),
+    # the same transformer recorded here (tests/fixtures/gpu-kernels; CFG steps as CUDA graphs)
+    *((card, 1024, True, _measured("dit-1024-cfg-graph", card)["s_per_step"]) for card in ("h100", "h200")),
+    *((card, 512, True, _measured("dit-512-cfg-graph", card)["s_per_step"]) for card in ("h100", "h200")),
+    ("h200", 1024, False, _measured("dit-1024-b1-eager", "h200")["s_per_step"]),
 ])
 def test_a_simulated_qwen_image_step_takes_what_the_real_transformer_takes(gpu, size, cfg, real_s) -> None:
     step = DiffusionCost(GPUS[gpu], 20.4e9).step_s(size, size, 128, cfg=cfg)
@@ -182,7 +183,8 @@ def test_a_simulated_dit_forward_counts_the_flops_the_real_one_does() -> None:
     assert 2 * 20.4e9 == pytest.approx(work["weight_bytes"], rel=0.02)
 
 
-@pytest.mark.parametrize(("gpu", "real_s"), [("h200", 0.935), ("h100", _measured("llm-prefill")["s_per_step"])])
+@pytest.mark.parametrize(("gpu", "real_s"), [("h200", 0.935), ("h100", _measured("llm-prefill")["s_per_step"]),
+                                             ("h200", _measured("llm-prefill", "h200")["s_per_step"])])
 def test_a_simulated_8b_prefill_takes_what_the_real_one_takes(gpu, real_s) -> None:
     # 16 prompts of 2,048 tokens through a Llama-3-8B-shaped model (compute side of the roofline)
     from simulator.costmodel import MFU, make_cost_model
@@ -193,7 +195,8 @@ def test_a_simulated_8b_prefill_takes_what_the_real_one_takes(gpu, real_s) -> No
     assert flops / (cost.peak_flops * MFU) == pytest.approx(real_s, rel=0.20)
 
 
-@pytest.mark.parametrize(("gpu", "real_s"), [("h200", 0.00799), ("h100", _measured("llm-decode-graph")["s_per_token"])])
+@pytest.mark.parametrize(("gpu", "real_s"), [("h200", 0.00799), ("h100", _measured("llm-decode-graph")["s_per_token"]),
+                                             ("h200", _measured("llm-decode-graph", "h200")["s_per_token"])])
 def test_a_simulated_8b_decode_token_takes_what_the_real_one_takes(gpu, real_s) -> None:
     # batch 1, a short context, CUDA graph: the weight stream at the card's measured share of its
     # bandwidth (GpuSpec.stream_eff) plus the step's fixed overhead
