@@ -199,6 +199,8 @@ class AlertEvaluator:
         # judged by the next pass, so an episode never resolves before the event that cleared it
         frame = repo.list_events(self.engine, server_id=server.id, kinds=kinds, since=now - window,
                                  until=now + 1e-6, limit=1000)
+        if len(frame) and "severity" in frame:  # a drift Pitwall reads through (info) raises nothing
+            frame = frame[~((frame["kind"] == "metric_drift") & (frame["severity"] == "info"))]
         events = list(zip(frame["ts"].astype(float).tolist(), frame["kind"].tolist(), strict=True)) if len(frame) else []
         if rule.event == "decode_retract":
             return ev.event_rate([t for t, _ in events], now=now, window_s=window, rate_per_min=rule.rate_per_min,

@@ -189,3 +189,27 @@ def test_a_pass_judges_only_events_up_to_its_own_clock(engine) -> None:
     evaluator.evaluate(t0 + 1)
     [alert] = repo.list_alerts(engine, since=0.0)
     assert alert.state == "resolved" and alert.resolved_at >= t0 + 0.5
+
+
+def test_every_default_rule_evaluates_and_metric_drift_fires_only_when_a_figure_lost_its_input(engine, caplog) -> None:
+    """Each default rule is judged on a server without raising (a rule the evaluator cannot read
+    is a silent hole: it only logs); a drift event that left a figure without input fires
+    metric-drift, a rename Pitwall reads through (info) does not."""
+    evaluator = AlertEvaluator(engine, build_rules([]), config=AlertConfig(receivers=()), slo_targets=lambda _name: {})
+    sid = _server(engine)
+    t0 = time.time()
+    repo.add_event(engine, kind="metric_drift", server_id=sid, severity="info", ts=t0 - 5,
+                   message="sglang:time_per_output_token_seconds is no longer exported; Pitwall now reads "
+                           "sglang:inter_token_latency_seconds", severity_reason="a rename Pitwall reads")
+    with caplog.at_level("WARNING", logger="pitwall.alerts"):
+        evaluator.evaluate(t0)
+    assert not [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+
+    def drift() -> list[tuple[str, str]]:
+        return [(a.rule, a.state) for a in repo.list_alerts(engine) if a.rule == "metric-drift"]
+
+    assert drift() == []
+    repo.add_event(engine, kind="metric_drift", server_id=sid, ts=t0 + 1,
+                   message="sglang:num_queue_reqs is no longer exported. It fed chart 'Running batch and queue'.")
+    evaluator.evaluate(t0 + 2)
+    assert drift() == [("metric-drift", "firing")]
