@@ -29,6 +29,7 @@ alert rules a `dependents` function resolves, injected by the runner's assembly)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +85,8 @@ def families_of(parsed: ParsedMetrics) -> dict[str, tuple[str, tuple[str, ...]]]
 def served(parsed: ParsedMetrics) -> float:
     """The request-counting counters summed (warm-up included: it is a request); 0 before any."""
     wanted = {f"{p}{b}" for p in PREFIXES for b in TRAFFIC}
-    return sum(s.value for s in parsed.samples if s.family in wanted and s.value > 0)
+    # a non-finite count (a hostile or broken server) is no count: the state must stay JSON
+    return sum(s.value for s in parsed.samples if s.family in wanted and math.isfinite(s.value) and s.value > 0)
 
 
 def keys_of(family: str) -> tuple[str, ...]:

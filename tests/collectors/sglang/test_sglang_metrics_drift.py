@@ -141,3 +141,15 @@ def test_a_family_first_written_after_the_first_scrape_counts_from_zero_and_one_
     assert "metrics.load_back_tokens_per_s" not in w2.values
     w3 = window(parse_metrics(payload(served=4, extra=loads + "1000")), w2.state, 30.0)
     assert w3.values["metrics.load_back_tokens_per_s"] == 20.0  # 200 more since 800, over 10 s
+
+
+def test_a_non_finite_count_leaves_the_catalogue_storable() -> None:
+    """A server that sends +Inf or NaN counters (tests/hostile_servers.py) must not make the
+    catalogue's state unstorable: the runner's writer refuses state that is not strict JSON."""
+    bad = payload(served=5).replace("sglang:prompt_tokens_total{" + LABELS + "} 5", "sglang:prompt_tokens_total{"
+                                    + LABELS + "} +Inf")
+    assert "+Inf" in bad
+    state = None
+    for ts, text in enumerate((bad, bad.replace("+Inf", "NaN"))):
+        state, _ = step(state, 1, parse_metrics(text), float(ts))
+        json.dumps(state, allow_nan=False)  # raises on NaN or infinity
