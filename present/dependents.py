@@ -15,6 +15,7 @@ matches every key with that stem.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,11 +27,30 @@ def _matches(keys: set[str], key: str) -> bool:
     return key in keys or any("<" in k and key.startswith(k.split("<", 1)[0]) for k in keys)
 
 
+_PCT = re.compile(r"\bp(50|95|99)\b")
+
+
+def _figures(figs: list[str]) -> list[str]:
+    """One phrase a figure, the percentiles of one quantity as one ('Server ITL p50/p95/p99
+    (histogram)' for server_itl_p50_s, _p95_s, _p99_s)."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for fig in figs:
+        label = spec(fig).label
+        m = _PCT.search(label)
+        groups.setdefault(_PCT.sub("p*", label) if m else label, []).append((m.group(1) if m else "", fig))
+    out = []
+    for shape, members in groups.items():
+        pcts = [p for p, _ in members if p]
+        label = shape.replace("p*", "p" + "/p".join(pcts)) if len(pcts) == len(members) > 1 else spec(members[0][1]).label
+        word = "figures" if len(members) > 1 else "figure"
+        out.append(f"scorecard {word} {label!r} ({', '.join(f for _, f in members)})")
+    return out
+
+
 def dependents(keys: Iterable[str], rules: Iterable[Any] = ()) -> list[str]:
     """Phrases naming what reads any of `keys`, figures first; [] when nothing does."""
     wanted = set(keys)
-    out = [f"scorecard figure {spec(fig).label!r} ({fig})" for fig, series in SERVER_SERIES.items()
-           if any(_matches(wanted, k) for k in series)]
+    out = _figures([fig for fig, series in SERVER_SERIES.items() if any(_matches(wanted, k) for k in series)])
     out += [f"chart {p.title!r} (Server page)" for p in PANELS
             if any(_matches(wanted, k) for k, _ in (*p.series, *p.fallback))]
     for rule in rules:
