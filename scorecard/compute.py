@@ -43,7 +43,6 @@ from scorecard.metric_specs import (
     METRIC_SPECS,
     SERVER_SERIES,
     SPECS_BY_KEY,
-    tier_key,
 )
 from scorecard.model import (
     MISSING,
@@ -318,14 +317,13 @@ def _throughput(inp: ScorecardInputs, figs: dict[str, Figure], lv: dict[str, Any
     # Σcached / Σprompt over the window (prompt tokens include the cached ones)
     counters = sm.safe_div(inp.means.get(sk.METRICS_CACHED_TOKENS_PER_S),
                            inp.means.get(sk.METRICS_PROMPT_TOKENS_PER_S))
-    prompt = inp.means.get(sk.METRICS_PROMPT_TOKENS_PER_S)
     for tier in CACHE_TIERS:
-        served = inp.means.get(tier_key(tier))
-        if served is None or not prompt:
-            put(figs, f"radix_hit_rate_{tier}", None, "server", "no hit split by tier" if served is None
-                else "no prompt tokens in the window", status=NOT_APPLICABLE if served is None else None)
+        share = inp.cache_tier_shares.get(tier)
+        if share is None:
+            put(figs, f"radix_hit_rate_{tier}", None, "server", "no hit split by tier, or no prompt tokens",
+                status=NOT_APPLICABLE)
         else:
-            put(figs, f"radix_hit_rate_{tier}", served / prompt, "server", "token-weighted, /metrics counters")
+            put(figs, f"radix_hit_rate_{tier}", share, "server", "token-weighted, /metrics counters")
     if rate is not None:
         put(figs, "radix_hit_rate", rate, "server", "token-weighted, scheduler log")
     elif counters is not None:

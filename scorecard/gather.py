@@ -42,7 +42,6 @@ MEAN_KEYS = (
     sk.METRICS_GENERATION_TOKENS_PER_S,
     sk.METRICS_PROMPT_TOKENS_PER_S,
     sk.METRICS_CACHED_TOKENS_PER_S,
-    *(tier_key(t) for t in CACHE_TIERS),
 )
 QUEUE_KEYS = (sk.LOG_QUEUE_REQ, sk.METRICS_NUM_QUEUE_REQS, DIFFUSION_KEYS["queue"])
 HIST_NAMES = ("ttft", "itl", "e2e")
@@ -107,6 +106,12 @@ def gather_window(reads: SeriesReads, *, srv: Server, launch: Launch | None, run
             server_hist[f"{name}_p{p}"] = np.empty(0) if est is None else np.array([est])
         high = reads.maximum(sk.hist_key(name, "clamped"))
         clamped[name] = None if high is None else bool(high >= 0.5)
+    prompt_sum, _ = reads.total(sk.METRICS_PROMPT_TOKENS_PER_S)
+    tier_shares: dict[str, float] = {}
+    for tier in CACHE_TIERS if prompt_sum > 0 else ():
+        got, n = reads.total(tier_key(tier))
+        if n:  # Σ/Σ over the window's scrapes: a scrape before the tier's first hit counts 0
+            tier_shares[tier] = got / prompt_sum
     cached, n_cached = reads.total(sk.LOG_PREFILL_CACHED_TOKEN)
     new, n_new = reads.total(sk.LOG_PREFILL_NEW_TOKEN)
     queue_key = next((k for k in QUEUE_KEYS if reads.count(k)), QUEUE_KEYS[0])
@@ -142,6 +147,7 @@ def gather_window(reads: SeriesReads, *, srv: Server, launch: Launch | None, run
         server_clamped=clamped,
         means=means,
         prefill_cached_tokens=cached if n_cached else None,
+        cache_tier_shares=tier_shares,
         prefill_new_tokens=new if n_new else None,
         queue_ts=q_ts,
         queue_values=q_vals,

@@ -40,6 +40,9 @@ class ScorecardInputs:
     server_clamped: dict[str, bool | None] = field(default_factory=dict)  # "ttft" -> any clamp
     means: dict[str, float | None] = field(default_factory=dict)  # Sample key -> window mean
     prefill_cached_tokens: float | None = None  # Σ log.prefill_cached_token (None: no samples)
+    #: tier (device, host, storage) -> Σ its hit tokens/s ÷ Σ prompt tokens/s over the window's
+    #: scrapes (a tier's series exists from its first hit: a scrape before it counts 0)
+    cache_tier_shares: dict[str, float] = field(default_factory=dict)
     prefill_new_tokens: float | None = None
     queue_ts: np.ndarray = field(default_factory=lambda: np.empty(0))
     queue_values: np.ndarray = field(default_factory=lambda: np.empty(0))

@@ -61,6 +61,8 @@ class HostTier:
         over = self.tree.total_size + new - self.capacity
         if over > 0:
             self.tree.evict(min(over, self.tree.evictable_size))
+            matched, _ = self.tree.match_prefix(ids)  # the eviction may have taken part of the prefix
+            new = len(ids) - matched
             if self.tree.total_size + new > self.capacity:
                 self.dropped += new
                 return 0

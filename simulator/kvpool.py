@@ -50,12 +50,17 @@ class KvPool:
         n = self.host.hit(ids[:-1], device)
         if n <= 0:
             return None
-        free = self.size - self.used()
-        if free < n:
-            self.tree.evict(min(n - free, self.tree.evictable_size))
-            if self.size - self.used() < n:
-                return None
-        self.tree.insert(ids[:device + n])
+        _, node = self.tree.match_prefix(ids[:device])
+        self.tree.inc_lock(node)  # the device's own part of the prefix is not evicted to make room
+        try:
+            free = self.size - self.used()
+            if free < n:
+                self.tree.evict(min(n - free, self.tree.evictable_size))
+                if self.size - self.used() < n:
+                    return None
+            self.tree.insert(ids[:device + n])
+        finally:
+            self.tree.dec_lock(node)
         return self.host.load(n)
 
     def _write_through(self, ids: list[int]) -> None:

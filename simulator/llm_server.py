@@ -423,8 +423,11 @@ class LlmServer:
         if inp.grammar is not None:  # constrained: one instance of the grammar, then EOS
             gen = tokenizer.ScriptedGenerator(tokenizer.encode_output(inp.grammar.sample(gen.rng)))
         prio = inp.priority if inp.priority is not None else self.ns.default_priority_value
+        # SGLang 0.5.23 orders a request with no priority after every other (the lowest value,
+        # or the highest with --schedule-low-priority-values-first)
+        order = prio if prio is not None else (1 << 62) * (1 if self.ns.schedule_low_priority_values_first else -1)
         r = SimRequest(rid=rid, input_ids=inp.input_ids, max_new_tokens=max_new,
-                       gen=gen, priority=prio or 0, api_priority=inp.priority, sched_priority=prio,
+                       gen=gen, priority=order, api_priority=inp.priority, sched_priority=prio,
                        stream=stream, is_health=is_health, is_warmup=not self.ready)
         s = self.pick_scheduler()
         s.submit(r)

@@ -29,6 +29,7 @@ class SimRequest:
     api_priority: int | None = None
     sched_priority: int | None = None
     host_cached: int = 0  # of cached_tokens, those HiCache loaded back from host memory
+    host_loaded: int = 0  # loaded back for it while it waited (an attempt that did not fit counts)
     verify_ct: int = 0  # speculative verify forwards this request took part in (spec_verify_calls_total)
     is_health: bool = False
     is_warmup: bool = False  # startup warm-up: not counted by --sim-fault thresholds

@@ -12,9 +12,8 @@ Admission reserves ``extend + min(max_new_tokens, 4096) x new_token_ratio`` per 
 step, and jumps up after a retraction). A decode step that cannot get one slot per request
 retracts requests (fewest output tokens, longest input first) back to the queue front.
 
-Scheduling lag = how far the task's wall clock runs behind its model clock, as a fraction of busy
-model time divided by speed; ``lag_ratio()`` reports it (exposed in /server_info internal_states).
-All durations the simulator reports (latencies, throughputs) are model seconds.
+Scheduling lag = how far the task's wall clock runs behind its model clock (a fraction of busy
+model time / speed; ``lag_ratio()``, in /server_info internal_states). Durations are model seconds.
 """
 
 from __future__ import annotations
@@ -57,7 +56,7 @@ class SchedConfig:
     faults: Faults
     spec: Spec | None = None  # --speculative-algorithm (simulator/speculative.py)
     priority_first: int = 0  # priority scheduling: 1 higher values first, -1 lower (low-first flag), 0 off
-    host: HostTier | None = None  # --enable-hierarchical-cache (simulator/hicache.py)
+    host: HostTier | None = None  # --enable-hierarchical-cache
 
 
 FatalHook = Callable[[str, str], None]
@@ -318,7 +317,8 @@ class Scheduler:
             prefix, node = self.kv.match(r.target)
             loaded = self.kv.load_back(r.target, prefix) if not r.admitted else None
             if loaded is not None:  # HiCache: the host's copy of the rest of the prefix, over PCIe
-                self.load_back_s, (prefix, node) = self.load_back_s + loaded.seconds, self.kv.match(r.target)
+                self.load_back_s, r.host_loaded = self.load_back_s + loaded.seconds, r.host_loaded + loaded.tokens
+                prefix, node = self.kv.match(r.target)
             ext = len(r.target) - prefix
             need = ext + self._reserve(r)
             empty = not self.running and not batch
@@ -338,7 +338,7 @@ class Scheduler:
                 break
             if not r.admitted:
                 r.cached_tokens = prefix
-                r.host_cached = loaded.tokens if loaded is not None else 0
+                r.host_cached = min(r.host_loaded, prefix)
                 r.admitted = True
                 if not (r.is_health or r.is_warmup):
                     self.admitted_count += 1

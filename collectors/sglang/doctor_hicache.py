@@ -50,12 +50,14 @@ def rule_hicache_host_full(ev: Evidence) -> Finding | None:
     got = _host_fill(ev)
     if got is None or got[0] < HOST_FULL:
         return None
-    ratio = ev.arg("hicache_ratio")
-    flags: dict[str, Any] = {"hicache-ratio": round(float(ratio) * 2, 2)} if isinstance(ratio, int | float) else {}
+    ratio, size = ev.arg("hicache_ratio"), ev.arg("hicache_size")
+    # --hicache-size (GB) overrides the ratio: double whichever sizes the pool (the ratio's default is 2.0)
+    flags: dict[str, Any] = ({"hicache-size": int(size) * 2} if isinstance(size, int | float) and size > 0
+                             else {"hicache-ratio": round(float(ratio if isinstance(ratio, int | float) else 2.0) * 2, 2)})
     return Finding("hicache_host_full", "HiCache's host pool is full",
                    f"host pool {got[0] * 100:.0f} % full (median over {got[1]} samples, fires at "
-                   f"{HOST_FULL * 100:.0f} %); hicache-ratio {ratio if ratio is not None else '?'}, hicache-size "
-                   f"{ev.arg('hicache_size') or 'unset'}",
+                   f"{HOST_FULL * 100:.0f} %); hicache-ratio {ratio if ratio is not None else '2.0 (default)'}, "
+                   f"hicache-size {size or 'unset'}",
                    "Give the host tier more memory (--hicache-ratio, or --hicache-size in GB) if the host has it; "
                    "prefixes pushed out of host memory are recomputed.", flags)
 

@@ -87,7 +87,7 @@ from collectors.base import (
 from collectors.fanout import WORKERS, ServerPool
 from collectors.http import DeadlineExceeded, auth_headers, capped_client, get_capped
 from collectors.promtext import ParsedMetrics, ParseLimits, parse_metrics
-from collectors.sglang.metrics_catalog import SETTLE_S, Drift
+from collectors.sglang.metrics_catalog import MAX_REPORTED, SETTLE_S, Drift
 from collectors.sglang.metrics_catalog import step as catalog_step
 from collectors.sglang.metrics_notes import Episodes, notes_for
 from collectors.sglang.metrics_window import (
@@ -309,16 +309,19 @@ class SGLangMetricsCollector:
         when = (f"since launch #{server.launch_id}" if server.launch_id is not None
                 else "since the server restarted")
         parts, losing = [], False
-        for d in drift:
+        for d in drift[:MAX_REPORTED]:
             readers = (self.dependents(d.keys) if self.dependents is not None else list(d.keys)) if d.keys else []
             fed = f" It fed {'; '.join(readers)}." if readers else " Nothing in Pitwall read it."
             losing = losing or bool(readers and not d.served_by)
             parts.append(f"{d.sentence()}.{fed}")
+        if len(drift) > MAX_REPORTED:
+            parts.append(f"And {len(drift) - MAX_REPORTED} more families ({', '.join(d.family for d in drift[MAX_REPORTED:])[:500]}).")
+            losing = losing or any(d.keys and not d.served_by for d in drift[MAX_REPORTED:])
         advice = (" Those figures stay empty until the server exports the family again: check the "
                   "release notes of the version now running, and the launch flags." if losing else "")
         msg = f"Server {server.name!r}: /metrics changed {when}. " + " ".join(parts) + advice
         raw = json.dumps([{"family": d.family, "change": d.change, "before": d.before, "after": d.after,
-                           "keys": list(d.keys), "served_by": d.served_by} for d in drift])
+                           "keys": list(d.keys), "served_by": d.served_by} for d in drift[:MAX_REPORTED]])
         if losing:
             return EventRow(ts, server.id, "metric_drift", msg, raw=raw, launch_id=server.launch_id)
         return EventRow(ts, server.id, "metric_drift", msg, severity="info", raw=raw, launch_id=server.launch_id,

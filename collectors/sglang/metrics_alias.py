@@ -67,6 +67,7 @@ class Alias:
     agg: str = "sum"  # sum | mean
     meaning: str = ""
     exclude: tuple[tuple[str, str], ...] = ()  # (label, value) pairs whose series are dropped
+    only: tuple[tuple[str, str], ...] = ()  # (label, value) pairs a series must carry to count
     split: str | None = None  # one set of keys (histograms) or one key (gauges) per label value
     unit: str = "_s"  # histograms: key unit suffix ("" for counts)
 
@@ -133,10 +134,13 @@ ALIASES: tuple[Alias, ...] = (
     Alias("cache_hit_tokens_per_s", "counter", ("cached_tokens",), "sum",
           "prefix-cache hit tokens/s by tier (cache_source: device, host, storage; 0.5.9+)", split="cache_source"),
     # HiCache (--enable-hierarchical-cache) and the radix cache's own counters (0.5.2+)
-    Alias("load_back_tokens_per_s", "counter", ("load_back_tokens",), "sum", "tokens loaded back from host/s"),
+    # the token counters count per host pool (kv, swa, mamba: one logical token in each of a
+    # hybrid model's pools); Pitwall reads the KV pool's, which every model has
+    Alias("load_back_tokens_per_s", "counter", ("load_back_tokens",), "sum", "tokens loaded back from host/s",
+          only=(("pool", "kv"),)),
     Alias("evicted_tokens_per_s", "counter", ("evicted_tokens",), "sum", "device KV tokens evicted/s"),
     Alias("hicache_backup_tokens_per_s", "counter", ("hicache_backup_tokens",), "sum",
-          "tokens backed up to host/s"),
+          "tokens backed up to host/s", only=(("pool", "kv"),)),
     Alias("requests_per_s", "counter", ("num_requests",), "sum", "finished requests/s"),
     Alias(
         "aborted_requests_per_s", "counter", ("num_aborted_requests",), "sum", "aborted requests/s"
@@ -251,8 +255,9 @@ def split_priority(series: dict[tuple[tuple[str, str], ...], float]) -> tuple[
 
 
 def excluded(alias: Alias, labels: dict[str, str]) -> bool:
-    """True when a series of `alias` is left out (a warm-up series of a user figure)."""
-    return any(labels.get(k) == v for k, v in alias.exclude)
+    """True when a series of `alias` is left out (a warm-up series of a user figure, a host pool
+    other than the KV one)."""
+    return any(labels.get(k) == v for k, v in alias.exclude) or any(labels.get(k) != v for k, v in alias.only)
 
 
 def label_key(labels: dict[str, str], drop: Iterable[str] = ("le",)) -> tuple[tuple[str, str], ...]:

@@ -38,6 +38,8 @@ from collectors.sglang.metrics_alias import ALIASES, PREFIXES, pitwall_keys
 from storage import series_keys as sk
 
 SETTLE_S = 120.0  # seconds after an epoch's first traffic by which its steady families exist
+MAX_FAMILIES = 2000  # families catalogued an epoch; a server past it is judged no further
+MAX_REPORTED = 20  # families one drift event lists (the rest are counted)
 TRAFFIC = ("prompt_tokens", "diffusion_requests")  # counter base names: a request was served
 
 
@@ -73,20 +75,24 @@ def base_name(family: str) -> str | None:
     return None
 
 
-def families_of(parsed: ParsedMetrics) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """SGLang family name -> (type, label names over all its series, `le`/`quantile` aside)."""
+def families_of(parsed: ParsedMetrics) -> dict[str, tuple[str, tuple[str, ...], bool]]:
+    """SGLang family name -> (type, label names over all its series (`le`/`quantile` aside),
+    whether it had a series: a family declared with no sample says nothing of its labels)."""
     labels: dict[str, set[str]] = {name: set() for name in parsed.families if base_name(name)}
+    sampled: set[str] = set()
     for s in parsed.samples:
         if s.family in labels:
+            sampled.add(s.family)
             labels[s.family].update(k for k in s.labels if k not in ("le", "quantile"))
-    return {name: (parsed.families[name], tuple(sorted(names))) for name, names in labels.items()}
+    return {name: (parsed.families[name], tuple(sorted(names)), name in sampled) for name, names in labels.items()}
 
 
-def served(parsed: ParsedMetrics) -> float:
-    """The request-counting counters summed (warm-up included: it is a request); 0 before any."""
+def served(parsed: ParsedMetrics) -> float | None:
+    """The request-counting counters summed (warm-up included: it is a request); None when the
+    scrape has no finite one (a hostile or broken server's NaN is no count: the state stays JSON)."""
     wanted = {f"{p}{b}" for p in PREFIXES for b in TRAFFIC}
-    # a non-finite count (a hostile or broken server) is no count: the state must stay JSON
-    return sum(s.value for s in parsed.samples if s.family in wanted and math.isfinite(s.value) and s.value > 0)
+    values = [s.value for s in parsed.samples if s.family in wanted and math.isfinite(s.value)]
+    return sum(v for v in values if v > 0) if values else None
 
 
 def keys_of(family: str) -> tuple[str, ...]:
@@ -100,18 +106,30 @@ def keys_of(family: str) -> tuple[str, ...]:
 
 
 def _serving(keys: tuple[str, ...], now: dict[str, Any]) -> str | None:
+    """The families exported now that feed every one of `keys` (a rename the alias table knows),
+    or None when some key is left without input."""
     if not keys:
         return None
+    names, covered = [], set()
     for name in sorted(now):
-        if set(keys) & set(keys_of(name)):
-            return name
-    return None
+        fed = set(keys) & set(keys_of(name))
+        if fed:
+            names.append(name)
+            covered |= fed
+    return ", ".join(names) if covered >= set(keys) else None
 
 
-def _new_epoch(epoch: Any) -> dict[str, Any]:
+def _new_epoch(epoch: Any, *, mid_life: bool = False) -> dict[str, Any]:
     """An epoch's entry: {"epoch", "traffic_at": ts of its first traffic or None, "served": the
-    traffic counters' last sum, "judged", "families": {name: [type, [labels], first seen ts]}}."""
-    return {"epoch": epoch, "traffic_at": None, "served": 0.0, "judged": False, "families": {}}
+    traffic counters' last sum, "judged", "mid_life": Pitwall met the server already serving (its
+    steady families are not known), "overflow": it exported more than MAX_FAMILIES families,
+    "families": {name: [type, [labels], first seen ts, labels known]}}."""
+    return {"epoch": epoch, "traffic_at": None, "served": 0.0, "judged": False, "mid_life": mid_life,
+            "overflow": False, "families": {}}
+
+
+def _judgeable(ep: dict[str, Any] | None) -> bool:
+    return ep is not None and ep.get("traffic_at") is not None and not ep.get("mid_life") and not ep.get("overflow")
 
 
 def step(state: dict[str, Any] | None, epoch: Any, parsed: ParsedMetrics,
@@ -119,46 +137,64 @@ def step(state: dict[str, Any] | None, epoch: Any, parsed: ParsedMetrics,
     """One scrape into the catalogue state: (new state, the drift this scrape judged). Pure.
 
     `epoch` is the launch id; None for a watched server, whose epoch ends when its traffic
-    counters go back down (it restarted)."""
+    counters go back down (it restarted), judged on clean scrapes only. An epoch that served no
+    request never replaces the one before it (nothing to compare)."""
     state = dict(state or {})
-    cur = state.get("current") or _new_epoch(epoch)
-    total = served(parsed)
-    restarted = epoch is None and total < float(cur.get("served") or 0.0)
-    if cur.get("epoch") != epoch or restarted:
-        state["previous"] = cur if cur["families"] else state.get("previous")
-        cur = _new_epoch(epoch)
-    cur = {**cur, "families": dict(cur["families"]), "served": total}
-    seen = families_of(parsed)
     clean = not parsed.errors and not parsed.limits
+    total = served(parsed)
+    cur = state.get("current")
+    if cur is None:  # Pitwall meets this server; a watched one that served already is met mid-life
+        # (its families' start is unknown); a managed one is met at its launch (the runner scrapes
+        # it from ready, after SGLang's own warm-up request)
+        cur = _new_epoch(epoch, mid_life=epoch is None and bool(total))
+    restarted = epoch is None and clean and total is not None and total < float(cur.get("served") or 0.0)
+    if cur.get("epoch") != epoch or restarted:
+        if cur["families"] and cur.get("traffic_at") is not None:
+            state["previous"] = cur
+        cur = _new_epoch(epoch)
+    cur = {**cur, "families": dict(cur["families"])}
+    if clean and total is not None:
+        cur["served"] = total
+    seen = families_of(parsed)
     drift: list[Drift] = []
     prev = state.get("previous")
     old = (prev or {}).get("families", {})
-    for name, (typ, labels) in seen.items():
+    for name, (typ, labels, sampled) in seen.items():
         had = cur["families"].get(name)
-        if had is None or (clean and (had[0] != typ or set(had[1]) - set(labels))):
-            cur["families"][name] = [typ, list(labels), had[2] if had else ts]
-        if had is None and name in old and clean:
-            drift.extend(_changed(name, old[name], typ, labels, seen))
-    if cur["traffic_at"] is None and total > 0:
+        if had is None and len(cur["families"]) >= MAX_FAMILIES:
+            cur["overflow"] = True  # a server that invents family names: catalogued no further
+            continue
+        known = bool(had[3]) if had is not None and len(had) > 3 else False
+        if had is None or (clean and sampled and not known):
+            cur["families"][name] = [typ, list(labels) if sampled else [], had[2] if had else ts, sampled]
+        if clean and name in old and not cur.get("overflow"):
+            if had is None:  # its type, as soon as it shows
+                drift.extend(_changed(name, old[name], typ, labels if sampled else None, seen))
+            elif sampled and not known:  # its labels, once it has a series
+                drift.extend(_changed(name, old[name], typ, labels, seen, labels_only=True))
+    if cur["traffic_at"] is None and total:
         cur["traffic_at"] = ts
-    if (clean and prev and not cur["judged"] and cur["traffic_at"] is not None
-            and ts - cur["traffic_at"] >= settle_s and prev.get("traffic_at") is not None):
+    if (clean and prev and not cur["judged"] and _judgeable(prev) and not cur.get("overflow")
+            and cur["traffic_at"] is not None and ts - cur["traffic_at"] >= settle_s):
         cur["judged"] = True
         settled = prev["traffic_at"] + settle_s
-        for name, (typ, _labels, seen_at) in sorted(old.items()):
-            if name not in seen and seen_at <= settled:
+        for name, entry in sorted(old.items()):
+            if name not in seen and entry[2] <= settled:
                 keys = keys_of(name)
-                drift.append(Drift(name, "vanished", typ, "", keys, _serving(keys, seen)))
+                drift.append(Drift(name, "vanished", entry[0], "", keys, _serving(keys, seen)))
     state["current"] = cur
     return state, drift
 
 
-def _changed(name: str, old: list[Any], typ: str, labels: tuple[str, ...],
-             seen: dict[str, Any]) -> list[Drift]:
+def _changed(name: str, old: list[Any], typ: str, labels: tuple[str, ...] | None,
+             seen: dict[str, Any], *, labels_only: bool = False) -> list[Drift]:
+    """A family's type change (when it first shows) or lost labels (once it has a series; None:
+    not known yet). The old entry's labels count only where they were known."""
     keys = keys_of(name)
-    if old[0] != typ:
+    if old[0] != typ and not labels_only:
         return [Drift(name, "type", old[0], typ, keys, None)]
-    lost = sorted(set(old[1]) - set(labels))
+    old_known = bool(old[3]) if len(old) > 3 else bool(old[1])
+    lost = sorted(set(old[1]) - set(labels)) if labels is not None and old_known else []
     if lost:
-        return [Drift(name, "labels", ", ".join(lost), ", ".join(labels), keys, None)]
+        return [Drift(name, "labels", ", ".join(lost), ", ".join(labels or ()), keys, None)]
     return []

@@ -11,9 +11,12 @@ quantiles over the time between two scrapes, from per-series deltas:
   (SGLang creates a labelled series, e.g. `status="error"`, on its first event, so its first
   value IS the increase; Prometheus `rate()` loses that first failure, Pitwall must not);
 - on the first scrape of a server every series is its own baseline (nothing to window yet);
-- a family that first appears after that counts from zero too: SGLang's multiprocess registry
-  shows a family only once it was first written (the radix cache's evictions, HiCache's
-  load-backs, the first abort), so its first value is the increase since the last scrape;
+- a family absent from the last scrape, which read the whole payload (no parse bound, no bad
+  line), counts from zero too: SGLang's multiprocess registry shows a family only once it was
+  first written (the radix cache's evictions, HiCache's load-backs, the first abort), so its first
+  value is the increase since then; after a scrape a bound cut short, or state from a Pitwall that
+  did not read the family, it is its own baseline (its start is not known);
+- a family a scrape lost keeps its last baseline, so its counts go on from there if it returns;
 - a counter family that is exported but has no series for a figure (no `status="error"` series
   because nothing failed yet) gives 0 for that figure, not "not exported".
 
@@ -105,7 +108,7 @@ def extract(parsed: ParsedMetrics) -> Extracted:
             out.nonfinite.append(_series_name(s.name, s.labels))
         for alias, base, part in hits:
             rows = by_base.setdefault((alias.key, base), [])  # the family is exported
-            if alias.exclude and excluded(alias, s.labels):
+            if (alias.exclude or alias.only) and excluded(alias, s.labels):
                 continue
             if not finite:
                 out.bad.setdefault(alias.key, set()).add(label_key(s.labels))
@@ -213,12 +216,22 @@ def window(
         for suffix, v in _capped(detail, max_detail_keys).items():
             values[f"{sk.metrics_key(key)}.{suffix}"] = v
 
-    state: dict[str, Any] = {"ts": ts, "c": {}, "h": {}}
+    # "seen": the counter and histogram families this scrape read whole (no parse bound, no bad
+    # line): a family absent from such a scrape and here now was first written since then
+    clean = not parsed.errors and not parsed.limits
+    state: dict[str, Any] = {"ts": ts, "c": {}, "h": {},
+                             "seen": sorted({*ex.counters, *ex.hists}) if clean else None}
     prev_ts = prev.get("ts") if prev else None
     dt = ts - prev_ts if isinstance(prev_ts, int | float) else None
     windowed = dt is not None and dt > 0
     prev_c: dict[str, dict[str, float]] = (prev or {}).get("c", {})
     prev_h: dict[str, dict[str, Any]] = (prev or {}).get("h", {})
+    prev_seen = (prev or {}).get("seen")
+
+    def born_since(key: str) -> bool:
+        """A family absent from the last scrape, which read everything (not cut by a bound, not
+        from a Pitwall that did not know the family): it was written for the first time since."""
+        return isinstance(prev_seen, list) and key not in prev_seen
 
     deltas: dict[str, float] = {}
     for key, series in ex.counters.items():
@@ -227,9 +240,9 @@ def window(
         for lk in ex.bad.get(key, ()):  # unreadable now: the last good value stays the baseline
             kept[_sid(lk)] = old.get(_sid(lk)) if old else None  # None: seen, no baseline yet
         state["c"][key] = kept
-        if not windowed:
-            continue  # the first scrape: no baseline yet
-        old = old or {}  # a family new since the last scrape: written for the first time, counts from zero
+        if not windowed or (old is None and not born_since(key)):
+            continue  # the first scrape, or a family whose start is not known: no baseline yet
+        old = old or {}  # born since the last scrape: counts from zero
         inc: dict[LabelKey, float] = {}
         for lk, v in series.items():
             # a series new in a known family counts from zero (SGLang made it on its first event)
@@ -266,9 +279,9 @@ def window(
         for lk in ex.bad.get(key, ()):
             kept_h[_sid(lk)] = old_h.get(_sid(lk)) if old_h else None
         state["h"][key] = kept_h
-        if not windowed:
+        if not windowed or (old_h is None and not born_since(key)):
             continue
-        old_h = old_h or {}  # new since the last scrape: its first observations are the window's
+        old_h = old_h or {}  # born since the last scrape: its first observations are the window's
         split = _ALIAS[key].split
         if split is None:
             values.update(_window_hist(key, hists, old_h))
@@ -282,23 +295,30 @@ def window(
             got = _window_hist(key, hparts[part], old_h)
             values.update({f"{k}.{part}": v for k, v in got.items()})
 
-    # HiCache: seconds of load-back copy a token (what a host hit costs; the doctor sets it
-    # against what recomputing a token costs)
-    ops, mean = values.get(sk.hist_key("load_back", "window_count")), values.get(sk.hist_key("load_back", "mean"))
-    if deltas.get("load_back_tokens_per_s", 0.0) > 0 and ops is not None and mean is not None:
-        values[sk.METRICS_LOAD_BACK_S_PER_TOKEN] = mean * ops / deltas["load_back_tokens_per_s"]
-
-    # a family missing from this scrape keeps its last baseline: should it come back (a scrape
-    # that lost it, Prometheus's staleness), its counts go on from there, never from zero
-    for part, prev_part in (("c", prev_c), ("h", prev_h)):
-        for key, kept_state in prev_part.items():
-            state[part].setdefault(key, kept_state)
+    _derived(values, deltas)
+    _keep_missing(state, prev_c, prev_h)
 
     nonfinite = list(ex.nonfinite)
     for k in [k for k, v in values.items() if not math.isfinite(v)]:
         nonfinite.append(f"{k} (computed)")
         del values[k]
     return Window(values, state, nonfinite, capped)
+
+
+def _derived(values: dict[str, float], deltas: dict[str, float]) -> None:
+    """HiCache: seconds of load-back copy a token (what a host hit costs; the doctor sets it
+    against what recomputing a token costs)."""
+    ops, mean = values.get(sk.hist_key("load_back", "window_count")), values.get(sk.hist_key("load_back", "mean"))
+    if deltas.get("load_back_tokens_per_s", 0.0) > 0 and ops is not None and mean is not None:
+        values[sk.METRICS_LOAD_BACK_S_PER_TOKEN] = mean * ops / deltas["load_back_tokens_per_s"]
+
+
+def _keep_missing(state: dict[str, Any], prev_c: dict[str, Any], prev_h: dict[str, Any]) -> None:
+    """A family missing from this scrape keeps its last baseline: should it come back (a scrape
+    that lost it, Prometheus's staleness), its counts go on from there, never from zero."""
+    for part, prev_part in (("c", prev_c), ("h", prev_h)):
+        for key, kept_state in prev_part.items():
+            state[part].setdefault(key, kept_state)
 
 
 def _window_hist(key: str, hists: dict[LabelKey, _Hist], old: dict[str, Any]) -> dict[str, float]:

@@ -244,6 +244,25 @@ def test_radix_hit_rate_fallbacks():
     assert fig.value is None and fig.status == "missing"
 
 
+def test_radix_hits_by_tier_weigh_every_scrape_of_the_window(engine):
+    """HiCache's host tier shows from its first hit: 10 scrapes of 100 prompt tok/s, host hits of
+    50 tok/s in the last 5 only. The host share is 250 / 1,000 = 25 % (a mean over the host's
+    own samples would say 50 %); the device's 70 tok/s in all 10 is 70 %; no storage tier: not
+    applicable."""
+    srv = repo.upsert_server(engine, name="hicache", base_url="http://127.0.0.1:5")
+    rows = [{"ts": T0 - 100 + 10 * k, "server_id": srv.id, "metric": m, "value": v, "source": "metrics"}
+            for k in range(10) for m, v in (("metrics.prompt_tokens_per_s", 100.0),
+                                            ("metrics.cache_hit_tokens_per_s.device", 70.0))]
+    rows += [{"ts": T0 - 50 + 10 * k, "server_id": srv.id, "metric": "metrics.cache_hit_tokens_per_s.host",
+              "value": 50.0, "source": "metrics"} for k in range(5)]
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=rows)
+    figs = build_scorecard(engine, server="hicache", since_s=105, now=T0).figures
+    assert figs["radix_hit_rate_host"].value == pytest.approx(0.25)
+    assert figs["radix_hit_rate_device"].value == pytest.approx(0.70)
+    assert figs["radix_hit_rate_storage"].value is None and figs["radix_hit_rate_storage"].status == "not_applicable"
+
+
 def test_log_only_energy_per_token_excludes_idle_time(engine):
     """No /metrics: SGLang's decode lines (log.gen_throughput_tok_s) every 2 s for 20 s, then 100 s
     idle, then 20 s more; the GPU draws 400 W busy and 100 W idle. Tokens are the lines' rate x the

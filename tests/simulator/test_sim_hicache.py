@@ -71,3 +71,19 @@ def test_without_hicache_the_evicted_prefix_is_recomputed(tmp_path: Path) -> Non
     assert "hicache_host" not in text and "load_back" not in text
     evicted = [s for s in parse_metrics(text).samples if s.name == "sglang:evicted_tokens_total"]
     assert evicted and evicted[0].labels["cache_type"] == "RadixCache" and evicted[0].value > 0
+
+
+def test_load_back_counts_the_kv_pool_only() -> None:
+    """A hybrid model's host pools each count the same logical tokens (pool="kv", "swa"):
+    Pitwall reads the KV pool's."""
+    from collectors.sglang.metrics_window import window
+
+    def text(kv: int, swa: int) -> str:
+        base = 'cache_type="HiRadixCache",tp_rank="0",pp_rank="0",dp_rank="0"'
+        return ("# HELP sglang:load_back_tokens_total x\n# TYPE sglang:load_back_tokens_total counter\n"
+                f'sglang:load_back_tokens_total{{{base},pool="kv"}} {kv}\n'
+                f'sglang:load_back_tokens_total{{{base},pool="swa"}} {swa}\n')
+
+    w0 = window(parse_metrics(text(100, 100)), None, 0.0)
+    w1 = window(parse_metrics(text(300, 300)), w0.state, 10.0)
+    assert w1.values[sk.METRICS_LOAD_BACK_TOKENS_PER_S] == 20.0

@@ -115,6 +115,9 @@ def test_hicache_rules_name_a_full_host_pool_and_load_back_slower_than_recompute
     f = hicache.rule_hicache_host_full(e)
     assert f is not None and f.rule == "hicache_host_full" and f.flags == {"hicache-ratio": 4.0}
     assert "host pool 99 % full (median over 5 samples, fires at 95 %)" in f.evidence
+    e.server_args = {**hi, "hicache_size": 64}  # the size (GB) overrides the ratio: it is what to raise
+    assert hicache.rule_hicache_host_full(e).flags == {"hicache-size": 128}  # type: ignore[union-attr]
+    e.server_args = hi
     e.series["metrics.hicache_host_used_tokens"] = np.asarray([5000.0] * 5)
     assert hicache.rule_hicache_host_full(e) is None
     # 8 µs to load a token back against 20 µs to recompute one (50,000 tok/s): host hits pay

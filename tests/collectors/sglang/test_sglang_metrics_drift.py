@@ -45,8 +45,11 @@ def run(scrapes: list[tuple[int | None, str, float]], settle_s: float = 10.0) ->
 def test_catalogue_holds_sglang_families_with_their_types_and_label_names() -> None:
     fams = families_of(parse_metrics(payload(served=3)))
     assert set(fams) == {"sglang:prompt_tokens", "sglang:num_queue_reqs", "sglang:inter_token_latency_seconds"}
-    assert fams["sglang:inter_token_latency_seconds"] == ("histogram", ("engine_type", "model_name", "tp_rank"))
+    assert fams["sglang:inter_token_latency_seconds"] == ("histogram", ("engine_type", "model_name", "tp_rank"), True)
     assert fams["sglang:prompt_tokens"][0] == "counter"
+    # a family declared with no series says nothing of its labels
+    empty = "# HELP sglang:num_paused_reqs x\n# TYPE sglang:num_paused_reqs gauge\n"
+    assert families_of(parse_metrics(payload(served=3, extra=empty)))["sglang:num_paused_reqs"] == ("gauge", (), False)
 
 
 def test_a_renamed_family_is_one_drift_judged_after_the_new_launch_settles() -> None:
@@ -85,9 +88,47 @@ def test_a_type_change_and_a_lost_label_are_drift_as_soon_as_the_family_shows() 
 
 
 def test_a_watched_server_starts_a_new_epoch_when_its_counters_go_back() -> None:
-    found = run([(None, payload(served=50, itl="time_per_output_token_seconds"), 0.0),
+    old = "time_per_output_token_seconds"
+    found = run([(None, payload(served=0, itl=old), 0.0), (None, payload(served=50, itl=old), 5.0),
                  (None, payload(served=2), 20.0), (None, payload(served=3), 31.0)])
-    assert [len(d) for d in found] == [0, 0, 1]
+    assert [len(d) for d in found] == [0, 0, 0, 1]
+    # met mid-life (serving already at Pitwall's first scrape): what it exported then may have
+    # been created late, so nothing is called gone after its restart
+    assert not any(run([(None, payload(served=50, itl=old), 0.0), (None, payload(served=2), 20.0),
+                        (None, payload(served=3), 31.0)]))
+    # a scrape whose traffic counter reads NaN is no restart
+    nan = payload(served=1).replace(f"sglang:prompt_tokens_total{{{LABELS}}} 1", f"sglang:prompt_tokens_total{{{LABELS}}} NaN")
+    state, _ = step(None, None, parse_metrics(payload(served=0)), 0.0)
+    state, _ = step(state, None, parse_metrics(payload(served=40)), 1.0)
+    state, _ = step(state, None, parse_metrics(nan), 2.0)
+    assert state["current"]["served"] == 40 and "previous" not in state
+
+
+def test_a_family_first_seen_without_a_series_is_judged_on_its_labels_once_it_has_one() -> None:
+    empty = ("# HELP sglang:inter_token_latency_seconds x\n# TYPE sglang:inter_token_latency_seconds histogram\n")
+    no_itl = payload(served=2, itl="x_seconds")
+    found = run([(1, payload(served=0), 0.0), (1, payload(served=3), 1.0),
+                 (2, no_itl + empty, 5.0),  # declared, no series yet: no label judgement
+                 (2, payload(served=3, itl_labels='model_name="m",engine_type="unified"'), 6.0)])
+    assert [len(d) for d in found] == [0, 0, 0, 1]
+    [lost] = found[3]
+    assert (lost.change, lost.before) == ("labels", "tp_rank")
+
+
+def test_an_epoch_that_served_nothing_does_not_replace_the_one_before() -> None:
+    old = "time_per_output_token_seconds"
+    found = run([(1, payload(served=0, itl=old), 0.0), (1, payload(served=5, itl=old), 1.0),
+                 (2, payload(served=0), 2.0),  # relaunched before any request
+                 (3, payload(served=0), 3.0), (3, payload(served=4), 4.0), (3, payload(served=5), 15.0)])
+    assert [len(d) for d in found] == [0, 0, 0, 0, 0, 1]
+
+
+def test_a_rename_that_covers_only_some_keys_is_not_served() -> None:
+    from collectors.sglang.metrics_catalog import _serving
+
+    assert _serving(keys_of("sglang:queue_time_seconds"), {"sglang:avg_request_queue_latency": None}) is None
+    assert _serving(keys_of("sglang:time_per_output_token_seconds"),
+                    {"sglang:inter_token_latency_seconds": None}) == "sglang:inter_token_latency_seconds"
 
 
 def test_a_scrape_a_parse_bound_cut_is_not_judged() -> None:
@@ -116,7 +157,8 @@ def test_the_collector_writes_one_event_naming_the_family_and_what_read_it() -> 
     col.configure({"metrics_drift_settle_s": 5})
     col.set_dependents(dependents)
     events = []
-    for launch, text, ts in [(1, payload(served=3, itl="time_per_output_token_seconds"), 0.0),
+    for launch, text, ts in [(1, payload(served=0, itl="time_per_output_token_seconds"), -1.0),
+                             (1, payload(served=3, itl="time_per_output_token_seconds"), 0.0),
                              (2, payload(served=1), 10.0), (2, payload(served=2), 16.0), (2, payload(served=3), 30.0)]:
         ctx = CollectorContext([], states.get, states.__setitem__, now=lambda ts=ts: ts)
         server = ServerTarget(7, "demo", "http://127.0.0.1:1", launch_id=launch)
@@ -156,3 +198,22 @@ def test_a_non_finite_count_leaves_the_catalogue_storable() -> None:
     for ts, text in enumerate((bad, bad.replace("+Inf", "NaN"))):
         state, _ = step(state, 1, parse_metrics(text), float(ts))
         json.dumps(state, allow_nan=False)  # raises on NaN or infinity
+
+
+def test_a_family_a_bad_scrape_missed_is_a_baseline_not_a_lifetime_in_one_window() -> None:
+    """A family absent from a scrape that a bad line (or a parse bound) cut short may have been
+    there all along: it is its own baseline, never its whole count as one window's increase."""
+    from collectors.sglang.metrics_window import window
+
+    broken = payload(served=1).replace("sglang:prompt_tokens_total{", "sglang:prompt_tokens_total{{")
+    assert parse_metrics(broken).errors
+    w0 = window(parse_metrics(broken), None, 0.0)
+    w1 = window(parse_metrics(broken), w0.state, 10.0)  # still broken: no baseline for it yet
+    w2 = window(parse_metrics(payload(served=1_000_000)), w1.state, 20.0)
+    assert "metrics.prompt_tokens_per_s" not in w2.values  # a baseline now, not 100,000 tok/s
+    w3 = window(parse_metrics(payload(served=1_000_200)), w2.state, 30.0)
+    assert w3.values["metrics.prompt_tokens_per_s"] == 20.0
+    # state written by a Pitwall that did not list what it read: the same
+    old = dict(w0.state)
+    old.pop("seen")
+    assert "metrics.prompt_tokens_per_s" not in window(parse_metrics(payload(served=500)), old, 10.0).values
