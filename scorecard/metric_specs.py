@@ -309,8 +309,10 @@ if len(SPECS_BY_KEY) != len(METRIC_SPECS):  # pragma: no cover - a programming e
     raise RuntimeError("METRIC_SPECS declares a key twice")
 
 #: the server series a figure reads when it comes from the server (no probe run, or always), in
-#: the order it prefers them: scorecard/compute.py reads its fallbacks from here, and the metric
-#: drift guard (present/dependents.py) names the figures a vanished family leaves without input
+#: the order it prefers them. scorecard/compute.py reads the plain fallbacks (rps, tokens/s, gen
+#: throughput, running batch) from here; the radix, tier and histogram rows list what compute.py
+#: and gather.py read by name. The metric drift guard (present/dependents.py) names the figures a
+#: vanished family leaves without input from this table.
 SERVER_SERIES: dict[str, tuple[str, ...]] = {
     RPS: (sk.METRICS_REQUESTS_PER_S,),
     OUTPUT_TOK_S: (sk.METRICS_GENERATION_TOKENS_PER_S, sk.LOG_GEN_THROUGHPUT_TOK_S),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from simulator.radix import RadixCache
 
-PCIE_BW = 25e9  # bytes/s host<->device with the kernel IO backend (PCIe Gen5 x16 reaches ~50 peak)
+PCIE_BW = 25e9  # bytes/s host<->device: assumed, not measured (PCIe Gen5 x16's peak is ~64 GB/s a way)
 DEFAULT_RATIO = 2.0
 
 

@@ -295,9 +295,10 @@ class SGLangMetricsCollector:
         notes = notes_for(f"Server {server.name!r} /metrics", parsed, snap.window, self.max_rank_keys)
         out.events = self._episodes.events(server, notes, ts)
         cat_key = f"{self.name}:{server.id}:catalog"
-        catalog, drift = catalog_step(ctx.load_state(cat_key), server.launch_id, parsed, ts,
-                                      settle_s=self.drift_settle_s)
-        ctx.save_state(cat_key, catalog)
+        before = ctx.load_state(cat_key)
+        catalog, drift = catalog_step(before, server.launch_id, parsed, ts, settle_s=self.drift_settle_s)
+        if catalog != before:  # most scrapes change nothing: no write on the poll's hot path
+            ctx.save_state(cat_key, catalog)
         if drift:
             out.events.append(self._drift_event(server, drift, ts))
         return out

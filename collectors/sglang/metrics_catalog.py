@@ -153,8 +153,8 @@ def step(state: dict[str, Any] | None, epoch: Any, parsed: ParsedMetrics,
             state["previous"] = cur
         cur = _new_epoch(epoch)
     cur = {**cur, "families": dict(cur["families"])}
-    if clean and total is not None:
-        cur["served"] = total
+    if epoch is None and clean and total is not None:  # only a watched server's restart reads it: a
+        cur["served"] = total  # managed server's state then changes only when its families do
     seen = families_of(parsed)
     drift: list[Drift] = []
     prev = state.get("previous")
@@ -164,14 +164,14 @@ def step(state: dict[str, Any] | None, epoch: Any, parsed: ParsedMetrics,
         if had is None and len(cur["families"]) >= MAX_FAMILIES:
             cur["overflow"] = True  # a server that invents family names: catalogued no further
             continue
-        known = bool(had[3]) if had is not None and len(had) > 3 else False
+        known = had is not None and had[3]
         if had is None or (clean and sampled and not known):
             cur["families"][name] = [typ, list(labels) if sampled else [], had[2] if had else ts, sampled]
         if clean and name in old and not cur.get("overflow"):
             if had is None:  # its type, as soon as it shows
-                drift.extend(_changed(name, old[name], typ, labels if sampled else None, seen))
+                drift.extend(_changed(name, old[name], typ, labels if sampled else None))
             elif sampled and not known:  # its labels, once it has a series
-                drift.extend(_changed(name, old[name], typ, labels, seen, labels_only=True))
+                drift.extend(_changed(name, old[name], typ, labels, labels_only=True))
     if cur["traffic_at"] is None and total:
         cur["traffic_at"] = ts
     if (clean and prev and not cur["judged"] and _judgeable(prev) and not cur.get("overflow")
@@ -187,14 +187,13 @@ def step(state: dict[str, Any] | None, epoch: Any, parsed: ParsedMetrics,
 
 
 def _changed(name: str, old: list[Any], typ: str, labels: tuple[str, ...] | None,
-             seen: dict[str, Any], *, labels_only: bool = False) -> list[Drift]:
+             *, labels_only: bool = False) -> list[Drift]:
     """A family's type change (when it first shows) or lost labels (once it has a series; None:
     not known yet). The old entry's labels count only where they were known."""
     keys = keys_of(name)
     if old[0] != typ and not labels_only:
         return [Drift(name, "type", old[0], typ, keys, None)]
-    old_known = bool(old[3]) if len(old) > 3 else bool(old[1])
-    lost = sorted(set(old[1]) - set(labels)) if labels is not None and old_known else []
+    lost = sorted(set(old[1]) - set(labels)) if labels is not None and old[3] else []
     if lost:
         return [Drift(name, "labels", ", ".join(lost), ", ".join(labels or ()), keys, None)]
     return []

@@ -217,3 +217,23 @@ def test_a_family_a_bad_scrape_missed_is_a_baseline_not_a_lifetime_in_one_window
     old = dict(w0.state)
     old.pop("seen")
     assert "metrics.prompt_tokens_per_s" not in window(parse_metrics(payload(served=500)), old, 10.0).values
+
+
+def test_a_steady_managed_server_does_not_rewrite_its_catalogue_every_scrape() -> None:
+    """The catalogue is saved when it changes: its families, its first traffic, its judgement;
+    a managed server's growing counters are not part of it."""
+    states: dict[str, dict] = {}
+    writes: list[str] = []
+
+    def save(key: str, value: dict) -> None:
+        writes.append(key)
+        states[key] = value
+
+    col = SGLangMetricsCollector()
+    server = ServerTarget(7, "demo", "http://127.0.0.1:1", launch_id=1)
+    for ts, served in enumerate((0, 3, 5, 8, 13, 21)):
+        ctx = CollectorContext([], states.get, save, now=lambda ts=ts: float(ts))
+        col.ingest(ctx, server, payload(served=served), float(ts))
+    col.close()
+    catalogue = [k for k in writes if k.endswith(":catalog")]
+    assert len(catalogue) == 2, catalogue  # its families at the first scrape, its first traffic at the second
