@@ -108,7 +108,9 @@ def search(measure: Measure, slo: dict[str, float], *, image: bool = False, star
             return Capacity(knee=None, low=None, high=None, steps=steps, client_bound=speed)
         if hi is None:  # still growing: at least what met last
             return Capacity(knee=lo, low=lo, high=lo, knees=[lo], steps=steps, capped=True, client_bound=speed)
-        knees, fails = [*knees, lo], [*fails, hi]
+        if not knees:  # stopped in the first bisection: its bracket is what was measured
+            knees, fails = [lo], [hi]
+        # a later repeat cut short knows no more than its starting bracket: the finished ones stand
         return Capacity(knee=statistics.median(knees), low=min(knees), high=max(fails), knees=knees, steps=steps,
                         client_bound=speed)
 

@@ -84,6 +84,12 @@ def test_a_client_that_falls_behind_ends_the_search_and_never_blames_the_server(
     bisecting = search(behind(lambda s: 5.0 < s < 7.0), slo)
     assert not bisecting.capped and bisecting.client_bound == pytest.approx(32 ** 0.5)
     assert bisecting.knee == 4.0 and bisecting.high == 8.0 and bisecting.knees == [4.0]
+    # the first bisection repeat finished (knee 4.76x), the second gave out at once: the finished
+    # knee stands, not the median of it and the 4x the cut repeat started from
+    seen: list[float] = []
+    cut = search(behind(lambda s: abs(s - 32 ** 0.5) < 1e-9 and seen.count(s) > 1, calls=seen), slo, repeats=3)
+    assert cut.client_bound == pytest.approx(32 ** 0.5) and cut.knees == [pytest.approx(4.757, abs=1e-3)]
+    assert cut.knee == cut.low == cut.knees[0] and cut.high == pytest.approx(5.187, abs=1e-3)
     slow = search(behind(lambda s: s < 1.0, knee=0.3), slo)  # 1x missed (the server), then 0.5x behind
     assert slow.knee is None and slow.client_bound == 0.5 and [st.speed for st in slow.steps] == [1.0, 0.5]
     assert slow.sentence("demo", "t").startswith("demo misses its SLO at 1x of trace t (p99 TTFT")
@@ -138,7 +144,9 @@ def test_speed_auto_on_the_demo(tmp_path: Path, sim: str) -> None:
         assert steps[-1]["speed"] == bound and not steps[-1]["meets"] and f"stopped at {bound:.3g}x" in out["sentence"]
         met = [s["speed"] for s in steps if s["meets"]]
         assert (out["knee"] is None) == (not met) and got.returncode == (1 if not met else 0)
-        assert out["knee"] is None or out["knee"] in met
+        # the knee is the median of the knees of the repeats that finished, each a speed that met
+        assert out["knee"] is None or (all(k in met for k in out["knees"])
+                                       and min(out["knees"]) <= out["knee"] <= max(out["knees"]))
     elif out["knee"] is None:
         assert got.returncode == 1 and not any(s["meets"] for s in steps) and "at no speed" in out["sentence"]
     elif out["capped"]:
