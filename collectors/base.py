@@ -97,6 +97,13 @@ class ServerTarget:
     #: read the engine's series from this Prometheus instead of scraping /metrics (None: scrape directly)
     prometheus_url: str | None = None
     prometheus_selector: str | None = None  # label matchers naming this server there
+    service: str | None = None  # the disaggregated service it is part of (storage's Server.service)
+    role: str | None = None  # prefill | decode | router there; None for a whole server
+    metrics_url: str | None = None  # its Prometheus text when not at {base_url}/metrics
+
+    @property
+    def metrics_endpoint(self) -> str:
+        return self.metrics_url or self.base_url.rstrip("/") + "/metrics"
 
     @property
     def serving(self) -> bool:

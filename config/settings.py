@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from storage.errors import ConfigError
+from config.servers import SERVER_KEYS as SERVER_KEYS
+from config.servers import SERVICE_ROLES as SERVICE_ROLES
+from config.servers import ServerConfig, SettingsError, parse_servers
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,10 +36,6 @@ DEMO_DCGM_PORT_OFFSET = 100
 def demo_dcgm_urls(demo_port: int) -> list[str]:
     """The demo's exporters: LLM demo (port demo_port) and image demo (demo_port + 1)."""
     return [f"http://127.0.0.1:{demo_port + i + DEMO_DCGM_PORT_OFFSET}/metrics" for i in (0, 1)]
-
-
-class SettingsError(ConfigError, ValueError):
-    """A setting has the wrong form; the message names the key and the expected form."""
 
 
 @dataclass(frozen=True)
@@ -162,33 +160,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "`[[alerts]]` rule tables: name, kind (burn_rate, threshold, event) and their keys (README \"Alerts\")."),
     SettingSpec("servers", None, "servers", [],
                 "`[[servers]]` tables: name, base_url, kind, managed, log_path, gpu_indices, "
-                "gpu_hourly_usd, python, profile, api_key, host, prometheus_url, prometheus_selector."),
+                "gpu_hourly_usd, python, profile, api_key, host, prometheus_url, prometheus_selector, "
+                "service, role (prefill, decode or router of a disaggregated service), metrics_url."),
 )
-
-SERVER_KEYS = {
-    "name": str, "base_url": str, "kind": str, "engine": str, "managed": bool, "log_path": str,
-    "gpu_indices": list, "gpu_hourly_usd": (int, float), "python": str, "profile": str,
-    "api_key": str, "host": str, "prometheus_url": str, "prometheus_selector": str,
-}
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    name: str
-    base_url: str
-    kind: str = "llm"
-    engine: str = "sglang"  # collectors/engines.py names the engines; an unknown one is reported by the runner
-    managed: bool = False
-    log_path: str | None = None
-    gpu_indices: list[int] | None = None
-    gpu_hourly_usd: float | None = None
-    python: str | None = None
-    profile: str | None = None
-    api_key: str | None = None
-    host: str | None = None  # the runner host that owns it (None: the runner reading this file)
-    prometheus_url: str | None = None  # None: prometheus.url; "": scrape /metrics directly
-    prometheus_selector: str | None = None  # None: prometheus.selector
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -301,53 +275,6 @@ def _convert(spec: SettingSpec, value: Any, origin: str) -> Any:
     return value
 
 
-def _servers(raw: Any) -> list[ServerConfig]:
-    if not isinstance(raw, list):
-        raise SettingsError("Setting servers must be a list of [[servers]] tables.")
-    out: list[ServerConfig] = []
-    seen: set[str] = set()
-    for i, item in enumerate(raw):
-        where = f"servers[{i}]"
-        if not isinstance(item, dict):
-            raise SettingsError(f"Setting {where} must be a table with at least name and base_url.")
-        for key, value in item.items():
-            if key not in SERVER_KEYS:
-                raise SettingsError(
-                    f"Setting {where}.{key} is unknown; expected one of {', '.join(SERVER_KEYS)}."
-                )
-            want = SERVER_KEYS[key]
-            if isinstance(value, bool) and want is not bool:
-                raise SettingsError(f"Setting {where}.{key} is {value!r}; expected {_form(want)}.")
-            if not isinstance(value, want):  # type: ignore[arg-type]
-                raise SettingsError(f"Setting {where}.{key} is {value!r}; expected {_form(want)}.")
-        for key in ("name", "base_url"):
-            if not item.get(key):
-                raise SettingsError(f"Setting {where}.{key} is missing; every server needs one.")
-        if not str(item["base_url"]).startswith(("http://", "https://")):
-            raise SettingsError(
-                f"Setting {where}.base_url is {item['base_url']!r}; expected a URL such as "
-                "http://127.0.0.1:30000."
-            )
-        purl = item.get("prometheus_url")
-        if purl and not str(purl).startswith(("http://", "https://")):
-            raise SettingsError(f"Setting {where}.prometheus_url is {purl!r}; expected a URL such as "
-                                "http://127.0.0.1:9090, or \"\" to scrape this server directly.")
-        if item.get("kind", "llm") not in ("llm", "image"):
-            raise SettingsError(f"Setting {where}.kind is {item['kind']!r}; expected llm or image.")
-        gpus = item.get("gpu_indices")
-        if gpus is not None and not all(isinstance(g, int) and g >= 0 for g in gpus):
-            raise SettingsError(f"Setting {where}.gpu_indices is {gpus!r}; expected e.g. [0, 1].")
-        price = item.get("gpu_hourly_usd")
-        if price is not None and price < 0:
-            raise SettingsError(f"Setting {where}.gpu_hourly_usd is {price}; expected >= 0 USD.")
-        if item["name"] in seen:
-            raise SettingsError(f"Setting {where}.name {item['name']!r} is used twice.")
-        seen.add(item["name"])
-        fields: dict[str, Any] = {k: (float(v) if k == "gpu_hourly_usd" else v) for k, v in item.items()}
-        out.append(ServerConfig(**fields))
-    return out
-
-
 def _alerts(raw: Any, alerting: dict[str, Any]) -> list[dict[str, Any]]:
     """The raw [[alerts]] tables, checked now so a bad rule stops `pitwall collect` with one line."""
     from runner.alerts.rules import AlertRuleError, build_rules
@@ -363,10 +290,6 @@ def _alerts(raw: Any, alerting: dict[str, Any]) -> list[dict[str, Any]]:
     if alerting["eval_interval_s"] <= 0 or alerting["outbox_max"] < 1 or alerting["send_deadline_s"] <= 0:
         raise SettingsError("Settings alerting.eval_interval_s and send_deadline_s must be > 0 and outbox_max >= 1.")
     return list(raw)
-
-
-def _form(want: Any) -> str:
-    return {bool: "true or false", list: "a list", (int, float): "a number"}.get(want, "a string")
 
 
 def _lookup(data: dict[str, Any], dotted: str) -> Any:
@@ -451,7 +374,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
     if runner["lease_ttl_s"] < 5:
         raise SettingsError(f"Setting runner.lease_ttl_s is {runner['lease_ttl_s']}; expected at least 5 "
                             "seconds (the lease is renewed every 2 s; 15 is the default).")
-    servers = _servers(data.get("servers", []))
+    servers = parse_servers(data.get("servers", []))
     alerting = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("alerting.")}
     alerts = _alerts(data.get("alerts", []), alerting)
     slo = dict(data.get("slo") or {})

@@ -222,6 +222,7 @@ class Runner:
                     launch_id=launch_id, pids=list(pids), launch_status=status if s.managed else None,
                     host=s.host, prometheus_url=s.prometheus_url or None,
                     prometheus_selector=s.prometheus_selector, engine=s.engine,
+                    service=s.service, role=s.role, metrics_url=s.metrics_url,
                 )
             )
         return out

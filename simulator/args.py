@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--speculative-num-steps", type=int, default=None)
     a("--speculative-eagle-topk", type=int, default=None)
     a("--speculative-num-draft-tokens", type=int, default=None)
+    # PD disaggregation (simulator/disagg.py); SGLang's choices for the backend
+    a("--disaggregation-mode", choices=["null", "prefill", "decode"], default="null")
+    a("--disaggregation-transfer-backend", default="mooncake",
+      choices=["mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"])
+    a("--disaggregation-bootstrap-port", type=int, default=8998)
+    a("--disaggregation-decode-enable-radix-cache", action="store_true")
     a("--sleep-on-idle", action="store_true")  # accepted; the simulator never polls while idle
     a("--page-size", type=int, default=None)
     a("--nnodes", type=int, default=1)
@@ -167,6 +173,9 @@ def check_sim_args(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> N
     if version_tuple(ns.sim_version) is None:
         parser.error(f"argument --sim-version: {ns.sim_version!r} is not a release from 0.3.6 to 0.5.23 "
                      "(MAJOR.MINOR.PATCH, e.g. 0.4.3)")
+    if getattr(ns, "disaggregation_mode", "null") == "prefill" and ns.disaggregation_transfer_backend == "fake":
+        # pd_disaggregation_hook.py's assert, raised while the server args resolve
+        parser.exit(1, "AssertionError: Prefill server does not support 'fake' as the transfer backend\n")
     if getattr(ns, "export_metrics_to_file", False) and not ns.export_metrics_to_file_dir:  # the LLM parser
         parser.error("--export-metrics-to-file-dir is required when --export-metrics-to-file is enabled")
     from simulator import dcgm, speculative

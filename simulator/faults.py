@@ -8,6 +8,8 @@
 | ``hang-after=N`` | after N finished requests the scheduler stops stepping; HTTP still accepts, nothing completes, /health times out (503 after SGLANG_HEALTH_CHECK_TIMEOUT); the process stays alive |
 | ``crash-at-start`` | the scheduler raises the same CUDA error while loading weights: the server never becomes ready and dies (SIGKILL) |
 | ``slow-prefill=S`` (with ``slow-after=N``, ``slow-for=M``) | every prefill batch takes S model seconds longer while N <= finished requests < N+M (default: from the start, for ever): a degraded GPU or a noisy neighbour, seen by clients as a slow TTFT; the server stays healthy, and the slowness clears by itself after M requests |
+| ``slow-transfer=S`` (with ``slow-after``, ``slow-for``) | PD prefill server: every KV transfer takes S model seconds longer (simulator/disagg.py): a congested or degraded RDMA link, seen by clients as a slow TTFT and by the prefill's kv_transfer_latency_ms |
+| ``transfer-fail-every=N`` | PD prefill server: every Nth KV transfer fails (both sides log it and count it in num_transfer_failed_reqs_total; the client gets SGLang's abort) |
 | ``nccl-timeout-after=N`` | after N finished requests the scheduler hangs for NCCL_HANG_MODEL_S, prints PyTorch's NCCL watchdog lines and the process dies |
 
 Slow startup is ``--sim-startup-s``; port already in use is a real bind failure.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 NCCL_HANG_MODEL_S = 10.0
 KINDS = ("oom-after", "oom-at-usage", "crash-after", "hang-after", "nccl-timeout-after",
-         "slow-prefill", "slow-after", "slow-for")
+         "slow-prefill", "slow-after", "slow-for", "slow-transfer", "transfer-fail-every")
 FLAGS = ("crash-at-start",)
 
 
@@ -34,14 +36,19 @@ class Faults:
     slow_prefill_s: float | None = None
     slow_after: int = 0
     slow_for: int | None = None
+    slow_transfer_s: float | None = None
+    transfer_fail_every: int | None = None
+
+    def _window(self, finished: int) -> bool:
+        return finished >= self.slow_after and (self.slow_for is None or finished < self.slow_after + self.slow_for)
 
     def slow_extra_s(self, finished: int) -> float:
         """Model seconds added to a prefill batch when `finished` requests have completed."""
-        if not self.slow_prefill_s or finished < self.slow_after:
-            return 0.0
-        if self.slow_for is not None and finished >= self.slow_after + self.slow_for:
-            return 0.0
-        return self.slow_prefill_s
+        return self.slow_prefill_s if self.slow_prefill_s and self._window(finished) else 0.0
+
+    def slow_transfer_extra_s(self, finished: int) -> float:
+        """Model seconds added to a PD KV transfer when `finished` requests have completed."""
+        return self.slow_transfer_s if self.slow_transfer_s and self._window(finished) else 0.0
 
 
 def parse_faults(specs: list[str]) -> Faults:
@@ -64,12 +71,13 @@ def parse_faults(specs: list[str]) -> Faults:
     def as_int(key: str) -> int | None:
         return int(values[key]) if key in values else None
 
-    if ("slow-after" in values or "slow-for" in values) and "slow-prefill" not in values:
-        raise ValueError("--sim-fault slow-after / slow-for need slow-prefill=SECONDS too")
+    if ("slow-after" in values or "slow-for" in values) and not {"slow-prefill", "slow-transfer"} & set(values):
+        raise ValueError("--sim-fault slow-after / slow-for need slow-prefill=SECONDS or slow-transfer=SECONDS too")
     return Faults(as_int("oom-after"), values.get("oom-at-usage"), as_int("crash-after"),
                   as_int("hang-after"), as_int("nccl-timeout-after"),
                   "crash-at-start" in flags, values.get("slow-prefill"),
-                  as_int("slow-after") or 0, as_int("slow-for"))
+                  as_int("slow-after") or 0, as_int("slow-for"), values.get("slow-transfer"),
+                  as_int("transfer-fail-every"))
 
 
 def traceback_text(exc_type: str, message: str, frames: list[tuple[str, int, str, str]]) -> str:

@@ -17,6 +17,7 @@ Copy times are bytes / PCIE_BW (model seconds), the KV bytes of the launch's mod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from simulator.radix import RadixCache
 
@@ -85,3 +86,17 @@ class HostTier:
         out = (self.backups, self.loads, self.dropped)
         self.backups, self.loads, self.dropped = [], [], 0
         return out
+
+
+def host_tier(srv: Any) -> HostTier | None:
+    """HiCache's host pool of one scheduler of the LLM server `srv`: --hicache-size GB, else
+    --hicache-ratio x the device pool, in tokens of this model's KV."""
+    ns = srv.ns
+    if not ns.enable_hierarchical_cache or ns.disable_radix_cache:
+        return None
+    per_token = srv.cost.kv_bytes_per_token / srv.cost.tp
+    if ns.hicache_size:
+        capacity = int(ns.hicache_size * 1e9 / per_token)
+    else:
+        capacity = int((ns.hicache_ratio or DEFAULT_RATIO) * srv.pool_tokens)
+    return HostTier(capacity, per_token, write_back=ns.hicache_write_policy == "write_back")

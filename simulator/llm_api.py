@@ -39,6 +39,8 @@ class GenInput:
     #: the request log's view of it (simulator/reqlog.py): the client's sampling_params as sent,
     #: and the fields an OpenAI adapter sets (return_text_in_logprobs, modalities, ...)
     logged: dict[str, Any] | None = None
+    #: PD: (bootstrap_host, bootstrap_port, bootstrap_room) as the router sent them
+    bootstrap: tuple[Any, Any, Any] = (None, None, None)
 
 
 def grammar_key(sp: dict[str, Any]) -> tuple[str, str] | None:
@@ -128,6 +130,11 @@ def parse_generate(body: Any) -> tuple[list[GenInput], bool, bool]:
         it.priority = prio if isinstance(prio, int) and not isinstance(prio, bool) else None
         it.grammar_key = key
         it.logged = {"sampling_params": dict(sp), "stream": stream}
+    rooms = body.get("bootstrap_room")
+    for i, it in enumerate(items):  # a batch's scalar room becomes room + i, as io_struct.py does
+        room = rooms[i] if isinstance(rooms, list) and i < len(rooms) else (
+            rooms + i if isinstance(rooms, int) and not isinstance(rooms, bool) else None)
+        it.bootstrap = (body.get("bootstrap_host"), body.get("bootstrap_port"), room)
     return items, batch, stream
 
 
@@ -239,7 +246,8 @@ def parse_openai(body: Any, *, chat: bool) -> tuple[GenInput, bool, bool, str | 
               "modalities": [], "received_time": time.perf_counter()}
     prio = body.get("priority")
     return (GenInput(ids, text, max_new, body.get("seed"), None, openai_grammar_key(body), logged=logged,
-                     priority=prio if isinstance(prio, int) and not isinstance(prio, bool) else None),
+                     priority=prio if isinstance(prio, int) and not isinstance(prio, bool) else None,
+                     bootstrap=(body.get("bootstrap_host"), body.get("bootstrap_port"), body.get("bootstrap_room"))),
             stream, include_usage, body.get("model"))
 
 

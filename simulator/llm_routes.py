@@ -380,7 +380,7 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                 "has_audio_understanding": False, "model_type": "llama",
                 "architectures": [srv.cost.shape.arch], "served_model_name": srv.model_name,
                 "load_format": ns.load_format, "reasoning_parser": None,
-                "tool_call_parser": None, "disaggregation_mode": "null",
+                "tool_call_parser": None, "disaggregation_mode": ns.disaggregation_mode,
                 "embedding": EMBEDDING_INFO}
 
     async def model_info(request: web.Request) -> web.StreamResponse:
@@ -420,12 +420,13 @@ def add_routes(app: web.Application, srv: LlmServer) -> None:
                                                 / srv.cost.tp / 1e9, 3),
                            "graph_gb": 0.45 if srv.cost.cuda_graph else 0.0,
                            "token_capacity": srv.pool_tokens},
-                "disaggregation": {"mode": "null", "prefill_bootstrap_queue_reqs": 0,
+                "disaggregation": {"mode": ns.disaggregation_mode, "prefill_bootstrap_queue_reqs": 0,
                                    "prefill_inflight_queue_reqs": 0,
                                    "decode_prealloc_queue_reqs": 0,
                                    "decode_transfer_queue_reqs": 0,
                                    "decode_retracted_queue_reqs": 0,
-                                   "kv_transfer_speed_gb_s": 0.0, "kv_transfer_latency_ms": 0.0},
+                                   "kv_transfer_speed_gb_s": 0.0, "kv_transfer_latency_ms": 0.0,
+                                   **(srv.pd.loads() if srv.pd is not None else {})},
                 "queues": {"waiting": len(s.waiting), "grammar": 0, "paused": 0,
                            "retracted": sum(1 for r in s.waiting if r.num_retractions),
                            "prealloc_ready": 0}})

@@ -40,10 +40,10 @@ from typing import Any
 from aiohttp import ClientSession, web
 
 from simulator import cache_metrics, dcgm, grammar, hicache, lifecycle, llm_api, logfmt, tokenizer
+from simulator import disagg as pdmod
 from simulator import faults as faultmod
 from simulator.costmodel import GIB, CostModel, infer_params, make_cost_model, parse_params
 from simulator.gpu_activity import Activity
-from simulator.hicache import HostTier
 from simulator.metrics import LlmMetrics
 from simulator.scheduler import SchedConfig, Scheduler, SimRequest
 
@@ -82,8 +82,9 @@ class LlmServer:
                                   ttft_buckets=ns.bucket_time_to_first_token,
                                   itl_buckets=ns.bucket_inter_token_latency,
                                   e2e_buckets=ns.bucket_e2e_request_latency,
-                                  version=ns.sim_version, priority=ns.enable_priority_scheduling) \
-            if ns.enable_metrics else None
+                                  version=ns.sim_version, priority=ns.enable_priority_scheduling,
+                                  engine_type=pdmod.engine_type(ns.disaggregation_mode)) if ns.enable_metrics else None
+        self.pd = pdmod.make_side(self)
         self.schedulers: list[Scheduler] = []
         self._rr = 0
         self.health_timeout = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
@@ -216,6 +217,8 @@ class LlmServer:
                        f"max_running_requests={self.max_running}, "
                        f"context_len={self.context_len}, available_gpu_mem={after_pool:.2f} GB")
         self._start_schedulers()
+        boot = await pdmod.start_bootstrap_server(self.pd, ns.host, ns.disaggregation_bootstrap_port) \
+            if isinstance(self.pd, pdmod.PrefillSide) else None
         self._set_constants(weights_gib, kv_gib, load_s)
         app = self.make_app()
         runner = await lifecycle.bind(app, ns.host, ns.port, self.log)
@@ -228,8 +231,9 @@ class LlmServer:
         for s in self.schedulers:
             s.abort_all("The server is shutting down.")
         await lifecycle.shutdown(runner, self.log)
-        if exporter is not None:
-            await exporter.cleanup()
+        for part in (exporter, boot):
+            if part is not None:
+                await part.cleanup()
         return 0
 
     def _start_schedulers(self) -> None:
@@ -239,14 +243,15 @@ class LlmServer:
             cfg = SchedConfig(
                 max_total_tokens=self.pool_tokens, max_running_requests=self.max_running,
                 chunked_prefill_size=self.chunk, max_prefill_tokens=ns.max_prefill_tokens,
-                policy=ns.schedule_policy, radix=not ns.disable_radix_cache,
+                policy=ns.schedule_policy, radix=not ns.disable_radix_cache and (
+                    ns.disaggregation_mode != "decode" or ns.disaggregation_decode_enable_radix_cache),
                 decode_log_interval=ns.decode_log_interval, speed=self.speed,
                 seed=ns.sim_seed + dp, conservativeness=ns.schedule_conservativeness,
                 cost=self.cost, tags=self.tags(dp), faults=self.faults,
                 spec=copy.copy(ns.sim_spec) if ns.sim_spec is not None else None,
                 priority_first=(-1 if ns.schedule_low_priority_values_first else 1)
                 if ns.enable_priority_scheduling else 0,
-                host=self._host_tier())
+                host=hicache.host_tier(self), pd=self.pd)
             s = Scheduler(cfg, self.log, functools.partial(self._fatal_at, dp),
                           on_finish=self._on_finish, on_stats=self._on_stats)
             s.on_first = self._on_first
@@ -298,19 +303,6 @@ class LlmServer:
     def _cache_metrics(self, s: Scheduler, dp: int) -> None:
         assert self.metrics is not None
         cache_metrics.record(self.metrics, s.kv, dp)
-
-    def _host_tier(self) -> HostTier | None:
-        """HiCache's host pool of one scheduler: --hicache-size GB, else --hicache-ratio x the
-        device pool, in tokens of this model's KV."""
-        ns = self.ns
-        if not ns.enable_hierarchical_cache or ns.disable_radix_cache:
-            return None
-        per_token = self.cost.kv_bytes_per_token / self.cost.tp
-        if ns.hicache_size:
-            capacity = int(ns.hicache_size * 1e9 / per_token)
-        else:
-            capacity = int((ns.hicache_ratio or hicache.DEFAULT_RATIO) * self.pool_tokens)
-        return HostTier(capacity, per_token, write_back=ns.hicache_write_policy == "write_back")
 
     def _prio(self, r: SimRequest) -> dict[str, str]:
         """The tokenizer's `priority` label of a request: its own priority, "" without one (only
@@ -372,6 +364,8 @@ class LlmServer:
                      ("utilization", 1.0 if s.running else 0.0),
                      ("is_cuda_graph", 1 if s.last_cuda_graph else 0)):
             m.child(f"sglang:{k}", dp).set(v)
+        for k, v in (self.pd.gauges() if self.pd is not None else {}).items():
+            m.child(f"sglang:{k}", dp).set(v)
         if s.last_spec is not None:
             m.child("sglang:spec_accept_length", dp).set(s.last_spec[0])
             m.child("sglang:spec_accept_rate", dp).set(s.last_spec[1])
@@ -430,7 +424,12 @@ class LlmServer:
                        gen=gen, priority=order, api_priority=inp.priority, sched_priority=prio,
                        stream=stream, is_health=is_health, is_warmup=not self.ready)
         s = self.pick_scheduler()
-        s.submit(r)
+        if self.pd is None:
+            s.submit(r)
+        elif is_health or not self.ready:  # warm-up and health: no peer
+            self.pd.fake(r, s)
+        else:
+            self.pd.submit(r, s, inp.bootstrap)
         return r, s
 
     def server_args_dict(self) -> dict[str, Any]:

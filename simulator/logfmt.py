@@ -55,20 +55,23 @@ def rank_tags(*, dp_rank: int | None, tp_rank: int, tp_size: int) -> str:
 
 def prefill_line(*, new_seq: int, new_token: int, cached_token: int, token_usage: float,
                  running_req: int, queue_req: int, pending_token: int, cuda_graph: bool,
-                 input_throughput: float) -> str:
+                 input_throughput: float, pd: str = "") -> str:
+    """`pd`: a PD prefill server's queues (simulator/disagg.py log_extra)."""
     return (f"Prefill batch, #new-seq: {new_seq}, #new-token: {new_token}, "
             f"#cached-token: {cached_token}, token usage: {token_usage:.2f}, "
             f"#running-req: {running_req}, #queue-req: {queue_req}, "
-            f"#pending-token: {pending_token}, cuda graph: {cuda_graph}, "
+            f"#pending-token: {pending_token}, {pd}cuda graph: {cuda_graph}, "
             f"input throughput (token/s): {input_throughput:.2f}")
 
 
 def decode_line(*, running_req: int, num_token: int, token_usage: float, cuda_graph: bool,
-                gen_throughput: float, queue_req: int, spec: tuple[float, float] | None = None) -> str:
-    """`spec`: (accept len, accept rate) of a server with speculative decoding."""
+                gen_throughput: float, queue_req: int, spec: tuple[float, float] | None = None,
+                pd: str = "") -> str:
+    """`spec`: (accept len, accept rate) of a server with speculative decoding; `pd`: a PD
+    decode server's queues (simulator/disagg.py log_extra)."""
     accept = f"accept len: {spec[0]:.2f}, accept rate: {spec[1]:.2f}, " if spec is not None else ""
     return (f"Decode batch, #running-req: {running_req}, #token: {num_token}, "
-            f"token usage: {token_usage:.2f}, {accept}cuda graph: {cuda_graph}, "
+            f"token usage: {token_usage:.2f}, {accept}{pd}cuda graph: {cuda_graph}, "
             f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: {queue_req}")
 
 

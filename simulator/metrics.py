@@ -93,7 +93,8 @@ class LlmMetrics:
     def __init__(self, *, model_name: str, dp_size: int, ttft_buckets: list[float] | None = None,
                  itl_buckets: list[float] | None = None,
                  e2e_buckets: list[float] | None = None, version: str = "0.5.23",
-                 priority: bool = False) -> None:
+                 priority: bool = False, engine_type: str = "unified") -> None:
+        self.engine_type = engine_type  # prefill | decode on a PD server
         self.registry = CollectorRegistry(auto_describe=True)
         self.model_name = model_name
         self.dp = dp_size > 1
@@ -131,7 +132,7 @@ class LlmMetrics:
                   if isinstance(m, Gauge)}
 
     def _fill(self, name: str, dp: int, extra: dict[str, str]) -> dict[str, str]:
-        values = {"model_name": self.model_name, "engine_type": "unified", "tp_rank": "0",
+        values = {"model_name": self.model_name, "engine_type": self.engine_type, "tp_rank": "0",
                   "pp_rank": "0", "moe_ep_rank": "0", "pid": self.pid, "dp_rank": str(dp), "priority": ""}
         return {k: extra.get(k, values.get(k, "")) for k in self.labels_of[name]}
 

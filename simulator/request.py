@@ -32,6 +32,9 @@ class SimRequest:
     host_loaded: int = 0  # loaded back for it while it waited (an attempt that did not fit counts)
     verify_ct: int = 0  # speculative verify forwards this request took part in (spec_verify_calls_total)
     is_health: bool = False
+    room: int = -1  # PD: the bootstrap room (simulator/disagg.py); pd_*: when it entered PD's queues
+    pd_entry: float = 0.0
+    pd_mark: float = 0.0
     is_warmup: bool = False  # startup warm-up: not counted by --sim-fault thresholds
     arrival_model: float = 0.0
     arrival_wall: float = 0.0  # epoch seconds

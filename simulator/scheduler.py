@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from simulator import logfmt
 from simulator.costmodel import CostModel, Work
@@ -32,11 +33,11 @@ from simulator.gpu_activity import Activity
 from simulator.hicache import HostTier
 from simulator.kvpool import KvPool
 from simulator.request import SimRequest
+from simulator.retract import retract
 from simulator.speculative import Spec
 from simulator.tokenizer import EOS_TOKEN_ID
 
 CLIP_MAX_NEW_TOKENS = 4096
-RETRACT_DECODE_STEPS = 20
 
 
 @dataclass
@@ -57,6 +58,7 @@ class SchedConfig:
     spec: Spec | None = None  # --speculative-algorithm (simulator/speculative.py)
     priority_first: int = 0  # priority scheduling: 1 higher values first, -1 lower (low-first flag), 0 off
     host: HostTier | None = None  # --enable-hierarchical-cache
+    pd: Any = None  # --disaggregation-mode prefill|decode: simulator/disagg.py's side
 
 
 FatalHook = Callable[[str, str], None]
@@ -77,6 +79,7 @@ class Scheduler:
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
         self.chunked: SimRequest | None = None
+        self.prebuilt: list[SimRequest] = []  # PD decode: KV arrived, joining at the next iteration
         self.init_ratio = min(0.7 * cfg.conservativeness, 1.0)
         self.min_ratio = self.init_ratio * 0.14
         self.ratio_decay = (self.init_ratio - self.min_ratio) / 600
@@ -144,6 +147,9 @@ class Scheduler:
         self.waiting.append(req)
         self._wake.set()
 
+    def wake(self) -> None:
+        self._wake.set()
+
     def flush_cache(self) -> bool:
         if self.running or self.waiting or self.chunked:
             return False
@@ -179,7 +185,7 @@ class Scheduler:
         while True:
             if self.hung:
                 await asyncio.Event().wait()
-            if not (self.waiting or self.running or self.chunked):
+            if not (self.waiting or self.running or self.chunked or self.prebuilt):
                 if self.busy:
                     self.busy = False
                     self.lag_done_s += self.cur_lag_s
@@ -192,6 +198,8 @@ class Scheduler:
                 self.anchor_wall, self.anchor_model = loop.time(), self.model_time
                 self.busy = True
             self._drop_aborted()
+            if self.prebuilt:
+                self.cfg.pd.admit(self)
             if self._check_faults():
                 continue
             batch = self._prefill_batch()
@@ -369,7 +377,12 @@ class Scheduler:
             new_seq=new_seq, new_token=new_tok, cached_token=cached,
             token_usage=self.token_usage(), running_req=len(self.running),
             queue_req=len(self.waiting), pending_token=self.pending_tokens(), cuda_graph=False,
-            input_throughput=tput), tags=self.cfg.tags)
+            input_throughput=tput, pd=self.cfg.pd.log_extra() if self.cfg.pd else ""), tags=self.cfg.tags)
+
+    def emit_first(self, r: SimRequest) -> None:
+        self._emit_token(r)
+        if not r.finished:
+            self.running.append(r)
 
     def _prefill_done(self, batch: list[tuple[SimRequest, int, int, int]]) -> None:
         for r, take, _, _ in batch:
@@ -379,9 +392,10 @@ class Scheduler:
             self.kv.cache_filled(r)
             if r.filled < len(r.target):
                 continue
-            self._emit_token(r)
-            if not r.finished:
-                self.running.append(r)
+            if self.cfg.pd is not None:  # PD prefill: the KV goes to the decode server
+                self.cfg.pd.on_prefilled(r, self)
+                continue
+            self.emit_first(r)
         if self.on_stats:
             self.on_stats(self)
 
@@ -394,7 +408,7 @@ class Scheduler:
             return None
         need = len(self.running)
         if self.kv.available() < need:
-            self._retract(need)
+            retract(self, need)
             if not self.running:
                 return None
         for r in self.running:
@@ -413,33 +427,6 @@ class Scheduler:
         positions, drafting = spec.step_scale()
         self._work, self._pcie = cost.decode_work(batch * positions, kv), (0.0, 4.0 * batch * positions)
         return cost.decode_time(batch * positions, kv) + drafting * cost.decode_time(batch, kv)
-
-    def _retract(self, need: int) -> None:
-        old = self.new_token_ratio
-        order = sorted(self.running, key=lambda r: (len(r.output_ids), -len(r.input_ids)),
-                       reverse=True)
-        retracted: list[SimRequest] = []
-        before = self.kv.available()
-        while order and self.kv.available() < len(order):
-            r = order.pop()
-            self.kv.release(r)
-            r.target = r.input_ids + r.output_ids
-            r.num_retractions += 1
-            r.queue_start_model = self.model_time
-            retracted.append(r)
-        self.running = [r for r in self.running if r not in retracted]
-        for r in reversed(retracted):
-            self.waiting.appendleft(r)
-        decoded = sum(len(r.output_ids) for r in self.running)
-        total_max = sum(r.max_new_tokens for r in self.running) or 1
-        self.new_token_ratio = min((decoded + RETRACT_DECODE_STEPS * len(self.running))
-                                   / total_max, 1.0)
-        self.retracted_total += len(retracted)
-        self.last_retracted = len(retracted)
-        self.log.log(logfmt.retract_line(retracted=len(retracted),
-                                         tokens_gained=self.kv.available() - before,
-                                         old_ratio=old, new_ratio=self.new_token_ratio),
-                     level="warning", tags=self.cfg.tags)
 
     def _decode_done(self) -> None:
         self.decode_ct += 1
@@ -469,7 +456,7 @@ class Scheduler:
                 running_req=len(self.running), num_token=self.num_used(),
                 token_usage=self.token_usage(), cuda_graph=self.last_cuda_graph,
                 gen_throughput=self.last_gen_throughput, queue_req=len(self.waiting),
-                spec=self.last_spec), tags=self.cfg.tags)
+                spec=self.last_spec, pd=self.cfg.pd.log_extra() if self.cfg.pd else ""), tags=self.cfg.tags)
             if self.on_stats:
                 self.on_stats(self)
 

@@ -162,6 +162,14 @@ def _v9_to_v10(conn: Connection) -> None:
     _add_column(conn, "profile", "record_requests", "BOOLEAN NOT NULL DEFAULT FALSE")
 
 
+def _v10_to_v11(conn: Connection) -> None:
+    """v11: Server.service / role / metrics_url (a disaggregated service's members)."""
+    _add_column(conn, "server", "service", "VARCHAR")
+    _add_column(conn, "server", "role", "VARCHAR")
+    _add_column(conn, "server", "metrics_url", "VARCHAR")
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_server_service ON server (service)"))
+
+
 def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
     """ALTER TABLE ... ADD COLUMN unless it is there (a file whose version was lowered by hand,
     or an upgrade step that another process already ran)."""
@@ -172,7 +180,8 @@ def _add_column(conn: Connection, table: str, column: str, ddl: str) -> None:
 # Each step upgrades the schema from version N to N+1 (key N).
 _UPGRADES: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
                                                     4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7,
-                                                    7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10}
+                                                    7: _v7_to_v8, 8: _v8_to_v9, 9: _v9_to_v10,
+                                                    10: _v10_to_v11}
 
 
 def ensure_schema(engine: Engine, *, create: bool = True) -> None:

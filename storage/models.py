@@ -14,7 +14,7 @@ from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 #: Bumped whenever a table or column changes; storage/db.py upgrades or refuses older files.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 def _json(default: Any = None) -> Any:
@@ -85,6 +85,12 @@ class Server(SQLModel, table=True):
     #: its /metrics; `prometheus_selector` is the label matcher naming it there
     prometheus_url: str | None = None
     prometheus_selector: str | None = None
+    #: a disaggregated service: the service's name, and this server's part in it (prefill,
+    #: decode or router); None for a server that prefills and decodes on its own
+    service: str | None = Field(default=None, index=True)
+    role: str | None = None
+    #: where its Prometheus text is when not at {base_url}/metrics (a router's own metrics port)
+    metrics_url: str | None = None
 
 
 class Profile(SQLModel, table=True):

@@ -20,7 +20,8 @@ their meaning (`*_gb`: GiB as the diffusion server prints them).
 - `<priority>`: a request priority as the engine labels it (`5`, `-1`, `None`, `HIGH`, `UNKNOWN`);
 - `<rank>`: the rank labels that vary on a multi-rank server, `dp1`, `tp3`, `dp0tp1` (per-rank
   detail beside the server figure; `SeriesKey.detail` says which keys carry it);
-- `<d>`: a DP rank (`log.running_req.dp1`).
+- `<d>`: a DP rank (`log.running_req.dp1`);
+- `<worker>`: a router's worker as the router names it, its URL (`http://10.0.0.5:30000`).
 
 `unit` is a storage/units.py key (how the value is shown); "" where no display unit fits (Hz,
 a bitmask, a P-state, GiB figures): shown as a plain number.
@@ -56,6 +57,7 @@ PLACEHOLDERS: dict[str, str] = {
     "<source>": r"[A-Za-z0-9_.-]+",
     "<rank>": r"(?:(?:dp|tp|pp|ep)(?:[0-9]+|na))+",
     "<d>": r"[0-9]+",
+    "<worker>": r"[A-Za-z0-9_.:/@\[\]%-]+",
 }
 
 
@@ -209,6 +211,42 @@ METRICS_CACHE_HIT_BY_SOURCE = _k("metrics.cache_hit_tokens_per_s.<source>", "tok
                                  "prefix-cache hit tokens/s from one tier (HiCache: device, host, storage)", "metrics")
 METRICS_HICACHE_HOST_USED = _k("metrics.hicache_host_used_tokens", "count", "tokens held in HiCache's host pool",
                                "metrics", _RANK)
+# PD disaggregation (one role's server) and the router in front of a service
+METRICS_PD_BOOTSTRAP_QUEUE = _k("metrics.num_prefill_bootstrap_queue_reqs", "count",
+                                "PD prefill: requests waiting for their decode server's handshake", "metrics", _RANK)
+METRICS_PD_INFLIGHT_QUEUE = _k("metrics.num_prefill_inflight_queue_reqs", "count",
+                               "PD prefill: requests whose KV cache is being sent", "metrics", _RANK)
+METRICS_PD_PREALLOC_QUEUE = _k("metrics.num_decode_prealloc_queue_reqs", "count",
+                               "PD decode: requests waiting for KV slots", "metrics", _RANK)
+METRICS_PD_TRANSFER_QUEUE = _k("metrics.num_decode_transfer_queue_reqs", "count",
+                               "PD decode: requests waiting for their KV cache", "metrics", _RANK)
+_k("metrics.prealloc_full_token_usage", "ratio", "PD decode: KV pool share held for transfers on the way",
+   "metrics", _RANK)
+METRICS_KV_TRANSFER_LAST_S = _k("metrics.kv_transfer_latency_last_s", "s",
+                                "PD: the last request's KV transfer (the gauge of releases before 2026-02)",
+                                "metrics", _RANK)
+_k("metrics.kv_transfer_speed_last_bytes_s", "bytes_s", "PD: the last request's KV transfer speed (gauge)",
+   "metrics", _RANK)
+METRICS_BOOTSTRAP_FAILED_PER_S = _k("metrics.bootstrap_failed_per_s", "rps", "PD: failed handshakes/s", "metrics")
+METRICS_TRANSFER_FAILED_PER_S = _k("metrics.transfer_failed_per_s", "rps", "PD: failed KV transfers/s", "metrics")
+_k("metrics.kv_transfer_timeouts_per_s.<stage>", "rps", "PD: KV timeouts/s at one stage (bootstrap, transfer)",
+   "metrics")
+METRICS_ROUTER_REQUESTS_PER_S = _k("metrics.router_requests_per_s", "rps", "router: requests/s", "metrics")
+METRICS_ROUTER_ERRORS_PER_S = _k("metrics.router_errors_per_s", "rps", "router: failed requests/s", "metrics")
+METRICS_ROUTER_RETRIES_PER_S = _k("metrics.router_retries_per_s", "rps", "router: retries/s", "metrics")
+METRICS_ROUTER_CB_OPENS_PER_S = _k("metrics.router_cb_opens_per_s", "rps", "router: circuit breakers opened/s",
+                                   "metrics")
+METRICS_ROUTER_WORKER_ACTIVE = _k("metrics.router_worker_requests_active.<worker>", "count",
+                                  "router: requests in flight on <worker>", "metrics")
+METRICS_ROUTER_WORKER_HEALTH = _k("metrics.router_worker_health.<worker>", "ratio",
+                                  "router: <worker> healthy 1, unhealthy 0, removed -1", "metrics")
+METRICS_ROUTER_WORKER_CB = _k("metrics.router_worker_cb_state.<worker>", "count",
+                              "router: <worker>'s circuit breaker, 0 closed, 1 open, 2 half open", "metrics")
+_k("metrics.router_worker_routing_keys_active.<worker>", "count", "router: routing keys in flight on <worker>",
+   "metrics")
+_k("metrics.router_prefill_admission_queued", "count", "router: requests waiting for a prefill slot", "metrics")
+_k("metrics.router_prefill_admission_rejections_per_s", "rps", "router: requests refused a prefill slot/s",
+   "metrics")
 METRICS_HICACHE_HOST_TOTAL = _k("metrics.hicache_host_total_tokens", "count", "HiCache host pool capacity",
                                 "metrics", _RANK)
 METRICS_LOAD_BACK_TOKENS_PER_S = _k("metrics.load_back_tokens_per_s", "tok_s", "tokens HiCache loaded back "
@@ -244,13 +282,20 @@ _HISTOGRAMS: dict[str, tuple[str, str, str]] = {  # stem -> (unit suffix, unit, 
     "metrics.queue_time": ("_s", "s", "time in the queue"),
     "metrics.tpot": ("_s", "s", "per-request time per output token"),
     "metrics.load_back": ("_s", "s", "one HiCache load-back copy, host memory to GPU"),
+    "metrics.kv_transfer_latency": ("_s", "s", "PD: one request's KV transfer, prefill side"),
+    "metrics.kv_transfer_bootstrap": ("_s", "s", "PD: the handshake before a KV transfer"),
+    "metrics.kv_transfer_alloc": ("_s", "s", "PD: the KV allocation wait before a transfer"),
+    "metrics.kv_transfer_speed": ("_bytes_s", "bytes_s", "PD: one request's KV transfer speed"),
+    "metrics.kv_transfer_size": ("_bytes", "bytes", "PD: one request's KV cache sent"),
+    "metrics.stage_latency": ("_s", "s", "a request's time in one stage"),
+    "metrics.router_request_duration": ("_s", "s", "router: one request, successes"),
     "metrics.diffusion_e2e": ("_s", "s", "image request latency"),
     "metrics.diffusion_queue_time": ("_s", "s", "image request time until first dispatch"),
     "metrics.diffusion_batch_size": ("", "count", "requests per dispatched batch"),
     "metrics.diffusion_stage": ("_s", "s", "host seconds per pipeline stage (DenoisingStep: per step)"),
 }
 #: stems whose keys are written per label value (`.<stage>`), never as a server figure alone
-_HIST_SPLIT = {"metrics.diffusion_stage": ".<stage>"}
+_HIST_SPLIT = {"metrics.diffusion_stage": ".<stage>", "metrics.stage_latency": ".<stage>"}
 for _stem, (_u, _unit, _meaning) in _HISTOGRAMS.items():
     _split = _HIST_SPLIT.get(_stem, "")
     _stat_keys = [*(f"_{q}{_u}" for q in HIST_QUANTILES), f"_mean{_u}"]

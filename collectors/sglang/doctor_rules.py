@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from collectors.sglang import doctor_hicache as hicache
+from collectors.sglang import doctor_pd as pd
 from collectors.tuning import Evidence, Finding, TuningRules
 from storage import series_keys as sk
 
@@ -219,7 +220,7 @@ def rule_speculation_does_not_pay(ev: Evidence) -> Finding | None:
 
 RULES = (rule_too_conservative, rule_retractions, rule_prefill_oom, rule_gpu_headroom, rule_radix_hit,
          rule_cuda_graph, rule_gpu_underfed, rule_image_step_underfed, rule_speculation_does_not_pay,
-         *hicache.RULES)
+         *hicache.RULES, *pd.RULES)
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -269,9 +270,10 @@ def checked(ev: Evidence) -> list[str]:
         idle = ev.stage_walls["shares"].get("neither", 0.0) + ev.stage_walls["shares"].get("idle", 0.0)
         out.append(f"Denoising: {idle * 100:.0f} % of the stage near neither wall (fires at "
                    f"{UNDERFED_SHARE * 100:.0f} %).")
-    return out + hicache.checked(ev)
+    return out + hicache.checked(ev) + pd.checked(ev)
 
 
-TUNING = TuningRules(series=(*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS, *ACCEPT_KEYS, *hicache.SERIES),
+TUNING = TuningRules(series=(*QUEUE_KEYS, *USAGE_KEYS, *RUNNING_KEYS, *HIT_KEYS, *ACCEPT_KEYS, *hicache.SERIES,
+                             *pd.SERIES),
                      rules=RULES,
                      checked=checked)

@@ -210,7 +210,7 @@ class SGLangMetricsCollector:
 
     def scrape(self, server: ServerTarget, deadline_s: float | None = None) -> str:
         """The payload text; raises CollectorError with what to do on any failure."""
-        url = server.base_url.rstrip("/") + "/metrics"
+        url = server.metrics_endpoint
         headers = auth_headers(server.api_key)
         try:
             resp = get_capped(self._client, url, headers=headers,
@@ -222,7 +222,7 @@ class SGLangMetricsCollector:
         except httpx.HTTPError as exc:
             raise CollectorError(
                 f"Could not reach {url} ({type(exc).__name__}: {exc}); check that server "
-                f"{server.name!r} is running and its base_url is right."
+                f"{server.name!r} is running and its {'metrics_url' if server.metrics_url else 'base_url'} is right."
             ) from exc
         if resp.status_code == 404:
             raise CollectorError(

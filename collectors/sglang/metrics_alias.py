@@ -47,6 +47,9 @@ from dataclasses import dataclass
 from storage import series_keys as sk
 
 PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
+#: the router's (SGLang Model Gateway) families: `smg_*` from sglang-router 0.3.0, `sgl_router_*`
+#: up to 0.2.4; their aliases name them whole
+ROUTER_PREFIXES: tuple[str, ...] = ("smg_", "sgl_router_")
 REPLICA_LABELS: frozenset[str] = frozenset({"tp_rank", "pp_rank", "moe_ep_rank"})
 #: rank label -> detail-suffix letters, in suffix order
 RANK_LABELS: tuple[tuple[str, str], ...] = (
@@ -70,6 +73,8 @@ class Alias:
     only: tuple[tuple[str, str], ...] = ()  # (label, value) pairs a series must carry to count
     split: str | None = None  # one set of keys (histograms) or one key (gauges) per label value
     unit: str = "_s"  # histograms: key unit suffix ("" for counts)
+    scale: float = 1.0  # to base units: 1e-3 for a family in ms, 2**20 for MiB
+    router: bool = False  # a router family: its names are whole (ROUTER_PREFIXES), no SGLang prefix
 
 
 _NO_WARMUP = (("is_warmup", "true"),)
@@ -199,6 +204,67 @@ ALIASES: tuple[Alias, ...] = (
           ("diffusion_stage_host_latency_seconds", "diffusion_stage_latency_seconds"), "sum",
           "host time per pipeline stage (DenoisingStep: per step)", split="stage"),
     Alias("http_requests_per_s", "counter", ("http_requests",), "sum", "HTTP requests/s"),
+    # PD disaggregation (--disaggregation-mode prefill|decode, srt/disaggregation): the queues each
+    # role holds a request in, the prefill side's per-request KV transfer (0.5.23 histograms; the
+    # same names were most-recent gauges before SGLang PR 19009, 2026-02), both sides' failures
+    Alias("num_prefill_bootstrap_queue_reqs", "gauge",
+          ("num_prefill_bootstrap_queue_reqs", "num_prefill_prealloc_queue_reqs"), "sum",
+          "PD prefill: requests waiting for their decode server's handshake (older: prealloc queue)"),
+    Alias("num_prefill_inflight_queue_reqs", "gauge", ("num_prefill_inflight_queue_reqs",), "sum",
+          "PD prefill: requests whose KV cache is being sent"),
+    Alias("num_decode_prealloc_queue_reqs", "gauge", ("num_decode_prealloc_queue_reqs",), "sum",
+          "PD decode: requests waiting for KV slots"),
+    Alias("num_decode_transfer_queue_reqs", "gauge", ("num_decode_transfer_queue_reqs",), "sum",
+          "PD decode: requests waiting for their KV cache to arrive"),
+    Alias("prealloc_full_token_usage", "gauge", ("prealloc_full_token_usage",), "mean",
+          "PD decode: KV pool share held for transfers still on the way, 0-1"),
+    Alias("kv_transfer_latency", "histogram", ("kv_transfer_latency_ms",), "sum",
+          "PD: one request's KV transfer, prefill side (ms in SGLang)", scale=1e-3),
+    Alias("kv_transfer_bootstrap", "histogram", ("kv_transfer_bootstrap_ms",), "sum",
+          "PD: handshake time before a transfer (ms in SGLang; both sides, by engine_type)", scale=1e-3),
+    Alias("kv_transfer_alloc", "histogram", ("kv_transfer_alloc_ms",), "sum",
+          "PD: KV allocation wait before a transfer (ms in SGLang)", scale=1e-3),
+    Alias("kv_transfer_speed", "histogram", ("kv_transfer_speed_gb_s",), "sum",
+          "PD: one request's KV transfer speed (GiB/s in SGLang)", unit="_bytes_s", scale=float(2 ** 30)),
+    Alias("kv_transfer_size", "histogram", ("kv_transfer_total_mb",), "sum",
+          "PD: one request's KV transfer size (MiB in SGLang)", unit="_bytes", scale=float(2 ** 20)),
+    Alias("kv_transfer_latency_last_s", "gauge", ("kv_transfer_latency_ms",), "mean",
+          "PD: the last request's KV transfer (the gauge before 2026-02)", scale=1e-3),
+    Alias("kv_transfer_speed_last_bytes_s", "gauge", ("kv_transfer_speed_gb_s",), "mean",
+          "PD: the last request's KV transfer speed (the gauge before 2026-02)", scale=float(2 ** 30)),
+    Alias("stage_latency", "histogram", ("per_stage_req_latency_seconds",), "sum",
+          "a request's time in one stage (PD: prefill_bootstrap, prefill_transfer_kv_cache, decode_transferred...)",
+          split="stage"),
+    Alias("bootstrap_failed_per_s", "counter", ("num_bootstrap_failed_reqs",), "sum",
+          "PD: requests whose handshake failed/s"),
+    Alias("transfer_failed_per_s", "counter", ("num_transfer_failed_reqs",), "sum",
+          "PD: requests whose KV transfer failed/s"),
+    Alias("kv_transfer_timeouts_per_s", "counter", ("kv_transfer_timeouts",), "sum",
+          "PD: KV timeouts/s, by stage bootstrap|transfer (main branch only)", split="stage"),
+    # the router (SGLang Model Gateway): smg_* (sglang-router 0.3.0+, smg 1.x), sgl_router_* before
+    Alias("router_requests_per_s", "counter", ("smg_router_requests", "sgl_router_requests"), "sum",
+          "router: requests/s", router=True),
+    Alias("router_errors_per_s", "counter", ("smg_router_request_errors", "sgl_router_request_errors"), "sum",
+          "router: failed requests/s (retryable 502/503 aside)", router=True),
+    Alias("router_retries_per_s", "counter", ("smg_worker_retries", "sgl_router_retries"), "sum",
+          "router: retries/s (PD: both legs count)", router=True),
+    Alias("router_request_duration", "histogram",
+          ("smg_router_request_duration_seconds", "sgl_router_request_duration_seconds"), "sum",
+          "router: request duration, successes", router=True),
+    Alias("router_worker_requests_active", "gauge", ("smg_worker_requests_active", "sgl_router_running_requests"),
+          "sum", "router: requests in flight per worker", split="worker", router=True),
+    Alias("router_worker_health", "gauge", ("smg_worker_health", "sgl_router_worker_health"), "mean",
+          "router: 1 healthy, 0 not, -1 removed, per worker", split="worker", router=True),
+    Alias("router_worker_cb_state", "gauge", ("smg_worker_cb_state", "sgl_router_cb_state"), "mean",
+          "router: circuit breaker per worker, 0 closed, 1 open, 2 half open", split="worker", router=True),
+    Alias("router_worker_routing_keys_active", "gauge", ("smg_worker_routing_keys_active",), "sum",
+          "router: distinct routing keys in flight per worker (0.3.2+)", split="worker", router=True),
+    Alias("router_cb_opens_per_s", "counter", ("smg_worker_cb_transitions", "sgl_router_cb_state_transitions"),
+          "sum", "router: circuit breakers opened/s", only=(("to", "open"),), router=True),
+    Alias("router_prefill_admission_queued", "gauge", ("smg_pd_prefill_admission_queued",), "sum",
+          "router: requests waiting for a prefill slot (smg 1.12+)", router=True),
+    Alias("router_prefill_admission_rejections_per_s", "counter", ("smg_pd_prefill_admission_rejections",),
+          "sum", "router: requests refused a prefill slot/s (smg 1.12+)", router=True),
 )
 
 _PARTS = {"histogram": ("_bucket", "_sum", "_count")}
@@ -210,7 +276,7 @@ def _build_lookup() -> dict[str, list[tuple[Alias, str, str]]]:
     out: dict[str, list[tuple[Alias, str, str]]] = {}
     for alias in ALIASES:
         for base in alias.names:
-            for prefix in PREFIXES:
+            for prefix in ("",) if alias.router else PREFIXES:
                 if alias.kind == "histogram":
                     names = [(prefix + base + part, part[1:]) for part in _PARTS["histogram"]]
                 elif alias.kind == "counter":

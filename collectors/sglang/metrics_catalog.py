@@ -34,13 +34,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from collectors.promtext import ParsedMetrics
-from collectors.sglang.metrics_alias import ALIASES, PREFIXES, pitwall_keys
+from collectors.sglang.metrics_alias import ALIASES, PREFIXES, ROUTER_PREFIXES, pitwall_keys
 from storage import series_keys as sk
 
 SETTLE_S = 120.0  # seconds after an epoch's first traffic by which its steady families exist
 MAX_FAMILIES = 2000  # families catalogued an epoch; a server past it is judged no further
 MAX_REPORTED = 20  # families one drift event lists (the rest are counted)
 TRAFFIC = ("prompt_tokens", "diffusion_requests")  # counter base names: a request was served
+ROUTER_TRAFFIC = ("smg_router_requests", "sgl_router_requests")  # ... a router routed one
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ def base_name(family: str) -> str | None:
     for prefix in PREFIXES:
         if family.startswith(prefix):
             return family[len(prefix):].removesuffix("_total")
+    if family.startswith(ROUTER_PREFIXES):  # the router's aliases name its families whole
+        return family.removesuffix("_total")
     return None
 
 
@@ -90,7 +93,7 @@ def families_of(parsed: ParsedMetrics) -> dict[str, tuple[str, tuple[str, ...], 
 def served(parsed: ParsedMetrics) -> float | None:
     """The request-counting counters summed (warm-up included: it is a request); None when the
     scrape has no finite one (a hostile or broken server's NaN is no count: the state stays JSON)."""
-    wanted = {f"{p}{b}" for p in PREFIXES for b in TRAFFIC}
+    wanted = {f"{p}{b}" for p in PREFIXES for b in TRAFFIC} | set(ROUTER_TRAFFIC)
     values = [s.value for s in parsed.samples if s.family in wanted and math.isfinite(s.value)]
     return sum(v for v in values if v > 0) if values else None
 

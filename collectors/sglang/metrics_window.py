@@ -204,7 +204,7 @@ def window(
         if alias.split is None:
             total = aggregate(series, alias.agg)
             if total is not None:
-                values[sk.metrics_key(key)] = total
+                values[sk.metrics_key(key)] = total * alias.scale
             detail = rank_detail(series, alias.agg)
         else:
             parts: dict[str, dict[LabelKey, float]] = {}
@@ -214,7 +214,7 @@ def window(
         if len(detail) > max_detail_keys:
             capped.append(f"{sk.metrics_key(key)} ({len(detail):,} {alias.split or 'rank'} keys)")
         for suffix, v in _capped(detail, max_detail_keys).items():
-            values[f"{sk.metrics_key(key)}.{suffix}"] = v
+            values[f"{sk.metrics_key(key)}.{suffix}"] = v * alias.scale
 
     # "seen": the counter and histogram families this scrape read whole (no parse bound, no bad
     # line): a family absent from such a scrape and here now was first written since then
@@ -362,12 +362,12 @@ def _window_hist(key: str, hists: dict[LabelKey, _Hist], old: dict[str, Any]) ->
         out[f"{stem}_window_count"] = n
     s = aggregate(sums, alias.agg)
     if n and s is not None:
-        out[f"{stem}_mean{unit}"] = s / n
+        out[f"{stem}_mean{unit}"] = s / n * alias.scale
     clamped = False
     for label, q in QUANTILES:
         est = histogram_quantile(q, buckets)
         if est is not None:
-            out[f"{stem}_{label}{unit}"] = est.value
+            out[f"{stem}_{label}{unit}"] = est.value * alias.scale
             clamped = clamped or est.clamped
     if f"{stem}_p50{unit}" in out:
         out[f"{stem}_clamped"] = 1.0 if clamped else 0.0

@@ -49,9 +49,32 @@ def test_a_servers_engine_reaches_its_row(tmp_path):
     assert rows == {"a": "toy", "b": s.servers[1].engine} and s.servers[1].engine != "toy"
 
 
+def test_a_disaggregated_service_reaches_its_rows(tmp_path):
+    """[[servers]] service and role group a PD service's members; metrics_url points the router's
+    scrape at its metrics port."""
+    from dashboard.services.views.servers import sync_servers
+    from storage.db import make_engine
+
+    (tmp_path / "pitwall.toml").write_text(
+        '[[servers]]\nname = "p"\nbase_url = "http://127.0.0.1:30000"\nservice = "chat"\nrole = "prefill"\n'
+        '[[servers]]\nname = "r"\nbase_url = "http://127.0.0.1:30002"\nservice = "chat"\nrole = "router"\n'
+        'metrics_url = "http://127.0.0.1:29000/metrics"\n')
+    s = load_settings(env={"PITWALL_DATA_DIR": str(tmp_path)}, cwd=tmp_path)
+    engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    rows = {r.name: (r.service, r.role, r.metrics_url) for r in sync_servers(engine, s)}
+    engine.dispose()
+    assert rows == {"p": ("chat", "prefill", None), "r": ("chat", "router", "http://127.0.0.1:29000/metrics")}
+
+
 @pytest.mark.parametrize(
     ("toml", "env", "needle"),
     [
+        ("[[servers]]\nname = 'a'\nbase_url = 'http://h:1'\nrole = 'decode'\n", {},
+         "servers[0] has role without service"),
+        ("[[servers]]\nname = 'a'\nbase_url = 'http://h:1'\nservice = 's'\nrole = 'both'\n", {},
+         "servers[0].role is 'both'; expected one of prefill, decode, router"),
+        ("[[servers]]\nname = 'a'\nbase_url = 'http://h:1'\nmetrics_url = 'h:29000'\n", {},
+         "servers[0].metrics_url is 'h:29000'; expected a URL"),
         ("port = 'abc'\n", {}, "Setting port (pitwall.toml) is 'abc'; expected a whole number"),
         ("", {"PITWALL_PORT": "x"}, "Setting port (PITWALL_PORT) is 'x'"),
         ("", {"PITWALL_READ_ONLY": "maybe"}, "Setting read_only (PITWALL_READ_ONLY) is 'maybe'; expected true or false"),

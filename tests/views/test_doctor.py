@@ -294,3 +294,33 @@ def test_the_doctor_runs_the_servers_engines_rules_only(engine, monkeypatch) -> 
     toyr = doctor.gather(engine, "toyr", since=now - 600, until=now + 1)
     assert [f.rule for f in doctor.diagnose(toyr)] == ["toy_busy"] and doctor.checked(toyr) == ["Busy: judged."]
     assert set(toyr.series) == {"log.toy_served"}  # only the series its rules read
+
+
+def test_pd_rules_name_a_slow_kv_transfer_and_failed_transfers() -> None:
+    from collectors.sglang import doctor_pd as pd
+
+    # a prefill server: its TTFT (it answers once the KV is sent) is mostly the transfer
+    e = ev(metrics__kv_transfer_latency_mean_s=[0.40, 0.45, 0.50], metrics__ttft_mean_s=[0.60, 0.62, 0.65],
+           metrics__kv_transfer_speed_p50_bytes_s=[2 * 2 ** 30] * 3)
+    e.server_args = {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "mooncake"}
+    f = pd.rule_pd_transfer_slow(e)
+    assert f is not None and f.rule == "pd_transfer_slow"
+    assert "the KV transfer takes 450 ms of a 620 ms time to first token (73 %" in f.evidence
+    assert "2.0 GiB/s" in f.evidence and "mooncake" in f.suggestion
+    e.series["metrics.kv_transfer_latency_mean_s"] = np.asarray([0.004] * 3)  # 4 ms: no finding
+    assert pd.rule_pd_transfer_slow(e) is None
+    e.series["metrics.kv_transfer_latency_mean_s"] = np.asarray([0.1] * 3)  # 16 % of 620 ms: no finding
+    assert pd.rule_pd_transfer_slow(e) is None
+    # a decode server reads its own wait for the KV
+    d = ev(**{"metrics__stage_latency_mean_s.decode_transferred": [0.5] * 3, "metrics__ttft_mean_s": [0.7] * 3})
+    d.server_args = {"disaggregation_mode": "decode"}
+    slow = pd.rule_pd_transfer_slow(d)
+    assert slow is not None and "waiting for the KV cache from prefill takes 500 ms of a 700 ms" in slow.evidence
+    assert pd.rule_pd_transfer_failures(d) is None
+    d.series["metrics.transfer_failed_per_s"] = np.asarray([0.0, 0.2, 0.0])
+    failed = pd.rule_pd_transfer_failures(d)
+    assert failed is not None and "transfers failed in 1 of 3 windows" in failed.evidence
+    assert any("PD (decode): the KV transfer takes 500 ms of 700 ms TTFT" in x for x in doctor.checked(d))
+    d.server_args = {"disaggregation_mode": "null"}  # a whole server: neither rule reads anything
+    assert pd.rule_pd_transfer_slow(d) is None and pd.rule_pd_transfer_failures(d) is None
+    assert not any(x.startswith("PD") for x in doctor.checked(d))

@@ -116,6 +116,9 @@ def sync_servers(engine: Engine, settings: Settings) -> list[Server]:
             "profile": cfg.profile,
             "api_key": cfg.api_key,
             "host": cfg.host or me,
+            "service": cfg.service,
+            "role": cfg.role,
+            "metrics_url": cfg.metrics_url,
             **_prometheus_source(cfg, settings),
         }
         if cfg.managed and not cfg.log_path:
