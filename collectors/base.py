@@ -298,7 +298,8 @@ class Engine:
     #: whose path build_argv passes as the engine reads one (argv is visible to every local user)
     split_secrets: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, str]]] = _no_secrets
     config_text: Callable[[dict[str, str]], str] = _no_config
-    #: a profile's [flags] -> the server kind it starts, in Server.kind's words ("llm" | "image")
+    #: a profile's [flags] -> the server kind it starts, in Server.kind's words ("llm" | "image"), or
+    #: "router" for a service's router (it loads no model: no model or memory checks)
     profile_kind: Callable[[dict[str, Any]], str] = _llm_only
     preflight: Preflight | None = None  # None: the driver, card and memory are not checked
     #: the launch sandbox's engine part (launching/sandbox.py): check_options(entrypoint,

@@ -12,6 +12,9 @@ stream is parsed by the probe's pure `StreamParser`, so TTFT means the same as i
 | canary.e2e_s | s | request start -> response fully read (image servers: the image latency) | same, e2e p50 |
 | canary.ok | 1/0 | 1 when the request succeeded, 0 otherwise | `curl -N URL/generate -d '{"text":"hi","stream":true}'` |
 
+A disaggregated service's prefill and decode servers are not probed: they answer only requests
+their router pairs; the router carries the service's canary.
+
 Source `probe`. A failed request also emits one `probe_error` event (severity warning) naming the
 error kind (timeout, connect_refused, http_<code>, stream_broken, invalid_response, too_large).
 `timeout_s` is the total deadline of one request (connect + every read); the body is capped by
@@ -136,7 +139,9 @@ class CanaryCollector:
         """Every serving server at once (collectors/fanout.py); a request still running after
         WAIT_S is handed in by a later poll (it has its own deadline, timeout_s)."""
         # a managed server that is starting or stopped: nothing to measure
-        servers = [t for t in ctx.servers if t.serving]
+        # a disaggregated service's prefill or decode server answers only requests its router
+        # pairs (a bootstrap room): the service's canary goes through the router
+        servers = [t for t in ctx.servers if t.serving and t.role not in ("prefill", "decode")]
         fan = self._servers.poll_servers(ctx, servers, self._poll_one, wait_s=WAIT_S)
         for target, exc in fan.failed:  # canary_once catches what a request can raise: a bug
             fan.result.events.append(EventRow(

@@ -33,9 +33,21 @@ DEMO_SLO: dict[str, dict[str, Any]] = {"demo": {"output_tok_s": 400.0, "usd_per_
 DEMO_DCGM_PORT_OFFSET = 100
 
 
-def demo_dcgm_urls(demo_port: int) -> list[str]:
-    """The demo's exporters: LLM demo (port demo_port) and image demo (demo_port + 1)."""
-    return [f"http://127.0.0.1:{demo_port + i + DEMO_DCGM_PORT_OFFSET}/metrics" for i in (0, 1)]
+#: the demo service's servers (demo_pd): name -> (port offset from demo_port, role, GPU index, profile)
+DEMO_PD_SERVERS: dict[str, tuple[int, str, int | None, str]] = {
+    "demo-router": (12, "router", None, "demo-pd-router"),
+    "demo-prefill": (10, "prefill", 2, "demo-pd-prefill"),
+    "demo-decode": (11, "decode", 3, "demo-pd-decode"),
+}
+DEMO_PD_SERVICE = "demo-pd"
+DEMO_PD_METRICS_OFFSET = 13  # the demo router's metrics port, from demo_port
+
+
+def demo_dcgm_urls(demo_port: int, pd: bool = False) -> list[str]:
+    """The demo's exporters: LLM demo (port demo_port), image demo (demo_port + 1) and, with the
+    demo service, its prefill and decode servers' (+ 10, + 11)."""
+    offsets = (0, 1, 10, 11) if pd else (0, 1)
+    return [f"http://127.0.0.1:{demo_port + i + DEMO_DCGM_PORT_OFFSET}/metrics" for i in offsets]
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("demo", "PITWALL_DEMO", "str", "auto",
                 "`auto` starts the bundled simulator when no server is configured; `on`; `off`."),
     SettingSpec("demo_port", "PITWALL_DEMO_PORT", "int", 30100, "Port of the demo server (the bundled simulator) when the demo runs."),
+    SettingSpec("demo_pd", "PITWALL_DEMO_PD", "bool", False,
+                "`true` adds a disaggregated service to the demo: demo-prefill and demo-decode behind "
+                "demo-router (ports demo_port + 10, 11, 12; the router's metrics + 13; its profiles are "
+                "written for demo_port 30100)."),
     SettingSpec("profiles_dir", "PITWALL_PROFILES_DIR", "path", None,
                 "Folder of launch profiles (one TOML each); default: the repository's `profiles/`."),
     SettingSpec("password", "PITWALL_PASSWORD", "str", None,
@@ -172,6 +188,7 @@ class Settings:
     port: int = 8501
     demo: str = "auto"
     demo_port: int = 30100
+    demo_pd: bool = False  # the demo runs a disaggregated service too (DEMO_PD_SERVERS)
     profiles_dir: Path = REPO_ROOT / "profiles"
     password: str | None = None
     viewer_password: str | None = None
@@ -390,7 +407,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         raise SettingsError(f"Setting prometheus.url is {prometheus['url']!r}; expected a URL such as "
                             "http://127.0.0.1:9090.")
     if demo_active and not gpu["dcgm_url"]:  # dcgm_origin: where the URLs came from (registry's advice)
-        gpu["dcgm_url"], gpu["dcgm_origin"] = demo_dcgm_urls(values["demo_port"]), "demo"
+        gpu["dcgm_url"], gpu["dcgm_origin"] = demo_dcgm_urls(values["demo_port"], values["demo_pd"]), "demo"
     gpu.setdefault("dcgm_origin", "PITWALL_GPU_DCGM_URL" if env.get("PITWALL_GPU_DCGM_URL") else str(config_path))
     return Settings(
         data_dir=data_dir,
@@ -399,6 +416,7 @@ def load_settings(env: dict[str, str] | None = None, cwd: Path | None = None) ->
         port=values["port"],
         demo=values["demo"],
         demo_port=values["demo_port"],
+        demo_pd=values["demo_pd"],
         profiles_dir=Path(profiles_dir),
         password=values["password"],
         viewer_password=values["viewer_password"],

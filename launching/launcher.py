@@ -151,7 +151,10 @@ def validate(
         report.issues.extend(real[0])
         report.checked_by = real[1]
     report.issues.extend(engine.check_flags(spec.flags, known_by_parser=parsed))
-    report.issues.extend(guardrails.check_model_path(spec.model_path, engine.display_name))
+    if engine.profile_kind(spec.flags) == "router":  # it loads no model; its own flag table judged it
+        report.checked_by = f"bundled {engine.display_name} router flag table"
+    else:
+        report.issues.extend(guardrails.check_model_path(spec.model_path, engine.display_name))
     if spec.record_requests and engine.record_flags is None:
         report.issues.append(Issue("error", "record_requests", f"{engine.display_name} servers cannot record their "
                                    "requests for Pitwall; remove record_requests from the profile."))

@@ -31,14 +31,14 @@ from sqlalchemy.engine import Engine
 
 from collectors.base import Issue
 from collectors.engines import DEFAULT_ENGINE, get_engine
-from config.settings import DEMO_DCGM_PORT_OFFSET, Settings
+from config.settings import DEMO_DCGM_PORT_OFFSET, DEMO_PD_METRICS_OFFSET, DEMO_PD_SERVERS, Settings
 from launching.profiles import ProfileSpec
 from storage import repo
 from storage.files import open_private, private_dir
 from storage.models import Server
 
 #: Entrypoints every Pitwall allows beside the engine's own: the bundled simulator (the demo).
-BUNDLED_ENTRYPOINTS: tuple[str, ...] = ("simulator.launch_server",)
+BUNDLED_ENTRYPOINTS: tuple[str, ...] = ("simulator.launch_server", "simulator.launch_router")
 SECRETS_FOLDER = "run"  # under the data folder: <data_dir>/run/<server>-<hash>.yaml, 0600
 
 
@@ -73,6 +73,12 @@ def reserved_ports(settings: Settings, engine: Engine | None = None) -> dict[int
     for offset, name in ((0, "demo"), (1, "demo-image")):
         out[demo + offset] = (f"the {name} server's port", name)
         out[demo + offset + DEMO_DCGM_PORT_OFFSET] = (f"the {name} server's dcgm-exporter port", name)
+    if settings.demo_pd:
+        for name, (offset, _, gpu, _) in DEMO_PD_SERVERS.items():
+            out[demo + offset] = (f"the {name} server's port", name)
+            if gpu is not None:
+                out[demo + offset + DEMO_DCGM_PORT_OFFSET] = (f"the {name} server's dcgm-exporter port", name)
+        out[demo + DEMO_PD_METRICS_OFFSET] = ("the demo-router's metrics port", "demo-router")
     if engine is not None:
         for s in repo.list_servers(engine):
             out[host_port(s.base_url)[1]] = (f"the {s.name} server's port", s.name)

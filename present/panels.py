@@ -14,6 +14,9 @@ Metric keys are the collectors' contract (storage/series_keys.py names each):
 | spec | tok/step | log.accept_len (fallback metrics.spec_accept_length): shown only for a server that speculates |
 | hicache | tok/s | metrics.cache_hit_tokens_per_s.device / .host / .storage, metrics.load_back_tokens_per_s: shown only for a server with --enable-hierarchical-cache |
 | hicache_pool | count | metrics.hicache_host_used_tokens, metrics.hicache_host_total_tokens (same) |
+| pd | count | PD queues: log.bootstrap_req, log.inflight_req (prefill), log.prealloc_req, log.transfer_req (decode); fallback metrics.num_prefill_bootstrap_queue_reqs, num_prefill_inflight_queue_reqs, num_decode_prealloc_queue_reqs, num_decode_transfer_queue_reqs: shown only for a prefill or decode server |
+| pd_transfer | s | metrics.kv_transfer_latency_p50_s / _p99_s (prefill), metrics.stage_latency_mean_s.decode_transferred (decode: the wait for the KV) (same) |
+| router | req/s | metrics.router_requests_per_s, router_errors_per_s, router_retries_per_s, router_cb_opens_per_s: shown only for a router |
 | priority | count | metrics.num_running_reqs_by_priority.<p>, metrics.num_queue_reqs_by_priority.<p> for each priority stored: shown only for a server with --enable-priority-scheduling (`priority_panel`) |
 | gpu_util / gpu_mem / gpu_power / gpu_temp | ratio / bytes / W / °C | gpu.<i>.util_ratio, mem_used_bytes, power_w, temp_c |
 
@@ -80,6 +83,18 @@ PANELS: tuple[Panel, ...] = (
           + ((sk.METRICS_LOAD_BACK_TOKENS_PER_S, "loaded back from host"),)),
     Panel("hicache_pool", "HiCache host pool", sk.unit_of(sk.METRICS_HICACHE_HOST_USED),
           ((sk.METRICS_HICACHE_HOST_USED, "used"), (sk.METRICS_HICACHE_HOST_TOTAL, "capacity"))),
+    Panel("pd", "PD queues", sk.unit_of(sk.LOG_BOOTSTRAP_REQ),
+          ((sk.LOG_BOOTSTRAP_REQ, "bootstrap (prefill)"), (sk.LOG_INFLIGHT_REQ, "KV in flight (prefill)"),
+           (sk.LOG_PREALLOC_REQ, "prealloc (decode)"), (sk.LOG_TRANSFER_REQ, "awaiting KV (decode)")),
+          ((sk.METRICS_PD_BOOTSTRAP_QUEUE, "bootstrap (prefill)"), (sk.METRICS_PD_INFLIGHT_QUEUE, "KV in flight (prefill)"),
+           (sk.METRICS_PD_PREALLOC_QUEUE, "prealloc (decode)"), (sk.METRICS_PD_TRANSFER_QUEUE, "awaiting KV (decode)"))),
+    Panel("pd_transfer", "KV transfer", sk.unit_of(sk.METRICS_KV_TRANSFER_LAST_S),
+          ((sk.hist_key("kv_transfer_latency", "p50"), "transfer p50 (prefill, est.)"),
+           (sk.hist_key("kv_transfer_latency", "p99"), "transfer p99 (prefill, est.)"),
+           (sk.hist_key("stage_latency", "mean") + ".decode_transferred", "waiting for the KV (decode)"))),
+    Panel("router", "Router: requests, errors, retries", sk.unit_of(sk.METRICS_ROUTER_REQUESTS_PER_S),
+          ((sk.METRICS_ROUTER_REQUESTS_PER_S, "requests"), (sk.METRICS_ROUTER_ERRORS_PER_S, "errors"),
+           (sk.METRICS_ROUTER_RETRIES_PER_S, "retries"), (sk.METRICS_ROUTER_CB_OPENS_PER_S, "breakers opened"))),
 )
 
 #: the per-priority queue keys, running first (patterns with `<priority>`)

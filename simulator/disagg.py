@@ -27,7 +27,8 @@ Metrics (0.5.23 names and buckets): the queue gauges ``num_prefill_{bootstrap,in
 per-request ``kv_transfer_{latency_ms,speed_gb_s,total_mb}`` histograms (MiB and GiB, as
 req_time_stats.py computes them), both sides' ``kv_transfer_{bootstrap,alloc}_ms``;
 ``per_stage_req_latency_seconds{stage=...}`` for prefill_bootstrap, prefill_forward,
-prefill_transfer_kv_cache, decode_prepare, decode_bootstrap, decode_transferred, decode_waiting;
+prefill_transfer_kv_cache, decode_prepare, decode_bootstrap, decode_transferred, decode_waiting,
+fake_output;
 the failure counters. Every family carries ``engine_type`` prefill or decode.
 """
 
@@ -279,6 +280,7 @@ class DecodeSide(Side):
             r.queue_time = s.model_time - r.queue_start_model
             if r.room >= 0:
                 self.stage("decode_waiting", r.queue_time)
+                self.stage("fake_output", 0.0)  # the prebuilt batch hands out the prefill's token at once
             s.emit_first(r)
         s.prebuilt.clear()
 

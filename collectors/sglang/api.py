@@ -23,6 +23,9 @@ that emits `server_exit` and `server_ready` events saying so.
 | api.num_reqs, num_pending_tokens | requests, tokens | /get_load fields (0.4.7-0.5.20) | `curl $URL/get_load` |
 | api.<key>.dp<i> | as above | per-DP value when DP > 1 | `?dp_rank=i` |
 
+A service's router (`role = "router"`) is read for /health only: its figures come from its own
+metrics port (collectors/sglang/metrics.py).
+
 Events: `health_down` / `health_up` on changes, `health_check_failed` (warning) when health flaps
 (`flap_threshold` changes within `flap_window_s`), `server_exit` + `server_ready` on an outside
 restart.
@@ -174,7 +177,7 @@ class SGLangApiCollector:
             out.events.append(
                 EventRow(now, server.id, ev.kind, ev.message, launch_id=server.launch_id)
             )
-        if ok:
+        if ok and server.role != "router":  # a router has no loads or server info of its own (/metrics has its figures)
             endpoints = dict(state.get("endpoints") or {})
             try:
                 path, data = self._get_json(server, LOAD_PATHS, endpoints.get("loads"))

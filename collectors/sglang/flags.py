@@ -178,6 +178,31 @@ def _meta_kind(meta: str) -> tuple[str, tuple[str, ...] | None]:
     return "value", choices
 
 
+#: The router's flags (``python -m sglang_router.launch_router``, sglang-router 0.3.2, the release
+#: SGLang 0.5.23's PD tests start), read from the wheel by scripts/sglang_router/extract_flags.py.
+ROUTER_VERSION = "0.3.2"
+ROUTER_FILE = Path(__file__).with_name(f"sglang-router-{ROUTER_VERSION}-flags.json")
+#: a profile is the router's when its [flags] name its workers the router's way
+ROUTER_MARKS = ("pd-disaggregation", "worker-urls", "prefill", "decode")
+
+
+@lru_cache(maxsize=1)
+def router_table() -> dict[str, FlagSpec]:
+    """{name: FlagSpec} of the router's flags (ROUTER_FILE)."""
+    table: dict[str, FlagSpec] = {}
+    for f in json.loads(ROUTER_FILE.read_text())["flags"]:
+        names = [n.removeprefix("--") for n in f["names"]]
+        spec = FlagSpec(names[0], tuple(names[1:]), f["kind"], tuple(f["choices"]) if f["choices"] else None)
+        for n in names:
+            table.setdefault(n, spec)
+    return table
+
+
+def is_router(flags: dict[str, Any]) -> bool:
+    """The profile launches the router (its [flags] name workers: worker-urls, or PD's prefill/decode)."""
+    return any(flags.get(k) not in (None, False) for k in ROUTER_MARKS)
+
+
 @lru_cache(maxsize=1)
 def bundled_table() -> dict[str, FlagSpec]:
     """The 0.5.23 table (parsed once per process)."""
@@ -204,7 +229,7 @@ def is_diffusion(flags: dict[str, Any]) -> bool:
 
 
 def table_for(flags: dict[str, Any]) -> dict[str, FlagSpec]:
-    return diffusion_table() if is_diffusion(flags) else bundled_table()
+    return router_table() if is_router(flags) else diffusion_table() if is_diffusion(flags) else bundled_table()
 
 
 def flag_names(table: dict[str, FlagSpec] | None = None) -> list[str]:
@@ -309,6 +334,7 @@ def check_flags(
     """
     table = table or table_for(flags)
     server = "diffusion server " if table is diffusion_table() else ""
+    product = f"sglang-router {ROUTER_VERSION}" if table is router_table() else f"SGLang {SGLANG_VERSION} {server}"
     issues: list[Issue] = []
     for raw_name, value in flags.items():
         name = str(raw_name)
@@ -336,7 +362,7 @@ def check_flags(
                 continue
         if spec is None:
             if not known_by_parser:
-                issues.append(Issue("error", name, f"--{name} is not an SGLang {SGLANG_VERSION} {server}flag.{suggest(name, table)}"))
+                issues.append(Issue("error", name, f"--{name} is not an {product.rstrip()} flag.{suggest(name, table)}"))
             continue
         if spec.deprecated and note is None:
             issues.append(Issue("warning", name, f"--{name} is deprecated in SGLang {SGLANG_VERSION}: {spec.deprecated}"))

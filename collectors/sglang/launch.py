@@ -38,7 +38,9 @@ MILESTONES: tuple[tuple[str, float, str], ...] = (
 
 
 #: Entrypoints a profile may name for this engine (more only when a setting names them).
-ENTRYPOINTS: tuple[str, ...] = ("sglang.launch_server", "sglang serve")
+ENTRYPOINTS: tuple[str, ...] = ("sglang.launch_server", "sglang serve", "sglang_router.launch_router")
+#: the router's (a disaggregated service's front, or a regular fleet's); bundled: its look-alike
+ROUTER_ENTRYPOINTS: tuple[str, ...] = ("sglang_router.launch_router", "simulator.launch_router")
 
 
 #: Flags whose value is a secret: written into the config file, never into argv.
@@ -103,6 +105,8 @@ def build_argv(
     """
     head = [python, "-m", "sglang.cli.main", "serve"] if entrypoint == "sglang serve" else [python, "-m", entrypoint]
     tail = ["--config", config_path] if config_path else []
+    if entrypoint in ROUTER_ENTRYPOINTS:  # the router loads no model (model_path names what it serves)
+        return [*head, *flag_args(flags), f"--host={host}", f"--port={port}"]
     return [*head, *flag_args(flags), "--model-path", model_path, f"--host={host}", f"--port={port}", *tail]
 
 

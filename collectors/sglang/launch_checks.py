@@ -20,9 +20,38 @@ def check_options(entrypoint: str, model_path: str, flags: dict[str, Any]) -> li
     issues: list[Issue] = []
     if sglang_flags.is_diffusion(flags) and entrypoint == "sglang.launch_server":
         issues.append(Issue("error", "model-type", "model-type = \"diffusion\" needs entrypoint \"sglang serve\" (sglang.launch_server starts only the LLM server)."))
+    issues.extend(_router_checks(entrypoint, flags))
     if model_path.lstrip().startswith("-"):
         issues.append(Issue("error", "model_path", f"model_path {model_path!r} starts with '-', which SGLang would read as an option; use a model id or a folder."))
     issues.extend(sglang_flags.check_option_values(flags))
+    return issues
+
+
+def _router_checks(entrypoint: str, flags: dict[str, Any]) -> list[Issue]:
+    """A router profile runs the router and names its workers by http(s) URL; a router
+    entrypoint needs a router profile."""
+    from collectors.sglang.launch import ROUTER_ENTRYPOINTS
+
+    if not sglang_flags.is_router(flags):
+        if entrypoint in ROUTER_ENTRYPOINTS:
+            return [Issue("error", "entrypoint", f"entrypoint {entrypoint} starts the router: name its workers in [flags] "
+                          "(worker-urls, or pd-disaggregation with prefill and decode).")]
+        return []
+    issues: list[Issue] = []
+    if flags.get("api-key") not in (None, False):  # a server's goes into its 0600 config file; the router has none
+        issues.append(Issue("error", "api-key", "api-key cannot be set in a router profile: the router takes it only "
+                            "on its command line, which every user of the host can read (ps); put the router "
+                            "behind a proxy that holds the key instead."))
+    if entrypoint not in ROUTER_ENTRYPOINTS:
+        issues.append(Issue("error", "entrypoint", f"[flags] name router workers; the router's entrypoint is "
+                            f"\"{ROUTER_ENTRYPOINTS[0]}\" (this profile says {entrypoint!r})."))
+    for key in ("worker-urls", "prefill", "decode"):
+        value = flags.get(key)
+        for url in value if isinstance(value, list) else [] if value is None else [value]:
+            if not str(url).startswith(("http://", "https://")):
+                issues.append(Issue("error", key, f"{key} = {url!r}: a worker is an http(s) URL such as http://127.0.0.1:30000."))
+    if flags.get("pd-disaggregation") and not (flags.get("prefill") and flags.get("decode")):
+        issues.append(Issue("error", "pd-disaggregation", "pd-disaggregation needs a prefill and a decode worker (prefill = \"http://...\", decode = \"http://...\")."))
     return issues
 
 

@@ -52,13 +52,14 @@ def args(entrypoint: str, model_path: str, flags: dict[str, Any]) -> list[str]:
 
 
 def profile_kind(flags: dict[str, Any]) -> str:
-    """'image' for a diffusion profile (`model-type = "diffusion"`), else 'llm' (Server.kind's words)."""
-    return "image" if sglang_flags.is_diffusion(flags) else "llm"
+    """'image' for a diffusion profile (`model-type = "diffusion"`), 'router' for the router's
+    (its [flags] name workers), else 'llm'."""
+    return "image" if sglang_flags.is_diffusion(flags) else "router" if sglang_flags.is_router(flags) else "llm"
 
 
 def applies(flags: dict[str, Any]) -> bool:
-    """Whether the script's parser judges these flags (not a diffusion profile's)."""
-    return not sglang_flags.is_diffusion(flags)
+    """Whether the script's parser judges these flags (not a diffusion or router profile's)."""
+    return not sglang_flags.is_diffusion(flags) and not sglang_flags.is_router(flags)
 
 
 def verdict(python: str, entrypoint: str, flags: dict[str, Any], returncode: int | None,

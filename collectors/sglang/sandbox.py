@@ -90,6 +90,19 @@ DENY_FLAGS: dict[str, Rule] = {
              "engine-info-bootstrap-port", "disaggregation-bootstrap-port", "encoder-bootstrap-port",
              "remote-instance-weight-loader-seed-instance-service-port", "dist-init-addr",
              "nccl-init-addr", "master-port", "scheduler-port", "webui-port"),
+    # the router (sglang_router.launch_router, sglang-router-0.3.2-flags.json)
+    **_rules("never", "the router takes secrets only on its command line, which every user of the host "
+             "can read (ps); put it behind a proxy that holds the key instead",
+             "control-plane-api-keys", "oracle-password"),
+    **_rules("remote", "the router reaches a remote service for it",
+             "postgres-db-url", "redis-url", "oracle-connect-descriptor", "oracle-tns-alias", "jwt-jwks-uri",
+             "service-discovery", "enable-igw"),
+    **_rules("code", "it lets the router call tools named in that file (MCP servers)", "mcp-config-path"),
+    **_rules("read", "the router reads that file",
+             "tls-cert-path", "tls-key-path", "client-cert-path", "client-key-path", "ca-cert-paths",
+             "oracle-wallet-path"),
+    **_rules("write", "the router writes files there", "log-dir"),
+    **_rules("port", "the router listens on that port", "prometheus-port", "service-discovery-port"),
 }
 
 #: [env] names -> rule (CUDA, NCCL, Triton, PyTorch, Hugging Face docs; SGLang's environ.py).

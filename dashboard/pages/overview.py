@@ -1,7 +1,8 @@
 """Overview: the fleet table (one sortable row per server: status, host, model, profile, key
 figures, alerts, SLO grades) with filters, or a card per server when the filters leave a few
-(status, profile, firing alerts, four grades, key figures, GPUs, events); then the fleet-wide
-scorecards per model or per profile, and exports of both.
+(status, profile, firing alerts, four grades, key figures, GPUs, events); then a card per
+disaggregated service (its prefill, decode and router servers joined: components/service.py);
+then the fleet-wide scorecards per model or per profile, and exports of both.
 
 Live: everything re-reads storage every LIVE_REFRESH_S inside a fragment (the page does not
 rerun). The fleet rows come from one batched read (services/views/fleet.py: a fixed number of
@@ -24,6 +25,7 @@ from dashboard.components.format import (
     grade_badge,
 )
 from dashboard.components.scorecard import md_escape
+from dashboard.components.service import service_section
 from dashboard.services.views.fleet import (
     FLEET_WINDOW_S,
     FleetFilter,
@@ -43,9 +45,11 @@ from dashboard.services.views.overview import (
     source_label,
     unit_of,
 )
+from dashboard.services.views.service import service_cards
 from export.fleet import fleet_meta
 from scorecard import gpu_entries
 from scorecard.metric_specs import DIMENSIONS
+from scorecard.service import ServiceCard
 
 ctx = session.bootstrap()
 st.title("Overview")
@@ -54,6 +58,11 @@ st.title("Overview")
 @st.cache_data(ttl=4, show_spinner=False)
 def _cards(url: str, names: tuple[str, ...]) -> list[ServerCard]:
     return server_cards(session.engine_for(url), settings=session.settings(), names=names)
+
+
+@st.cache_data(ttl=4, show_spinner=False)
+def _services(url: str) -> list[ServiceCard]:
+    return service_cards(session.engine_for(url))
 
 
 @st.cache_data(ttl=4, show_spinner=False)
@@ -213,6 +222,9 @@ def live_overview() -> None:
         fleet_view.table(rows)
     else:
         _card_grid(tuple(r.name for r in rows))
+    services = _services(ctx.url)
+    if services:
+        service_section(services, f"the last {FIGURE_WINDOW_S // 60} min")
     _fleet_scorecards(rows, flt, time.time())
 
 

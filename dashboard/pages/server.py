@@ -36,9 +36,11 @@ PANEL_LABELS = {
     "spec": "Speculation",  # only for a server that speculates (its launch's speculative_algorithm)
     "priority": "Priority",  # only for a server whose launch has enable_priority_scheduling
     "hicache": "HiCache",  # only for a server whose launch has enable_hierarchical_cache
+    "pd": "PD",  # only for a disaggregated service's prefill or decode server
+    "router": "Router",  # only for a service's router, with latency (its other panels do not apply)
     "gpu": "GPUs",
 }
-PILL_OF = {"hicache_pool": "hicache"}  # a panel drawn under another panel's pill
+PILL_OF = {"hicache_pool": "hicache", "pd_transfer": "pd"}  # a panel drawn under another panel's pill
 
 
 @st.cache_data(ttl=5, show_spinner=False)
@@ -167,11 +169,15 @@ def charts() -> None:
     started_at = detail.launch.started_at if detail.launch is not None else None
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     # an image server's pipeline has its own section above; of the LLM panels only GPUs apply
+    role = detail.server.role
     labels = {"gpu": PANEL_LABELS["gpu"]} if detail.server.kind == "image" else {
+        k: PANEL_LABELS[k] for k in ("latency", "router")} if role == "router" else {
         k: v for k, v in PANEL_LABELS.items()
         if (k != "spec" or detail.server_args.get("speculative_algorithm"))
         and (k != "priority" or detail.server_args.get("enable_priority_scheduling"))
-        and (k != "hicache" or detail.server_args.get("enable_hierarchical_cache"))}
+        and (k != "hicache" or detail.server_args.get("enable_hierarchical_cache"))
+        and (k != "pd" or role in ("prefill", "decode") or detail.server_args.get("disaggregation_mode") in ("prefill", "decode"))
+        and k != "router"}
     shown = c1.pills(
         "Panels", list(labels), default=list(labels), format_func=labels.get,
         selection_mode="multi", key="server_panels",
@@ -213,6 +219,9 @@ def charts() -> None:
         ("priority", "Running and queued by priority", "count"),
         ("hicache", "HiCache: prefix hits by tier", "tok_s"),
         ("hicache_pool", "HiCache host pool", "count"),
+        ("pd", "PD queues", "count"),
+        ("pd_transfer", "KV transfer", "s"),
+        ("router", "Router: requests, errors, retries", "rps"),
     ):
         if PILL_OF.get(key, key) in (shown or []):
             wanted.append((key, unit, title, (), ()))

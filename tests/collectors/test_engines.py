@@ -33,7 +33,7 @@ def test_sglang_build_argv() -> None:
                              {"tp-size": 2, "enable-metrics": True, "disable-radix-cache": False})
     assert argv == ["py", "-m", "sglang.cli.main", "serve", "--tp-size=2", "--enable-metrics",
                     "--model-path", "m", "--host=127.0.0.1", "--port=30000"]
-    assert engine.entrypoints == ("sglang.launch_server", "sglang serve")
+    assert engine.entrypoints == ("sglang.launch_server", "sglang serve", "sglang_router.launch_router")
     assert engine.build_argv("py", "sglang.launch_server", "m", "h", 1, {})[:3] == ["py", "-m", "sglang.launch_server"]
 
 

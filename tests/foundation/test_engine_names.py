@@ -16,6 +16,8 @@ ALLOWED_PREFIXES = ("collectors/sglang/", "profiles/", "simulator/", "tests/")
 ALLOWED_FILES = {"collectors/engines.py", "config/settings.py"}
 PERMANENT = {
     "storage/db.py": "the v7 -> v8 upgrade names the Launch column it replaces",
+    "config/servers.py": "ServerConfig.engine's default names the default engine (config may not import "
+                         "collectors/engines.py), as storage/models.py's column default does",
     "storage/models.py": "the column defaults: Server.engine and Profile.entrypoint name the default engine "
                          "(storage may not import collectors/engines.py)",
     "scorecard/scorecard.schema.json": "the published export schema names its provenance field",

@@ -105,4 +105,4 @@ def test_a_profile_may_name_any_known_engines_entrypoint(toy, monkeypatch) -> No
     with pytest.raises(ProfileError) as err:
         parse_profile('name = "a"\nmodel_path = "m/x"\nentrypoint = "no serve"\n')
     assert str(err.value) == ("<profile>: entrypoint is 'no serve'; expected a Python module such as "
-                              "\"sglang.launch_server\" or \"sglang serve\".")
+                              "\"sglang.launch_server\" or \"sglang serve\" or \"sglang_router.launch_router\".")

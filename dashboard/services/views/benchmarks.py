@@ -88,6 +88,7 @@ def start_sweep(engine: Engine, req: SweepRequest, *, requested_by: str = "ui") 
     if req.prompt_set not in PROMPT_SETS:
         raise SweepRequestError(f"Workload {req.prompt_set!r} is unknown; use one of {list(PROMPT_SETS)}.")
     _check_api(req, server.name, server.kind)
+    _check_role(server)
     launch = repo.latest_launch(engine, server_id=server.id)
     launch_id = launch.id if launch is not None and launch.ended_at is None else None
     spec: dict[str, Any] = {
@@ -125,6 +126,7 @@ def start_sweep_from_spec(engine: Engine, server_name: str, spec: dict[str, Any]
     server = repo.get_server(engine, name=server_name)
     if server is None or server.id is None:
         raise SweepRequestError(f"Server {server_name!r} is not configured; pick one from the list.")
+    _check_role(server)
     launch = repo.latest_launch(engine, server_id=server.id)
     launch_id = launch.id if launch is not None and launch.ended_at is None else None
     spec = {k: v for k, v in spec.items() if k != "api_key"}  # the runner adds the server's own key
@@ -150,6 +152,15 @@ def record_probe(engine: Engine, server_id: int, spec: dict[str, Any], *, reques
     repo.add_audit(engine, actor=requested_by, action=action, target=target,
                    detail={"run_id": run.id, "intent_id": intent.id, **detail})
     return run.id, intent.id
+
+
+def _check_role(server: Any) -> None:
+    """A disaggregated service's prefill or decode server answers only requests its router pairs:
+    a sweep goes to the router."""
+    if server.role in ("prefill", "decode"):
+        raise SweepRequestError(f"{server.name} is the {server.role} server of service {server.service}: it "
+                                "answers only requests its router pairs (a bootstrap room). Sweep the service's "
+                                "router instead.")
 
 
 def _check_api(req: SweepRequest, name: str, kind: str | None) -> None:

@@ -29,7 +29,13 @@ from urllib.parse import urlsplit
 
 from sqlalchemy.engine import Engine
 
-from config.settings import ServerConfig, Settings
+from config.settings import (
+    DEMO_PD_METRICS_OFFSET,
+    DEMO_PD_SERVERS,
+    DEMO_PD_SERVICE,
+    ServerConfig,
+    Settings,
+)
 from runner.lease import LEASE_TTL_S
 from storage import repo
 from storage.errors import HeldElsewhere
@@ -86,7 +92,26 @@ def configured_servers(settings: Settings) -> list[ServerConfig]:
                 profile=DEMO_IMAGE_PROFILE,
             )
         )
+    if settings.demo_active and settings.demo_pd:
+        servers += _demo_service(settings, {s.name for s in servers})
     return servers
+
+
+def _demo_service(settings: Settings, taken: set[str]) -> list[ServerConfig]:
+    """The demo's disaggregated service (demo_pd): a prefill and a decode simulator on GPUs 2
+    and 3 behind the router look-alike, each an ordinary managed server under its profile."""
+    out = []
+    for name, (offset, role, gpu, profile) in DEMO_PD_SERVERS.items():
+        if name in taken:
+            continue
+        out.append(ServerConfig(
+            name=name, base_url=f"http://127.0.0.1:{settings.demo_port + offset}", kind="llm", managed=True,
+            gpu_indices=[gpu] if gpu is not None else None,
+            gpu_hourly_usd=DEMO_GPU_HOURLY_USD if gpu is not None else None, python=sys.executable,
+            profile=profile, service=DEMO_PD_SERVICE, role=role,
+            metrics_url=(f"http://127.0.0.1:{settings.demo_port + DEMO_PD_METRICS_OFFSET}/metrics"
+                         if role == "router" else None)))
+    return out
 
 
 class ServerOwnershipError(HeldElsewhere, ValueError):
