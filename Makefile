@@ -54,6 +54,7 @@ test-fast: setup
 ## sglang-cpu: build the real SGLang 0.5.23 CPU environment (outside the repo) for the real_sglang tier
 sglang-cpu:
 	bash scripts/sglang_cpu/build_env.sh
+	bash scripts/sglang_cpu/build_router.sh
 
 ## bench: run every benchmark in bench/ and print their tables (bench/fleet.py, ~10 minutes with
 ## PostgreSQL, Prometheus and Chromium, runs on its own: .venv/bin/python bench/fleet.py)

@@ -1,6 +1,7 @@
 """What SGLang 0.5.23 cannot run on CPU, launched through Pitwall: NGRAM speculative decoding
-(`sgl_kernel.speculative` is a CUDA build's module) and HiCache's host tier (its host pool asks
-torch for CUDA). Pitwall's launch fails with the server's own reason in what the operator reads
+(`sgl_kernel.speculative` is a CUDA build's module), HiCache's host tier (its host pool asks
+torch for CUDA) and PD disaggregation (a prefill server refuses the `fake` backend; the default,
+mooncake, is not installed, and its wheel needs the CUDA driver's libcuda.so.1 even over TCP). Pitwall's launch fails with the server's own reason in what the operator reads
 (the intent's message or the launch's events), and leaves no process behind. The simulator models
 both (tests/simulator); only this tier says what the real CPU build does with them."""
 
@@ -19,6 +20,12 @@ pytestmark = [pytest.mark.real_sglang, pytest.mark.slow]
 CASES = {
     "ngram": ({"speculative-algorithm": "NGRAM"}, "sgl_kernel.speculative"),
     "hicache": ({"enable-hierarchical-cache": True}, "Torch not compiled with CUDA enabled"),
+    # PD: the one test backend is refused on a prefill server as its arguments resolve
+    "pd-fake": ({"disaggregation-mode": "prefill", "disaggregation-transfer-backend": "fake"},
+                "Prefill server does not support 'fake' as the transfer backend"),
+    # ... and the default backend's package (mooncake-transfer-engine) needs the CUDA driver's
+    # libcuda.so.1 even for its TCP transport: not installed on a CPU host
+    "pd-mooncake": ({"disaggregation-mode": "prefill"}, "ImportError: Please install mooncake by following the instructions"),
 }
 
 
