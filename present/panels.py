@@ -14,7 +14,7 @@ Metric keys are the collectors' contract (storage/series_keys.py names each):
 | spec | tok/step | log.accept_len (fallback metrics.spec_accept_length): shown only for a server that speculates |
 | hicache | tok/s | metrics.cache_hit_tokens_per_s.device / .host / .storage, metrics.load_back_tokens_per_s: shown only for a server with --enable-hierarchical-cache |
 | hicache_pool | count | metrics.hicache_host_used_tokens, metrics.hicache_host_total_tokens (same) |
-| pd | count | PD queues: log.bootstrap_req, log.inflight_req (prefill), log.prealloc_req, log.transfer_req (decode); fallback metrics.num_prefill_bootstrap_queue_reqs, num_prefill_inflight_queue_reqs, num_decode_prealloc_queue_reqs, num_decode_transfer_queue_reqs: shown only for a prefill or decode server |
+| pd | count | PD queues: log.bootstrap_req, log.inflight_req (prefill), log.prealloc_req, log.transfer_req, log.retracted_queue_req (decode; the retracted queue is in the log only); fallback metrics.num_prefill_bootstrap_queue_reqs, num_prefill_inflight_queue_reqs, num_decode_prealloc_queue_reqs, num_decode_transfer_queue_reqs: shown only for a prefill or decode server |
 | pd_transfer | s | metrics.kv_transfer_latency_p50_s / _p99_s (prefill), metrics.stage_latency_mean_s.decode_transferred (decode: the wait for the KV) (same) |
 | router | req/s | metrics.router_requests_per_s, router_errors_per_s, router_retries_per_s, router_cb_opens_per_s: shown only for a router |
 | priority | count | metrics.num_running_reqs_by_priority.<p>, metrics.num_queue_reqs_by_priority.<p> for each priority stored: shown only for a server with --enable-priority-scheduling (`priority_panel`) |
@@ -85,7 +85,8 @@ PANELS: tuple[Panel, ...] = (
           ((sk.METRICS_HICACHE_HOST_USED, "used"), (sk.METRICS_HICACHE_HOST_TOTAL, "capacity"))),
     Panel("pd", "PD queues", sk.unit_of(sk.LOG_BOOTSTRAP_REQ),
           ((sk.LOG_BOOTSTRAP_REQ, "bootstrap (prefill)"), (sk.LOG_INFLIGHT_REQ, "KV in flight (prefill)"),
-           (sk.LOG_PREALLOC_REQ, "prealloc (decode)"), (sk.LOG_TRANSFER_REQ, "awaiting KV (decode)")),
+           (sk.LOG_PREALLOC_REQ, "prealloc (decode)"), (sk.LOG_TRANSFER_REQ, "awaiting KV (decode)"),
+           (sk.LOG_RETRACTED_QUEUE_REQ, "retracted (decode)")),
           ((sk.METRICS_PD_BOOTSTRAP_QUEUE, "bootstrap (prefill)"), (sk.METRICS_PD_INFLIGHT_QUEUE, "KV in flight (prefill)"),
            (sk.METRICS_PD_PREALLOC_QUEUE, "prealloc (decode)"), (sk.METRICS_PD_TRANSFER_QUEUE, "awaiting KV (decode)"))),
     Panel("pd_transfer", "KV transfer", sk.unit_of(sk.METRICS_KV_TRANSFER_LAST_S),

@@ -54,6 +54,7 @@ class Member:
     gpu_hourly_usd: float | None = None
     values: Mapping[str, float] = field(default_factory=dict)
     client_ttft_p99_s: float | None = None  # the canary's, through this member
+    base_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,12 @@ def _workers(router: Sequence[Member]) -> tuple[tuple[str, float | None, float |
     active = sk.pattern_prefix(sk.METRICS_ROUTER_WORKER_ACTIVE)
     urls = sorted({k[len(p):] for m in router for k in m.values for p in (health, cb, active) if k.startswith(p)})
     return tuple((u, _mean(router, health + u), _mean(router, cb + u), _sum(router, active + u)) for u in urls)
+
+
+def worker_member(card: ServiceCard, url: str) -> Member | None:
+    """The service member a router worker URL is (its base_url), None for a worker the
+    configuration does not list."""
+    return next((m for m in card.members if m.base_url and m.base_url.rstrip("/") == url.rstrip("/")), None)
 
 
 def unhealthy_workers(card: ServiceCard) -> list[str]:

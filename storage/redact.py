@@ -94,6 +94,7 @@ _KEYSEP = re.compile(r"(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>[ \t]
 _VALUE = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|[^\s,;&)}\]'\"]+")
 _AUTH = re.compile(r"(?i)\b(?P<scheme>bearer|basic)(?P<sep>[ \t]+)(?P<cred>[A-Za-z0-9._~+/=:-]+)")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+_PROSE_WORD = re.compile(r"[a-z]{1,15}")  # a short lowercase word after a bare `token:` is prose, not a credential
 _URL_USERINFO = re.compile(
     r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@'\"]*):(?P<pw>[^\s@'\"/]+)@")
 
@@ -116,6 +117,8 @@ def _replace_values(text: str, pattern: re.Pattern[str], *, flag: bool) -> str:
             continue  # argparse usage text: `[--api-key API_KEY]` names the value, holds none
         if kind == "token" and _NUMBER.fullmatch(bare):
             continue  # an engine log's counters: `#token: 512`, `#full token: 1000`
+        if kind == "token" and m.group("key").lower() == "token" and _PROSE_WORD.fullmatch(bare):
+            continue  # prose: a router's HELP text `... to first token: prefill dispatch to ...`
         if flag and value.startswith("-"):
             continue  # the flag took no value: the next item is another flag
         quote = value[0] if value[0] in "'\"" and len(value) > 1 and value[-1] == value[0] else ""

@@ -238,7 +238,8 @@ def collect_beside_baseline(duration_s: int, env: dict[str, str], baseline_env: 
 #: first group a path matches is its group
 SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "real_sglang-shared": ("real_sglang", tuple(f"tests/real_sglang/test_real_sglang_{m}.py" for m in
-                                                ("conformance", "server", "trace", "workloads", "zz_shutdown"))),
+                                                ("conformance", "router", "server", "trace", "workloads",
+                                                 "zz_shutdown"))),
     "real_sglang": ("real_sglang", ("tests/real_sglang/", "tests/launch/test_real_parser_validation.py")),
     "browser-image": ("browser", ("tests/browser/test_image_browser.py",)),
     "browser-e2e": ("browser", ("tests/browser/test_dashboard_e2e.py",)),

@@ -78,6 +78,10 @@ only after a clean read, or when the problem changes), naming the server, the pa
 do; the other servers' rows come back in the same poll. Each server's read runs in its own
 daemon thread, so a read stuck in the kernel holds only that server.
 
+**Drift**: a relaunch or an upgrade whose batch lines lost a field the previous launch wrote in
+every one of them (a renamed `#running-req`), or whose batch lines no longer parse at all, is one
+`metric_drift` event for the launch naming the field and what read it (collectors/sglang/log_forms.py).
+
 **Backfill**: a server seen for the first time (no saved state) is read from the start of its
 log (`start_at_end=True` reads only new lines), at most `max_bytes_per_poll` (4 MiB, ~30k
 lines) per poll, so a large existing log is ingested over several polls without stalling others.
@@ -88,6 +92,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
@@ -95,6 +100,7 @@ from datetime import datetime
 from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.sglang import log_forms
 from collectors.sglang.log_parse import LogRecord, parse_line
 from collectors.sglang.log_stream import ParseStats, StreamParser, parse_stream
 from collectors.sglang.log_tail import Line, LogTailer, TailState
@@ -304,6 +310,11 @@ class SGLangLogCollector:
         self.read_deadline_s = read_deadline_s
         self._servers: dict[int, _ServerTail] = {}
         self._episode: dict[int, str] = {}  # server id -> the problem last reported (one event)
+        self.dependents: Callable[[Iterable[str]], list[str]] | None = None
+
+    def set_dependents(self, resolve: Callable[[Iterable[str]], list[str]]) -> None:
+        """What reads a Pitwall key (present/dependents.py), for the log-form drift event."""
+        self.dependents = resolve
 
     @staticmethod
     def state_key(server_id: int) -> str:
@@ -432,11 +443,26 @@ class SGLangLogCollector:
                 records.extend(parser.flush())  # the writer went quiet: the group is whole
         now = ctx.now()
         res = records_to_rows(records, server, now, s.agg)
+        self._forms(ctx, server, records, lines, now, res)
         state = self._committed_state(s)
         if state is not None and state != s.last_saved:
             ctx.save_state(self.state_key(server.id), state)
             s.last_saved = state
         return res
+
+    def _forms(self, ctx: CollectorContext, server: ServerTarget, records: list[LogRecord], lines: list[Line],
+               now: float, res: PollResult) -> None:
+        """The log-form drift guard (log_forms.py): this poll's batch records into the launch's
+        catalogue; one `metric_drift` event when a relaunch lost a steady field."""
+        batch = log_forms.batch_records(records)
+        unread = max(log_forms.batch_lines([ln.data for ln in lines]) - len(batch), 0)
+        key = f"{self.name}:{server.id}:forms"
+        before = ctx.load_state(key)
+        after, drift = log_forms.step(before, server.launch_id, batch, unread)
+        if after != before:
+            ctx.save_state(key, after)
+        if drift:
+            res.events.append(log_forms.form_event(server, drift, now, self.dependents, {**GAUGES, **PREFILL_COUNTS}))
 
     def _committed_state(self, s: _ServerTail) -> dict[str, Any] | None:
         """The offset matching the rows returned: before a held group, else after all lines."""

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard.components.format import STATUS_BADGE, fmt_value
 from dashboard.components.scorecard import md_escape
-from scorecard.service import ServiceCard, unhealthy_workers
+from scorecard.service import ServiceCard, unhealthy_workers, worker_member
 
 ROLE_COLORS = {"router": "violet", "prefill": "blue", "decode": "green"}
 CB_WORDS = {0: "closed", 1: "open", 2: "half open"}
@@ -57,10 +57,15 @@ def _card(card: ServiceCard) -> None:
     _ttft_split(card)
     if card.workers:
         st.markdown("**The router's workers**")
-        st.dataframe(pd.DataFrame([{"worker": u, "health": ("—" if h is None else "healthy" if h >= 1 else "unhealthy"),
+        st.dataframe(pd.DataFrame([{"worker": u, "member": _member_text(card, u), "health": ("—" if h is None else "healthy" if h >= 1 else "unhealthy"),
                                     "circuit breaker": CB_WORDS.get(int(c), "—") if c is not None else "—",
                                     "in flight (mean)": "—" if a is None else f"{a:.2f}"} for u, h, c, a in card.workers]),
                      hide_index=True, width="stretch")
+
+
+def _member_text(card: ServiceCard, url: str) -> str:
+    m = worker_member(card, url)
+    return f"{m.name} ({m.role})" if m is not None else "not in pitwall.toml"
 
 
 def _ttft_split(card: ServiceCard) -> None:

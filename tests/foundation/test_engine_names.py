@@ -38,6 +38,7 @@ TOOLING = {
     "bench/stamp_server.py": "a stamping server in SGLang's /generate stream shape",
     "scripts/sglang_cpu/": "building and driving a real SGLang on CPU (tiny model, shim, fixtures) for its tier",
     "scripts/sglang_diffusion/": "reads SGLang Diffusion's own flag table into the bundled one",
+    "scripts/sglang_router/": "reads the router's (sglang-router) own flag table into the bundled one",
 }
 
 def _naming_files() -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scorecard.service import Member, service_card, unhealthy_workers
+from scorecard.service import Member, service_card, unhealthy_workers, worker_member
 from storage import series_keys as sk
 
 STAGE = sk.hist_key("stage_latency", "mean") + "."
@@ -60,3 +60,7 @@ def test_the_routers_workers_and_the_unhealthy_ones() -> None:
     card = service_card("chat", _members(router=router))
     assert [w[0] for w in card.workers] == ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]
     assert unhealthy_workers(card) == ["http://10.0.0.2:30000"]  # its breaker is open
+    members = [*_members(router=router)[:2], Member("d", "decode", "up", base_url="http://10.0.0.2:30000/")]
+    card = service_card("chat", members)
+    assert worker_member(card, "http://10.0.0.2:30000").name == "d"  # type: ignore[union-attr]
+    assert worker_member(card, "http://10.0.0.1:30000") is None

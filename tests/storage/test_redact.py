@@ -84,6 +84,7 @@ def test_server_info_json_and_its_launch_command():
      f'curl -H "Authorization: Bearer {MASK}" http://127.0.0.1:30000/v1/models'),
     ("Authorization: Basic dXNlcjpwYXNz", f"Authorization: Basic {MASK}"),
     (f"HF_TOKEN={KEY} python -m x", f"HF_TOKEN={MASK} python -m x"),
+    (f"token: {KEY}", f"token: {MASK}"),
     ("could not connect to postgresql+psycopg://pitwall:PGS3CRET@127.0.0.1:5432/db",
      f"could not connect to postgresql+psycopg://pitwall:{MASK}@127.0.0.1:5432/db"),
     (f"password: {KEY}", f"password: {MASK}"),

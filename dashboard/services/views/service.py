@@ -62,6 +62,6 @@ def service_cards(engine: Engine, now: float | None = None, window_s: float = FI
             out.append(Member(s.name, s.role or "", _status(health.get((s.id, sk.API_HEALTH_OK)),
                                                             launch.status if launch and launch.ended_at is None else None, now),
                               gpus=len(s.gpu_indices or []) or (0 if s.role == "router" else 1), gpu_hourly_usd=s.gpu_hourly_usd, values=values,
-                              client_ttft_p99_s=client))
+                              client_ttft_p99_s=client, base_url=s.base_url))
         cards.append(service_card(name, out))
     return cards

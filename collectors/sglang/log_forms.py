@@ -1,0 +1,134 @@
+"""The drift guard for the scheduler log: the forms of its batch lines per launch, and what a
+relaunch or an upgrade changed in them.
+
+The log parser is generic (`Decode batch, <name>: <value>, ...`), so a release that renames a
+field (`#running-req` to `#running`) still parses, and the figure that read the old name goes
+quiet without an error. Per launch, the catalogue counts each batch kind's records and, per
+field, the records that carried it; a field the previous launch wrote in EVERY one of its
+records of a kind (a steady field: `#replay-token`, written only when non-zero, is not one) and
+the new launch writes in none of its first MIN_RECORDS records of that kind is lost. A batch
+line (`Prefill batch` / `Decode batch` in its text) that yields no record is in a form the
+parser does not read; MIN_RECORDS of those and no batch record at all is lost too.
+
+One judgement per launch, when it has MIN_RECORDS records of a kind the previous launch also
+logged (or MIN_RECORDS unread batch lines); the catalogue stops counting at CAP records a kind
+(no state write per poll after that). A kind the new launch does not log at all (a prefill
+server never logs `Decode batch`) is not judged: a role change is not drift. A watched server
+without launches has one epoch and is never judged. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from collectors.base import EventRow, ServerTarget
+from collectors.sglang.log_fields import KEY_MAP
+
+KINDS = ("prefill", "decode")
+MIN_RECORDS = 5
+CAP = 1000
+HEADS = (b"Prefill batch", b"Decode batch")
+
+
+@dataclass(frozen=True)
+class FormDrift:
+    kind: str  # prefill | decode | "batch lines" (none parsed)
+    lost: tuple[str, ...]  # field names (the parser's), or () for unread lines
+    unread: int = 0
+
+    def sentence(self, label: dict[str, str]) -> str:
+        if not self.lost:
+            return (f"{self.unread} Prefill/Decode batch lines are in a form Pitwall does not read "
+                    "(no batch record came from them)")
+        names = ", ".join(label.get(f, f) for f in self.lost)
+        return f"{self.kind.capitalize()} batch lines no longer carry {names}"
+
+
+def _new(epoch: Any) -> dict[str, Any]:
+    return {"epoch": epoch, "kinds": {}, "unread": 0, "judged": False}
+
+
+def step(state: dict[str, Any] | None, epoch: Any, records: list[tuple[str, list[str]]],
+         unread: int) -> tuple[dict[str, Any], list[FormDrift]]:
+    """(new state, what this step judged lost). `records`: (kind, field names) of this poll's
+    batch records; `unread`: batch lines that gave no record. The state holds the current and
+    the previous launch's catalogue."""
+    state = {"current": _new(epoch), "previous": None} if not state or "current" not in state else {
+        "current": state["current"], "previous": state.get("previous")}
+    cur = state["current"]
+    if epoch is not None and cur["epoch"] != epoch:
+        state["previous"], cur = (cur if cur["kinds"] else state["previous"]), _new(epoch)
+        state["current"] = cur
+    if cur["judged"]:
+        return state, []
+    cur = state["current"] = {**cur, "kinds": {k: {"n": v["n"], "fields": dict(v["fields"])}
+                                               for k, v in cur["kinds"].items()}}
+    for kind, fields in records:
+        entry = cur["kinds"].setdefault(kind, {"n": 0, "fields": {}})
+        if entry["n"] >= CAP:
+            continue
+        entry["n"] += 1
+        for f in fields:
+            entry["fields"][f] = entry["fields"].get(f, 0) + 1
+    cur["unread"] = min(cur["unread"] + unread, CAP)
+    prev = state.get("previous")
+    if prev is None or cur["epoch"] is None:
+        return state, []
+    drift: list[FormDrift] = []
+    ready = False
+    for kind, entry in cur["kinds"].items():
+        before = prev["kinds"].get(kind)
+        if before is None or entry["n"] < MIN_RECORDS:
+            continue
+        ready = True
+        steady = {f for f, c in before["fields"].items() if c == before["n"]}
+        lost = tuple(sorted(steady - set(entry["fields"])))
+        if lost:
+            drift.append(FormDrift(kind, lost))
+    if not cur["kinds"] and cur["unread"] >= MIN_RECORDS and prev["kinds"]:
+        ready = True
+        drift.append(FormDrift("batch lines", (), cur["unread"]))
+    if ready:
+        cur["judged"] = True
+    return state, drift
+
+
+def batch_records(records: list[Any]) -> list[tuple[str, list[str]]]:
+    """(kind, field names) of the batch records among parsed log records."""
+    return [(r.kind, list(r.fields)) for r in records if r.kind in KINDS]
+
+
+def batch_lines(data: list[bytes]) -> int:
+    """Lines whose text names a batch (cheap: a bytes search)."""
+    return sum(1 for d in data if any(h in d for h in HEADS))
+
+
+#: a field's name as the log writes it, for the drift event (the parser's name otherwise)
+FIELD_WORDS: dict[str, str] = {v: k for k, v in reversed(list(KEY_MAP.items()))}
+
+
+def form_event(server: ServerTarget, drift: list[FormDrift], ts: float,
+               dependents: Callable[[Iterable[str]], list[str]] | None, fed: dict[str, str]) -> EventRow:
+    """ONE `metric_drift` event for a launch whose batch lines lost steady fields: each field,
+    the Pitwall key it fed (`fed`: field -> key), and what reads that key."""
+    words = {f: f"`{FIELD_WORDS.get(f, f)}`" for d in drift for f in d.lost}
+    parts, losing = [], False
+    for d in drift:
+        keys = [k for f in d.lost if (k := fed.get(f)) is not None]
+        if not d.lost:
+            keys = sorted(set(fed.values()))
+        readers = (dependents(keys) if dependents is not None else keys) if keys else []
+        losing = losing or bool(readers)
+        parts.append(d.sentence(words) + (f". It fed {'; '.join(readers)}." if readers else ". Nothing in Pitwall read it."))
+    when = f"since launch #{server.launch_id}" if server.launch_id is not None else "since the server restarted"
+    msg = (f"Server {server.name!r}: its scheduler log changed {when}. " + " ".join(parts)
+           + (" Those figures stay empty from the log until it writes them again (the /metrics families still "
+              "feed theirs): check the release notes of the version now running." if losing else ""))
+    raw = json.dumps([{"kind": d.kind, "lost": list(d.lost), "unread": d.unread} for d in drift])
+    if losing:
+        return EventRow(ts, server.id, "metric_drift", msg, raw=raw, launch_id=server.launch_id)
+    return EventRow(ts, server.id, "metric_drift", msg, severity="info", raw=raw, launch_id=server.launch_id,
+                    severity_reason="the lost fields fed nothing of Pitwall's")
