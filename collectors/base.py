@@ -308,6 +308,9 @@ class Engine:
     #: deny_reason(flag or env name) -> why its deny table refuses it, None without a rule
     check_options: Callable[[str, str, dict[str, Any]], Sequence[Issue]] = _no_issues
     check_profile: Callable[..., Sequence[Issue]] = _no_issues
+    #: a router profile against the server it starts: check_router(flags, metrics_url) -> issues
+    #: (the metrics port the profile opens is the one Pitwall reads)
+    check_router: Callable[[dict[str, Any], str | None], Sequence[Issue]] = _no_issues
     deny_reason: Callable[[str], str | None] = _no_rule
     #: a new PromReader of the engine's series (None: its servers cannot be read through Prometheus)
     prometheus: Callable[[], PromReader] | None = None

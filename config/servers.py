@@ -101,6 +101,10 @@ def _check_service(item: dict[str, Any], where: str) -> None:
     role, service = item.get("role"), item.get("service")
     if role is not None and role not in SERVICE_ROLES:
         raise SettingsError(f"Setting {where}.role is {role!r}; expected one of {', '.join(SERVICE_ROLES)}.")
+    if role == "router" and not murl:
+        raise SettingsError(f"Setting {where} is a router without metrics_url: the router serves its metrics on its "
+                            "own port (--prometheus-port, 29000 by default); set e.g. "
+                            'metrics_url = "http://127.0.0.1:29000/metrics".')
     if bool(role) != bool(service):
         raise SettingsError(f"Setting {where} has {'role' if role else 'service'} without "
                             f"{'service' if role else 'role'}; a disaggregated service's member names "

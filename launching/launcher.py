@@ -151,8 +151,11 @@ def validate(
         report.issues.extend(real[0])
         report.checked_by = real[1]
     report.issues.extend(engine.check_flags(spec.flags, known_by_parser=parsed))
-    if engine.profile_kind(spec.flags) == "router":  # it loads no model; its own flag table judged it
+    kind = engine.profile_kind(spec.flags)
+    if kind == "router":  # it loads no model; its own flag table judged it
         report.checked_by = f"bundled {engine.display_name} router flag table"
+        if server is not None:
+            report.issues.extend(engine.check_router(spec.flags, server.metrics_url))
     else:
         report.issues.extend(guardrails.check_model_path(spec.model_path, engine.display_name))
     if spec.record_requests and engine.record_flags is None:
@@ -160,6 +163,9 @@ def validate(
                                    "requests for Pitwall; remove record_requests from the profile."))
     if server is None:
         return report
+    if (kind == "router") != (server.role == "router") and server.role is not None:
+        report.issues.append(Issue("error", "entrypoint", f"profile {spec.name} starts a {'router' if kind == 'router' else 'server'}, "
+                                   f"but {server.name} is the {server.role} of service {server.service}."))
     host, port = host_port(server.base_url)
     if replacing:
         report.issues.append(Issue("note", "port", f"Port {port} is held by the server being replaced; it is freed by the stop."))

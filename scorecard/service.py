@@ -10,7 +10,7 @@ Pure: the view (dashboard/services/views/service.py) hands each member's figures
 | KV transfer | latency p50/p95/p99, speed p50, size mean (prefill side; the older gauge's last value when no histogram) |
 | ITL | the decode servers' ITL p99 (the worst member) |
 | throughput | decode generation tok/s (summed), router requests/s |
-| stability | transfer and handshake failures/s (summed over members; 0 while transfers ran and no member exports a failure counter, which the engine creates at the first failure), router errors/s, breakers opened/s, workers the router calls unhealthy or open |
+| stability | transfer and handshake failures/s (each counted on both sides: the larger side's count, prefill or decode; 0 while transfers ran and no member exports a failure counter, which the engine creates at the first failure), router errors/s, breakers opened/s, workers the router calls unhealthy or open |
 | cost | USD per 1M output tokens: every member's GPU-hours (GPUs x price; a prefill or decode server without gpu_indices counts one GPU, a router none) over the decode servers' output; none while a member with GPUs has no price |
 
 A part no member measured is None: the card says "not measured", never 0.
@@ -55,6 +55,7 @@ class Member:
     values: Mapping[str, float] = field(default_factory=dict)
     client_ttft_p99_s: float | None = None  # the canary's, through this member
     base_url: str = ""
+    findings: tuple[tuple[str, str], ...] = ()  # the Doctor's (title, evidence) on this member
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,13 @@ def _first(*values: float | None) -> float | None:
 
 
 def ttft_parts(prefill: Sequence[Member], decode: Sequence[Member]) -> tuple[Part, ...]:
-    transfer = _first(_mean(prefill, sk.hist_key("kv_transfer_latency", "mean")),
-                      _mean(prefill, STAGE + "prefill_transfer_kv_cache"),
-                      _mean(prefill, sk.METRICS_KV_TRANSFER_LAST_S))
+    transfer, source = None, "prefill: no KV transfer figure"
+    for key, words in ((sk.hist_key("kv_transfer_latency", "mean"), "prefill: kv_transfer_latency histogram"),
+                       (STAGE + "prefill_transfer_kv_cache", "prefill: stage prefill_transfer_kv_cache"),
+                       (sk.METRICS_KV_TRANSFER_LAST_S, "prefill: the last request's kv_transfer_latency gauge")):
+        if (got := _mean(prefill, key)) is not None:
+            transfer, source = got, words
+            break
     admitted = None  # the prefill's token goes out once the request joins a decode batch
     wait, fake = _mean(decode, STAGE + "decode_waiting"), _mean(decode, STAGE + "fake_output")
     if wait is not None or fake is not None:
@@ -119,7 +124,7 @@ def ttft_parts(prefill: Sequence[Member], decode: Sequence[Member]) -> tuple[Par
         Part("prefill queue", "prefill", _mean(prefill, sk.hist_key("queue_time", "mean")),
              "prefill: queue_time histogram"),
         Part("prefill forward", "prefill", _mean(prefill, STAGE + "prefill_forward"), "prefill: stage prefill_forward"),
-        Part("KV transfer", "prefill", transfer, "prefill: kv_transfer_latency histogram"),
+        Part("KV transfer", "prefill", transfer, source),
         Part("decode admission", "decode", admitted, "decode: stages decode_waiting + fake_output (the first "
              "token is the prefill's)"),
     )
@@ -139,8 +144,9 @@ def service_card(name: str, members: Sequence[Member]) -> ServiceCard:
     priced = bool(gpu_members) and all(m.gpu_hourly_usd is not None for m in gpu_members)
     usd_h = sum(m.gpus * (m.gpu_hourly_usd or 0.0) for m in gpu_members)
     usd_per_mtok = usd_h / 3600.0 / out_tok * 1e6 if priced and out_tok else None
-    fails = [v for v in (_sum(members, sk.METRICS_TRANSFER_FAILED_PER_S),
-                         _sum(members, sk.METRICS_BOOTSTRAP_FAILED_PER_S)) if v is not None]
+    # both sides count a failed handshake or transfer: the larger side's count, not their sum
+    fails = [max(vals) for key in (sk.METRICS_TRANSFER_FAILED_PER_S, sk.METRICS_BOOTSTRAP_FAILED_PER_S)
+             if (vals := [v for v in (_sum(prefill, key), _sum(decode, key)) if v is not None])]
     if not fails and _mean(prefill, sk.hist_key("kv_transfer_latency", "mean")) is not None:
         fails = [0.0]  # transfers ran and no failure counter exists: the engine creates it at the first failure
     figures: dict[str, float | None] = {
@@ -179,6 +185,13 @@ def worker_member(card: ServiceCard, url: str) -> Member | None:
     return next((m for m in card.members if m.base_url and m.base_url.rstrip("/") == url.rstrip("/")), None)
 
 
+def removed(health: float | None, breaker: float | None) -> bool:
+    """A router that keeps a removed worker's series sets its health and breaker to -1 (the engine's router does)."""
+    return (health is not None and health < 0) or (breaker is not None and breaker < 0)
+
+
 def unhealthy_workers(card: ServiceCard) -> list[str]:
-    """Workers the router calls unhealthy or whose breaker is open (or half open)."""
-    return [u for u, h, c, _ in card.workers if (h is not None and h < 1) or (c is not None and c >= 1)]
+    """Workers the router calls unhealthy or whose breaker is open (or half open); a removed
+    worker is neither."""
+    return [u for u, h, c, _ in card.workers
+            if not removed(h, c) and ((h is not None and h < 1) or (c is not None and c >= 1))]

@@ -11,7 +11,9 @@ answers (``finish_reason {"type": "length", "length": 0}``) once the transfer co
 Decode (srt/disaggregation/decode.py): the request waits in the prealloc queue for KV slots for
 its prompt, handshakes with the prefill server's bootstrap server (``--disaggregation-bootstrap-port``,
 default 8998, started by the prefill server), waits in the transfer queue for the KV, then joins
-the running batch at the next iteration with the prefill's first token, and decodes.
+the running batch at the next iteration with the prefill's first token, and decodes. With
+``--disaggregation-transfer-backend fake`` a decode server runs alone (SGLang's decode-only test
+mode: no bootstrap fields needed, the KV "arrives" at once); a prefill server refuses that backend.
 
 The KV moves over RDMA in SGLang; here the decode server asks the prefill's bootstrap server
 over loopback HTTP (``POST /sim_pd/kv``, the simulator's own route beside SGLang's ``/route``
@@ -211,6 +213,9 @@ class DecodeSide(Side):
 
     def submit(self, r: SimRequest, s: Scheduler, bootstrap: tuple[Any, Any, Any]) -> None:
         host, port, room = bootstrap
+        if self.srv.ns.disaggregation_transfer_backend == "fake":
+            self.fake(r, s)  # SGLang's decode-only test mode: no prefill server, the KV "arrives" at once
+            return
         r.room = self.room_of(r, room)
         r.pd_entry = s.now_model()
         r.arrival_model = r.pd_entry

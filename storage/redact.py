@@ -94,7 +94,17 @@ _KEYSEP = re.compile(r"(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>[ \t]
 _VALUE = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|[^\s,;&)}\]'\"]+")
 _AUTH = re.compile(r"(?i)\b(?P<scheme>bearer|basic)(?P<sep>[ \t]+)(?P<cred>[A-Za-z0-9._~+/=:-]+)")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
-_PROSE_WORD = re.compile(r"[a-z]{1,15}")  # a short lowercase word after a bare `token:` is prose, not a credential
+_PROSE_BEFORE = re.compile(r"[a-z] $")  # a word, then a space, right before `token`
+_PROSE_AFTER = re.compile(r" [a-z]+ ")  # ... and more words after the value
+
+
+def _prose(text: str, m: re.Match[str], value: str) -> bool:
+    """`... first token: prefill dispatch to ...`: the bare word `token` inside a sentence (a word
+    before it, an unquoted lowercase word after its colon, and more words after that) is prose,
+    not a credential; `token: changeme` alone, `token=x`, a quoted value or a flag stay masked."""
+    return (m.group("key").lower() == "token" and ":" in m.group("sep") and not m.group("q")
+            and value.isalpha() and value.islower() and bool(_PROSE_BEFORE.search(text, 0, m.start()))
+            and bool(_PROSE_AFTER.match(text, m.end() + len(value))))
 _URL_USERINFO = re.compile(
     r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@'\"]*):(?P<pw>[^\s@'\"/]+)@")
 
@@ -117,7 +127,7 @@ def _replace_values(text: str, pattern: re.Pattern[str], *, flag: bool) -> str:
             continue  # argparse usage text: `[--api-key API_KEY]` names the value, holds none
         if kind == "token" and _NUMBER.fullmatch(bare):
             continue  # an engine log's counters: `#token: 512`, `#full token: 1000`
-        if kind == "token" and m.group("key").lower() == "token" and _PROSE_WORD.fullmatch(bare):
+        if kind == "token" and not flag and _prose(text, m, value):
             continue  # prose: a router's HELP text `... to first token: prefill dispatch to ...`
         if flag and value.startswith("-"):
             continue  # the flag took no value: the next item is another flag

@@ -102,6 +102,7 @@ ENGINE = Engine(
     profile_kind=parser.profile_kind,
     preflight=PREFLIGHT,
     check_options=launch_checks.check_options,
+    check_router=launch_checks.check_router,
     check_profile=launch_checks.check_profile,
     deny_reason=launch_checks.deny_reason,
     prometheus=_prom_reader,

@@ -82,6 +82,23 @@ def flag_args(flags: dict[str, Any]) -> list[str]:
     return out
 
 
+#: the router's worker flags, repeated once a worker (argparse `append`): `--prefill URL [PORT]`
+ROUTER_WORKER_FLAGS = ("prefill", "decode")
+
+
+def router_flag_args(flags: dict[str, Any]) -> list[str]:
+    """The router's [flags] -> argv: as flag_args, but each prefill or decode worker is its own
+    `--prefill=URL` (`--prefill URL PORT` for "URL PORT", a prefill worker's bootstrap port), a
+    list naming several. launch_checks.py checks each entry is an http(s) URL (and a port)."""
+    out = flag_args({k: v for k, v in flags.items() if k not in ROUTER_WORKER_FLAGS})
+    for name in ROUTER_WORKER_FLAGS:
+        value = flags.get(name)
+        for entry in value if isinstance(value, list) else [] if value in (None, False) else [value]:
+            url, _, port = str(entry).strip().partition(" ")
+            out += [f"--{name}", url, port.strip()] if port.strip() else [f"--{name}={url}"]
+    return out
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
@@ -106,7 +123,7 @@ def build_argv(
     head = [python, "-m", "sglang.cli.main", "serve"] if entrypoint == "sglang serve" else [python, "-m", entrypoint]
     tail = ["--config", config_path] if config_path else []
     if entrypoint in ROUTER_ENTRYPOINTS:  # the router loads no model (model_path names what it serves)
-        return [*head, *flag_args(flags), f"--host={host}", f"--port={port}"]
+        return [*head, *router_flag_args(flags), f"--host={host}", f"--port={port}"]
     return [*head, *flag_args(flags), "--model-path", model_path, f"--host={host}", f"--port={port}", *tail]
 
 

@@ -39,19 +39,46 @@ def _router_checks(entrypoint: str, flags: dict[str, Any]) -> list[Issue]:
         return []
     issues: list[Issue] = []
     if flags.get("api-key") not in (None, False):  # a server's goes into its 0600 config file; the router has none
-        issues.append(Issue("error", "api-key", "api-key cannot be set in a router profile: the router takes it only "
-                            "on its command line, which every user of the host can read (ps); put the router "
-                            "behind a proxy that holds the key instead."))
+        issues.append(Issue("error", "api-key", "api-key cannot be set in a router profile: sglang-router takes the key "
+                            "it sends its workers only on its command line, which every user of the host can read "
+                            "(ps). Pitwall cannot start such a router; run its workers without --api-key on a "
+                            "private network, or start the router yourself and watch it (managed = false)."))
     if entrypoint not in ROUTER_ENTRYPOINTS:
         issues.append(Issue("error", "entrypoint", f"[flags] name router workers; the router's entrypoint is "
                             f"\"{ROUTER_ENTRYPOINTS[0]}\" (this profile says {entrypoint!r})."))
     for key in ("worker-urls", "prefill", "decode"):
         value = flags.get(key)
-        for url in value if isinstance(value, list) else [] if value is None else [value]:
-            if not str(url).startswith(("http://", "https://")):
-                issues.append(Issue("error", key, f"{key} = {url!r}: a worker is an http(s) URL such as http://127.0.0.1:30000."))
+        for entry in value if isinstance(value, list) else [] if value is None else [value]:
+            url, _, port = str(entry).strip().partition(" ")
+            port = port.strip()
+            if not url.startswith(("http://", "https://")) or any(c in url for c in " \t'\"`$;|&<>"):
+                issues.append(Issue("error", key, f"{key} = {entry!r}: a worker is an http(s) URL such as http://127.0.0.1:30000."))
+            elif port and (key != "prefill" or not (port.isdigit() or port == "none")):
+                issues.append(Issue("error", key, f"{key} = {entry!r}: only a prefill worker takes a bootstrap port "
+                                    "after its URL, a number (\"http://10.0.0.5:30000 8998\")."))
     if flags.get("pd-disaggregation") and not (flags.get("prefill") and flags.get("decode")):
         issues.append(Issue("error", "pd-disaggregation", "pd-disaggregation needs a prefill and a decode worker (prefill = \"http://...\", decode = \"http://...\")."))
+    return issues
+
+
+def check_router(flags: dict[str, Any], metrics_url: str | None) -> list[Issue]:
+    """The router's metrics port (--prometheus-port, 29000 unless set) is the one the server's
+    metrics_url names; its metrics address (--prometheus-host, 0.0.0.0 unless set) is loopback or
+    said to be every interface."""
+    from urllib.parse import urlsplit
+
+    issues: list[Issue] = []
+    port = flags.get("prometheus-port", 29000)
+    if not metrics_url:
+        issues.append(Issue("error", "prometheus-port", "a router server needs metrics_url in pitwall.toml (its metrics "
+                            f"are on their own port, {port} here): e.g. metrics_url = \"http://127.0.0.1:{port}/metrics\"."))
+    elif urlsplit(metrics_url).port != int(port):
+        issues.append(Issue("error", "prometheus-port", f"the router would serve its metrics on port {port}, but the "
+                            f"server's metrics_url reads {metrics_url}: set prometheus-port = {urlsplit(metrics_url).port} "
+                            "(or change metrics_url)."))
+    if str(flags.get("prometheus-host", "0.0.0.0")) in ("0.0.0.0", "::"):
+        issues.append(Issue("warning", "prometheus-host", "the router's metrics listen on every interface (its default "
+                            "0.0.0.0); set prometheus-host = \"127.0.0.1\" unless another host scrapes them."))
     return issues
 
 

@@ -10,9 +10,10 @@ the new launch writes in none of its first MIN_RECORDS records of that kind is l
 line (`Prefill batch` / `Decode batch` in its text) that yields no record is in a form the
 parser does not read; MIN_RECORDS of those and no batch record at all is lost too.
 
-One judgement per launch, when it has MIN_RECORDS records of a kind the previous launch also
-logged (or MIN_RECORDS unread batch lines); the catalogue stops counting at CAP records a kind
-(no state write per poll after that). A kind the new launch does not log at all (a prefill
+Each kind is judged once a launch, when the launch has MIN_RECORDS records of a kind the previous
+launch logged at least MIN_RECORDS times (or MIN_RECORDS unread batch lines and no record); a
+kind stops counting once judged or at CAP records (no state write per poll after that), and
+keeps at most MAX_FIELDS field names. A kind the new launch does not log at all (a prefill
 server never logs `Decode batch`) is not judged: a role change is not drift. A watched server
 without launches has one epoch and is never judged. Pure.
 """
@@ -30,6 +31,7 @@ from collectors.sglang.log_fields import KEY_MAP
 KINDS = ("prefill", "decode")
 MIN_RECORDS = 5
 CAP = 1000
+MAX_FIELDS = 64  # field names kept a kind (a hostile log cannot grow the state)
 HEADS = (b"Prefill batch", b"Decode batch")
 
 
@@ -48,51 +50,51 @@ class FormDrift:
 
 
 def _new(epoch: Any) -> dict[str, Any]:
-    return {"epoch": epoch, "kinds": {}, "unread": 0, "judged": False}
+    return {"epoch": epoch, "kinds": {}, "unread": 0, "judged": []}
 
 
 def step(state: dict[str, Any] | None, epoch: Any, records: list[tuple[str, list[str]]],
          unread: int) -> tuple[dict[str, Any], list[FormDrift]]:
     """(new state, what this step judged lost). `records`: (kind, field names) of this poll's
     batch records; `unread`: batch lines that gave no record. The state holds the current and
-    the previous launch's catalogue."""
+    the previous launch's catalogue; each kind is judged once a launch (`judged`), the unread
+    lines under "lines"."""
     state = {"current": _new(epoch), "previous": None} if not state or "current" not in state else {
         "current": state["current"], "previous": state.get("previous")}
     cur = state["current"]
     if epoch is not None and cur["epoch"] != epoch:
         state["previous"], cur = (cur if cur["kinds"] else state["previous"]), _new(epoch)
         state["current"] = cur
-    if cur["judged"]:
-        return state, []
-    cur = state["current"] = {**cur, "kinds": {k: {"n": v["n"], "fields": dict(v["fields"])}
-                                               for k, v in cur["kinds"].items()}}
+    judged = set(cur.get("judged") or [])
+    cur = state["current"] = {**cur, "judged": sorted(judged),
+                              "kinds": {k: {"n": v["n"], "fields": dict(v["fields"])} for k, v in cur["kinds"].items()}}
     for kind, fields in records:
         entry = cur["kinds"].setdefault(kind, {"n": 0, "fields": {}})
-        if entry["n"] >= CAP:
-            continue
+        if entry["n"] >= CAP or kind in judged:
+            continue  # enough to judge by: the state stops changing
         entry["n"] += 1
         for f in fields:
-            entry["fields"][f] = entry["fields"].get(f, 0) + 1
-    cur["unread"] = min(cur["unread"] + unread, CAP)
+            if f in entry["fields"] or len(entry["fields"]) < MAX_FIELDS:
+                entry["fields"][f] = entry["fields"].get(f, 0) + 1
+    if "lines" not in judged:
+        cur["unread"] = min(cur["unread"] + unread, CAP)
     prev = state.get("previous")
     if prev is None or cur["epoch"] is None:
         return state, []
     drift: list[FormDrift] = []
-    ready = False
     for kind, entry in cur["kinds"].items():
         before = prev["kinds"].get(kind)
-        if before is None or entry["n"] < MIN_RECORDS:
+        if kind in judged or before is None or before["n"] < MIN_RECORDS or entry["n"] < MIN_RECORDS:
             continue
-        ready = True
+        judged.add(kind)
         steady = {f for f, c in before["fields"].items() if c == before["n"]}
         lost = tuple(sorted(steady - set(entry["fields"])))
         if lost:
             drift.append(FormDrift(kind, lost))
-    if not cur["kinds"] and cur["unread"] >= MIN_RECORDS and prev["kinds"]:
-        ready = True
+    if "lines" not in judged and not cur["kinds"] and cur["unread"] >= MIN_RECORDS and prev["kinds"]:
+        judged.add("lines")
         drift.append(FormDrift("batch lines", (), cur["unread"]))
-    if ready:
-        cur["judged"] = True
+    cur["judged"] = sorted(judged)
     return state, drift
 
 

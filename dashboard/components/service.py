@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard.components.format import STATUS_BADGE, fmt_value
 from dashboard.components.scorecard import md_escape
-from scorecard.service import ServiceCard, unhealthy_workers, worker_member
+from scorecard.service import ServiceCard, removed, unhealthy_workers, worker_member
 
 ROLE_COLORS = {"router": "violet", "prefill": "blue", "decode": "green"}
 CB_WORDS = {0: "closed", 1: "open", 2: "half open"}
@@ -50,15 +50,18 @@ def _card(card: ServiceCard) -> None:
     bad = unhealthy_workers(card)
     if bad:
         st.error("The router calls these workers unhealthy or has opened their circuit breaker: "
-                 + ", ".join(f"`{md_escape(u)}`" for u in bad))
+                 + ", ".join(md_escape(u) for u in bad))
+    for m in card.members:
+        for title, evidence in m.findings:
+            st.warning(f"**Doctor on {md_escape(m.name)}: {md_escape(title)}.** {md_escape(evidence)}")
     metric_cols = st.columns(4)
     for i, (key, label, unit, tip) in enumerate(FIGURES):
         metric_cols[i % 4].metric(label, fmt_value(card.figures.get(key), unit), help=tip)
     _ttft_split(card)
     if card.workers:
         st.markdown("**The router's workers**")
-        st.dataframe(pd.DataFrame([{"worker": u, "member": _member_text(card, u), "health": ("—" if h is None else "healthy" if h >= 1 else "unhealthy"),
-                                    "circuit breaker": CB_WORDS.get(int(c), "—") if c is not None else "—",
+        st.dataframe(pd.DataFrame([{"worker": u, "member": _member_text(card, u), "health": ("—" if h is None else "removed" if removed(h, c) else "healthy" if h >= 1 else "unhealthy"),
+                                    "circuit breaker": CB_WORDS.get(int(c), "—") if c is not None and c >= 0 else "—",
                                     "in flight (mean)": "—" if a is None else f"{a:.2f}"} for u, h, c, a in card.workers]),
                      hide_index=True, width="stretch")
 

@@ -47,9 +47,10 @@ def checked(ev: Evidence) -> list[str]:
     return rules.checked(ev) if rules is not None else [f"{display_name(ev.engine or DEFAULT_ENGINE)} has no tuning rules."]
 
 
-def gather(engine: Engine, server: str, *, since: float, until: float) -> Evidence | None:
+def gather(engine: Engine, server: str, *, since: float, until: float, light: bool = False) -> Evidence | None:
     """The evidence of one server's window, from the running launch's start when that is later
-    (None for an unknown server)."""
+    (None for an unknown server). `light`: the series, events and launch args only, no GPU
+    figures (the Overview's service card asks every refresh; rules that read GPUs stay quiet)."""
     srv = repo.get_server(engine, name=server)
     if srv is None or srv.id is None:
         return None
@@ -64,6 +65,8 @@ def gather(engine: Engine, server: str, *, since: float, until: float) -> Eviden
     if not events.empty:
         ev.events = {str(k): int(v) for k, v in events["kind"].value_counts().items()}
     ev.server_args = dict((launch.server_args if launch is not None else None) or {})
+    if light:
+        return ev
     for name in repo.metric_names(engine, server_id=srv.id, prefix="gpu."):
         if name.endswith(".mem_total_bytes"):
             total = repo.sample_values(engine, server_id=srv.id, metric=name, since=since, until=until)

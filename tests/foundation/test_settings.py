@@ -75,6 +75,8 @@ def test_a_disaggregated_service_reaches_its_rows(tmp_path):
          "servers[0].role is 'both'; expected one of prefill, decode, router"),
         ("[[servers]]\nname = 'a'\nbase_url = 'http://h:1'\nmetrics_url = 'h:29000'\n", {},
          "servers[0].metrics_url is 'h:29000'; expected a URL"),
+        ("[[servers]]\nname = 'a'\nbase_url = 'http://h:1'\nservice = 's'\nrole = 'router'\n", {},
+         "servers[0] is a router without metrics_url"),
         ("port = 'abc'\n", {}, "Setting port (pitwall.toml) is 'abc'; expected a whole number"),
         ("", {"PITWALL_PORT": "x"}, "Setting port (PITWALL_PORT) is 'x'"),
         ("", {"PITWALL_READ_ONLY": "maybe"}, "Setting read_only (PITWALL_READ_ONLY) is 'maybe'; expected true or false"),

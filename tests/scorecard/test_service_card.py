@@ -37,6 +37,13 @@ def test_the_ttft_splits_into_its_parts_and_the_transfer_share_is_named() -> Non
     assert f["usd_per_mtok"] == pytest.approx(3 * 3.6 / 3600 / 1000 * 1e6)
     assert f["transfer_failures_per_s"] == 0.0  # transfers ran, no failure counter yet: none failed
     assert card.missing_roles == ()
+    assert next(p for p in card.ttft_parts if p.name == "KV transfer").source == "prefill: kv_transfer_latency histogram"
+
+
+def test_a_failure_both_sides_count_is_counted_once() -> None:
+    failed = {sk.METRICS_TRANSFER_FAILED_PER_S: 0.2}
+    card = service_card("chat", _members(prefill={**PREFILL, **failed}, decode={**DECODE, **failed}))
+    assert card.figures["transfer_failures_per_s"] == 0.2
 
 
 def test_a_part_no_member_measured_is_none_not_zero() -> None:
@@ -56,9 +63,10 @@ def test_a_member_without_a_price_leaves_the_cost_unsaid_and_a_missing_role_is_n
 
 def test_the_routers_workers_and_the_unhealthy_ones() -> None:
     router = {HEALTH + "http://10.0.0.1:30000": 1.0, CB + "http://10.0.0.1:30000": 0.0,
-              HEALTH + "http://10.0.0.2:30000": 1.0, CB + "http://10.0.0.2:30000": 1.0}
+              HEALTH + "http://10.0.0.2:30000": 1.0, CB + "http://10.0.0.2:30000": 1.0,
+              HEALTH + "http://10.0.0.3:30000": -1.0, CB + "http://10.0.0.3:30000": -1.0}  # removed: 0.3.2 keeps it
     card = service_card("chat", _members(router=router))
-    assert [w[0] for w in card.workers] == ["http://10.0.0.1:30000", "http://10.0.0.2:30000"]
+    assert [w[0] for w in card.workers] == ["http://10.0.0.1:30000", "http://10.0.0.2:30000", "http://10.0.0.3:30000"]
     assert unhealthy_workers(card) == ["http://10.0.0.2:30000"]  # its breaker is open
     members = [*_members(router=router)[:2], Member("d", "decode", "up", base_url="http://10.0.0.2:30000/")]
     card = service_card("chat", members)

@@ -101,3 +101,19 @@ def test_a_pd_server_refuses_a_request_without_a_bootstrap_room(tmp_path: Path) 
         r = httpx.post(f"{url}/generate", json={**PROMPT, "rid": "r1"}, timeout=30)
     assert r.status_code == 400
     assert "Disaggregated request received without bootstrap room id. req.rid='r1'" in r.text
+
+
+def test_a_decode_server_with_the_fake_backend_serves_alone(tmp_path: Path) -> None:
+    """SGLang's decode-only test mode: no prefill server, no bootstrap fields; a prefill server
+    refuses the backend as its arguments resolve."""
+    args = ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--sim-speed", "50", "--enable-metrics"]
+    with running_sim([*args, "--disaggregation-mode=decode", "--disaggregation-transfer-backend=fake"],
+                     tmp_path / "d.log") as url:
+        out = httpx.post(f"{url}/generate", json=PROMPT, timeout=30).json()
+    assert out["meta_info"]["completion_tokens"] == 12
+    import subprocess
+    import sys
+
+    refused = subprocess.run([sys.executable, "-m", "simulator.launch_server", *args, "--disaggregation-mode=prefill",
+                              "--disaggregation-transfer-backend=fake"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "Prefill server does not support 'fake' as the transfer backend" in refused.stderr

@@ -3,8 +3,9 @@
 
 A member's figures are the means of its samples in the window (one GROUP BY for every member and
 key); the router's per-worker keys are listed per router first (their suffix is the worker URL).
-The router's client TTFT p99 is its canary's (the Overview's key figure). Members keep their own
-Server pages; this only reads.
+The router's client TTFT p99 is its canary's (the Overview's key figure); the prefill and decode
+members' Doctor findings over the window ride along (a light gather: no GPU figures). Members keep
+their own Server pages; this only reads.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 
 from sqlalchemy.engine import Engine
 
+from dashboard.services import doctor
 from dashboard.services.views.overview import key_figures
 from scorecard import metric_specs as mk
 from scorecard.grades import FIGURE_WINDOW_S
@@ -59,9 +61,12 @@ def service_cards(engine: Engine, now: float | None = None, window_s: float = FI
             values = {k: total / n for (sid, k), (n, total, _) in sums.items() if sid == s.id and n}
             launch = launches.get(s.id)
             client = key_figures(engine, s, now).get(mk.TTFT_P99_S) if s.role == "router" else None
+            ev = doctor.gather(engine, s.name, since=since, until=now, light=True) if s.role != "router" else None
+            findings = tuple((f.title, f.evidence) for f in doctor.diagnose(ev)) if ev is not None else ()
             out.append(Member(s.name, s.role or "", _status(health.get((s.id, sk.API_HEALTH_OK)),
                                                             launch.status if launch and launch.ended_at is None else None, now),
                               gpus=len(s.gpu_indices or []) or (0 if s.role == "router" else 1), gpu_hourly_usd=s.gpu_hourly_usd, values=values,
-                              client_ttft_p99_s=client, base_url=s.base_url))
+                              client_ttft_p99_s=client, base_url=s.base_url,
+                              findings=findings))
         cards.append(service_card(name, out))
     return cards

@@ -30,6 +30,16 @@ def test_a_steady_field_lost_on_relaunch_is_judged_once() -> None:
     assert log_forms.step(state, 2, renamed, 0)[1] == []  # once a launch
 
 
+def test_each_kind_is_judged_on_its_own_and_a_short_previous_launch_sets_no_standard() -> None:
+    state, _ = log_forms.step(None, 1, [("prefill", ["new_seq", "queue_req"]), ("decode", FIELDS)] * 5, 0)
+    state, drift = log_forms.step(state, 2, [("prefill", ["new_seq", "queue_req"])] * 5, 0)
+    assert drift == []  # prefill judged, unchanged; decode not yet
+    state, drift = log_forms.step(state, 2, [("decode", FIELDS[1:])] * 5, 0)
+    assert drift == [log_forms.FormDrift("decode", ("running_req",))]  # judged when its own lines came
+    one, _ = log_forms.step(None, 1, [("decode", [*FIELDS, "replay_token"])], 0)  # one line only
+    assert log_forms.step(one, 2, [("decode", FIELDS)] * 5, 0)[1] == []
+
+
 def test_an_unchanged_log_or_a_role_change_is_no_drift() -> None:
     state, _ = log_forms.step(None, 1, [("decode", FIELDS), ("prefill", ["new_seq"])] * 5, 0)
     assert log_forms.step(state, 2, [("decode", FIELDS)] * 5, 0)[1] == []
