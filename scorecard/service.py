@@ -80,11 +80,14 @@ class ServiceCard:
 
     @property
     def transfer_share(self) -> float | None:
-        """The KV transfer's share of the decode servers' TTFT mean."""
+        """The KV transfer's share of the time to first token: of the decode servers' TTFT mean,
+        or of the parts' sum where that is larger (the parts are measured on two servers, each
+        over its own requests in the window: they need not add up to the decode side's mean)."""
         part = next((p for p in self.ttft_parts if p.name == "KV transfer"), None)
         if part is None or part.seconds is None or not self.ttft_server_s:
             return None
-        return part.seconds / self.ttft_server_s
+        known = sum(p.seconds for p in self.ttft_parts if p.seconds is not None and p.name != "other")
+        return part.seconds / max(self.ttft_server_s, known)
 
 
 def _mean(members: Sequence[Member], key: str) -> float | None:

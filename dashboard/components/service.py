@@ -18,8 +18,10 @@ CB_WORDS = {0: "closed", 1: "open", 2: "half open"}
 FIGURES = (
     ("client_ttft_p99_s", "TTFT p99 (client)", "s", "the canary's time to first token through the router, p99"),
     ("itl_p99_s", "ITL p99 (decode)", "s", "the decode servers' inter-token latency, p99 (the worst one)"),
-    ("kv_transfer_p50_s", "KV transfer p50", "s", "one request's KV cache from prefill to decode, median"),
-    ("kv_transfer_p99_s", "KV transfer p99", "s", "one request's KV cache from prefill to decode, p99"),
+    ("kv_transfer_p50_s", "KV transfer p50 (est.)", "s", "one request's KV cache from prefill to decode, median, "
+     "estimated from the histogram's buckets (coarse: 250 then 500 ms)"),
+    ("kv_transfer_p99_s", "KV transfer p99 (est.)", "s", "one request's KV cache from prefill to decode, p99, "
+     "estimated from the histogram's buckets"),
     ("kv_transfer_speed_p50_bytes_s", "Transfer speed p50", "bytes_s", "the prefill servers' per-request KV speed"),
     ("output_tok_s", "Output tok/s", "tok_s", "the decode servers' generated tokens/s"),
     ("usd_per_mtok", "USD / 1M tok", "usd_per_mtok", "every member's GPU-hours over the decode servers' output"),
@@ -79,7 +81,7 @@ def _ttft_split(card: ServiceCard) -> None:
     share = card.transfer_share
     total = fmt_value(card.ttft_server_s, "s")
     head = f"**Where the time to first token goes** (mean a request; the decode servers' TTFT mean {total}"
-    head += f"; the KV transfer is {share * 100:.0f} % of it)" if share is not None else ")"
+    head += f"; the KV transfer is {share * 100:.0f} % of the time)" if share is not None else ")"
     st.markdown(head)
     frame = pd.DataFrame([{"part": p.name, "ms": p.seconds * 1e3, "role": p.role, "from": p.source,  # type: ignore[operator]
                            "order": i, "ttft": "TTFT"} for i, p in enumerate(parts)])

@@ -31,6 +31,9 @@ def test_the_ttft_splits_into_its_parts_and_the_transfer_share_is_named() -> Non
     assert parts["decode admission"] == 0.004
     assert parts["other"] == pytest.approx(0.300 - (0.002 + 0.001 + 0.030 + 0.250 + 0.004))
     assert card.transfer_share == pytest.approx(0.250 / 0.300)
+    # parts from two servers' windows can add up to more than the decode side's mean: never over 100 %
+    short = service_card("chat", _members(decode={**DECODE, sk.hist_key("ttft", "mean"): 0.2}))
+    assert short.transfer_share == pytest.approx(0.250 / (0.002 + 0.001 + 0.030 + 0.250 + 0.004))
     f = card.figures
     assert f["client_ttft_p99_s"] == 0.45 and f["itl_p99_s"] == 0.012 and f["kv_transfer_p99_s"] == 0.400
     # three GPUs at 3.60 USD an hour over 1,000 output tokens a second
