@@ -94,17 +94,20 @@ _KEYSEP = re.compile(r"(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>[ \t]
 _VALUE = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|[^\s,;&)}\]'\"]+")
 _AUTH = re.compile(r"(?i)\b(?P<scheme>bearer|basic)(?P<sep>[ \t]+)(?P<cred>[A-Za-z0-9._~+/=:-]+)")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
-_PROSE_BEFORE = re.compile(r"[a-z] $")  # a word, then a space, right before `token`
+_PROSE_BEFORE = re.compile(r"\b([a-z]+) $")  # the word right before `token`
 _PROSE_AFTER = re.compile(r" [a-z]+ ")  # ... and more words after the value
 
 
 def _prose(text: str, m: re.Match[str], value: str) -> bool:
-    """`... first token: prefill dispatch to ...`: the bare word `token` inside a sentence (a word
-    before it, an unquoted lowercase word after its colon, and more words after that) is prose,
-    not a credential; `token: changeme` alone, `token=x`, a quoted value or a flag stay masked."""
+    """`... first token: prefill dispatch to ...`: the bare word `token` after a word that makes it
+    a count or a marker (`first`, `next`, `output`: _NOT_CREDENTIAL_TOKEN), with an unquoted
+    lowercase word after its colon and more words after that, is prose, not a credential;
+    `auth token: secretpass for the hub`, `token: changeme`, `token=x`, a quoted value or a flag
+    stay masked."""
+    before = _PROSE_BEFORE.search(text, 0, m.start())
     return (m.group("key").lower() == "token" and ":" in m.group("sep") and not m.group("q")
-            and value.isalpha() and value.islower() and bool(_PROSE_BEFORE.search(text, 0, m.start()))
-            and bool(_PROSE_AFTER.match(text, m.end() + len(value))))
+            and before is not None and before.group(1) in _NOT_CREDENTIAL_TOKEN
+            and value.isalpha() and value.islower() and bool(_PROSE_AFTER.match(text, m.end() + len(value))))
 _URL_USERINFO = re.compile(
     r"(?P<head>\b[A-Za-z][\w+.-]*://[^\s:/@'\"]*):(?P<pw>[^\s@'\"/]+)@")
 

@@ -69,12 +69,20 @@ def check_router(flags: dict[str, Any], metrics_url: str | None) -> list[Issue]:
 
     issues: list[Issue] = []
     port = flags.get("prometheus-port", 29000)
-    if not metrics_url:
+    if isinstance(port, bool) or not isinstance(port, int) and not str(port).isdigit():
+        return [Issue("error", "prometheus-port", f"prometheus-port is {port!r}; expected a port number, e.g. 29000.")]
+    port = int(port)
+    want = urlsplit(metrics_url).port if metrics_url else None
+    if metrics_url and want is None:
+        issues.append(Issue("error", "prometheus-port", f"the server's metrics_url {metrics_url} names no port; write "
+                            f"the router's metrics port in it, e.g. http://127.0.0.1:{port}/metrics."))
+        metrics_url = None  # said; the checks below need a port
+    if not metrics_url and not issues:
         issues.append(Issue("error", "prometheus-port", "a router server needs metrics_url in pitwall.toml (its metrics "
                             f"are on their own port, {port} here): e.g. metrics_url = \"http://127.0.0.1:{port}/metrics\"."))
-    elif urlsplit(metrics_url).port != int(port):
+    elif metrics_url and want != port:
         issues.append(Issue("error", "prometheus-port", f"the router would serve its metrics on port {port}, but the "
-                            f"server's metrics_url reads {metrics_url}: set prometheus-port = {urlsplit(metrics_url).port} "
+                            f"server's metrics_url reads {metrics_url}: set prometheus-port = {want} "
                             "(or change metrics_url)."))
     if str(flags.get("prometheus-host", "0.0.0.0")) in ("0.0.0.0", "::"):
         issues.append(Issue("warning", "prometheus-host", "the router's metrics listen on every interface (its default "

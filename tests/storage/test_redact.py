@@ -89,6 +89,8 @@ def test_server_info_json_and_its_launch_command():
     ("token=secretpass", f"token={MASK}"),
     ('{"token": "hunter"}', f'{{"token": "{MASK}"}}'),
     ("--token abcdefgh", f"--token {MASK}"),
+    ("using auth token: secretpass for the hub", f"using auth token: {MASK} for the hub"),
+    ("refresh token: abcdefgh expires soon", f"refresh token: {MASK} expires soon"),
     ("could not connect to postgresql+psycopg://pitwall:PGS3CRET@127.0.0.1:5432/db",
      f"could not connect to postgresql+psycopg://pitwall:{MASK}@127.0.0.1:5432/db"),
     (f"password: {KEY}", f"password: {MASK}"),
