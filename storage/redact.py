@@ -20,7 +20,8 @@ says "no key" and hides nothing.
 - `redact_text(text)`: free text (log excerpts, messages, command lines): `api_key='X'` (the
   `ServerArgs(...)` repr), `'api_key': 'X'` / `"api_key": "X"` (dict repr, JSON, an engine's
   `server_args={...}` log line), `api_key: X`, `HF_TOKEN=X`, `--api-key X`, `--api-key=X`,
-  `Authorization: Bearer X` / `Basic X`, and URLs with a password (`scheme://user:X@host`).
+  `Authorization: Bearer X` / `Basic X` (and after an Authorization header, `token X`, `Negotiate X`,
+  `Digest ...` to the end of the value), and URLs with a password (`scheme://user:X@host`).
 - `redact_url(url)`: the password of a URL's userinfo (and secret query parameters); the user,
   host, port, path and database stay readable.
 
@@ -93,6 +94,10 @@ _FLAG = re.compile(r"(?<![\w-])--(?P<key>[A-Za-z][\w.-]*)(?P<sep>=|[ \t]+)")
 _KEYSEP = re.compile(r"(?P<q>['\"]?)(?P<key>[A-Za-z_][\w.-]*)(?P=q)(?P<sep>[ \t]*[:=][ \t]*)")
 _VALUE = re.compile(r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\"|[^\s,;&)}\]'\"]+")
 _AUTH = re.compile(r"(?i)\b(?P<scheme>bearer|basic)(?P<sep>[ \t]+)(?P<cred>[A-Za-z0-9._~+/=:-]+)")
+# `Authorization: token X` / `Negotiate X` / `Digest username="u", response="..."`: after an
+# Authorization header's name only (the bare words are ordinary prose); the rest of the value
+_AUTH_OTHER = re.compile(r"(?i)\b(?P<head>(?:proxy-)?authorization['\"]?[ \t]*[:=][ \t]*['\"]?)"
+                         r"(?P<scheme>token|digest|negotiate)(?P<sep>[ \t]+)(?P<cred>(?:[^\n'\"]|\"[^\"\n]*\")+)")
 _NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
 _PROSE_BEFORE = re.compile(r"\b([a-z]+) $")  # the word right before `token`
 _PROSE_AFTER = re.compile(r" [a-z]+ ")  # ... and more words after the value
@@ -151,6 +156,8 @@ def redact_text(text: str) -> str:
     text = _URL_USERINFO.sub(lambda m: f"{m.group('head')}:{MASK}@", text)
     text = _AUTH.sub(lambda m: m.group(0) if m.group("cred") == MASK
                      else f"{m.group('scheme')}{m.group('sep')}{MASK}", text)
+    text = _AUTH_OTHER.sub(lambda m: m.group(0) if m.group("cred") == MASK
+                           else f"{m.group('head')}{m.group('scheme')}{m.group('sep')}{MASK}", text)
     text = _replace_values(text, _FLAG, flag=True)
     return _replace_values(text, _KEYSEP, flag=False)
 

@@ -90,6 +90,10 @@ def test_server_info_json_and_its_launch_command():
     ('{"token": "hunter"}', f'{{"token": "{MASK}"}}'),
     ("--token abcdefgh", f"--token {MASK}"),
     ("using auth token: secretpass for the hub", f"using auth token: {MASK} for the hub"),
+    ("Authorization: token ghp_abc123", f"Authorization: token {MASK}"),
+    ('{"Authorization": "Negotiate YIIabc"}', f'{{"Authorization": "{MASK}"}}'),  # the key's whole value
+    ('Authorization: Digest username="u", response="6629fae4"', f"Authorization: Digest {MASK}"),
+    ("the token limit and a digest of the run", "the token limit and a digest of the run"),
     ("refresh token: abcdefgh expires soon", f"refresh token: {MASK} expires soon"),
     ("could not connect to postgresql+psycopg://pitwall:PGS3CRET@127.0.0.1:5432/db",
      f"could not connect to postgresql+psycopg://pitwall:{MASK}@127.0.0.1:5432/db"),
