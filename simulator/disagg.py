@@ -69,7 +69,6 @@ class Side:
 
     def __init__(self, srv: LlmServer) -> None:
         self.srv = srv
-        self.mode = srv.ns.disaggregation_mode
 
     def observe(self, name: str, value: float, **labels: str) -> None:
         m = self.srv.metrics

@@ -121,7 +121,7 @@ class Router:
         self.cb_ok = Gauge("smg_worker_cb_consecutive_successes", "", ["worker"], registry=r)
         self.cb_trans = Counter("smg_worker_cb_transitions", "", ["worker", "from", "to"], registry=r)
         self.selection = Counter("smg_worker_selection", "", ["worker_type", "connection_mode", "model", "policy"], registry=r)
-        self.retries = Counter("smg_worker_retries", "", ["worker_type", "endpoint"], registry=r)
+        Counter("smg_worker_retries", "", ["worker_type", "endpoint"], registry=r)  # declared: no retries here
         Gauge("smg_http_connections_active", "", registry=r).set(0)
         for w in self.workers:
             self._gauges(w)
