@@ -1,7 +1,7 @@
 """SGLang scheduler-log collector: follows each server's log file, writes Samples and Events.
 
 Owns turning log records into Pitwall rows. The grammar is in log_parse.py (one line),
-log_stream.py (grouped events) and the file following in log_tail.py; this module
+log_stream.py (grouped events) and the file following in collectors/log_tail.py; this module
 re-exports the public parsing API: `parse_line`, `parse_stream`, `LogRecord`, `LogTailer`.
 
 Samples (source ``log``; one per record unless said otherwise; missing field = no sample):
@@ -71,7 +71,7 @@ runner was down; an unterminated last line is read when its newline arrives (or 
 ends the file).
 
 **What a log path may be, and isolation**: only a regular file, opened without following a
-symlink at its last component and never blocking (log_tail.py says why and what is refused). A
+symlink at its last component and never blocking (collectors/log_tail.py says why and what is refused). A
 refused path, an unreadable one, a read slower than `read_deadline_s` (2 s; a hung mount) or a
 failure while parsing one server's lines is ONE `collector_error` per server per episode (again
 only after a clean read, or when the problem changes), naming the server, the path and what to
@@ -103,7 +103,7 @@ from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, S
 from collectors.sglang import log_forms
 from collectors.sglang.log_parse import LogRecord, parse_line
 from collectors.sglang.log_stream import ParseStats, StreamParser, parse_stream
-from collectors.sglang.log_tail import Line, LogTailer, TailState
+from collectors.log_tail import Line, LogTailer, TailState
 from storage import series_keys as sk
 
 __all__ = ["LogRecord", "LogTailer", "SGLangLogCollector", "parse_line", "parse_stream",

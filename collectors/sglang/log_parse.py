@@ -2,7 +2,7 @@
 
 Owns the line-level grammar of SGLang's scheduler, lifecycle and error lines (0.1.14 -> 0.5.23)
 and the diffusion server's prefix. Multi-line grouping (tracebacks, hard-wrapped NCCL messages) lives in
-log_stream.py; file following in log_tail.py.
+log_stream.py; file following in collectors/log_tail.py.
 
 A record is found wherever its header sits in the physical line, so foreign prefixes (a log
 shipper's timestamp, a file name), a lost opening bracket and a progress bar glued in front are

@@ -42,8 +42,13 @@ Per-rank detail keeps, for gauges, one value per rank when a rank label takes se
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from collectors import promalias
+from collectors.promalias import Alias, AliasTable, LabelKey
+from collectors.promalias import excluded as excluded
+from collectors.promalias import label_key as label_key
+from collectors.promalias import pitwall_keys as pitwall_keys
+from collectors.promalias import split_priority as split_priority
 from storage import series_keys as sk
 
 PREFIXES: tuple[str, ...] = ("sglang:", "sglang_")
@@ -58,23 +63,6 @@ RANK_LABELS: tuple[tuple[str, str], ...] = (
     ("pp_rank", "pp"),
     ("moe_ep_rank", "ep"),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Alias:
-    """One Pitwall quantity: its key (a gauge/rate key, or a histogram stem) and source names."""
-
-    key: str
-    kind: str  # gauge | counter | histogram
-    names: tuple[str, ...]  # base names without prefix (and without _total), newest era first
-    agg: str = "sum"  # sum | mean
-    meaning: str = ""
-    exclude: tuple[tuple[str, str], ...] = ()  # (label, value) pairs whose series are dropped
-    only: tuple[tuple[str, str], ...] = ()  # (label, value) pairs a series must carry to count
-    split: str | None = None  # one set of keys (histograms) or one key (gauges) per label value
-    unit: str = "_s"  # histograms: key unit suffix ("" for counts)
-    scale: float = 1.0  # to base units: 1e-3 for a family in ms, 2**20 for MiB
-    router: bool = False  # a router family: its names are whole (ROUTER_PREFIXES), no SGLang prefix
 
 
 _NO_WARMUP = (("is_warmup", "true"),)
@@ -267,115 +255,49 @@ ALIASES: tuple[Alias, ...] = (
           "sum", "router: requests refused a prefill slot/s (smg 1.12+)", router=True),
 )
 
-_PARTS = {"histogram": ("_bucket", "_sum", "_count")}
-
-
-def _build_lookup() -> dict[str, list[tuple[Alias, str, str]]]:
-    """Full sample name -> [(alias, source base name, part: value|bucket|sum|count)]; one name
-    may feed several aliases (all and failed diffusion requests)."""
-    out: dict[str, list[tuple[Alias, str, str]]] = {}
-    for alias in ALIASES:
-        for base in alias.names:
-            for prefix in ("",) if alias.router else PREFIXES:
-                if alias.kind == "histogram":
-                    names = [(prefix + base + part, part[1:]) for part in _PARTS["histogram"]]
-                elif alias.kind == "counter":
-                    names = [(prefix + base + "_total", "value"), (prefix + base, "value")]
-                else:
-                    names = [(prefix + base, "value")]
-                for name, part in names:
-                    out.setdefault(name, []).append((alias, base, part))
-    return out
-
-
-LOOKUP: dict[str, list[tuple[Alias, str, str]]] = _build_lookup()
-
-
-def pitwall_keys(alias: Alias) -> list[str]:
-    """The `metrics.*` keys one alias produces (per-rank detail keys aside; a gauge split by a
-    label has only its per-value keys, none of which a server must export)."""
-    if alias.kind in ("gauge", "counter") and alias.split is not None:
-        return []
-    if alias.kind != "histogram":
-        return [sk.metrics_key(alias.key)]
-    stem, u = sk.metrics_key(alias.key), alias.unit
-    return [f"{stem}_p50{u}", f"{stem}_p95{u}", f"{stem}_p99{u}", f"{stem}_mean{u}",
-            f"{stem}_clamped"]
-
-
 #: a queue gauge whose family may carry its per-priority breakdown -> the breakdown's alias key
 PRIORITY_BREAKDOWN: dict[str, str] = {"num_running_reqs": "num_running_reqs_by_priority",
                                       "num_queue_reqs": "num_queue_reqs_by_priority"}
 
 
-def split_priority(series: dict[tuple[tuple[str, str], ...], float]) -> tuple[
-        dict[tuple[tuple[str, str], ...], float], dict[tuple[tuple[str, str], ...], float]]:
-    """(total series, per-priority series) of one gauge family: when it has `priority=""` series
-    beside others, the `""` ones are the total (SGLang's queue gauges under priority scheduling);
-    otherwise every series is part of the total and there is no breakdown."""
-    values = {lk: dict(lk).get("priority") for lk in series}
-    if "" not in values.values() or not any(v for v in values.values()):
-        return series, {}
-    return ({lk: v for lk, v in series.items() if not values[lk]},
-            {lk: v for lk, v in series.items() if values[lk]})
+def _derived(values: dict[str, float], deltas: dict[str, float]) -> None:
+    """HiCache: seconds of load-back copy a token (what a host hit costs; the doctor sets it
+    against what recomputing a token costs)."""
+    ops, mean = values.get(sk.hist_key("load_back", "window_count")), values.get(sk.hist_key("load_back", "mean"))
+    if deltas.get("load_back_tokens_per_s", 0.0) > 0 and ops is not None and mean is not None:
+        values[sk.METRICS_LOAD_BACK_S_PER_TOKEN] = mean * ops / deltas["load_back_tokens_per_s"]
 
 
-def excluded(alias: Alias, labels: dict[str, str]) -> bool:
-    """True when a series of `alias` is left out (a warm-up series of a user figure, a host pool
-    other than the KV one)."""
-    return any(labels.get(k) == v for k, v in alias.exclude) or any(labels.get(k) != v for k, v in alias.only)
+def _group(key: str) -> str:
+    return "diffusion" if key.startswith("diffusion_") else ""
 
 
-def label_key(labels: dict[str, str], drop: Iterable[str] = ("le",)) -> tuple[tuple[str, str], ...]:
-    dropped = set(drop)
-    return tuple(sorted((k, v) for k, v in labels.items() if k not in dropped))
+TABLE = AliasTable(
+    aliases=ALIASES,
+    prefixes=PREFIXES,
+    replica_labels=REPLICA_LABELS,
+    rank_labels=RANK_LABELS,
+    priority_gauges=True,
+    priority_breakdown=PRIORITY_BREAKDOWN,
+    ratios=((sk.METRICS_CACHED_TOKEN_RATIO, "cached_tokens_per_s", "prompt_tokens_per_s"),),
+    derived=_derived,
+    group_of=_group,
+)
+LOOKUP: dict[str, list[tuple[Alias, str, str]]] = TABLE.lookup
 
 
-def aggregate(values: dict[tuple[tuple[str, str], ...], float], agg: str) -> float | None:
+def aggregate(values: dict[LabelKey, float], agg: str) -> float | None:
     """Combine one quantity's series (label key -> value) by the module-doc rule."""
-    if not values:
-        return None
-    if agg == "mean":
-        return sum(values.values()) / len(values)
-    groups: dict[tuple[tuple[str, str], ...], float] = {}
-    for lk, v in values.items():
-        g = tuple((k, val) for k, val in lk if k not in REPLICA_LABELS)
-        groups[g] = max(groups.get(g, v), v)
-    return sum(groups.values())
+    return promalias.aggregate(values, agg, REPLICA_LABELS)
 
 
-def rank_detail(values: dict[tuple[tuple[str, str], ...], float], agg: str) -> dict[str, float]:
+def rank_detail(values: dict[LabelKey, float], agg: str) -> dict[str, float]:
     """Per-rank values keyed by suffix ('dp1', 'tp0pp1', ...) for the rank labels that vary."""
-    varying = []
-    for label, short in RANK_LABELS:
-        seen = {dict(lk).get(label) for lk in values}
-        if len(seen) > 1:
-            varying.append((label, short))
-    if not varying:
-        return {}
-    buckets: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-    for lk, v in values.items():
-        d = dict(lk)
-        suffix = "".join(f"{short}{d.get(label, 'na')}" for label, short in varying)
-        buckets.setdefault(suffix, {})[lk] = v
-    out = {}
-    for suffix, vals in buckets.items():
-        a = aggregate(vals, agg)
-        if a is not None:
-            out[suffix] = a
-    return out
+    return promalias.rank_detail(values, agg, RANK_LABELS, REPLICA_LABELS)
 
 
 def source_names(keys: Iterable[str]) -> list[str]:
     """The SGLang base names (no prefix, no _total/_bucket/_sum/_count) that feed the given
     `metrics.*` keys, per-rank and per-stage detail keys included; for reading only the series
     a chart needs (Prometheus as a source). Pure; unknown keys feed nothing."""
-    wanted = set(keys)
-    if sk.METRICS_CACHED_TOKEN_RATIO in wanted:
-        wanted |= {sk.METRICS_PROMPT_TOKENS_PER_S, sk.METRICS_CACHED_TOKENS_PER_S}
-    names: set[str] = set()
-    for alias in ALIASES:
-        stem = sk.metrics_key(alias.key)
-        if any(k == stem or k.startswith((stem + "_", stem + ".")) for k in wanted):
-            names.update(alias.names)
-    return sorted(names)
+    return TABLE.source_names(keys)

@@ -15,7 +15,7 @@ import pytest
 
 from collectors.base import CollectorContext, PollResult, ServerTarget
 from collectors.sglang.log import SGLangLogCollector
-from collectors.sglang.log_tail import LogTailer
+from collectors.log_tail import LogTailer
 
 pytestmark = pytest.mark.timeout(60)  # without the fix a FIFO blocks the poll for ever
 
@@ -100,7 +100,7 @@ def test_a_refused_log_path_is_one_event_and_the_healthy_server_is_read(
 
 
 def test_refusal_names_what_it_is(tmp_path: Path) -> None:
-    from collectors.sglang.log_tail import LogPathRefused, open_regular
+    from collectors.log_tail import LogPathRefused, open_regular
 
     fifo = tmp_path / "f.log"
     os.mkfifo(fifo)

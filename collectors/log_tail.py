@@ -55,7 +55,7 @@ from typing import IO, Any
 from storage.errors import CollectorError
 
 HEAD_BYTES = 64
-#: A line longer than this is cut: its first LINE_CAP bytes are returned (SGLang's longest lines,
+#: A line longer than this is cut: its first LINE_CAP bytes are returned (an engine's longest lines,
 #: the server_args dump, are a few KiB), the rest is skipped as it arrives, never read twice.
 LINE_CAP = 64 << 10
 

@@ -14,7 +14,7 @@ from typing import Any
 from collectors.base import CollectorContext, PollResult, ServerTarget
 from collectors.sglang.log import SGLangLogCollector, log_ts, records_to_rows
 from collectors.sglang.log_stream import parse_text
-from collectors.sglang.log_tail import LogTailer, TailState
+from collectors.log_tail import LogTailer, TailState
 
 TS = "2026-04-08 14:05:21"
 
@@ -346,7 +346,7 @@ def test_an_unterminated_huge_line_is_cut_and_never_read_again(tmp_path) -> None
     """A 64 MiB line written in pieces. Its first LINE_CAP bytes come back once; every
     poll moves the offset to the end of what is there (nothing is read twice), across a restart
     from the saved state too; the line after it is read normally."""
-    from collectors.sglang.log_tail import LINE_CAP, LogTailer, TailState
+    from collectors.log_tail import LINE_CAP, LogTailer, TailState
 
     path = tmp_path / "huge.log"
     path.write_bytes(b"first line\n")
@@ -371,7 +371,7 @@ def test_an_unterminated_huge_line_is_cut_and_never_read_again(tmp_path) -> None
 
 
 def test_a_long_terminated_line_is_cut_to_the_cap(tmp_path) -> None:
-    from collectors.sglang.log_tail import LINE_CAP, LogTailer
+    from collectors.log_tail import LINE_CAP, LogTailer
 
     path = tmp_path / "long.log"
     path.write_bytes(b"y" * (LINE_CAP + 10) + b"\nshort\n")
