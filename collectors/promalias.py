@@ -58,7 +58,7 @@ _PARTS = ("_bucket", "_sum", "_count")
 class AliasTable:
     """One engine's names and rules.
 
-    prefixes: put before every alias name (`sglang:`, `vllm:`); replica_labels / rank_labels: see
+    prefixes: put before every alias name (the engine's `<engine>:`); replica_labels / rank_labels: see
     the module docstring (rank label -> detail-suffix letters, in suffix order); priority_gauges:
     a gauge family with a `priority=""` series beside others holds its total there and a
     per-priority breakdown beside it (split_priority); priority_breakdown: such a gauge -> the

@@ -100,10 +100,10 @@ from datetime import datetime
 from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.log_tail import Line, LogTailer, TailState
 from collectors.sglang import log_forms
 from collectors.sglang.log_parse import LogRecord, parse_line
 from collectors.sglang.log_stream import ParseStats, StreamParser, parse_stream
-from collectors.log_tail import Line, LogTailer, TailState
 from storage import series_keys as sk
 
 __all__ = ["LogRecord", "LogTailer", "SGLangLogCollector", "parse_line", "parse_stream",

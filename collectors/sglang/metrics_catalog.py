@@ -33,13 +33,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from collectors.promscrape import MAX_REPORTED as MAX_REPORTED
+from collectors.promscrape import SETTLE_S
 from collectors.promtext import ParsedMetrics
 from collectors.sglang.metrics_alias import ALIASES, PREFIXES, ROUTER_PREFIXES, pitwall_keys
 from storage import series_keys as sk
 
-SETTLE_S = 120.0  # seconds after an epoch's first traffic by which its steady families exist
 MAX_FAMILIES = 2000  # families catalogued an epoch; a server past it is judged no further
-MAX_REPORTED = 20  # families one drift event lists (the rest are counted)
 TRAFFIC = ("prompt_tokens", "diffusion_requests")  # counter base names: a request was served
 ROUTER_TRAFFIC = ("smg_router_requests", "sgl_router_requests")  # ... a router routed one
 

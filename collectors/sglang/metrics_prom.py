@@ -15,10 +15,10 @@ from typing import Any
 
 from collectors.base import PollResult, ServerTarget
 from collectors.prometheus_api import Series
+from collectors.promnotes import Episodes, notes_for
 from collectors.promtext import DEFAULT_MAX_SERIES, ParsedMetrics, ParsedSample
 from collectors.sglang.metrics import compute, snapshot
 from collectors.sglang.metrics_alias import source_names
-from collectors.sglang.metrics_notes import Episodes, notes_for
 from collectors.sglang.metrics_window import DEFAULT_MAX_DETAIL_KEYS, Window
 
 #: `__name__` matcher of the series read (SGLang's `sglang:` and re-published `sglang_`)

@@ -1,6 +1,6 @@
 """What a scrape left out, as events: one `collector_error` per server per kind per episode.
 
-Shared by the direct /metrics scrape (collectors/sglang/metrics.py) and the Prometheus source
+Shared by every engine's direct /metrics scrape (collectors/promscrape.py) and the Prometheus source
 (collectors/prometheus_source.py), so a server read either way reports the same limits the same
 way. Kinds: `malformed` (lines the parser skipped), `series` (families past
 runner.metrics_max_series), `budget` (past runner.metrics_parse_budget_s of CPU), `ranks` (per-rank
@@ -14,7 +14,7 @@ import threading
 
 from collectors.base import EventRow, ServerTarget
 from collectors.promtext import ParsedMetrics
-from collectors.sglang.metrics_window import Window
+from collectors.promwindow import Window
 
 KINDS = ("malformed", "series", "budget", "ranks", "nonfinite")
 Notes = dict[str, tuple[str, str | None]]  # kind -> (message, raw excerpt)
