@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collectors import sglang
+from collectors import sglang, vllm
 from collectors.base import CollectorError, Engine
 from collectors.native_api import NativeApi
 
@@ -17,6 +17,7 @@ DEFAULT_ENGINE = "sglang"
 
 ENGINES: dict[str, Engine] = {
     "sglang": sglang.ENGINE,
+    "vllm": vllm.ENGINE,
 }
 
 

@@ -49,6 +49,8 @@ import errno
 import glob
 import os
 import stat
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -346,3 +348,18 @@ class LogTailer:
                     return None
                 return f, TailState(st.dev, st.ino, st.offset, st.head, st.line_no)
         return None
+
+
+def read_off_thread(tailer: LogTailer, name: str) -> Future[list[Line]]:
+    """tailer.read() in a daemon thread of its own: a read stuck in a hung mount holds only it
+    (and never the runner's exit, which a pool worker would)."""
+    fut: Future[list[Line]] = Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(tailer.read())
+        except BaseException as exc:  # handed to the poll, which turns it into one event
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut

@@ -77,6 +77,7 @@ class AliasTable:
     ratios: tuple[tuple[str, str, str], ...] = ()
     derived: Callable[[dict[str, float], dict[str, float]], None] = _no_derived
     group_of: Callable[[str], str] = _one_group
+    optional: frozenset[str] = frozenset()
     by_key: dict[str, Alias] = field(init=False, repr=False, compare=False)
     lookup: dict[str, list[tuple[Alias, str, str]]] = field(init=False, repr=False, compare=False)
 

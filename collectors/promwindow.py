@@ -156,7 +156,8 @@ def absent_keys(table: AliasTable, parsed: ParsedMetrics) -> list[str]:
     # an image server exports its family group and an LLM server the rest: each is judged against
     # its own group, so an LLM's "not exported" list never fills with image keys
     group = next((g for g in sorted({table.group_of(k) for k in present}) if g), "")
-    every = {k for a in table.aliases if table.group_of(a.key) == group for k in pitwall_keys(a)}
+    every = {k for a in table.aliases if table.group_of(a.key) == group and a.key not in table.optional
+             for k in pitwall_keys(a)}
     every |= {out for out, num, _ in table.ratios if table.group_of(num) == group}
     return sorted(every - produced)
 

@@ -133,6 +133,8 @@ LOG_CACHE_HIT_RATE = _k("log.cache_hit_rate", "ratio", "Σcached ÷ Σ(cached + 
                         "log")
 LOG_CACHE_HIT_RATE_LIFETIME = _k("log.cache_hit_rate_lifetime", "ratio", "cumulative hit rate as printed "
                                  "up to 0.4.3", "log")
+LOG_PREFIX_CACHE_HIT_RATE = _k("log.prefix_cache_hit_rate", "ratio", "the prefix cache's hits ÷ lookups as the "
+                               "engine prints it (over its last 1,000 requests, not an interval)", "log", _DP)
 LOG_RETRACTED_REQ = _k("log.retracted_req", "count", "requests retracted by one decode_retract event", "log")
 LOG_FSM_CACHE_HIT_RATE = _k("log.fsm_cache_hit_rate", "ratio", "0.1.x FSM cache hit rate", "log")
 LOG_FF_CACHE_HIT_RATE = _k("log.ff_cache_hit_rate", "ratio", "0.1.x fast-forward cache hit rate", "log")
@@ -205,7 +207,15 @@ METRICS_GENERATION_TOKENS_PER_S = _k("metrics.generation_tokens_per_s", "tok_s",
 METRICS_CACHED_TOKENS_PER_S = _k("metrics.cached_tokens_per_s", "tok_s", "prefix-cache hit tokens/s", "metrics")
 METRICS_REQUESTS_PER_S = _k("metrics.requests_per_s", "rps", "finished requests/s", "metrics")
 _k("metrics.aborted_requests_per_s", "rps", "aborted requests/s", "metrics")
-_k("metrics.retracted_requests_per_s", "rps", "retractions/s", "metrics")
+_k("metrics.retracted_requests_per_s", "rps", "retractions/s (an engine that preempts: preemptions/s)", "metrics")
+_k("metrics.prefix_cache_queries_per_s", "tok_s", "tokens looked up in the prefix cache/s, at every lookup "
+   "(an engine that counts lookups, not requests)", "metrics")
+_k("metrics.prefix_cache_hits_per_s", "tok_s", "tokens found in the prefix cache/s, at every lookup", "metrics")
+METRICS_PREFIX_CACHE_HIT_RATIO = _k("metrics.prefix_cache_hit_ratio", "ratio", "Δhits ÷ Δqueries of the prefix "
+                                    "cache's lookups over the window (a lookup-weighted hit rate)", "metrics")
+_k("metrics.spec_drafts_per_s", "rps", "speculative drafts/s", "metrics")
+_k("metrics.spec_draft_tokens_per_s", "tok_s", "speculative draft tokens/s", "metrics")
+_k("metrics.spec_accepted_tokens_per_s", "tok_s", "accepted speculative draft tokens/s", "metrics")
 _k("metrics.http_requests_per_s", "rps", "HTTP requests/s", "metrics")
 METRICS_CACHE_HIT_BY_SOURCE = _k("metrics.cache_hit_tokens_per_s.<source>", "tok_s",
                                  "prefix-cache hit tokens/s from one tier (HiCache: device, host, storage)", "metrics")
@@ -281,6 +291,8 @@ _HISTOGRAMS: dict[str, tuple[str, str, str]] = {  # stem -> (unit suffix, unit, 
     "metrics.e2e": ("_s", "s", "end-to-end request latency"),
     "metrics.queue_time": ("_s", "s", "time in the queue"),
     "metrics.tpot": ("_s", "s", "per-request time per output token"),
+    "metrics.prefill_time": ("_s", "s", "a request's prefill phase, scheduled to first token"),
+    "metrics.decode_time": ("_s", "s", "a request's decode phase, first to last token"),
     "metrics.load_back": ("_s", "s", "one HiCache load-back copy, host memory to GPU"),
     "metrics.kv_transfer_latency": ("_s", "s", "PD: one request's KV transfer, prefill side"),
     "metrics.kv_transfer_bootstrap": ("_s", "s", "PD: the handshake before a KV transfer"),
@@ -334,7 +346,7 @@ API_TOKEN_USAGE = _k("api.token_usage", "ratio", "KV usage (mean over DP)", "api
 API_GEN_THROUGHPUT_TOK_S = _k("api.gen_throughput_tok_s", "tok_s", "decode tokens/s (sum over DP)", "api", _DP)
 API_CACHE_HIT_RATE = _k("api.cache_hit_rate", "ratio", "radix hit rate (mean over DP)", "api", _DP)
 API_UTILIZATION = _k("api.utilization", "ratio", "scheduler utilisation (mean over DP)", "api", _DP)
-API_NUM_REQS = _k("api.num_reqs", "count", "/get_load requests (0.4.7-0.5.20)", "api", _DP)
+API_NUM_REQS = _k("api.num_reqs", "count", "requests in the server by its load endpoint (/get_load 0.4.7-0.5.20, /load)", "api", _DP)
 API_NUM_PENDING_TOKENS = _k("api.num_pending_tokens", "count", "/get_load pending tokens", "api", _DP)
 
 # -- canary.*: one short request per server per interval ------------------------------------------

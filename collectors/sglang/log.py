@@ -90,7 +90,6 @@ lines) per poll, so a large existing log is ingested over several polls without 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -100,7 +99,7 @@ from datetime import datetime
 from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.log_tail import Line, LogTailer, TailState
+from collectors.log_tail import Line, LogTailer, TailState, read_off_thread
 from collectors.sglang import log_forms
 from collectors.sglang.log_parse import LogRecord, parse_line
 from collectors.sglang.log_stream import ParseStats, StreamParser, parse_stream
@@ -280,21 +279,6 @@ class _ServerTail:
 READ_DEADLINE_S = 2.0
 
 
-def _read_off_thread(tailer: LogTailer, name: str) -> Future[list[Line]]:
-    """tailer.read() in a daemon thread of its own: a read stuck in a hung mount holds only it
-    (and never the runner's exit, which a pool worker would)."""
-    fut: Future[list[Line]] = Future()
-
-    def run() -> None:
-        try:
-            fut.set_result(tailer.read())
-        except BaseException as exc:  # handed to the poll, which turns it into one event
-            fut.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return fut
-
-
 class SGLangLogCollector:
     """Collector protocol (collectors/base.py) over every ServerTarget with a `log_path`."""
 
@@ -333,7 +317,7 @@ class SGLangLogCollector:
             try:
                 s = self._tail_for(ctx, server)
                 if s.reading is None:
-                    s.reading = _read_off_thread(s.tailer, f"log-read-{server.id}")
+                    s.reading = read_off_thread(s.tailer, f"log-read-{server.id}")
                     started.append(s.reading)
                 jobs.append((server, s))
             except Exception as exc:  # noqa: BLE001 - one server's failure must not end the poll

@@ -18,8 +18,8 @@ FIX = REPO / "tests" / "fixtures"
 
 
 def test_unknown_engine_names_the_known_ones() -> None:
-    with pytest.raises(CollectorError, match=r"Unknown engine 'vllm'.*sglang"):
-        get_engine("vllm")
+    with pytest.raises(CollectorError, match=r"Unknown engine 'tgi'.*sglang, vllm"):
+        get_engine("tgi")
 
 
 def test_sglang_is_registered() -> None:

@@ -1,0 +1,232 @@
+"""vLLM's log collector: follows each server's log file (collectors/log_tail.py: whole lines,
+rotation, truncation, only a regular file, a read off the poll's thread under a deadline) and
+turns vLLM's lines (log_parse.py) into Samples and Events.
+
+Samples (source ``log``), from the periodic stats line (`Engine 000: Avg prompt throughput: ...`,
+every 10 s while the engine is busy):
+
+| key | unit | field | note |
+|---|---|---|---|
+| log.running_req | requests | `Running: N reqs` | |
+| log.queue_req | requests | `Waiting: N reqs` (V0 `Pending`) | |
+| log.token_usage | 0-1 | `GPU/CPU/XPU KV cache usage: X%` | KV *blocks* in use (vLLM's definition) |
+| log.gen_throughput_tok_s | tok/s | `Avg generation throughput` | over the 10 s since the last line |
+| log.input_throughput_tok_s | tok/s | `Avg prompt throughput` | same |
+| log.prefix_cache_hit_rate | 0-1 | `Prefix cache hit rate: X%` | vLLM's: hits ÷ queries over the last 1,000 requests' lookups, not the interval |
+
+With data parallelism each engine prints its own line (`Engine 001: ...`): its values go under
+`<key>.dp<i>`, and the server figure under the plain key is the sum over engines' latest lines
+(the mean for usage and hit rate); an aggregated line (`2 Engines Aggregated: ...`) is the server
+figure as it is.
+
+Events: server_ready (a watched server only: the supervisor reports the ones it starts), oom,
+crash (`EngineDeadError`, an engine core that died), decode_retract (V0's preemption warning;
+V1 logs none: `metrics.retracted_requests_per_s` counts them).
+
+State, loss and isolation as for the first engine's log (its module documents them): the offset
+past the last line handed over is saved in the poll and committed with the rows, a new server is
+read from the start of its log (at most `max_bytes_per_poll` a poll), and a failure or a stuck
+read of one server is one `collector_error` per episode while the others are read.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
+from collectors.log_tail import Line, LogTailer, TailState, read_off_thread
+from collectors.vllm.log_parse import VllmRecord, parse_line
+from storage import series_keys as sk
+
+READ_DEADLINE_S = 2.0
+#: stats field -> Pitwall key
+GAUGES: dict[str, str] = {
+    "running_req": sk.LOG_RUNNING_REQ,
+    "queue_req": sk.LOG_QUEUE_REQ,
+    "kv_cache_usage": sk.LOG_TOKEN_USAGE,
+    "gen_throughput": sk.LOG_GEN_THROUGHPUT_TOK_S,
+    "prompt_throughput": sk.LOG_INPUT_THROUGHPUT_TOK_S,
+    "prefix_cache_hit_rate": sk.LOG_PREFIX_CACHE_HIT_RATE,
+}
+MEAN_FIELDS = frozenset({"kv_cache_usage", "prefix_cache_hit_rate"})
+#: record kind -> event kind
+EVENTS = {"server_ready": "server_ready", "oom": "oom", "engine_dead": "crash", "preempt": "decode_retract"}
+DP_STALE_S = 60.0  # an engine's last line older than this (log time) is left out of the sum
+#: an engine's death is logged by several processes (the API server's output handler, each
+#: request's stream): lines of it within this many seconds (log time) are one `crash` event
+CRASH_FOLD_S = 30.0
+
+
+@dataclass
+class Memory:
+    """One server's memory across polls: each engine's latest values, the last crash line's time."""
+
+    engines: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)  # (field, engine) -> (ts, v)
+    last_crash: float | None = None
+    several: bool = False  # an engine other than 0 has printed: data parallel, per-engine keys
+
+
+@dataclass
+class _Tail:
+    path: str
+    tailer: LogTailer
+    memory: Memory = field(default_factory=Memory)
+    last_saved: dict[str, Any] | None = None
+    reading: Future[list[Line]] | None = None
+
+
+def records_to_rows(records: list[VllmRecord], server: ServerTarget, now: float,
+                    memory: Memory | None = None) -> PollResult:
+    """Samples and events of one poll's records of one server (see the module table). Pure
+    apart from `memory`, what the server's earlier polls left."""
+    memory = Memory() if memory is None else memory
+    engines = memory.engines
+    res = PollResult()
+    sid, lid = server.id, server.launch_id
+    dirty: set[str] = set()
+    for rec in records:
+        ts = rec.timestamp if rec.timestamp is not None else now
+        if rec.kind == "stats":
+            engine = rec.fields.get("engine")
+            memory.several = memory.several or (isinstance(engine, int) and engine != 0)
+            for name, key in GAUGES.items():
+                v = rec.fields.get(name)
+                if not isinstance(v, int | float) or not math.isfinite(v):
+                    continue
+                if isinstance(engine, int):
+                    engines[(name, engine)] = (ts, float(v))
+                if isinstance(engine, int) and memory.several:
+                    dirty.add(name)
+                else:  # one engine (or the aggregated line): every line is the server's figure
+                    res.samples.append(SampleRow(ts, sid, key, float(v), "log", lid))
+            continue
+        kind = EVENTS.get(rec.kind)
+        if kind is None or (kind == "server_ready" and server.managed):
+            continue  # the supervisor owns lifecycle events of the servers it starts
+        if kind == "crash":
+            folded = memory.last_crash is not None and 0 <= ts - memory.last_crash <= CRASH_FOLD_S
+            memory.last_crash = ts
+            if folded:
+                continue
+        res.events.append(EventRow(ts, sid, kind, rec.message or rec.kind, raw=rec.raw[:4000], launch_id=lid))
+    for name in sorted(dirty):
+        mine = {e: tv for (n, e), tv in engines.items() if n == name}
+        latest = max(t for t, _ in mine.values())
+        vals = [v for t, v in mine.values() if t >= latest - DP_STALE_S]
+        for e, (t, v) in sorted(mine.items()):
+            res.samples.append(SampleRow(t, sid, f"{GAUGES[name]}.dp{e}", v, "log", lid))
+        value = sum(vals) / len(vals) if name in MEAN_FIELDS else sum(vals)
+        res.samples.append(SampleRow(latest, sid, GAUGES[name], value, "log", lid))
+    return res
+
+
+class VLLMLogCollector:
+    """Collector protocol (collectors/base.py) over every ServerTarget with a `log_path`."""
+
+    name = "vllm_log"
+    interval_s = 1.0
+
+    def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False,
+                 read_deadline_s: float = READ_DEADLINE_S) -> None:
+        self.max_bytes_per_poll = max_bytes_per_poll
+        self.start_at_end = start_at_end
+        self.read_deadline_s = read_deadline_s
+        self._servers: dict[int, _Tail] = {}
+        self._episode: dict[int, str] = {}
+
+    def state_key(self, server_id: int) -> str:
+        return f"{self.name}:{server_id}:tail"
+
+    def poll(self, ctx: CollectorContext) -> PollResult:
+        result = PollResult()
+        jobs: list[tuple[ServerTarget, _Tail]] = []
+        started: list[Future[list[Line]]] = []
+        for server in ctx.servers:
+            if not server.log_path:
+                continue
+            try:
+                t = self._tail_for(ctx, server)
+                if t.reading is None:
+                    t.reading = read_off_thread(t.tailer, f"vllm-log-read-{server.id}")
+                    started.append(t.reading)
+                jobs.append((server, t))
+            except Exception as exc:  # noqa: BLE001 - one server's failure must not end the poll
+                self._report(ctx, result, server, self._failure(server, exc))
+        futures_wait(started, timeout=self.read_deadline_s)
+        for server, t in jobs:
+            fut = t.reading
+            if fut is None or not fut.done():
+                self._report(ctx, result, server, (
+                    f"reading the log of server {server.name!r} at {server.log_path!r} took longer "
+                    f"than {self.read_deadline_s:g} s (a hung network or FUSE mount?); its lines are "
+                    "read when the read returns: check that filesystem"))
+                continue
+            t.reading = None
+            try:
+                lines = fut.result()
+                now = ctx.now()
+                stamp = datetime.fromtimestamp(now)
+                records = [r for ln in lines if (r := parse_line(ln.data.decode("utf-8", "replace"), stamp))]
+                result.extend(records_to_rows(records, server, now, t.memory))
+            except Exception as exc:  # noqa: BLE001 - see above
+                self._report(ctx, result, server, self._failure(server, exc))
+                continue
+            state = {**t.tailer.state.to_dict(), "path": t.path} if t.tailer.state is not None else None
+            if state is not None and state != t.last_saved:
+                ctx.save_state(self.state_key(server.id), state)
+                t.last_saved = state
+            if t.tailer.refused is not None:
+                self._report(ctx, result, server, (
+                    f"refusing the log of server {server.name!r} at {server.log_path!r}: it "
+                    f"{t.tailer.refused.why}; Pitwall reads a log only from a regular file: set "
+                    "log_path to the log file itself"))
+            else:
+                self._episode.pop(server.id, None)
+        seen = {s.id for s, _ in jobs}
+        for sid in [s for s in self._servers if s not in seen]:
+            self._drop(self._servers.pop(sid))
+        return result
+
+    def close(self) -> None:
+        for t in self._servers.values():
+            self._drop(t)
+        self._servers.clear()
+
+    @staticmethod
+    def _drop(t: _Tail) -> None:
+        if t.reading is None or t.reading.done():
+            t.tailer.close()
+
+    def _tail_for(self, ctx: CollectorContext, server: ServerTarget) -> _Tail:
+        """This server's tail, rewound when the runner did not commit what was last handed over."""
+        saved = ctx.load_state(self.state_key(server.id))
+        t = self._servers.get(server.id)
+        if t is not None and t.reading is None and (t.path != server.log_path or (
+                saved is not None and t.last_saved is not None and saved != t.last_saved)):
+            t.tailer.close()
+            t = None
+        if t is None:
+            path = server.log_path or ""
+            st = TailState.from_dict(saved) if saved and saved.get("path") == path else None
+            tailer = LogTailer(path, st, max_bytes=self.max_bytes_per_poll, start_at_end=self.start_at_end)
+            t = self._servers[server.id] = _Tail(path, tailer, last_saved=saved if st is not None else None)
+        return t
+
+    def _report(self, ctx: CollectorContext, result: PollResult, server: ServerTarget, msg: str) -> None:
+        if self._episode.get(server.id) == msg:
+            return
+        self._episode[server.id] = msg
+        result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, launch_id=server.launch_id))
+
+    @staticmethod
+    def _failure(server: ServerTarget, exc: Exception) -> str:
+        where = f"the log of server {server.name!r} at {server.log_path!r}"
+        if isinstance(exc, OSError):
+            return f"cannot read {where} ({exc.strerror or exc}); check the path and its permissions"
+        return (f"reading {where} failed ({type(exc).__name__}: {str(exc)[:200]}); the other servers "
+                "are read as usual; report this with the log's last lines")

@@ -1,0 +1,339 @@
+"""The vLLM half of the launch sandbox, as data: which [env] names a profile may set, and ONE deny
+table of the flags and variables that load code, reach a remote service, read or write a path,
+or open a port, each with its reason; and the Engine's `check_env`, `check_options`,
+`check_profile`, `deny_reason`. Pure (no I/O beyond resolving paths, sandbox_paths.py).
+
+Derived from vLLM 0.32.0's parser (vllm-0.32.0-flags.json), vllm/envs.py and the config classes
+its JSON flags take (vllm/config/). Rule kinds, as launching/sandbox.py reads them:
+
+| kind | what the value may be | lifted by |
+|---|---|---|
+| code | nothing: the flag or variable imports Python, a plugin or a library, or lets a client send code | `launch.allow_unsandboxed` naming it |
+| remote | nothing: it points the server at a remote service | `launch.allow_unsandboxed` |
+| expose | nothing: it lets any client reach something of the host (its local files) | `launch.allow_unsandboxed` |
+| model | a model id `org/name` (no URL) or a local path outside the system folders | `launch.allow_unsandboxed` |
+| read | a local path outside the system folders (no URL); a value without '/' is a built-in name | `launch.allow_unsandboxed` |
+| write | a path that resolves inside Pitwall's data folder | `launch.allow_unsandboxed` |
+| port | a port no other part of Pitwall holds | never |
+| never | nothing: Pitwall's own (`config`: the server's secrets; `host`, `port`) | never |
+
+A flag is judged by the name vLLM reads (flags.py `canonical`): `trust_remote_code` and the
+prefix `trust-remote` are --trust-remote-code to vLLM's parser, so they are to the sandbox.
+JSON flags are judged key by key (JSON_KEYS: `kv-transfer-config`'s `kv_connector_module_path`
+is code, `compilation-config`'s `debug_dump_path` a write). Cross-check a refusal with
+`pitwall profiles validate NAME`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collectors.base import Issue
+from collectors.vllm import flags as vflags
+from collectors.vllm import sandbox_paths as paths
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str  # code | remote | expose | model | read | write | port | never
+    reason: str
+
+
+def _rules(kind: str, reason: str, *names: str) -> dict[str, Rule]:
+    return {n: Rule(kind, reason) for n in names}
+
+
+#: Flags (canonical names, no dashes) -> rule.
+DENY_FLAGS: dict[str, Rule] = {
+    **_rules("never", "vLLM merges that YAML file's flags unchecked, and Pitwall passes its own --config "
+             "(the server's secrets, 0600); vLLM reads only one", "config"),
+    **_rules("never", "Pitwall sets it from the server's base_url in pitwall.toml", "host", "port", "uds"),
+    **_rules("never", "the profile's model_path names the model", "model"),
+    **_rules("code", "it runs the model repository's own Python code", "trust-remote-code"),
+    **_rules("code", "it imports a Python ASGI middleware by import path", "middleware"),
+    **_rules("code", "it imports a Python file as a parser plugin", "tool-parser-plugin", "reasoning-parser-plugin"),
+    **_rules("code", "it imports Python classes by qualified name",
+             "logits-processors", "worker-extension-cls", "scheduler-cls", "model-class-overrides"),
+    **_rules("code", "it loads an IO processor plugin (Python)", "io-processor-plugin"),
+    **_rules("code", "a logging dictConfig file can instantiate any Python class", "log-config-file"),
+    **_rules("code", "it lets any client send a chat template (a Jinja program)", "trust-request-chat-template"),
+    **_rules("remote", "it sends traces to a remote collector", "otlp-traces-endpoint"),
+    **_rules("remote", "it sends requests to remote tool servers", "tool-server"),
+    **_rules("expose", "it lets any client read local files under that folder (file:// media)",
+             "allowed-local-media-path"),
+    **_rules("model", "it names the weights, tokenizer or config the server loads",
+             "tokenizer", "spec-model", "lora-modules", "hf-config-path"),
+    **_rules("read", "the server reads that file", "chat-template", "ssl-keyfile", "ssl-certfile",
+             "ssl-ca-certs", "mm-encoder-fp8-scale-path", "generation-config"),
+    **_rules("write", "the server writes files there", "download-dir", "mm-encoder-fp8-scale-save-path"),
+    **_rules("port", "the server listens on or connects to that port", "grpc-port", "master-port",
+             "data-parallel-rpc-port", "data-parallel-supervisor-port"),
+}
+
+#: The values a code-loading flag may take without a setting (vLLM's built-ins).
+BUILTIN_VALUES: dict[str, frozenset[str]] = {
+    "worker-extension-cls": frozenset({""}),
+    "worker-cls": frozenset({"auto"}),
+    "distributed-executor-backend": frozenset({"mp", "ray", "uni", "external_launcher"}),
+}
+#: the flags whose other values are import paths of Python classes
+CLASS_FLAGS: dict[str, str] = {
+    "worker-cls": "it imports a worker class by module path",
+    "distributed-executor-backend": "a value other than mp, ray, uni or external_launcher imports an executor class",
+}
+
+#: JSON flags -> {key of the JSON object: rule}; the other keys are data.
+JSON_KEYS: dict[str, dict[str, Rule]] = {
+    "kv-transfer-config": {"kv_connector_module_path": Rule("code", "it imports that Python module as a KV connector")},
+    "ec-transfer-config": {"ec_connector_module_path": Rule("code", "it imports that Python module as a connector")},
+    "ec-manager-config": {"encoder_cache_manager_cls": Rule("code", "it imports that Python class")},
+    "logging-config": {"pylogging_config_file": Rule("code", "a logging dictConfig file can instantiate any Python class")},
+    "compilation-config": {
+        "inductor_passes": Rule("code", "it imports custom compiler passes"),
+        "debug_dump_path": Rule("write", "the server writes compiler dumps there"),
+        "cache_dir": Rule("write", "the server writes its compile cache there"),
+        "local_cache_dir": Rule("write", "the server writes its compile cache there"),
+    },
+    "profiler-config": {
+        "torch_profiler_dir": Rule("write", "the server writes profiles there"),
+        "proton_profiler_dir": Rule("write", "the server writes profiles there"),
+    },
+    "speculative-config": {"model": Rule("model", "it names the draft model the server loads"),
+                           "tokenizer": Rule("model", "it names the draft tokenizer the server loads")},
+    "kv-events-config": {"endpoint": Rule("remote", "it publishes KV cache events to that address"),
+                         "replay_endpoint": Rule("remote", "it serves KV cache event replays at that address")},
+}
+
+#: load formats that fetch weights from a remote service.
+REMOTE_LOAD_FORMATS: frozenset[str] = frozenset({"runai_streamer", "runai_streamer_sharded", "tensorizer"})
+
+#: [env] names -> rule (vllm/envs.py; CUDA, NCCL and Hugging Face documentation).
+DENY_ENV: dict[str, Rule] = {
+    **_rules("code", "vLLM loads those plugins (Python entry points)", "VLLM_PLUGINS"),
+    **_rules("code", "vLLM loads the library or binary at that path", "VLLM_NCCL_SO_PATH", "VLLM_CUDART_SO_PATH",
+             "VLLM_RUST_FRONTEND_PATH", "VLLM_CUDA_COMPATIBILITY_PATH", "VLLM_NCCL_INCLUDE_PATH",
+             "CUDA_INJECTION64_PATH"),
+    **_rules("code", "NCCL loads that plugin library", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN"),
+    **_rules("code", "a logging dictConfig can instantiate any Python class", "VLLM_LOGGING_CONFIG_PATH"),
+    **_rules("code", "it enables development endpoints that let a client change the running server",
+             "VLLM_SERVER_DEV_MODE", "VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
+    **_rules("code", "PyTorch and Transformers import compiled or remote code from there",
+             "TORCH_EXTENSIONS_DIR", "HF_MODULES_CACHE"),
+    **_rules("code", "it chooses the CUDA toolkit whose compilers and libraries are used", "CUDA_HOME", "CUDA_PATH"),
+    **_rules("remote", "it points model downloads or usage reports at another server",
+             "HF_ENDPOINT", "VLLM_USAGE_STATS_SERVER"),
+    **_rules("read", "the server reads its configuration or model redirects from there", "VLLM_CONFIG_ROOT",
+             "VLLM_MODEL_REDIRECT_PATH", "VLLM_TUNED_CONFIG_FOLDER", "NCCL_TOPO_FILE"),
+    **_rules("write", "the server writes files there", "VLLM_CACHE_ROOT", "VLLM_ASSETS_CACHE", "VLLM_MEDIA_CACHE",
+             "VLLM_DEBUG_DUMP_PATH", "VLLM_RPC_BASE_PATH", "VLLM_XLA_CACHE_PATH", "VLLM_LORA_RESOLVER_CACHE_DIR",
+             "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", "HF_HOME", "HF_HUB_CACHE", "TRANSFORMERS_CACHE",
+             "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "NCCL_DEBUG_FILE"),
+    **_rules("port", "the server listens on or connects to that port", "VLLM_PORT", "VLLM_DP_MASTER_PORT",
+             "MASTER_PORT", "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_MOONCAKE_BOOTSTRAP_PORT",
+             "VLLM_EC_SIDE_CHANNEL_PORT", "VLLM_P2P_SIDE_CHANNEL_PORT"),
+}
+
+#: [env] names a profile may set without a setting (explicit names, no prefix families).
+ENV_NAMES: frozenset[str] = frozenset({
+    # vLLM (vllm/envs.py): tuning and logging knobs that are data
+    "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_ATTN_SPLIT_KV",
+    "VLLM_ATTENTION_BACKEND", "VLLM_USE_V1", "VLLM_LOGGING_LEVEL", "VLLM_LOGGING_PREFIX", "VLLM_LOGGING_COLOR",
+    "VLLM_CONFIGURE_LOGGING", "VLLM_LOG_STATS_INTERVAL", "VLLM_DISABLE_LOG_LOGO", "VLLM_NO_USAGE_STATS",
+    "VLLM_DO_NOT_TRACK", "VLLM_WORKER_MULTIPROC_METHOD", "VLLM_ENABLE_V1_MULTIPROCESSING",
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_DISABLE_COMPILE_CACHE", "VLLM_SKIP_P2P_CHECK", "VLLM_DISABLE_PYNCCL",
+    "VLLM_KV_CACHE_LAYOUT", "VLLM_HOST_IP", "VLLM_LOOPBACK_IP", "VLLM_DP_MASTER_IP", "VLLM_API_KEY",
+    "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS", "VLLM_MEDIA_URL_ALLOW_REDIRECTS",
+    # CUDA runtime
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS",
+    "CUDA_MODULE_LOADING",
+    # NCCL and torch.distributed
+    "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_CUMEM_ENABLE", "NCCL_NVLS_ENABLE", "GLOO_SOCKET_IFNAME",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_DISTRIBUTED_DEBUG", "MASTER_ADDR",
+    # PyTorch
+    "PYTORCH_CUDA_ALLOC_CONF", "TORCH_CUDA_ARCH_LIST", "TORCHINDUCTOR_COMPILE_THREADS",
+    # Hugging Face
+    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_ENABLE_HF_TRANSFER", "HF_HUB_DISABLE_TELEMETRY",
+    "HF_HUB_DOWNLOAD_TIMEOUT", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
+    # threads, time zone
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ",
+})
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+#: Never allowed, whatever a setting says: they change which code runs (loader, interpreter,
+#: search path) or are Pitwall's own.
+ENV_NEVER_PREFIXES: tuple[str, ...] = ("LD_", "DYLD_", "PYTHON", "PITWALL_")
+ENV_NEVER_NAMES: frozenset[str] = frozenset({"PATH", "HOME", "SHELL", "BASH_ENV", "ENV", "IFS"})
+
+
+def env_forbidden(name: str) -> bool:
+    return name in ENV_NEVER_NAMES or name.startswith(ENV_NEVER_PREFIXES)
+
+
+def check_env(env: dict[str, Any], extra_allowed: tuple[str, ...] = (), *,
+              allowed: frozenset[str] = frozenset()) -> list[Issue]:
+    """[env] names and value types: never a loader/interpreter variable; a DENY_ENV code or
+    remote variable only when `allowed` (launch.allow_unsandboxed) names it; otherwise a name of
+    ENV_NAMES, of DENY_ENV (its value is judged by check_profile) or of `extra_allowed`
+    (launch.allowed_env). A `PREFIX_*` entry there still admits a name, with a warning."""
+    issues: list[Issue] = []
+    prefixes = tuple(e[:-1] for e in extra_allowed if e.endswith("*"))
+    for name, value in env.items():
+        if not _ENV_NAME.match(str(name)):
+            issues.append(Issue("error", str(name), f"Environment variable name {name!r} is invalid; use capitals, digits and '_' (e.g. VLLM_LOGGING_LEVEL), not starting with a digit."))
+            continue
+        rule = DENY_ENV.get(name)
+        if env_forbidden(name):
+            issues.append(Issue("error", name, f"Environment variable {name} is refused: it changes which code runs (loader, interpreter, search path) or is Pitwall's own; a profile is data, never code."))
+            continue
+        if rule is not None and rule.kind in ("code", "remote") and name not in allowed:
+            issues.append(Issue("error", name, f"Environment variable {name} is refused: {rule.reason}; a profile is data, never code ({paths.allow_hint(name)})."))
+            continue
+        if rule is None and name not in ENV_NAMES and name not in extra_allowed:
+            if prefixes and name.startswith(prefixes):
+                issues.append(Issue("warning", name, f"Environment variable {name} is allowed only by a prefix entry of launch.allowed_env; prefixes are read for now and will be dropped, so list {name} there by name."))
+            else:
+                issues.append(Issue("error", name, f"Environment variable {name} is not on the allow-list of vLLM, CUDA, NCCL, PyTorch and Hugging Face variables; add \"{name}\" to launch.allowed_env in pitwall.toml if the server needs it."))
+                continue
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            issues.append(Issue("error", name, f"Environment variable {name} is {value!r}; expected a string, e.g. {name} = \"1\"."))
+            continue
+        if "\x00" in str(value):
+            issues.append(Issue("error", name, f"Environment variable {name} contains a NUL character; remove it."))
+    return issues
+
+
+def _lora_path(item: str) -> str:
+    """The path of one --lora-modules item: NAME=PATH or a JSON object with "path"."""
+    if item.lstrip().startswith("{"):
+        try:
+            return str(json.loads(item).get("path", ""))
+        except (ValueError, AttributeError):
+            return item
+    return item.split("=", 1)[1] if "=" in item else item
+
+
+def check_rule(key: str, rule: Rule, value: Any, *, allowed: frozenset[str], base: Path | None,
+               data_dir: Path | None) -> list[Issue]:
+    """One flag or variable against its rule (port rules: see sandbox_paths.check_ports)."""
+    if rule.kind == "never":
+        return [Issue("error", key, f"{key} cannot be set in a profile: {rule.reason}.")]
+    if rule.kind == "port" or key in allowed or value is False or value is None:
+        return []
+    if rule.kind in ("code", "remote"):
+        return [Issue("error", key, f"{key} is refused: {rule.reason}; a profile is data, never code ({paths.allow_hint(key)}).")]
+    if rule.kind == "expose":
+        return [Issue("error", key, f"{key} is refused: {rule.reason} ({paths.allow_hint(key)}).")]
+    for item in paths.values(json.dumps(value) if isinstance(value, dict) else value):
+        if rule.kind == "model":
+            issue = paths.check_model_ref(key, _lora_path(item) if "lora" in key else item, base)
+        elif rule.kind == "read":
+            issue = paths.check_read_path(key, item, base)
+        else:
+            issue = paths.check_write_path(key, item, base, data_dir)
+        if issue is not None:
+            return [issue]
+    return []
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    try:
+        got = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
+def _special(key: str, canon: str, value: Any, allowed: frozenset[str], ctx: Context) -> list[Issue]:
+    """The checks of a value, not a name: JSON keys, class-path values, remote load formats."""
+    if key in allowed or value is None or value is False:
+        return []
+    issues: list[Issue] = []
+    for sub, rule in JSON_KEYS.get(canon, {}).items():
+        inner = _json_object(value).get(sub)
+        if inner not in (None, "", {}, []):
+            issues += check_rule(f"{key}.{sub}", rule, inner, allowed=allowed, base=ctx.data_dir, data_dir=ctx.data_dir)
+    if canon in CLASS_FLAGS and str(value) not in BUILTIN_VALUES[canon]:
+        issues.append(Issue("error", key, f"{key} = {value!r} is refused: {CLASS_FLAGS[canon]}; a profile is data, never code ({paths.allow_hint(key)})."))
+    if canon == "load-format" and str(value) in REMOTE_LOAD_FORMATS:
+        issues.append(Issue("error", key, f"{key} = {value!r} is refused: it loads weights from a remote service ({paths.allow_hint(key)})."))
+    if canon == "spec-method" and str(value) == "custom_class":
+        issues.append(Issue("error", key, f"{key} = \"custom_class\" is refused: it imports a Python class; a profile is data, never code ({paths.allow_hint(key)})."))
+    return issues
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the rules are judged against: launch.allow_unsandboxed, the data folder (also the
+    server's working folder, so relative paths resolve there), the ports Pitwall holds, and the
+    server the profile is for (its name and port), when known."""
+
+    allowed: frozenset[str] = frozenset()
+    data_dir: Path | None = None
+    reserved_ports: dict[int, tuple[str, str | None]] | None = None
+    server: str | None = None
+    own_port: int | None = None
+
+
+def judge(model_path: str, flags: dict[str, Any], env: dict[str, Any], ctx: Context) -> list[Issue]:
+    """The deny table over a profile: model_path, every [flags] and [env] entry with a rule."""
+    issues: list[Issue] = []
+    if "model_path" not in ctx.allowed and model_path:
+        issue = paths.check_model_ref("model_path", model_path, ctx.data_dir)
+        if issue is not None:
+            issues.append(issue)
+    ports: dict[str, Any] = {}
+    for key, value in flags.items():
+        key = str(key)
+        canon = vflags.canonical(key)
+        if key in vflags.RESERVED:
+            continue  # check_flags says it
+        allowed = ctx.allowed | (frozenset({key}) if canon in ctx.allowed else frozenset())
+        if canon == "worker-extension-cls" and str(value) in BUILTIN_VALUES[canon]:
+            continue
+        issues += _special(key, canon, value, allowed, ctx)
+        rule = DENY_FLAGS.get(canon)
+        if rule is not None and rule.kind == "port":
+            ports[key] = value
+        elif rule is not None:
+            issues += check_rule(key, rule, value, allowed=allowed, base=ctx.data_dir, data_dir=ctx.data_dir)
+    for key, value in env.items():
+        rule = DENY_ENV.get(str(key))
+        if rule is not None and rule.kind == "port":
+            ports[str(key)] = value
+        elif rule is not None and rule.kind not in ("code", "remote"):  # those: check_env
+            issues += check_rule(str(key), rule, value, allowed=ctx.allowed, base=ctx.data_dir, data_dir=ctx.data_dir)
+    issues += paths.check_ports(ports, own_port=ctx.own_port, server=ctx.server, reserved=ctx.reserved_ports or {})
+    return issues
+
+
+def check_options(entrypoint: str, model_path: str, flags: dict[str, Any]) -> list[Issue]:
+    """(The entrypoint is launching/sandbox.py's, against launch.ENTRYPOINTS.) A model_path vLLM would read as an option, and option values (flags.py `check_option_values`)."""
+    issues: list[Issue] = []
+    if model_path.lstrip().startswith("-"):
+        issues.append(Issue("error", "model_path", f"model_path {model_path!r} starts with '-', which vLLM would read as an option; use a model id or a folder."))
+    issues.extend(vflags.check_option_values(flags))
+    return issues
+
+
+def check_profile(model_path: str, flags: dict[str, Any], env: dict[str, Any], *,
+                  allowed: frozenset[str] = frozenset(), data_dir: Path | None = None,
+                  reserved_ports: dict[int, tuple[str, str | None]] | None = None,
+                  server: str | None = None, own_port: int | None = None) -> list[Issue]:
+    """The deny table over a profile (`judge`)."""
+    ctx = Context(allowed=allowed, data_dir=data_dir, reserved_ports=reserved_ports, server=server, own_port=own_port)
+    return judge(model_path, flags, env, ctx)
+
+
+def deny_reason(name: str) -> str | None:
+    """Why the deny table refuses the flag or variable `name`; None when it has no rule for it."""
+    rule = DENY_FLAGS.get(name) or DENY_ENV.get(name)
+    if rule is None and name in CLASS_FLAGS:
+        return CLASS_FLAGS[name]
+    return rule.reason if rule else None
