@@ -331,6 +331,10 @@ class Engine:
     #: `record_requests = true`; Pitwall's own flags, after the profile's): folder -> argv items;
     #: None: its servers cannot record them
     record_flags: Callable[[str], list[str]] | None = None
+    #: scorecard figure key -> how this engine defines the quantity behind it, where engines
+    #: differ (a hit rate of tokens or of whole blocks): the scorecard says it next to the figure,
+    #: and Compare gives two engines' figures of different definitions no verdict
+    definitions: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def bundled_table(self) -> str:

@@ -37,6 +37,7 @@ from sqlalchemy.engine import Engine
 from collectors.probe.report_model import SweepReport
 from collectors.probe.trust import run_note
 from config import __version__
+from scorecard import definitions
 from scorecard import math as sm
 from scorecard import slo as slo_mod
 from scorecard.compute import ScorecardInputs, compute_scorecard
@@ -267,6 +268,7 @@ def _subject(engine: Engine, srv: Server, launch: Launch | None, run: ProbeRun |
     return {
         "server": srv.name,
         "server_kind": srv.kind,
+        "engine": srv.engine,
         "base_url": redact_url(srv.base_url),
         "launch_id": launch.id if launch else None,
         "launch_number": repo.launch_numbers(engine, [launch.id]).get(launch.id) if launch and launch.id else None,
@@ -397,6 +399,8 @@ def build_scorecard(
                                electricity_usd_per_kwh=electricity_usd_per_kwh, level=level,
                                retention=retention, now=now)
     try:
-        return compute_scorecard(inputs, slo_set)
+        card = compute_scorecard(inputs, slo_set)
     except ValueError as exc:  # an unknown headline level
         raise ScorecardError(f"Cannot score: {exc}.") from None
+    definitions.label(card)
+    return card

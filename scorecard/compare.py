@@ -28,9 +28,10 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from collectors.engines import DEFAULT_ENGINE, display_name
 from collectors.probe import stats as spread_mod
 from present.format import fmt_ts, launch_label
-from scorecard import matched
+from scorecard import definitions, matched
 from scorecard.compute import level_name
 from scorecard.matched import LevelDelta
 from scorecard.metric_specs import METRIC_SPECS
@@ -43,14 +44,17 @@ WORKLOAD_SOURCES = ("probe", "canary")
 #: sweep's load, so between two probe runs they depend on the workload too
 RUN_LOAD_SOURCES = ("server", "gpu")
 #: verdicts that set nothing against anything: shown without colour, explained in `notes`
-NO_VERDICT = ("not comparable", "different levels", "different sources", "canary only",
-              "no sweep")
+NO_VERDICT = ("not comparable", "different levels", "different sources", "different definitions",
+              "canary only", "no sweep")
 NOTES = {
     "different levels": "Figures of a load level are only set against the same level: these "
                         "runs share none, so they carry no verdict.",
     "different sources": "Figures measured by different sources (probe sweep, canary, scheduler "
                          "log, /metrics histogram) are shown side by side without a verdict: "
                          "one source's number is not the other's.",
+    "different definitions": "The engines define these figures differently (each figure's note "
+                             "says how): shown side by side without a verdict, since one engine's "
+                             "number is not the other's.",
     "canary only": "Canary figures (one request at a time, no load) are shown without a "
                    "verdict: run a probe sweep on each side to compare latency under load.",
     "no sweep": "A side has no probe sweep, so its latency and throughput were measured under "
@@ -126,6 +130,7 @@ def config_of(card: Scorecard) -> dict[str, str]:
     """Flags (server args, else argv) and env of a scorecard's launch, flattened to strings."""
     prov = card.provenance
     out = {"profile": str(card.subject.get("profile_name") or "—"),
+           "engine": display_name(str(card.subject.get("engine") or DEFAULT_ENGINE)),
            ENGINE_VERSION_FIELD: str(prov.get(ENGINE_VERSION_FIELD) or "unknown")}
     if prov.get("server_args"):
         out.update(_flat("flag.", prov["server_args"]))
@@ -334,6 +339,8 @@ def compare(cards: list[Scorecard]) -> Comparison:
                   and spec.key != "gpu_usd_per_hour"
                   and not all(f is not None and f.source == "canary" for f in pair)):
                 verdict = "no sweep"
+            elif definitions.defined_apart(cards[0], cards[i], spec.key):
+                verdict = "different definitions"
             elif _source(pair[0]) != _source(pair[1]):
                 verdict = "different sources"
             elif any(f is not None and f.source == "canary" for f in pair):

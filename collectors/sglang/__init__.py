@@ -81,6 +81,14 @@ def _prom_reader() -> PromReader:
     return SGLangPromReader()
 
 
+#: where SGLang's definition of a scorecard figure is not every engine's (Engine.definitions)
+DEFINITIONS = {
+    "radix_hit_rate": "SGLang: prompt tokens matched in the radix cache, token by token (page size "
+                      "1 unless --page-size), once per request",
+    "retraction_count": "SGLang: decode retractions its log reports (running requests evicted when "
+                        "the KV pool runs out, recomputed later)",
+}
+
 ENGINE = Engine(
     name="sglang",
     display_name="SGLang",
@@ -112,4 +120,5 @@ ENGINE = Engine(
     native_api=GENERATE,
     trace_formats=_trace_formats,
     record_flags=_record_flags,
+    definitions=DEFINITIONS,
 )

@@ -46,6 +46,16 @@ def _api_collector() -> Collector:
     return VLLMApiCollector()
 
 
+#: where vLLM's definition of a scorecard figure is not every engine's (Engine.definitions;
+#: metrics_alias.py's docstring has the source lines)
+DEFINITIONS = {
+    "radix_hit_rate": "vLLM: cached prompt tokens ÷ prompt tokens, counted once per request at "
+                      "admission; only whole KV blocks are cached (--block-size, 16 by default), so a "
+                      "shared prefix shorter than a block counts nothing",
+    "retraction_count": "vLLM: V1 logs no line for a preemption, so this count from the log misses "
+                        "them; metrics.retracted_requests_per_s (vllm:num_preemptions) has them",
+}
+
 ENGINE = Engine(
     name="vllm",
     display_name="vLLM",
@@ -66,4 +76,5 @@ ENGINE = Engine(
     check_options=sandbox.check_options,
     check_profile=sandbox.check_profile,
     deny_reason=sandbox.deny_reason,
+    definitions=DEFINITIONS,
 )

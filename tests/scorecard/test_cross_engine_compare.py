@@ -1,0 +1,52 @@
+"""Two servers on different engines, one workload: probe figures get verdicts, a figure the engines
+define differently gets none ("different definitions"), each card says its engine's definition next
+to the figure, and the config diff names the engines."""
+
+from __future__ import annotations
+
+from scorecard_seed import T0, seed_levels
+
+from scorecard.build import build_scorecard
+from scorecard.compare import compare
+from storage import repo
+
+
+def _hits(engine, sid: int, cached: float, prompt: float) -> None:
+    rows = [{"ts": T0 + dt, "server_id": sid, "launch_id": None, "source": "metrics", "metric": m, "value": v}
+            for dt in (1.0, 5.0) for m, v in (("metrics.cached_tokens_per_s", cached),
+                                             ("metrics.prompt_tokens_per_s", prompt))]
+    with engine.begin() as conn:
+        repo.insert_samples(conn, rows=rows)
+
+
+def _pair(engine, second_engine: str):
+    a = seed_levels(engine, name="on-a", levels={1.0: (1.0, 0.30)})
+    b = seed_levels(engine, name="on-b", levels={1.0: (1.0, 0.15)})
+    repo.upsert_server(engine, name="on-b", engine=second_engine)
+    _hits(engine, a["server_id"], 40.0, 100.0)
+    _hits(engine, b["server_id"], 80.0, 100.0)
+    cards = [build_scorecard(engine, run_id=a["run_id"]), build_scorecard(engine, run_id=b["run_id"])]
+    return cards, compare(cards)
+
+
+def _verdict(cmp, key: str) -> str:
+    return next(d for d in cmp.deltas if d.key == key).verdicts[1]
+
+
+def test_a_figure_the_engines_define_apart_has_no_verdict(engine) -> None:
+    cards, cmp = _pair(engine, "vllm")
+    assert [c.subject["engine"] for c in cards] == ["sglang", "vllm"]
+    assert cards[0].figures["radix_hit_rate"].value == 0.4 and cards[1].figures["radix_hit_rate"].value == 0.8
+    assert "SGLang: prompt tokens matched in the radix cache" in cards[0].figures["radix_hit_rate"].note
+    assert "vLLM: cached prompt tokens" in cards[1].figures["radix_hit_rate"].note
+    assert _verdict(cmp, "radix_hit_rate") == "different definitions"
+    assert any("define these figures differently" in n for n in cmp.notes)
+    # the probe measured both the same way: a TTFT of half the baseline's is better
+    assert _verdict(cmp, "ttft_p50_s") == "better"
+    assert {"key": "engine", "values": ["SGLang", "vLLM"]} in cmp.config_diff
+
+
+def test_one_engine_on_both_sides_compares_the_figure(engine) -> None:
+    _, cmp = _pair(engine, "sglang")
+    assert _verdict(cmp, "radix_hit_rate") == "better"
+    assert not any(r["key"] == "engine" for r in cmp.config_diff)
