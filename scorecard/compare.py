@@ -126,13 +126,14 @@ def _flat(prefix: str, d: dict[str, Any] | None) -> dict[str, str]:
             for k, v in (d or {}).items()}
 
 
-def config_of(card: Scorecard) -> dict[str, str]:
-    """Flags (server args, else argv) and env of a scorecard's launch, flattened to strings."""
+def config_of(card: Scorecard, *, argv: bool = False) -> dict[str, str]:
+    """Flags (server args, else argv; argv alone with `argv`) and env of a scorecard's launch,
+    flattened to strings."""
     prov = card.provenance
     out = {"profile": str(card.subject.get("profile_name") or "—"),
            "engine": display_name(str(card.subject.get("engine") or DEFAULT_ENGINE)),
            ENGINE_VERSION_FIELD: str(prov.get(ENGINE_VERSION_FIELD) or "unknown")}
-    if prov.get("server_args"):
+    if prov.get("server_args") and not argv:
         out.update(_flat("flag.", prov["server_args"]))
     elif prov.get("argv"):
         out["argv"] = " ".join(prov["argv"])
@@ -141,7 +142,11 @@ def config_of(card: Scorecard) -> dict[str, str]:
 
 
 def config_diff(cards: list[Scorecard]) -> list[dict[str, Any]]:
-    configs = [config_of(c) for c in cards]
+    """The settings that differ between the cards' launches. Servers of different engines name
+    their arguments in different vocabularies (hundreds of server args that have no counterpart),
+    so between engines each side's command line is shown whole instead of arg by arg."""
+    engines = {c.subject.get("engine") or DEFAULT_ENGINE for c in cards}
+    configs = [config_of(c, argv=len(engines) > 1) for c in cards]
     keys = sorted(set().union(*configs))
     rows = []
     for k in keys:
@@ -250,6 +255,19 @@ def _ratio_at_level(cards: list[Scorecard], key: str, level: float | None) -> li
     return out
 
 
+def _workload_bound(spec: Any, cards: tuple[Scorecard, Scorecard], pair: tuple[Figure | None, Figure | None],
+                    probe_run: bool) -> bool:
+    """Whether a figure of this pair depends on the workload (so differing workloads refuse it)."""
+    bound = WORKLOAD_SOURCES + (RUN_LOAD_SOURCES if probe_run else ())
+    if any(f is not None and f.source in bound for f in pair):
+        return True
+    # cost per token / image / request is price ÷ measured throughput: it inherits the workload
+    # of the throughput it was divided by
+    return spec.dimension == "cost" and spec.key != "gpu_usd_per_hour" and any(
+        (f := c.figures.get(k)) is not None and f.source in WORKLOAD_SOURCES
+        for c in cards for k in ("output_tok_s", "rps", "images_per_min"))
+
+
 def compare(cards: list[Scorecard]) -> Comparison:
     """Compare scorecards against the first; needs at least two."""
     if len(cards) < 2:
@@ -306,14 +324,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
         b = values[0]
         for i, v in enumerate(values[1:], start=1):
             pair = (figs[0], figs[i])
-            bound = WORKLOAD_SOURCES + (RUN_LOAD_SOURCES if probe_runs[i] else ())
-            workload_bound = any(f is not None and f.source in bound for f in pair)
-            if spec.dimension == "cost" and spec.key != "gpu_usd_per_hour":
-                # cost per token / image / request is price ÷ measured throughput: it inherits
-                # the workload of the throughput it was divided by
-                workload_bound = workload_bound or any(
-                    (f := c.figures.get(k)) is not None and f.source in WORKLOAD_SOURCES
-                    for c in (cards[0], cards[i]) for k in ("output_tok_s", "rps", "images_per_min"))
+            workload_bound = _workload_bound(spec, (cards[0], cards[i]), pair, probe_runs[i])
             if b is None or v is None:
                 d.append(None)
                 rel.append(None)

@@ -86,9 +86,8 @@ def patient_polls(monkeypatch) -> float:
     it: on a loaded host a 2-s wait can end first, and the read is then (rightly) handed in by a
     later poll the test never makes. A test of a stuck server keeps its own short per-read
     deadline; a poll waits for a read no longer than that read's deadline."""
-    from collectors import canary, prometheus_source, promscrape
-    from collectors.sglang import api
+    from collectors import api_poll, canary, prometheus_source, promscrape
 
-    for module in (api, promscrape, canary, prometheus_source):
+    for module in (api_poll, promscrape, canary, prometheus_source):
         monkeypatch.setattr(module, "WAIT_S", HEALTHY_POLL_WAIT_S)
     return HEALTHY_POLL_WAIT_S

@@ -189,8 +189,13 @@ class StreamParser:
 
 
 def hash_output(content: str, reasoning: str = "") -> str:
-    """16-hex SHA-256 of the visible output (content, then reasoning after a separator)."""
-    h = hashlib.sha256(content.encode())
+    """16-hex SHA-256 of the visible output (content, then reasoning after a separator).
+
+    A generation that ends inside a multi-byte character leaves an incomplete UTF-8 sequence:
+    one engine holds those bytes back, another shows U+FFFD for them (measured: two engines'
+    CPU builds on the same weights, same greedy tokens). Trailing U+FFFD are left out of the
+    hash, so the same tokens hash the same on either engine."""
+    h = hashlib.sha256(content.rstrip("\ufffd").encode())
     if reasoning:
         h.update(b"\x1e" + reasoning.encode())
     return h.hexdigest()[:16]

@@ -1,6 +1,6 @@
 """SGLang's HTTP endpoints as data: their paths (newest first), the pure shape parsing of what
-/server_info, /model_info, /v1/loads and /get_load answer, and the health state machine;
-collectors/sglang/api.py does the I/O around them.
+/server_info, /model_info, /v1/loads and /get_load answer; collectors/sglang/api.py does the I/O
+around them (the health state machine is every engine's: collectors/health.py).
 
 Shapes by version (SGLang's route decorators):
 
@@ -158,63 +158,3 @@ def parse_loads(data: Any) -> dict[str, float]:
             for rank, v in vals:
                 out[f"{key}.dp{rank}"] = v
     return out
-
-
-@dataclass(slots=True)
-class HealthEvent:
-    """A health change; its severity is storage/kinds.py EVENT_KINDS's for the kind."""
-
-    kind: str  # health_up | health_down | health_flap
-    message: str
-
-
-def health_step(
-    state: dict[str, Any],
-    ok: bool,
-    ts: float,
-    *,
-    server_name: str,
-    detail: str = "",
-    flap_threshold: int = 4,
-    flap_window_s: float = 300.0,
-) -> tuple[list[HealthEvent], dict[str, Any]]:
-    """Advance the health state machine by one observation. Pure.
-
-    `state` holds `up` (last known, None before the first poll), `transitions` (timestamps of
-    changes within the flap window) and `flap_warned_at`. A change emits `health_up` /
-    `health_down`; a first observation emits `health_down` only (up is the quiet default).
-    `flap_threshold` changes within `flap_window_s` emit one `health_flap` warning, repeated at
-    most once per window (not `health_check_failed`: that is SGLang's own health check failing).
-    """
-    new = dict(state)
-    events: list[HealthEvent] = []
-    prev = state.get("up")
-    transitions = [t for t in state.get("transitions", []) if ts - t <= flap_window_s]
-    if prev is None:
-        if not ok:
-            events.append(
-                HealthEvent("health_down", f"{server_name} is not healthy ({detail}).")
-            )
-    elif prev != ok:
-        transitions.append(ts)
-        if ok:
-            events.append(HealthEvent("health_up", f"{server_name} is healthy again."))
-        else:
-            events.append(
-                HealthEvent("health_down", f"{server_name} stopped answering /health ({detail}).")
-            )
-    warned = state.get("flap_warned_at")
-    if len(transitions) >= flap_threshold and (
-        not isinstance(warned, int | float) or ts - warned > flap_window_s
-    ):
-        events.append(
-            HealthEvent(
-                "health_flap",
-                f"{server_name} health is flapping: {len(transitions)} up/down changes in the last "
-                f"{flap_window_s:.0f} s; check its log for crashes, OOM or timeouts.",
-            )
-        )
-        new["flap_warned_at"] = ts
-    new["up"] = ok
-    new["transitions"] = transitions
-    return events, new

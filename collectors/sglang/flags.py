@@ -17,18 +17,18 @@ sandbox.py (`check_env`, `check_profile`).
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from collectors import flagtable
 from collectors.base import Issue
+from collectors.flagtable import FlagSpec, Numeric
 
-__all__ = ["Issue"]  # the finding type lives in collectors/base.py; importable from here too
+# the finding type lives in collectors/base.py, FlagSpec in collectors/flagtable.py; importable from here too
+__all__ = ["FlagSpec", "Issue"]
 
 SGLANG_VERSION = "0.5.23"
 HELP_FILE = Path(__file__).with_name(f"sglang-{SGLANG_VERSION}-help.txt")
@@ -48,7 +48,7 @@ RESERVED = {
 }
 
 #: name -> (type, low, high, low_inclusive, high_inclusive); None bounds are open-ended.
-NUMERIC: dict[str, tuple[type, float | None, float | None, bool, bool]] = {
+NUMERIC: dict[str, Numeric] = {
     "mem-fraction-static": (float, 0.0, 1.0, False, False),
     "tp-size": (int, 1, None, True, True),
     "dp-size": (int, 1, None, True, True),
@@ -115,18 +115,6 @@ NOTES: dict[str, tuple[str, str]] = {
         "--stream-output was renamed in SGLang 0.5.12; use incremental-streaming-output = true.",
     ),
 }
-
-_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-
-
-@dataclass(frozen=True)
-class FlagSpec:
-    name: str
-    aliases: tuple[str, ...]
-    kind: str  # switch | boolopt (--x / --no-x) | value | optional | list
-    choices: tuple[str, ...] | None
-    deprecated: str | None = None  # SGLang's own "Deprecated ..." help text
-
 
 def parse_help_text(text: str) -> dict[str, FlagSpec]:
     """`sglang serve --help` output -> {name or alias: FlagSpec} (pure; any SGLang version)."""
@@ -238,44 +226,24 @@ def flag_names(table: dict[str, FlagSpec] | None = None) -> list[str]:
 
 def suggest(name: str, table: dict[str, FlagSpec] | None = None) -> str:
     """' Did you mean --x?' for a close match, else ''."""
-    close = difflib.get_close_matches(name, flag_names(table), n=2, cutoff=0.75)
-    if not close:
-        return ""
-    return " Did you mean " + " or ".join(f"--{c}" for c in close) + "?"
+    return flagtable.suggest(name, flag_names(table))
 
 
 def _type_issue(name: str, value: Any) -> Issue | None:
     spec = NUMERIC.get(name)
     if spec is None:
         return None
-    want, low, high, low_inc, high_inc = spec
+    want = spec[0]
     if isinstance(value, bool) or not isinstance(value, int | float):
         form = "a whole number" if want is int else "a number"
         return Issue("error", name, f"--{name} is {value!r}; expected {form}, e.g. {name} = {_example(name)}.")
     if want is int and isinstance(value, float) and not value.is_integer():
         return Issue("error", name, f"--{name} is {value!r}; expected a whole number, e.g. {name} = {_example(name)}.")
-    v = float(value)
-    if math.isnan(v) or math.isinf(v):
-        return Issue("error", name, f"--{name} is {value!r}; expected a finite number.")
-    too_low = low is not None and (v < low or (v == low and not low_inc))
-    too_high = high is not None and (v > high or (v == high and not high_inc))
-    if too_low or too_high:
-        return Issue("error", name, f"--{name} is {value!r}; expected {_range_text(low, high, low_inc, high_inc)}.")
-    return None
+    return flagtable.range_issue(name, value, spec)
 
 
 def _example(name: str) -> str:
     return {"mem-fraction-static": "0.85"}.get(name, "8" if NUMERIC[name][0] is int else "1.0")
-
-
-def _range_text(low: float | None, high: float | None, low_inc: bool, high_inc: bool) -> str:
-    if low is not None and high is not None:
-        lb, rb = ("[" if low_inc else "("), ("]" if high_inc else ")")
-        return f"a value in {lb}{low:g}, {high:g}{rb}"
-    if low is not None:
-        return f"a value {'>=' if low_inc else '>'} {low:g}"
-    assert high is not None
-    return f"a value {'<=' if high_inc else '<'} {high:g}"
 
 
 def check_value(name: str, spec: FlagSpec, value: Any) -> list[Issue]:
@@ -301,18 +269,17 @@ def check_value(name: str, spec: FlagSpec, value: Any) -> list[Issue]:
     issues: list[Issue] = []
     for v in values:
         if isinstance(v, dict | list):
-            issues.append(Issue("error", name, f"{shown} has a nested value {v!r}; expected plain values."))
+            issues.append(flagtable.nested_issue(name, v))
             continue
-        if spec.choices is not None and str(v) not in spec.choices:
-            close = difflib.get_close_matches(str(v), list(spec.choices), n=1, cutoff=0.6)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            issues.append(Issue("error", name, f"{shown} is {v!r}; expected one of {', '.join(spec.choices)}.{hint}"))
+        not_a_choice = flagtable.choice_issue(name, v, spec.choices) if spec.choices is not None else None
+        if not_a_choice is not None:
+            issues.append(not_a_choice)
             continue
         type_issue = _type_issue(spec.name, v)
         if type_issue is not None:
             issues.append(type_issue)
         if isinstance(v, str) and "\x00" in v:
-            issues.append(Issue("error", name, f"{shown} contains a NUL character; remove it."))
+            issues.append(flagtable.nul_issue(name))
     return issues
 
 
@@ -342,15 +309,9 @@ def check_flags(
             if str(value).lower() not in MODEL_TYPES:
                 issues.append(Issue("error", name, f"--model-type is {value!r}; expected one of {', '.join(MODEL_TYPES)} (diffusion for an image/video server)."))
             continue
-        if name.startswith("-"):
-            bare = name.lstrip("-")
-            issues.append(Issue("error", name, f"Flag {name!r}: write flags without their leading dashes, e.g. `{bare} = ...`."))
-            continue
-        if not _FLAG_NAME.match(name):
-            issues.append(Issue("error", name, f"Flag {name!r} is not a flag name; use lowercase words joined by '-', e.g. mem-fraction-static."))
-            continue
-        if name in RESERVED:
-            issues.append(Issue("error", name, f"--{name} cannot be set in [flags]: {RESERVED[name]}."))
+        bad_name = flagtable.name_issue(name, RESERVED, "mem-fraction-static")
+        if bad_name is not None:
+            issues.append(bad_name)
             continue
         note = NOTES.get(name)
         spec = table.get(name)
@@ -378,16 +339,6 @@ def check_flags(
 
 
 def check_option_values(flags: dict[str, Any]) -> list[Issue]:
-    """No value may start with '-' (a list item or a string value would be read as an option of
-    its own: `lora-paths = ["a", "--host", "0.0.0.0"]`). Numbers are exempt (`-1` is a value)."""
-    issues: list[Issue] = []
-    for name, value in flags.items():
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if isinstance(item, str) and item.lstrip().startswith("-"):
-                issues.append(Issue("error", str(name), f"Flag {name}: the value {item!r} starts with '-', which SGLang would read as another option; a profile is data, not code."))
-                break
-            if isinstance(item, str) and "\x00" in item:
-                issues.append(Issue("error", str(name), f"Flag {name} contains a NUL character; remove it."))
-                break
-    return issues
+    """No value may start with '-' (`lora-paths = ["a", "--host", "0.0.0.0"]`): SGLang would read
+    it as an option of its own (flagtable.check_option_values)."""
+    return flagtable.check_option_values(flags, "SGLang")

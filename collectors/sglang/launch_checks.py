@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from collectors.base import Issue
+from collectors.flagtable import model_path_option_issue
 from collectors.sglang import flags as sglang_flags
 from collectors.sglang import sandbox as sglang_sandbox
 
@@ -21,8 +22,7 @@ def check_options(entrypoint: str, model_path: str, flags: dict[str, Any]) -> li
     if sglang_flags.is_diffusion(flags) and entrypoint == "sglang.launch_server":
         issues.append(Issue("error", "model-type", "model-type = \"diffusion\" needs entrypoint \"sglang serve\" (sglang.launch_server starts only the LLM server)."))
     issues.extend(_router_checks(entrypoint, flags))
-    if model_path.lstrip().startswith("-"):
-        issues.append(Issue("error", "model_path", f"model_path {model_path!r} starts with '-', which SGLang would read as an option; use a model id or a folder."))
+    issues.extend(model_path_option_issue(model_path, "SGLang"))
     issues.extend(sglang_flags.check_option_values(flags))
     return issues
 

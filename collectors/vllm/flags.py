@@ -22,16 +22,16 @@ remote services, paths, ports) and a profile's [env] are sandbox.py's call.
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from collectors import flagtable
 from collectors.base import Issue
+from collectors.flagtable import Numeric
 
 __all__ = ["Issue"]
 
@@ -50,7 +50,7 @@ RESERVED = {
 }
 
 #: name -> (type, low, high, low_inclusive, high_inclusive); None bounds are open-ended.
-NUMERIC: dict[str, tuple[type, float | None, float | None, bool, bool]] = {
+NUMERIC: dict[str, Numeric] = {
     "gpu-memory-utilization": (float, 0.0, 1.0, False, True),
     "tensor-parallel-size": (int, 1, None, True, True),
     "pipeline-parallel-size": (int, 1, None, True, True),
@@ -97,30 +97,27 @@ OTHER_NAMES: dict[str, str] = {
     "tokenizer-path": "tokenizer", "random-seed": "seed",
 }
 
-_FLAG_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _HUMAN_INT = re.compile(r"^\d+(?:\.\d+)?[kmgt]$|^\d+[KMGT]$")  # vLLM's human_readable_int forms
 
 
 @dataclass(frozen=True)
-class FlagSpec:
-    name: str  # no dashes
-    aliases: tuple[str, ...]  # with their dashes: "-tp", "--device-memory-utilization"
-    kind: str  # switch | boolopt | value | optional | list | append
-    type: str
-    choices: tuple[str, ...] | None
-    nargs: str | int | None
-    default: Any
-    deprecated: str | None
-    help: str
+class FlagSpec(flagtable.FlagSpec):
+    """flagtable.FlagSpec (its aliases with their dashes: "-tp", "--device-memory-utilization")
+    and what vLLM's parser says of the flag beside: its type, nargs, default and help."""
+
+    type: str = "str"
+    nargs: str | int | None = None
+    default: Any = None
+    help: str = ""
 
 
 def parse_table(data: dict[str, Any]) -> dict[str, FlagSpec]:
     """The flags JSON -> {name or long alias (no dashes): FlagSpec} (pure)."""
     table: dict[str, FlagSpec] = {}
     for f in data["flags"]:
-        spec = FlagSpec(f["name"], tuple(f["aliases"]), f["kind"], f["type"],
-                        tuple(f["choices"]) if f["choices"] is not None else None, f["nargs"], f["default"],
-                        f["deprecated"], f["help"])
+        spec = FlagSpec(f["name"], tuple(f["aliases"]), f["kind"],
+                        tuple(f["choices"]) if f["choices"] is not None else None, f["deprecated"],
+                        type=f["type"], nargs=f["nargs"], default=f["default"], help=f["help"])
         table[spec.name] = spec
         for alias in spec.aliases:
             if alias.startswith("--"):
@@ -171,20 +168,7 @@ def suggest(name: str) -> str:
     """' Did you mean --x?' for a close match, else ''."""
     if name in OTHER_NAMES:
         return f" Did you mean --{OTHER_NAMES[name]}?"
-    close = difflib.get_close_matches(name, flag_names(), n=2, cutoff=0.75)
-    if not close:
-        return ""
-    return " Did you mean " + " or ".join(f"--{c}" for c in close) + "?"
-
-
-def _range_text(low: float | None, high: float | None, low_inc: bool, high_inc: bool) -> str:
-    if low is not None and high is not None:
-        lb, rb = ("[" if low_inc else "("), ("]" if high_inc else ")")
-        return f"a value in {lb}{low:g}, {high:g}{rb}"
-    if low is not None:
-        return f"a value {'>=' if low_inc else '>'} {low:g}"
-    assert high is not None
-    return f"a value {'<=' if high_inc else '<'} {high:g}"
+    return flagtable.suggest(name, flag_names())
 
 
 def _range_issue(name: str, value: Any) -> Issue | None:
@@ -192,15 +176,7 @@ def _range_issue(name: str, value: Any) -> Issue | None:
     spec = NUMERIC.get(name)
     if spec is None or isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    _, low, high, low_inc, high_inc = spec
-    v = float(value)
-    if math.isnan(v) or math.isinf(v):
-        return Issue("error", name, f"--{name} is {value!r}; expected a finite number.")
-    too_low = low is not None and (v < low or (v == low and not low_inc))
-    too_high = high is not None and (v > high or (v == high and not high_inc))
-    if too_low or too_high:
-        return Issue("error", name, f"--{name} is {value!r}; expected {_range_text(low, high, low_inc, high_inc)}.")
-    return None
+    return flagtable.range_issue(name, value, spec)
 
 
 def _type_issue(name: str, spec: FlagSpec, v: Any) -> Issue | None:
@@ -262,15 +238,14 @@ def check_value(name: str, spec: FlagSpec, value: Any) -> list[Issue]:
     issues: list[Issue] = []
     for v in value if isinstance(value, list) else [value]:
         if isinstance(v, dict | list):
-            issues.append(Issue("error", name, f"{shown} has a nested value {v!r}; expected plain values."))
+            issues.append(flagtable.nested_issue(name, v))
             continue
         if isinstance(v, str) and "\x00" in v:
-            issues.append(Issue("error", name, f"{shown} contains a NUL character; remove it."))
+            issues.append(flagtable.nul_issue(name))
             continue
-        if spec.choices is not None and str(v) not in spec.choices:
-            close = difflib.get_close_matches(str(v), list(spec.choices), n=1, cutoff=0.6)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            issues.append(Issue("error", name, f"{shown} is {v!r}; expected one of {', '.join(spec.choices)}.{hint}"))
+        issue = flagtable.choice_issue(name, v, spec.choices) if spec.choices is not None else None
+        if issue is not None:
+            issues.append(issue)
             continue
         issue = _type_issue(name, spec, v)
         if issue is not None:
@@ -280,12 +255,9 @@ def check_value(name: str, spec: FlagSpec, value: Any) -> list[Issue]:
 
 def _name_issue(name: str) -> Issue | None:
     """A key that is not written the way a profile names a vLLM flag."""
-    if name.startswith("-"):
-        return Issue("error", name, f"Flag {name!r}: write flags without their leading dashes, e.g. `{name.lstrip('-')} = ...`.")
-    if not _FLAG_NAME.match(name):
-        return Issue("error", name, f"Flag {name!r} is not a flag name; use lowercase words joined by '-', e.g. max-model-len.")
-    if name in RESERVED:
-        return Issue("error", name, f"--{name} cannot be set in [flags]: {RESERVED[name]}.")
+    bad = flagtable.name_issue(name, RESERVED, "max-model-len")
+    if bad is not None:
+        return bad
     table = bundled_table()
     if "_" in name and name.replace("_", "-") in table:
         return Issue("error", name, f"Flag {name!r}: write it with '-', as vLLM names it: {name.replace('_', '-')}.")
@@ -337,15 +309,6 @@ def check_flags(flags: dict[str, Any], *, known_by_parser: bool = False) -> list
 
 
 def check_option_values(flags: dict[str, Any]) -> list[Issue]:
-    """No value may start with '-' (a list item or a string value would be read as an option of
-    its own: `served-model-name = ["a", "--host", "0.0.0.0"]`). Numbers are exempt (`-1` is a value)."""
-    issues: list[Issue] = []
-    for name, value in flags.items():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str) and item.lstrip().startswith("-"):
-                issues.append(Issue("error", str(name), f"Flag {name}: the value {item!r} starts with '-', which vLLM would read as another option; a profile is data, not code."))
-                break
-            if isinstance(item, str) and "\x00" in item:
-                issues.append(Issue("error", str(name), f"Flag {name} contains a NUL character; remove it."))
-                break
-    return issues
+    """No value may start with '-' (`served-model-name = ["a", "--host", "0.0.0.0"]`): vLLM would
+    read it as an option of its own (flagtable.check_option_values)."""
+    return flagtable.check_option_values(flags, "vLLM")

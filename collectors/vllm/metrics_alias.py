@@ -16,8 +16,9 @@ quantity is the same; otherwise vLLM's figure has a key of its own, and the defi
   out), so a request holding one token of a 16-token block counts the whole block.
 - **Prefix-cache hits**: `prompt_tokens_cached` (cached prompt tokens, counted once per request
   when it is admitted) over `prompt_tokens` feeds `metrics.cached_token_ratio` like the first
-  engine's cached/prompt tokens, but vLLM caches whole blocks only, so a hit is a multiple of the
-  block size. `prefix_cache_queries` / `prefix_cache_hits` count tokens looked up and found at
+  engine's cached/prompt tokens, but vLLM caches whole blocks only (16 tokens by default on GPUs,
+  128 on the CPU backend: vllm/platforms/cpu.py), so a hit is a multiple of the block size.
+  `prefix_cache_queries` / `prefix_cache_hits` count tokens looked up and found at
   *every* lookup, a preempted request's lookups again: their ratio is
   `metrics.prefix_cache_hit_ratio`, vLLM's own figure, never set against another engine's.
 - **Preemptions** (`num_preemptions`): a running request's KV blocks taken back to make room,

@@ -1,10 +1,10 @@
 """The vLLM half of the launch sandbox, as data: which [env] names a profile may set, and ONE deny
 table of the flags and variables that load code, reach a remote service, read or write a path,
 or open a port, each with its reason; and the Engine's `check_env`, `check_options`,
-`check_profile`, `deny_reason`. Pure (no I/O beyond resolving paths, sandbox_paths.py).
+`check_profile`, `deny_reason`. Pure (no I/O beyond resolving paths, collectors/launch_paths.py).
 
 Derived from vLLM 0.32.0's parser (vllm-0.32.0-flags.json), vllm/envs.py and the config classes
-its JSON flags take (vllm/config/). Rule kinds, as launching/sandbox.py reads them:
+its JSON flags take (vllm/config/). Rule kinds (collectors/launch_rules.py), as launching/sandbox.py reads them:
 
 | kind | what the value may be | lifted by |
 |---|---|---|
@@ -27,24 +27,18 @@ is code, `compilation-config`'s `debug_dump_path` a write). Cross-check a refusa
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from collectors import launch_paths as paths
+from collectors import launch_rules
 from collectors.base import Issue
+from collectors.flagtable import model_path_option_issue
+from collectors.launch_rules import Context, EnvTable, Rule, model_path_issue
+from collectors.launch_rules import rules as _rules
 from collectors.vllm import flags as vflags
-from collectors.vllm import sandbox_paths as paths
 
-
-@dataclass(frozen=True)
-class Rule:
-    kind: str  # code | remote | expose | model | read | write | port | never
-    reason: str
-
-
-def _rules(kind: str, reason: str, *names: str) -> dict[str, Rule]:
-    return {n: Rule(kind, reason) for n in names}
+__all__ = ["Context", "Rule"]  # their home is collectors/launch_rules.py; importable from here too
 
 
 #: Flags (canonical names, no dashes) -> rule.
@@ -163,81 +157,25 @@ ENV_NAMES: frozenset[str] = frozenset({
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ",
 })
 
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-#: Never allowed, whatever a setting says: they change which code runs (loader, interpreter,
-#: search path) or are Pitwall's own.
-ENV_NEVER_PREFIXES: tuple[str, ...] = ("LD_", "DYLD_", "PYTHON", "PITWALL_")
-ENV_NEVER_NAMES: frozenset[str] = frozenset({"PATH", "HOME", "SHELL", "BASH_ENV", "ENV", "IFS"})
-
-
-def env_forbidden(name: str) -> bool:
-    return name in ENV_NEVER_NAMES or name.startswith(ENV_NEVER_PREFIXES)
+ENV_TABLE = EnvTable(deny=DENY_ENV, names=ENV_NAMES, engine="vLLM", example="VLLM_LOGGING_LEVEL")
 
 
 def check_env(env: dict[str, Any], extra_allowed: tuple[str, ...] = (), *,
               allowed: frozenset[str] = frozenset()) -> list[Issue]:
-    """[env] names and value types: never a loader/interpreter variable; a DENY_ENV code or
-    remote variable only when `allowed` (launch.allow_unsandboxed) names it; otherwise a name of
-    ENV_NAMES, of DENY_ENV (its value is judged by check_profile) or of `extra_allowed`
-    (launch.allowed_env). A `PREFIX_*` entry there still admits a name, with a warning."""
-    issues: list[Issue] = []
-    prefixes = tuple(e[:-1] for e in extra_allowed if e.endswith("*"))
-    for name, value in env.items():
-        if not _ENV_NAME.match(str(name)):
-            issues.append(Issue("error", str(name), f"Environment variable name {name!r} is invalid; use capitals, digits and '_' (e.g. VLLM_LOGGING_LEVEL), not starting with a digit."))
-            continue
-        rule = DENY_ENV.get(name)
-        if env_forbidden(name):
-            issues.append(Issue("error", name, f"Environment variable {name} is refused: it changes which code runs (loader, interpreter, search path) or is Pitwall's own; a profile is data, never code."))
-            continue
-        if rule is not None and rule.kind in ("code", "remote") and name not in allowed:
-            issues.append(Issue("error", name, f"Environment variable {name} is refused: {rule.reason}; a profile is data, never code ({paths.allow_hint(name)})."))
-            continue
-        if rule is None and name not in ENV_NAMES and name not in extra_allowed:
-            if prefixes and name.startswith(prefixes):
-                issues.append(Issue("warning", name, f"Environment variable {name} is allowed only by a prefix entry of launch.allowed_env; prefixes are read for now and will be dropped, so list {name} there by name."))
-            else:
-                issues.append(Issue("error", name, f"Environment variable {name} is not on the allow-list of vLLM, CUDA, NCCL, PyTorch and Hugging Face variables; add \"{name}\" to launch.allowed_env in pitwall.toml if the server needs it."))
-                continue
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            issues.append(Issue("error", name, f"Environment variable {name} is {value!r}; expected a string, e.g. {name} = \"1\"."))
-            continue
-        if "\x00" in str(value):
-            issues.append(Issue("error", name, f"Environment variable {name} contains a NUL character; remove it."))
-    return issues
+    """[env] names and value types against ENV_TABLE (launch_rules.check_env)."""
+    return launch_rules.check_env(env, ENV_TABLE, extra_allowed, allowed=allowed)
 
 
 def _lora_path(item: str) -> str:
     """The path of one --lora-modules item: NAME=PATH or a JSON object with "path"."""
-    if item.lstrip().startswith("{"):
-        try:
-            return str(json.loads(item).get("path", ""))
-        except (ValueError, AttributeError):
-            return item
-    return item.split("=", 1)[1] if "=" in item else item
+    return paths.named_path(item, "path")
 
 
 def check_rule(key: str, rule: Rule, value: Any, *, allowed: frozenset[str], base: Path | None,
                data_dir: Path | None) -> list[Issue]:
-    """One flag or variable against its rule (port rules: see sandbox_paths.check_ports)."""
-    if rule.kind == "never":
-        return [Issue("error", key, f"{key} cannot be set in a profile: {rule.reason}.")]
-    if rule.kind == "port" or key in allowed or value is False or value is None:
-        return []
-    if rule.kind in ("code", "remote"):
-        return [Issue("error", key, f"{key} is refused: {rule.reason}; a profile is data, never code ({paths.allow_hint(key)}).")]
-    if rule.kind == "expose":
-        return [Issue("error", key, f"{key} is refused: {rule.reason} ({paths.allow_hint(key)}).")]
-    for item in paths.values(json.dumps(value) if isinstance(value, dict) else value):
-        if rule.kind == "model":
-            issue = paths.check_model_ref(key, _lora_path(item) if "lora" in key else item, base)
-        elif rule.kind == "read":
-            issue = paths.check_read_path(key, item, base)
-        else:
-            issue = paths.check_write_path(key, item, base, data_dir)
-        if issue is not None:
-            return [issue]
-    return []
+    """One flag or variable against its rule (launch_rules.check_rule; port rules: launch_paths.check_ports)."""
+    return launch_rules.check_rule(key, rule, value, allowed=allowed, base=base, data_dir=data_dir,
+                                   model_item=_lora_path if "lora" in key else str)
 
 
 def _json_object(value: Any) -> dict[str, Any]:
@@ -268,26 +206,9 @@ def _special(key: str, canon: str, value: Any, allowed: frozenset[str], ctx: Con
     return issues
 
 
-@dataclass(frozen=True)
-class Context:
-    """What the rules are judged against: launch.allow_unsandboxed, the data folder (also the
-    server's working folder, so relative paths resolve there), the ports Pitwall holds, and the
-    server the profile is for (its name and port), when known."""
-
-    allowed: frozenset[str] = frozenset()
-    data_dir: Path | None = None
-    reserved_ports: dict[int, tuple[str, str | None]] | None = None
-    server: str | None = None
-    own_port: int | None = None
-
-
 def judge(model_path: str, flags: dict[str, Any], env: dict[str, Any], ctx: Context) -> list[Issue]:
     """The deny table over a profile: model_path, every [flags] and [env] entry with a rule."""
-    issues: list[Issue] = []
-    if "model_path" not in ctx.allowed and model_path:
-        issue = paths.check_model_ref("model_path", model_path, ctx.data_dir)
-        if issue is not None:
-            issues.append(issue)
+    issues = model_path_issue(model_path, ctx.allowed, ctx.data_dir)
     ports: dict[str, Any] = {}
     for key, value in flags.items():
         key = str(key)
@@ -315,11 +236,7 @@ def judge(model_path: str, flags: dict[str, Any], env: dict[str, Any], ctx: Cont
 
 def check_options(entrypoint: str, model_path: str, flags: dict[str, Any]) -> list[Issue]:
     """(The entrypoint is launching/sandbox.py's, against launch.ENTRYPOINTS.) A model_path vLLM would read as an option, and option values (flags.py `check_option_values`)."""
-    issues: list[Issue] = []
-    if model_path.lstrip().startswith("-"):
-        issues.append(Issue("error", "model_path", f"model_path {model_path!r} starts with '-', which vLLM would read as an option; use a model id or a folder."))
-    issues.extend(vflags.check_option_values(flags))
-    return issues
+    return model_path_option_issue(model_path, "vLLM") + vflags.check_option_values(flags)
 
 
 def check_profile(model_path: str, flags: dict[str, Any], env: dict[str, Any], *,

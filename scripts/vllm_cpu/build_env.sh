@@ -8,7 +8,8 @@
 #                `import transformers`; a text model needs none of them)
 #   $DIR/model   a tiny LlamaForCausalLM: scripts/sglang_cpu/make_tiny_model.py's tokenizer and
 #                config, widened to head_dim 32 (vLLM's CPU attention has no head_dim 16: the first
-#                request kills the engine), served with --load-format dummy
+#                request kills the engine), with fixed seeded float32 weights (write_weights.py), so
+#                the real SGLang tier can serve the very same model for a cross-engine comparison
 #   $DIR/pitwall-vllm-cpu.env   KEY=VALUE lines (PYTHON, MODEL, VLLM_VERSION) for the tests
 # DIR defaults to ${PITWALL_VLLM_CPU_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pitwall/vllm-cpu}.
 # Idempotent: nothing is rebuilt while recipe.sha256 matches this script and the model script;
@@ -25,7 +26,7 @@ if [[ -z "$DIR" || "$DIR" == "/" ]]; then
   echo "build_env.sh: refusing to build in '$DIR'; set PITWALL_VLLM_CPU_DIR to a cache directory." >&2
   exit 2
 fi
-HASH="$(cat "$HERE/build_env.sh" "$MODEL_SCRIPT" | sha256sum | cut -d' ' -f1)"
+HASH="$(cat "$HERE/build_env.sh" "$MODEL_SCRIPT" "$HERE/write_weights.py" | sha256sum | cut -d' ' -f1)"
 ENV_FILE="$DIR/pitwall-vllm-cpu.env"
 if [[ "${1:-}" != "--force" && -f "$DIR/recipe.sha256" && -f "$ENV_FILE" && -x "$DIR/venv/bin/python" \
       && "$(cat "$DIR/recipe.sha256")" == "$HASH" ]]; then
@@ -54,6 +55,7 @@ cfg = json.load(open(path))
 cfg.update(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=32)
 json.dump(cfg, open(path, "w"), indent=1)
 PYEOF
+"$DIR/venv/bin/python" "$HERE/write_weights.py" "$DIR/model"
 cat > "$ENV_FILE" <<ENV
 # Written by scripts/vllm_cpu/build_env.sh; paths of the real-vLLM CPU test environment.
 PYTHON=$DIR/venv/bin/python

@@ -12,9 +12,9 @@ from hostile_http import HostileServer
 from hostile_servers import FakeSGLang
 from pwtest import wait_for
 
+from collectors import api_poll
 from collectors.base import CollectorContext, PollResult, SampleRow, ServerTarget
 from collectors.fanout import ServerPool
-from collectors.sglang import api
 from collectors.sglang.api import SGLangApiCollector
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -58,7 +58,7 @@ def test_a_hung_read_is_handed_in_later_and_never_makes_a_poll_wait() -> None:
 
 
 def test_a_dripping_server_beside_a_healthy_one_through_the_api_collector(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(api, "WAIT_S", 5.0)
+    monkeypatch.setattr(api_poll, "WAIT_S", 5.0)
     with HostileServer("drip", drip_s=0.5) as drip, FakeSGLang("healthy") as ok:
         servers = [ServerTarget(id=1, name="drip", base_url=drip.url),
                    ServerTarget(id=2, name="ok", base_url=ok.url)]

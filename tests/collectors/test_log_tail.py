@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from collectors.base import CollectorContext, PollResult, ServerTarget
+from collectors.log_tail import LogTailer, TailState
 from collectors.sglang.log import SGLangLogCollector, log_ts, records_to_rows
 from collectors.sglang.log_stream import parse_text
-from collectors.log_tail import LogTailer, TailState
 
 TS = "2026-04-08 14:05:21"
 

@@ -117,3 +117,10 @@ def test_generate_incremental_mode_from_output_ids() -> None:
     p.feed(_line({"text": " c", "output_ids": [5], "meta_info": {"completion_tokens": 2}}))
     p.feed(_line({"text": " c", "output_ids": [5], "meta_info": {"completion_tokens": 3}}))
     assert p.output_text() == " c c c" and p.counted == 3
+
+
+def test_an_incomplete_character_at_the_end_hashes_like_held_back_bytes() -> None:
+    # the same greedy tokens ending inside a multi-byte character: vLLM holds the bytes back,
+    # SGLang shows U+FFFD (measured on one model served by both)
+    assert hash_output("ro\ufffd") == hash_output("ro") != hash_output("r\ufffdo")
+    assert hash_output("\ufffd\ufffd") == hash_output("")

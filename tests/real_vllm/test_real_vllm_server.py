@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from datetime import datetime
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from pwtest import stop_process
+from real_vllm_env import free_port, vllm_env
 
 from collectors.promtext import parse_metrics
 from collectors.vllm.log_parse import parse_line
@@ -32,30 +32,9 @@ NEEDED = {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cac
           "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds"}
 
 
-def _env() -> dict[str, str]:
-    base = Path(os.environ.get("PITWALL_VLLM_CPU_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or
-                                                               Path.home() / ".cache") / "pitwall" / "vllm-cpu")
-    path = base / "pitwall-vllm-cpu.env"
-    if not path.is_file():
-        reason = f"the real vLLM CPU environment is not built ({path} missing): run `make vllm-cpu`"
-        if os.environ.get("PITWALL_REQUIRE_REAL_VLLM") == "1":
-            pytest.fail(reason + " (PITWALL_REQUIRE_REAL_VLLM=1 forbids skipping)")
-        pytest.skip(reason)
-    env = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
-    if not Path(env.get("PYTHON", "")).is_file():
-        pytest.fail(f"{path} names {env.get('PYTHON')!r}, which is not there: run `make vllm-cpu` again")
-    return env
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_real_servers_log_and_metrics_read_as_recorded(tmp_path: Path) -> None:
-    env = _env()
-    port = _port()
+    env = vllm_env()
+    port = free_port()
     log = tmp_path / "vllm.log"
     child_env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
                  "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CACHE_ROOT": str(tmp_path / "cache")}

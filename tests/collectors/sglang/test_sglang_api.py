@@ -13,10 +13,10 @@ import pytest
 from http_stub import MemoryState, StubServer
 
 from collectors.base import CollectorContext, ServerTarget
+from collectors.health import health_step
 from collectors.sglang.api import SGLangApiCollector
 from collectors.sglang.api_parse import (
     REDACTED,
-    health_step,
     parse_loads,
     parse_model_info,
     parse_server_info,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from collectors.base import CollectorContext, PollResult, ServerTarget
-from collectors.sglang.log import SGLangLogCollector
 from collectors.log_tail import LogTailer
+from collectors.sglang.log import SGLangLogCollector
 
 pytestmark = pytest.mark.timeout(60)  # without the fix a FIFO blocks the poll for ever
 

@@ -16,7 +16,6 @@ import pytest
 from hostile_http import LoopbackServer
 
 from collectors.base import CollectorContext, PollResult, ServerTarget
-from collectors.vllm import api
 from collectors.vllm.api import VLLMApiCollector
 from collectors.vllm.api_parse import (
     HEALTH_PATH,
@@ -35,11 +34,8 @@ FIX = Path(__file__).resolve().parents[2] / "fixtures"
 KEY = "sekrit"
 
 
-@pytest.fixture(autouse=True)
-def _patient_polls(monkeypatch: pytest.MonkeyPatch) -> None:
-    # a healthy read is handed in by the poll that started it, on a loaded host too (the wait
-    # tests/conftest.py's patient_polls gives the first engine's collectors)
-    monkeypatch.setattr(api, "WAIT_S", 20.0)
+# a healthy read is handed in by the poll that started it, on a loaded host too (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("patient_polls")
 
 
 def fixture(name: str) -> bytes:
