@@ -109,13 +109,14 @@ def verdict_groups(cmp: Comparison, index: int) -> list[tuple[str, str, list[str
 
 def comparability(cmp: Comparison) -> tuple[str, list[str]]:
     """(one sentence, the lines of what differs) about whether the workloads match."""
+    outputs = [f"{t}: {o}" for t, o in zip(cmp.titles[1:], cmp.outputs, strict=False) if o]
     if cmp.summary:
         lines = [f"{t}: {line}" for t, lines in zip(cmp.titles[1:], cmp.workload_diff, strict=True)
                  for line in lines]
-        return cmp.summary, lines + list(cmp.notes)
+        return cmp.summary, lines + list(cmp.notes) + outputs
     if cmp.comparable:
-        return "Same workload fingerprint: the probe deltas are comparable.", []
+        return "Same workload fingerprint: the probe deltas are comparable.", outputs
     lines = [f"{t}: {line}" for t, lines in zip(cmp.titles[1:], cmp.workload_diff, strict=True)
              for line in lines]
     return ("Workloads differ: probe deltas are not comparable (marked so below); rerun the "
-            "baseline workload on the candidate to compare them.", lines)
+            "baseline workload on the candidate to compare them.", lines + outputs)

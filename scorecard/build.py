@@ -233,7 +233,7 @@ def run_only_inputs(engine: Engine, run: ProbeRun, *, now: float | None = None) 
         "argv": [], "env": {}, "gpu_model": "unknown", "gpu_driver": "unknown", "gpu_count": 1,
         "fingerprint": run.fingerprint, "fingerprint_detail": redact_obj(detail) or None,
         "workload_spec": redact_obj(run.spec) if run.spec is not None else None,
-        "self_check": self_check, "generated_at": time.time(),
+        "self_check": self_check, "output_check": output_check(run), "generated_at": time.time(),
     }
     return ScorecardInputs(
         subject=subject, provenance=provenance, kind=kind,
@@ -284,6 +284,13 @@ def _subject(engine: Engine, srv: Server, launch: Launch | None, run: ProbeRun |
     }
 
 
+def output_check(run: ProbeRun | None) -> dict[str, Any] | None:
+    """The run's output-consistency check against its baseline run (collectors/probe/
+    consistency.py: requests and prompts compared and differing, warnings), None without one."""
+    got = SweepReport.of(run.report if run is not None else None).consistency
+    return dict(got) if isinstance(got, dict) else None
+
+
 def _provenance(launch: Launch | None, run: ProbeRun | None, detail: dict[str, Any],
                 self_check: dict[str, Any] | None, gpu_model: str, gpu_driver: str,
                 n_gpu: int) -> dict[str, Any]:
@@ -301,6 +308,7 @@ def _provenance(launch: Launch | None, run: ProbeRun | None, detail: dict[str, A
         "fingerprint_detail": redact_obj(detail) or None,
         "workload_spec": redact_obj(run.spec) if run and run.spec is not None else None,
         "self_check": self_check,
+        "output_check": output_check(run),
         "generated_at": time.time(),
     }
 

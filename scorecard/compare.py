@@ -94,6 +94,9 @@ class Comparison:
     #: figures read at a shared level are judged on this one
     level_workload_diff: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # why some figures carry no verdict
+    #: per non-baseline card: its run's greedy outputs against the baseline run's, in words
+    #: ("" when it has no output check against this baseline)
+    outputs: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -268,6 +271,22 @@ def _workload_bound(spec: Any, cards: tuple[Scorecard, Scorecard], pair: tuple[F
         for c in cards for k in ("output_tok_s", "rps", "images_per_min"))
 
 
+def output_sentence(card: Scorecard, base: Scorecard) -> str:
+    """How many of `card`'s outputs matched `base`'s run (its probe's consistency check), in words;
+    "" when its run was not checked against that run."""
+    check = card.provenance.get("output_check") or {}
+    if not check or check.get("baseline_run_id") != base.subject.get("run_id") or base.subject.get("run_id") is None:
+        return ""
+    if check.get("error"):
+        return f"Outputs not checked: {check['error']}."
+    n, diff = int(check.get("compared") or 0), int(check.get("differing") or 0)
+    pn, pdiff = int(check.get("prompts_compared") or 0), int(check.get("prompts_differing") or 0)
+    text = (f"Outputs: {n - diff} of {n} requests gave the baseline run's output for the same prompt "
+            f"({pn - pdiff} of {pn} prompts alike)")
+    warnings = check.get("warnings") or []
+    return text + (f"; but {'; '.join(warnings)}, so a difference may not mean anything." if warnings else ".")
+
+
 def compare(cards: list[Scorecard]) -> Comparison:
     """Compare scorecards against the first; needs at least two."""
     if len(cards) < 2:
@@ -381,6 +400,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
         summary=summary(workload_diff, config_diff(cards), no_sweep, refused is not None,
                         None if level is None else level_name(mode, level)),
         notes=[NOTES[v] for v in used],
+        outputs=[output_sentence(c, base) for c in cards[1:]],
     )
 
 

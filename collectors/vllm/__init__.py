@@ -52,8 +52,13 @@ DEFINITIONS = {
     "radix_hit_rate": "vLLM: cached prompt tokens ÷ prompt tokens, counted once per request at "
                       "admission; only whole KV blocks are cached (--block-size: 16 by default on GPUs, 128 "
                       "on the CPU backend), so a shared prefix shorter than a block counts nothing",
-    "retraction_count": "vLLM: V1 logs no line for a preemption, so this count from the log misses "
-                        "them; metrics.retracted_requests_per_s (vllm:num_preemptions) has them",
+    "radix_hit_rate_device": "vLLM: cached prompt tokens from this tier ÷ prompt tokens, whole KV "
+                             "blocks only (see the prefix-cache hit rate)",
+    "radix_hit_rate_host": "vLLM: cached prompt tokens from CPU offloading ÷ prompt tokens, whole KV "
+                           "blocks only",
+    "retraction_count": "vLLM: stats lines that report preemptions (`Preemptions: N`, 0.32+; one "
+                        "event per 10-s interval however many requests it preempted; earlier V1 "
+                        "releases log none, metrics.retracted_requests_per_s counts them all)",
 }
 
 ENGINE = Engine(

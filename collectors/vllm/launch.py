@@ -69,10 +69,29 @@ def is_secret(name: str) -> bool:
     return name in SECRET_FLAGS or _SECRET_WORDS.search(name) is not None
 
 
+def _nested_secret(value: Any) -> bool:
+    """A JSON table (or its text) holding a secret-sounding key with text, at any depth
+    (`model-loader-extra-config = {s3_secret_access_key = "..."}`, a connector's credentials)."""
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return False
+    if isinstance(value, dict):
+        return any((is_secret(str(k).replace("_", "-").lower()) and isinstance(v, str) and v != "")
+                   or _nested_secret(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_nested_secret(v) for v in value)
+    return False
+
+
 def _secret_value(name: str, value: Any) -> bool:
-    """A value of SECRET_FLAGS other than a switch, or the text of a secret-sounding flag."""
+    """A value of SECRET_FLAGS other than a switch, the text of a secret-sounding flag, or a JSON
+    table with a secret inside (the whole table goes into the config file)."""
     if value is None or isinstance(value, bool):
         return False
+    if _nested_secret(value):
+        return True
     if name in SECRET_FLAGS:
         return True
     items = value if isinstance(value, list) else [value]
@@ -87,7 +106,10 @@ def split_secrets(flags: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     secrets: dict[str, Any] = {}
     for name, value in flags.items():
         if _secret_value(str(name), value):
-            secrets[str(name)] = [str(v) for v in value] if isinstance(value, list) else str(value)
+            if isinstance(value, dict | list) and _nested_secret(value):
+                secrets[str(name)] = json.dumps(value, separators=(",", ":"))  # the flag's JSON text
+            else:
+                secrets[str(name)] = [str(v) for v in value] if isinstance(value, list) else str(value)
         else:
             public[name] = value
     return public, secrets

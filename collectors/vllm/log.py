@@ -9,19 +9,23 @@ every 10 s while the engine is busy):
 |---|---|---|---|
 | log.running_req | requests | `Running: N reqs` | |
 | log.queue_req | requests | `Waiting: N reqs` (V0 `Pending`) | |
-| log.token_usage | 0-1 | `GPU/CPU/XPU KV cache usage: X%` | KV *blocks* in use (vLLM's definition) |
+| log.token_usage | 0-1 | `<device> KV cache usage: X%` (GPU, CPU, XPU, TPU...) | KV *blocks* in use (vLLM's definition) |
 | log.gen_throughput_tok_s | tok/s | `Avg generation throughput` | over the 10 s since the last line |
 | log.input_throughput_tok_s | tok/s | `Avg prompt throughput` | same |
 | log.prefix_cache_hit_rate | 0-1 | `Prefix cache hit rate: X%` | vLLM's: hits ÷ queries over the last 1,000 requests' lookups, not the interval |
+| log.retracted_req | requests | `Preemptions: N` (0.32+, only when N > 0) | requests preempted since the last stats line; with a `decode_retract` event |
 
-With data parallelism each engine prints its own line (`Engine 001: ...`): its values go under
-`<key>.dp<i>`, and the server figure under the plain key is the sum over engines' latest lines
-(the mean for usage and hit rate); an aggregated line (`2 Engines Aggregated: ...`) is the server
-figure as it is.
+With data parallelism each engine prints its own line (`Engine 001: ...`): once an engine other
+than 0 has printed (remembered in the saved state, so a restart keeps it), each line's values go
+under `<key>.dp<i>`, and the server figure under the plain key is written with it: the sum over
+every engine's latest line within 60 s (the mean for usage and hit rate); an aggregated line
+(`2 Engines Aggregated: ...`) is the server figure as it is.
 
 Events: server_ready (a watched server only: the supervisor reports the ones it starts), oom,
-crash (`EngineDeadError`, an engine core that died), decode_retract (V0's preemption warning;
-V1 logs none: `metrics.retracted_requests_per_s` counts them).
+crash (`EngineDeadError`, an engine core that died: the lines several processes write about one
+death within 30 s are one event; a ready line starts over), decode_retract (a stats line's
+`Preemptions: N`, 0.32+, or V0's preemption warning; `metrics.retracted_requests_per_s` counts
+every preemption whatever the release).
 
 State, loss and isolation as for the first engine's log (its module documents them): the offset
 past the last line handed over is saved in the poll and committed with the rows, a new server is
@@ -32,6 +36,7 @@ read of one server is one `collector_error` per episode while the others are rea
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
@@ -80,48 +85,59 @@ class _Tail:
     reading: Future[list[Line]] | None = None
 
 
+def _gauges(rec: VllmRecord, ts: float, memory: Memory, add: Callable[[float, str, float], None]) -> None:
+    """One stats line's samples. One engine (or the aggregated line): each value is the server's.
+    Data parallel (an engine other than 0 has printed, remembered in the saved state): the line's
+    values go under `<key>.dp<i>` and the plain key is the sum (mean for ratios) over every
+    engine's latest line within DP_STALE_S, at this line's time."""
+    engine = rec.fields.get("engine")
+    memory.several = memory.several or (isinstance(engine, int) and engine != 0)
+    for name, key in GAUGES.items():
+        v = rec.fields.get(name)
+        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+            continue
+        if isinstance(engine, int):
+            memory.engines[(name, engine)] = (ts, float(v))
+        if not isinstance(engine, int) or not memory.several:
+            add(ts, key, float(v))
+            continue
+        add(ts, f"{key}.dp{engine}", float(v))
+        vals = [x for (n, _), (t, x) in memory.engines.items() if n == name and ts - DP_STALE_S <= t <= ts]
+        add(ts, key, sum(vals) / len(vals) if name in MEAN_FIELDS else sum(vals))
+
+
 def records_to_rows(records: list[VllmRecord], server: ServerTarget, now: float,
                     memory: Memory | None = None) -> PollResult:
     """Samples and events of one poll's records of one server (see the module table). Pure
     apart from `memory`, what the server's earlier polls left."""
     memory = Memory() if memory is None else memory
-    engines = memory.engines
     res = PollResult()
     sid, lid = server.id, server.launch_id
-    dirty: set[str] = set()
+
+    def add(ts: float, key: str, value: float) -> None:
+        res.samples.append(SampleRow(ts, sid, key, value, "log", lid))
+
     for rec in records:
         ts = rec.timestamp if rec.timestamp is not None else now
         if rec.kind == "stats":
-            engine = rec.fields.get("engine")
-            memory.several = memory.several or (isinstance(engine, int) and engine != 0)
-            for name, key in GAUGES.items():
-                v = rec.fields.get(name)
-                if not isinstance(v, int | float) or not math.isfinite(v):
-                    continue
-                if isinstance(engine, int):
-                    engines[(name, engine)] = (ts, float(v))
-                if isinstance(engine, int) and memory.several:
-                    dirty.add(name)
-                else:  # one engine (or the aggregated line): every line is the server's figure
-                    res.samples.append(SampleRow(ts, sid, key, float(v), "log", lid))
+            _gauges(rec, ts, memory, add)
+            n = rec.fields.get("preemptions")
+            if isinstance(n, int | float) and not isinstance(n, bool) and n > 0:
+                add(ts, sk.LOG_RETRACTED_REQ, float(n))
+                res.events.append(EventRow(ts, sid, "decode_retract", f"{n:g} requests preempted since the last "
+                                           "stats line (their KV blocks taken back; recomputed later)",
+                                           raw=rec.raw[:4000], launch_id=lid))
             continue
+        if rec.kind == "server_ready":
+            memory.last_crash = None  # a new start: its death is news
         kind = EVENTS.get(rec.kind)
         if kind is None or (kind == "server_ready" and server.managed):
             continue  # the supervisor owns lifecycle events of the servers it starts
         if kind == "crash":
-            folded = memory.last_crash is not None and 0 <= ts - memory.last_crash <= CRASH_FOLD_S
+            if memory.last_crash is not None and 0 <= ts - memory.last_crash <= CRASH_FOLD_S:
+                continue  # another process's line about the same death
             memory.last_crash = ts
-            if folded:
-                continue
         res.events.append(EventRow(ts, sid, kind, rec.message or rec.kind, raw=rec.raw[:4000], launch_id=lid))
-    for name in sorted(dirty):
-        mine = {e: tv for (n, e), tv in engines.items() if n == name}
-        latest = max(t for t, _ in mine.values())
-        vals = [v for t, v in mine.values() if t >= latest - DP_STALE_S]
-        for e, (t, v) in sorted(mine.items()):
-            res.samples.append(SampleRow(t, sid, f"{GAUGES[name]}.dp{e}", v, "log", lid))
-        value = sum(vals) / len(vals) if name in MEAN_FIELDS else sum(vals)
-        res.samples.append(SampleRow(latest, sid, GAUGES[name], value, "log", lid))
     return res
 
 
@@ -176,7 +192,8 @@ class VLLMLogCollector:
             except Exception as exc:  # noqa: BLE001 - see above
                 self._report(ctx, result, server, self._failure(server, exc))
                 continue
-            state = {**t.tailer.state.to_dict(), "path": t.path} if t.tailer.state is not None else None
+            state = ({**t.tailer.state.to_dict(), "path": t.path, "dp": t.memory.several}
+                     if t.tailer.state is not None else None)
             if state is not None and state != t.last_saved:
                 ctx.save_state(self.state_key(server.id), state)
                 t.last_saved = state
@@ -215,6 +232,7 @@ class VLLMLogCollector:
             st = TailState.from_dict(saved) if saved and saved.get("path") == path else None
             tailer = LogTailer(path, st, max_bytes=self.max_bytes_per_poll, start_at_end=self.start_at_end)
             t = self._servers[server.id] = _Tail(path, tailer, last_saved=saved if st is not None else None)
+            t.memory.several = bool(st is not None and saved and saved.get("dp"))
         return t
 
     def _report(self, ctx: CollectorContext, result: PollResult, server: ServerTarget, msg: str) -> None:

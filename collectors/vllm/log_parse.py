@@ -88,7 +88,8 @@ def stats_fields(body: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for m in _PAIR.finditer(body):
         key = m["key"].strip()
-        name = STATS_KEYS.get(key, _slug(key))
+        # the device's name comes first (`GPU`, `CPU`, `XPU`, `TPU`, ...: vLLM writes device_type.upper())
+        name = STATS_KEYS.get(key) or ("kv_cache_usage" if key.endswith("KV cache usage") else _slug(key))
         value = float(m["value"]) / (100.0 if m["unit"] == "%" else 1.0)
         out.setdefault(name, value)
     return out

@@ -16,11 +16,14 @@ quantity is the same; otherwise vLLM's figure has a key of its own, and the defi
   out), so a request holding one token of a 16-token block counts the whole block.
 - **Prefix-cache hits**: `prompt_tokens_cached` (cached prompt tokens, counted once per request
   when it is admitted) over `prompt_tokens` feeds `metrics.cached_token_ratio` like the first
-  engine's cached/prompt tokens, but vLLM caches whole blocks only (16 tokens by default on GPUs,
-  128 on the CPU backend: vllm/platforms/cpu.py), so a hit is a multiple of the block size.
+  engine's cached/prompt tokens (from `prompt_tokens_cached_by_source`, 0.32+, without the `p2p`
+  and `external_unspecified` sources: tokens another instance sent are no cache hit; before it,
+  `prompt_tokens_cached`, which counts them), but vLLM caches whole blocks only (16 tokens by
+  default on GPUs, 128 on the CPU backend: vllm/platforms/cpu.py), so a hit is a multiple of the block size.
   `prefix_cache_queries` / `prefix_cache_hits` count tokens looked up and found at
   *every* lookup, a preempted request's lookups again: their ratio is
-  `metrics.prefix_cache_hit_ratio`, vLLM's own figure, never set against another engine's.
+  `metrics.prefix_cache_hit_ratio`, vLLM's own figure, never set against another engine's (early
+  V1 releases named them `gpu_prefix_cache_queries` / `gpu_prefix_cache_hits`: read the same).
 - **Preemptions** (`num_preemptions`): a running request's KV blocks taken back to make room,
   the request recomputed later; the first engine calls its equivalent a retraction, and both feed
   `metrics.retracted_requests_per_s`.
@@ -48,11 +51,16 @@ ALIASES: tuple[Alias, ...] = (
           "KV-cache usage 0-1, in blocks (vLLM: 1 - free blocks / blocks; the first engine counts tokens)"),
     Alias("prompt_tokens_per_s", "counter", ("prompt_tokens",), "sum", "prompt tokens/s"),
     Alias("generation_tokens_per_s", "counter", ("generation_tokens",), "sum", "generated tokens/s"),
-    Alias("cached_tokens_per_s", "counter", ("prompt_tokens_cached",), "sum",
-          "cached prompt tokens/s, counted once per request at admission (whole KV blocks only)"),
-    Alias("prefix_cache_queries_per_s", "counter", ("prefix_cache_queries",), "sum",
+    Alias("cached_tokens_per_s", "counter", ("prompt_tokens_cached_by_source", "prompt_tokens_cached"), "sum",
+          "cached prompt tokens/s, counted once per request at admission (whole KV blocks only); "
+          "tokens another instance sent (p2p, a KV connector) are not cache hits and are left out "
+          "where the release splits them by source",
+          exclude=(("source", "p2p"), ("source", "external_unspecified"))),
+    Alias("cache_hit_tokens_per_s", "counter", ("prompt_tokens_cached_by_source",), "sum",
+          "cached prompt tokens/s by tier (device, host, disk, p2p, external_unspecified)", split="source"),
+    Alias("prefix_cache_queries_per_s", "counter", ("prefix_cache_queries", "gpu_prefix_cache_queries"), "sum",
           "vLLM: tokens looked up in the prefix cache/s (every lookup, a preempted request's again)"),
-    Alias("prefix_cache_hits_per_s", "counter", ("prefix_cache_hits",), "sum",
+    Alias("prefix_cache_hits_per_s", "counter", ("prefix_cache_hits", "gpu_prefix_cache_hits"), "sum",
           "vLLM: tokens found in the prefix cache/s (whole blocks), per lookup"),
     Alias("requests_per_s", "counter", ("request_success",), "sum",
           "finished requests/s (every finished_reason: stop, length, abort, error, repetition)"),
@@ -74,7 +82,9 @@ ALIASES: tuple[Alias, ...] = (
           "vLLM: a request's prefill phase (scheduled to first token)"),
     Alias("decode_time", "histogram", ("request_decode_time_seconds",), "sum",
           "vLLM: a request's decode phase (first to last token)"),
-    Alias("http_requests_per_s", "counter", ("http_requests",), "sum", "HTTP requests/s", router=True),
+    Alias("http_requests_per_s", "counter", ("http_requests",), "sum",
+          "HTTP requests/s, Pitwall's own reads (/metrics, /health, /version, /load, /v1/models) left out",
+          router=True, exclude=tuple(("handler", h) for h in ("/metrics", "/health", "/version", "/load", "/v1/models"))),
 )
 
 

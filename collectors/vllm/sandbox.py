@@ -27,6 +27,7 @@ is code, `compilation-config`'s `debug_dump_path` a write). Cross-check a refusa
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -201,9 +202,62 @@ def _special(key: str, canon: str, value: Any, allowed: frozenset[str], ctx: Con
         issues.append(Issue("error", key, f"{key} = {value!r} is refused: {CLASS_FLAGS[canon]}; a profile is data, never code ({paths.allow_hint(key)})."))
     if canon == "load-format" and str(value) in REMOTE_LOAD_FORMATS:
         issues.append(Issue("error", key, f"{key} = {value!r} is refused: it loads weights from a remote service ({paths.allow_hint(key)})."))
+    issues += _nested_code(key, canon, value, allowed)
     if canon == "spec-method" and str(value) == "custom_class":
         issues.append(Issue("error", key, f"{key} = \"custom_class\" is refused: it imports a Python class; a profile is data, never code ({paths.allow_hint(key)})."))
     return issues
+
+
+#: a key anywhere inside a JSON flag whose value vLLM imports as Python code (a connector's or an
+#: offloading spec's module path, a parser plugin file, a class to instantiate)
+_CODE_KEY = re.compile(r"module_path|plugin|(?:^|_)cls$|class_name|qualname")
+
+
+def _dotted(value: Any) -> bool:
+    """A dotted import path (`pkg.Name`), as vLLM tells one from a model or a built-in name
+    (config/speculative.py `_is_custom_proposer_path`; `resolve_obj_by_qualname`)."""
+    text = str(value)
+    if not isinstance(value, str) or "/" in text or text.startswith(("http://", "https://", "file://")):
+        return False
+    parts = text.split(".")
+    return len(parts) >= 2 and all(p.isidentifier() for p in parts)
+
+
+def _walk(value: Any, path: str) -> list[tuple[str, str, Any]]:
+    """(dotted path, key, value) of every key inside a JSON value, at any depth."""
+    out: list[tuple[str, str, Any]] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.append((f"{path}.{k}", str(k), v))
+            out += _walk(v, f"{path}.{k}")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _walk(v, f"{path}[{i}]")
+    return out
+
+
+def _nested_code(key: str, canon: str, value: Any, allowed: frozenset[str]) -> list[Issue]:
+    """What a JSON flag imports from inside: any key naming a module, plugin or class at any depth
+    (a MultiConnector's connectors, an offloading spec), a `backend` or draft `model` given as a
+    dotted import path (compilation-config.backend, speculative-config.model), a nested
+    `method = "custom_class"`; and a spec-model that is a dotted path (vLLM imports it as a
+    proposer class)."""
+    if key in allowed:
+        return []
+    data = _json_object(value) if not isinstance(value, list) else value
+    found: list[str] = []
+    for where, k, v in _walk(data, key):
+        if v in (None, "", {}, []):
+            continue
+        lk = k.lower()
+        judged = where.count(".") == 1 and k in JSON_KEYS.get(canon, {})  # a top-level key JSON_KEYS judges
+        if (_CODE_KEY.search(lk) and not judged) or (lk in ("backend", "model") and _dotted(v)) or (
+                lk == "method" and v == "custom_class"):
+            found.append(f"{where} = {v!r}")
+    if canon == "spec-model" and _dotted(value):
+        found.append(f"{key} = {value!r}")
+    return [Issue("error", key, f"{f} is refused: vLLM imports that as Python code; a profile is data, never "
+                               f"code ({paths.allow_hint(key)}).") for f in found]
 
 
 def judge(model_path: str, flags: dict[str, Any], env: dict[str, Any], ctx: Context) -> list[Issue]:

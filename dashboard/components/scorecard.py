@@ -164,6 +164,9 @@ def comparison_view(cmp: Comparison) -> None:
                                    for line in ls))
     if cmp.refusal:
         st.warning(md_escape(cmp.refusal))
+    for title, line in zip(cmp.titles[1:], cmp.outputs, strict=False):
+        if line:  # the candidate's greedy outputs against the baseline run's
+            st.caption(f"{md_escape(title)}: {md_escape(line)}")
     if cmp.level_deltas:
         shown = ", ".join(level_name(cmp.level_mode, v) for v in cmp.shared_levels)
         st.markdown("##### At each shared load level")

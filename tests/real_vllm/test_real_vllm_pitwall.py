@@ -214,6 +214,7 @@ def test_the_engines_compare_on_one_workload(rig: Rig, tmp_path: Path) -> None:
     cmp = compare(cards)
     assert cmp.comparable, cmp.summary  # one workload fingerprint on both engines
     assert {"key": "engine", "values": ["SGLang", "vLLM"]} in cmp.config_diff
+    assert cmp.outputs[0].startswith("Outputs: ") and f"of {2 * (REQUESTS + 1)} requests" in cmp.outputs[0]
     verdicts = {d.key: d.verdicts[1] for d in cmp.deltas}
     assert verdicts["ttft_p50_s"] in ("better", "worse", "tie", "same")
     if cards[0].value("radix_hit_rate") is not None and cards[1].value("radix_hit_rate") is not None:
@@ -222,7 +223,7 @@ def test_the_engines_compare_on_one_workload(rig: Rig, tmp_path: Path) -> None:
     for key in ("server_ttft_p99_s", "avg_running_batch", "radix_hit_rate"):
         assert cards[1].value(key) is not None, (key, cards[1].figures.get(key))
     md = to_markdown(cards, cmp)
-    assert "vLLM" in md and "SGLang" in md
+    assert "vLLM" in md and "SGLang" in md and cmp.outputs[0] in md.replace("\\", "")
     out = Path(os.environ.get("PITWALL_CROSS_ENGINE_MD") or tmp_path / "comparison.txt")
     out.write_text(md, encoding="utf-8")
 

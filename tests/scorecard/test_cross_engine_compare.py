@@ -50,3 +50,15 @@ def test_one_engine_on_both_sides_compares_the_figure(engine) -> None:
     _, cmp = _pair(engine, "sglang")
     assert _verdict(cmp, "radix_hit_rate") == "better"
     assert not any(r["key"] == "engine" for r in cmp.config_diff)
+
+
+def test_the_output_check_against_the_baseline_run_is_said_in_words(engine) -> None:
+    cards, _ = _pair(engine, "vllm")
+    base_run = cards[0].subject["run_id"]
+    cards[1].provenance["output_check"] = {"baseline_run_id": base_run, "compared": 18, "differing": 2,
+                                           "prompts_compared": 9, "prompts_differing": 1, "warnings": []}
+    cmp = compare(cards)
+    assert cmp.outputs == ["Outputs: 16 of 18 requests gave the baseline run's output for the same prompt "
+                           "(8 of 9 prompts alike)."]
+    cards[1].provenance["output_check"]["baseline_run_id"] = base_run + 100  # checked against another run
+    assert compare(cards).outputs == [""]

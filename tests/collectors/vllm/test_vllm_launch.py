@@ -166,3 +166,38 @@ def test_options_refuse_values_read_as_options() -> None:
     assert sandbox.check_options(launch.ENTRYPOINTS[0], "/models/tiny", {"served-model-name": ["a"]}) == []
     msgs = _errors(sandbox.check_options(launch.ENTRYPOINTS[0], "--help", {"served-model-name": ["a", "--host"]}))
     assert len(msgs) == 2
+
+
+def test_code_named_inside_json_flags_is_refused(tmp_path) -> None:
+    # each of these makes vLLM 0.32 import a module or file of the profile author's choosing
+    payloads = {
+        "spec-model": "evilmod.Proposer",  # config/speculative.py: a dotted path is a custom proposer class
+        "speculative-config": {"model": "evilmod.Proposer", "num_speculative_tokens": 2},
+        "compilation-config": {"mode": 1, "backend": "evilmod.fn"},  # resolve_obj_by_qualname
+        "kv-transfer-config": {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {
+            "connectors": [{"kv_connector": "X", "kv_connector_module_path": "evilmod"}]}},
+        "structured-outputs-config": {"reasoning_parser_plugin": "/home/u/x.py"},
+    }
+    for flag, value in payloads.items():
+        msgs = _errors(sandbox.check_profile("/models/tiny", {flag: value}, {}, data_dir=tmp_path))
+        assert any("imports that as Python code" in m for m in msgs), (flag, msgs)
+    offload = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+               "kv_connector_extra_config": {"spec_name": "X", "spec_module_path": "evilmod"}}
+    assert _errors(sandbox.check_profile("/models/tiny", {"kv-transfer-config": json.dumps(offload)}, {},
+                                         data_dir=tmp_path))
+    # data stays data: a draft model by repo id, the built-in compile backend, a plain connector
+    fine = {"speculative-config": {"model": "org/draft-1b", "num_speculative_tokens": 2},
+            "compilation-config": {"mode": 1, "backend": "inductor"},
+            "kv-transfer-config": {"kv_connector": "NixlConnector", "kv_role": "kv_both"}}
+    assert _errors(sandbox.check_profile("/models/tiny", fine, {}, data_dir=tmp_path)) == []
+
+
+def test_a_secret_inside_a_json_flag_goes_into_the_config_file_whole() -> None:
+    flags_in = {"model-loader-extra-config": {"s3_secret_access_key": "hunter2", "region": "x"}, "max-model-len": 512}
+    public, secrets = launch.split_secrets(flags_in)
+    assert public == {"max-model-len": 512}
+    argv = launch.build_argv("py", launch.ENTRYPOINTS[0], "/m", "127.0.0.1", 8000, public, "/tmp/c.yaml")
+    assert not any("hunter2" in a for a in argv)
+    text = launch.config_text(secrets)
+    # YAML: a quoted string holding the flag's JSON text, as vLLM passes it on (`--key '<json>'`)
+    assert json.loads(json.loads(text.split(": ", 1)[1])) == flags_in["model-loader-extra-config"]

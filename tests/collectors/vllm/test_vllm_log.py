@@ -72,3 +72,24 @@ def test_data_parallel_engines_sum_with_their_own_keys() -> None:
     got = {s.metric: s.value for s in samples}
     assert got["log.running_req"] == 7.0 and got["log.running_req.dp1"] == 5.0
     assert abs(got["log.token_usage"] - 0.2) < 1e-12
+
+
+def test_preemptions_in_the_stats_line_are_a_retraction_event() -> None:
+    line = ("(APIServer pid=1) INFO 12-05 17:42:57 [loggers.py:335] Engine 000: Avg prompt throughput: 1.0 "
+            "tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 9 reqs, Preemptions: 4, "
+            "TPU KV cache usage: 99.0%, Prefix cache hit rate: 10.0%")
+    rec = parse_line(line)
+    assert rec is not None
+    res = records_to_rows([rec], ServerTarget(1, "v", "http://x"), 1.8e9)
+    got = {s.metric: s.value for s in res.samples}
+    assert got["log.retracted_req"] == 4.0 and got["log.token_usage"] == 0.99
+    assert [e.kind for e in res.events] == ["decode_retract"]
+
+
+def test_a_second_death_after_a_restart_is_a_crash_of_its_own() -> None:
+    dead = "(APIServer pid=1) ERROR 12-05 17:38:2{s} [async_llm.py:906] AsyncLLM output_handler failed."
+    ready = "(APIServer pid=2) INFO 12-05 17:38:2{s} [api_server.py:1] Starting vLLM server on http://0.0.0.0:8000"
+    lines = [dead.format(s=0), dead.format(s=1), ready.format(s=5), dead.format(s=9)]
+    records = [r for ln in lines if (r := parse_line(ln))]
+    events = records_to_rows(records, ServerTarget(1, "v", "http://x", managed=True), 1.8e9).events
+    assert [e.kind for e in events] == ["crash", "crash"]

@@ -115,3 +115,17 @@ def test_the_collector_scrapes_a_server_over_http(patient_polls) -> None:
     got = {r.metric: r.value for r in rows}
     assert got["metrics.requests_per_s"] == 43.5
     assert NEEDED <= set(got)
+
+
+def test_tokens_another_instance_sent_are_no_cache_hits_and_pitwalls_reads_no_requests() -> None:
+    def payload(device: int, p2p: int, prompt: int, scrapes: int, chats: int) -> str:
+        return (f'vllm:prompt_tokens_total{{engine="0"}} {prompt}\n'
+                f'vllm:prompt_tokens_cached_by_source_total{{engine="0",source="device"}} {device}\n'
+                f'vllm:prompt_tokens_cached_by_source_total{{engine="0",source="p2p"}} {p2p}\n'
+                f'vllm:prompt_tokens_cached_total{{engine="0"}} {device + p2p}\n'
+                f'http_requests_total{{handler="/metrics",method="GET",status="2xx"}} {scrapes}\n'
+                f'http_requests_total{{handler="/v1/chat/completions",method="POST",status="2xx"}} {chats}\n')
+    values = _two_scrapes(payload(0, 0, 0, 0, 0), payload(10, 90, 100, 10, 5))
+    assert values["metrics.cached_token_ratio"] == 0.1  # a PD decode instance's KV is not a hit
+    assert values["metrics.cache_hit_tokens_per_s.p2p"] == 9.0
+    assert values["metrics.http_requests_per_s"] == 0.5  # the chats, not the scrapes
