@@ -28,7 +28,7 @@ DELTA_WORDS = {"same": "tie", "tie": "tie", "baseline": "baseline", "better": "b
                "worse": "worse", "n/a": "n/a", "not comparable": "not comparable"}
 #: the groups of per-metric verdicts, in the order a reader wants them, with their heading
 GROUPS = (("worse", "Worse"), ("better", "Better"),
-          ("not comparable", "Not comparable (different workloads, sources or definitions)"),
+          ("not comparable", "Not comparable (the notes below say why)"),
           ("tie", "Tie (inside the measured noise)"))
 
 
@@ -90,7 +90,7 @@ def verdict_groups(cmp: Comparison, index: int) -> list[tuple[str, str, list[str
     found: dict[str, list[str]] = {}
     for d in cmp.deltas:
         verdict = words(d.verdicts[index])
-        if verdict in NO_VERDICT:  # different levels, sources, definitions, canary only, no sweep
+        if verdict in NO_VERDICT:  # levels, sources, definitions, a burst stream, canary only, no sweep
             verdict = "not comparable"
         if verdict in ("n/a", "baseline"):
             continue

@@ -20,7 +20,6 @@ load, the per-level delta table, the config diff (launch flags and env) and the 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -28,14 +27,14 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from collectors.engines import DEFAULT_ENGINE, display_name
 from collectors.probe import stats as spread_mod
 from present.format import fmt_ts, launch_label
 from scorecard import definitions, matched
+from scorecard.compare_sides import config_diff, output_sentence
 from scorecard.compute import level_name
 from scorecard.matched import LevelDelta
 from scorecard.metric_specs import METRIC_SPECS
-from scorecard.model import ENGINE_VERSION_FIELD, NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
+from scorecard.model import NOT_APPLICABLE, NOT_CONFIGURED, Figure, Scorecard
 from storage import repo, units
 
 #: Figures that depend on the probe workload (the others come from server samples and events).
@@ -45,7 +44,7 @@ WORKLOAD_SOURCES = ("probe", "canary")
 RUN_LOAD_SOURCES = ("server", "gpu")
 #: verdicts that set nothing against anything: shown without colour, explained in `notes`
 NO_VERDICT = ("not comparable", "different levels", "different sources", "different definitions",
-              "canary only", "no sweep")
+              "burst stream", "canary only", "no sweep")
 NOTES = {
     "different levels": "Figures of a load level are only set against the same level: these "
                         "runs share none, so they carry no verdict.",
@@ -55,6 +54,10 @@ NOTES = {
     "different definitions": "The engines define these figures differently (each figure's note "
                              "says how): shown side by side without a verdict, since one engine's "
                              "number is not the other's.",
+    "burst stream": "A side's stream arrived in a burst (its TPOT p50 under 0.2 ms: 5,000 tokens/s "
+                    "within one request is no generation; the server held its tokens back and sent "
+                    "them together): its gaps between tokens measure the burst, so client ITL and "
+                    "TPOT carry no verdict; the server's own ITL histogram does.",
     "canary only": "Canary figures (one request at a time, no load) are shown without a "
                    "verdict: run a probe sweep on each side to compare latency under load.",
     "no sweep": "A side has no probe sweep, so its latency and throughput were measured under "
@@ -122,41 +125,6 @@ def diff_details(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str
     from collectors.probe.fingerprint import diff_fingerprints
 
     return diff_fingerprints(a, b)
-
-
-def _flat(prefix: str, d: dict[str, Any] | None) -> dict[str, str]:
-    return {f"{prefix}{k}": json.dumps(v, sort_keys=True) if not isinstance(v, str) else v
-            for k, v in (d or {}).items()}
-
-
-def config_of(card: Scorecard, *, argv: bool = False) -> dict[str, str]:
-    """Flags (server args, else argv; argv alone with `argv`) and env of a scorecard's launch,
-    flattened to strings."""
-    prov = card.provenance
-    out = {"profile": str(card.subject.get("profile_name") or "—"),
-           "engine": display_name(str(card.subject.get("engine") or DEFAULT_ENGINE)),
-           ENGINE_VERSION_FIELD: str(prov.get(ENGINE_VERSION_FIELD) or "unknown")}
-    if prov.get("server_args") and not argv:
-        out.update(_flat("flag.", prov["server_args"]))
-    elif prov.get("argv"):
-        out["argv"] = " ".join(prov["argv"])
-    out.update(_flat("env.", prov.get("env")))
-    return out
-
-
-def config_diff(cards: list[Scorecard]) -> list[dict[str, Any]]:
-    """The settings that differ between the cards' launches. Servers of different engines name
-    their arguments in different vocabularies (hundreds of server args that have no counterpart),
-    so between engines each side's command line is shown whole instead of arg by arg."""
-    engines = {c.subject.get("engine") or DEFAULT_ENGINE for c in cards}
-    configs = [config_of(c, argv=len(engines) > 1) for c in cards]
-    keys = sorted(set().union(*configs))
-    rows = []
-    for k in keys:
-        vals = [c.get(k) for c in configs]
-        if len(set(vals)) > 1:
-            rows.append({"key": k, "values": ["(unset)" if v is None else v for v in vals]})
-    return rows
 
 
 #: workload fields in words, for the one-sentence summary (the first dotted part decides)
@@ -271,20 +239,15 @@ def _workload_bound(spec: Any, cards: tuple[Scorecard, Scorecard], pair: tuple[F
         for c in cards for k in ("output_tok_s", "rps", "images_per_min"))
 
 
-def output_sentence(card: Scorecard, base: Scorecard) -> str:
-    """How many of `card`'s outputs matched `base`'s run (its probe's consistency check), in words;
-    "" when its run was not checked against that run."""
-    check = card.provenance.get("output_check") or {}
-    if not check or check.get("baseline_run_id") != base.subject.get("run_id") or base.subject.get("run_id") is None:
-        return ""
-    if check.get("error"):
-        return f"Outputs not checked: {check['error']}."
-    n, diff = int(check.get("compared") or 0), int(check.get("differing") or 0)
-    pn, pdiff = int(check.get("prompts_compared") or 0), int(check.get("prompts_differing") or 0)
-    text = (f"Outputs: {n - diff} of {n} requests gave the baseline run's output for the same prompt "
-            f"({pn - pdiff} of {pn} prompts alike)")
-    warnings = check.get("warnings") or []
-    return text + (f"; but {'; '.join(warnings)}, so a difference may not mean anything." if warnings else ".")
+#: the client figures made of the gaps between streamed tokens
+GAP_FIGURES = ("itl_", "tpot_")
+
+
+def burst(card: Scorecard, level: float | None) -> bool:
+    """True when `card`'s stream arrived in one burst at `level` (matched.is_burst: its TPOT p50
+    under 0.2 ms, 5,000 tokens/s within a request)."""
+    tpot = _at_level(card, "tpot_p50_s", level)[0]
+    return matched.is_burst(tpot if tpot is not None else _at_level(card, "itl_p50_s", level)[0])
 
 
 def compare(cards: list[Scorecard]) -> Comparison:
@@ -371,6 +334,8 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 verdict = "no sweep"
             elif definitions.defined_apart(cards[0], cards[i], spec.key):
                 verdict = "different definitions"
+            elif spec.key.startswith(GAP_FIGURES) and any(burst(c, level) for c in (cards[0], cards[i])):
+                verdict = "burst stream"
             elif _source(pair[0]) != _source(pair[1]):
                 verdict = "different sources"
             elif any(f is not None and f.source == "canary" for f in pair):

@@ -138,6 +138,21 @@ def _rel(base: float | None, other: float | None) -> float | None:
     return (other - base) / abs(base)
 
 
+#: a per-token time under this (5,000 tokens/s within one request) is no generation: the server
+#: (a busy API process, a proxy) held the tokens back and handed them over at once
+BURST_TPOT_S = 0.0002
+
+
+def is_burst(tpot_p50: Any) -> bool:
+    """The stream arrived in a burst: the median request's time per output token after the first
+    (TPOT p50) is under BURST_TPOT_S, so the gaps between its tokens say nothing of the generation."""
+    return isinstance(tpot_p50, int | float) and 0 <= tpot_p50 < BURST_TPOT_S
+
+
+def _burst(lv: dict[str, Any]) -> bool:
+    return is_burst(lv.get("tpot_p50_s", lv.get("itl_p50_s")))
+
+
 def level_deltas(cards: Sequence[Scorecard], kind: str,
                  workload_diff: Sequence[Sequence[str]] | None = None) -> list[LevelDelta]:
     """Per shared level, the level table's figures against the baseline's at the same level.
@@ -163,6 +178,8 @@ def level_deltas(cards: Sequence[Scorecard], kind: str,
                     verdicts.append("n/a")
                 elif i < len(diffs) and diffs[i]:
                     verdicts.append("not comparable")
+                elif key.startswith(("itl_", "tpot_")) and any(_burst(lv) for lv in (lvs[0], lvs[i + 1])):
+                    verdicts.append("burst stream")  # the gaps measure a buffered burst (compare.NOTES)
                 else:
                     verdicts.append(judge(SPECS_BY_KEY[key], values[0], v, spreads[0], s))
             out.append(LevelDelta(level, key, values, rel, spreads, verdicts))

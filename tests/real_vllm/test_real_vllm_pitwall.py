@@ -226,6 +226,14 @@ def test_the_engines_compare_on_one_workload(rig: Rig, tmp_path: Path) -> None:
     assert "vLLM" in md and "SGLang" in md and cmp.outputs[0] in md.replace("\\", "")
     out = Path(os.environ.get("PITWALL_CROSS_ENGINE_MD") or tmp_path / "comparison.txt")
     out.write_text(md, encoding="utf-8")
+    if os.environ.get("PITWALL_CROSS_ENGINE_MD"):  # the store beside it, to open the Compare page on
+        import sqlite3
+
+        src = sqlite3.connect(str(Path(rig.settings.data_dir) / "pitwall.db"))
+        dst = sqlite3.connect(str(out.with_suffix(".db")))
+        src.backup(dst)
+        src.close()
+        dst.close()
 
 
 def test_a_relaunch_vllm_refuses_at_start_rolls_back(rig: Rig) -> None:

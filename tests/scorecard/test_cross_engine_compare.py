@@ -62,3 +62,17 @@ def test_the_output_check_against_the_baseline_run_is_said_in_words(engine) -> N
                            "(8 of 9 prompts alike)."]
     cards[1].provenance["output_check"]["baseline_run_id"] = base_run + 100  # checked against another run
     assert compare(cards).outputs == [""]
+
+
+def test_a_stream_that_arrived_in_one_burst_gives_its_token_gaps_no_verdict(engine) -> None:
+    cards, cmp = _pair(engine, "vllm")
+    assert _verdict(cmp, "itl_p50_s") != "burst stream"
+    # the candidate's server held its tokens back: 0.01 ms a token after the first is no generation
+    for lv in cards[1].levels:
+        lv["tpot_p50_s"], lv["itl_p50_s"] = 1e-5, 0.0
+    cards[1].figures["tpot_p50_s"].value, cards[1].figures["itl_p50_s"].value = 1e-5, 0.0
+    cmp = compare(cards)
+    assert _verdict(cmp, "itl_p50_s") == _verdict(cmp, "tpot_p50_s") == "burst stream"
+    assert _verdict(cmp, "ttft_p50_s") == "better"  # the first token still counts
+    assert any("arrived in a burst" in n for n in cmp.notes)
+    assert all(ld.verdicts[1] == "burst stream" for ld in cmp.level_deltas if ld.key == "itl_p50_s")
