@@ -16,13 +16,19 @@ def _flat(prefix: str, d: dict[str, Any] | None) -> dict[str, str]:
             for k, v in (d or {}).items()}
 
 
+def engine_of(card: Scorecard) -> str:
+    """The engine of the card's server (the subject's, else the card's own label; an old card: the default)."""
+    return str(card.subject.get("engine") or card.engine or DEFAULT_ENGINE)
+
+
 def config_of(card: Scorecard, *, argv: bool = False) -> dict[str, str]:
     """Flags (server args, else argv; argv alone with `argv`) and env of a scorecard's launch,
     flattened to strings."""
     prov = card.provenance
     out = {"profile": str(card.subject.get("profile_name") or "—"),
-           "engine": display_name(str(card.subject.get("engine") or DEFAULT_ENGINE)),
-           ENGINE_VERSION_FIELD: str(prov.get(ENGINE_VERSION_FIELD) or "unknown")}
+           "engine": display_name(engine_of(card)),
+           # the schema's field keeps its first engine's name (ENGINE_VERSION_FIELD); a row says what it is
+           "engine version": str(prov.get(ENGINE_VERSION_FIELD) or "unknown")}
     if prov.get("server_args") and not argv:
         out.update(_flat("flag.", prov["server_args"]))
     elif prov.get("argv"):
@@ -35,7 +41,7 @@ def config_diff(cards: list[Scorecard]) -> list[dict[str, Any]]:
     """The settings that differ between the cards' launches. Servers of different engines name
     their arguments in different vocabularies (hundreds of server args that have no counterpart),
     so between engines each side's command line is shown whole instead of arg by arg."""
-    engines = {c.subject.get("engine") or DEFAULT_ENGINE for c in cards}
+    engines = {engine_of(c) for c in cards}
     configs = [config_of(c, argv=len(engines) > 1) for c in cards]
     keys = sorted(set().union(*configs))
     rows = []

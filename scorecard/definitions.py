@@ -10,7 +10,7 @@ from scorecard.model import Scorecard
 
 def definition(card: Scorecard, key: str) -> str | None:
     """How the engine of `card`'s server defines figure `key`, where it is engine-specific."""
-    eng = ENGINES.get(str(card.subject.get("engine") or ""))
+    eng = ENGINES.get(str(card.subject.get("engine") or card.engine or ""))
     return None if eng is None else eng.definitions.get(key)
 
 
@@ -25,7 +25,7 @@ def label(card: Scorecard) -> None:
 
 def defined_apart(a: Scorecard, b: Scorecard, key: str) -> bool:
     """True when the two cards' engines differ and define figure `key` differently."""
-    if a.subject.get("engine") == b.subject.get("engine"):
+    if (a.subject.get("engine") or a.engine) == (b.subject.get("engine") or b.engine):
         return False
     da, db = definition(a, key), definition(b, key)
     return (da is not None or db is not None) and da != db

@@ -249,7 +249,8 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
 #: the groups handed out first, longest first (seconds on a 2-core host under the full run, from
 #: --durations: the six serial groups 200-400 s, then the files of 30-130 s, so none starts at the
 #: tail), then every other group in collection order
-RUN_FIRST = ("tests/real_vllm/test_real_vllm_pitwall.py", "real_sglang", "browser", "real_sglang-shared", "tests/real_vllm/test_real_vllm_server.py", "browser-image", "browser-walk", "browser-e2e",
+RUN_FIRST = ("real_sglang", "browser", "real_sglang-shared", "browser-image", "browser-walk",
+             "tests/real_vllm/test_real_vllm_pitwall.py", "browser-e2e",
              "tests/trace/test_trace_capacity.py", "tests/hostile/test_hostile_tier.py",
              "tests/alerts/test_alert_faults.py", "tests/fleet/test_two_runners.py", "tests/trace/test_trace_replay.py",
              "tests/collectors/test_prometheus_source.py", "tests/probe/test_probe_images.py",
