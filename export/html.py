@@ -124,8 +124,9 @@ def _comparison_lead(cards: Sequence[Scorecard], cmp: Comparison) -> list[str]:
         body.append(f'<div class="verdict"><p class="lead">'
                     f"{_e(verdict.lead_sentence(cmp, cards, i))}</p><ul>{groups}</ul></div>")
     sentence, lines = verdict.comparability(cmp)
-    if cmp.comparable:
-        body.append(f"<p>{_e(sentence)}</p>")
+    if cmp.comparable:  # the notes (why some figures carry no verdict) and the output check
+        items = "".join(f"<li>{_e(line)}</li>" for line in lines)
+        body.append(f"<p>{_e(sentence)}</p>" + (f"<ul>{items}</ul>" if items else ""))
     else:
         items = "".join(f"<li>{_e(line)}</li>" for line in lines)
         body.append(f'<div class="warn"><b>{_e(sentence)}</b><ul>{items}</ul></div>')

@@ -245,9 +245,18 @@ GAP_FIGURES = ("itl_", "tpot_")
 
 def burst(card: Scorecard, level: float | None) -> bool:
     """True when `card`'s stream arrived in one burst at `level` (matched.is_burst: its TPOT p50
-    under 0.2 ms, 5,000 tokens/s within a request)."""
+    under 0.2 ms, 5,000 tokens/s within a request). A run whose probe did not trust itself (its
+    event loop lagged: chunks piled up in the socket and read as one) is no evidence of a burst."""
+    if (card.provenance.get("self_check") or {}).get("trusted") is False:
+        return False
     tpot = _at_level(card, "tpot_p50_s", level)[0]
     return matched.is_burst(tpot if tpot is not None else _at_level(card, "itl_p50_s", level)[0])
+
+
+def _level_notes(level_deltas: list[LevelDelta], used: list[str]) -> list[str]:
+    """The notes of verdicts only the per-level table gives (a burst at one level only)."""
+    seen = {v for ld in level_deltas for v in ld.verdicts[1:]}
+    return [NOTES[v] for v in NOTES if v in seen and v not in used]
 
 
 def compare(cards: list[Scorecard]) -> Comparison:
@@ -347,6 +356,7 @@ def compare(cards: list[Scorecard]) -> Comparison:
                 used.append(verdict)
         deltas.append(Delta(spec.key, values, d, rel, verdicts, spreads))
     kind = str(base.subject.get("server_kind") or "llm")
+    level_deltas = matched.level_deltas(cards, kind, level_diff)
     return Comparison(
         titles=[c.title for c in cards],
         fingerprints=fps,
@@ -359,12 +369,12 @@ def compare(cards: list[Scorecard]) -> Comparison:
         level_mode=mode,
         shared_levels=shared,
         matched_level=level,
-        level_deltas=matched.level_deltas(cards, kind, level_diff),
+        level_deltas=level_deltas,
         refusal=refused,
         goodput=[matched.goodput(c) for c in cards],
         summary=summary(workload_diff, config_diff(cards), no_sweep, refused is not None,
                         None if level is None else level_name(mode, level)),
-        notes=[NOTES[v] for v in used],
+        notes=[NOTES[v] for v in used] + _level_notes(level_deltas, used),
         outputs=[output_sentence(c, base) for c in cards[1:]],
     )
 

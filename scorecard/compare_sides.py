@@ -18,7 +18,11 @@ def _flat(prefix: str, d: dict[str, Any] | None) -> dict[str, str]:
 
 def engine_of(card: Scorecard) -> str:
     """The engine of the card's server (the subject's, else the card's own label; an old card: the default)."""
-    return str(card.subject.get("engine") or card.engine or DEFAULT_ENGINE)
+    if card.subject.get("engine"):
+        return str(card.subject["engine"])
+    if card.subject.get("no_server"):  # `pitwall probe --url`: nothing says which engine answered
+        return "unknown"
+    return str(card.engine or DEFAULT_ENGINE)
 
 
 def config_of(card: Scorecard, *, argv: bool = False) -> dict[str, str]:
@@ -61,6 +65,9 @@ def output_sentence(card: Scorecard, base: Scorecard) -> str:
     if check.get("error"):
         return f"Outputs not checked: {check['error']}."
     n, diff = int(check.get("compared") or 0), int(check.get("differing") or 0)
+    if n == 0:
+        return ("Outputs not compared: no successful request of this run answered a prompt the "
+                "baseline run answered.")
     pn, pdiff = int(check.get("prompts_compared") or 0), int(check.get("prompts_differing") or 0)
     text = (f"Outputs: {n - diff} of {n} requests gave the baseline run's output for the same prompt "
             f"({pn - pdiff} of {pn} prompts alike)")

@@ -5,12 +5,13 @@ each other only when their engines define it alike."""
 from __future__ import annotations
 
 from collectors.engines import ENGINES
+from scorecard.compare_sides import engine_of
 from scorecard.model import Scorecard
 
 
 def definition(card: Scorecard, key: str) -> str | None:
     """How the engine of `card`'s server defines figure `key`, where it is engine-specific."""
-    eng = ENGINES.get(str(card.subject.get("engine") or card.engine or ""))
+    eng = ENGINES.get(engine_of(card))
     return None if eng is None else eng.definitions.get(key)
 
 
@@ -25,7 +26,7 @@ def label(card: Scorecard) -> None:
 
 def defined_apart(a: Scorecard, b: Scorecard, key: str) -> bool:
     """True when the two cards' engines differ and define figure `key` differently."""
-    if (a.subject.get("engine") or a.engine) == (b.subject.get("engine") or b.engine):
+    if engine_of(a) == engine_of(b):
         return False
     da, db = definition(a, key), definition(b, key)
     return (da is not None or db is not None) and da != db

@@ -150,7 +150,8 @@ def is_burst(tpot_p50: Any) -> bool:
 
 
 def _burst(lv: dict[str, Any]) -> bool:
-    return is_burst(lv.get("tpot_p50_s", lv.get("itl_p50_s")))
+    tpot = lv.get("tpot_p50_s")
+    return is_burst(tpot if tpot is not None else lv.get("itl_p50_s"))
 
 
 def level_deltas(cards: Sequence[Scorecard], kind: str,

@@ -197,7 +197,7 @@ def hash_output(content: str, reasoning: str = "") -> str:
     hash, so the same tokens hash the same on either engine."""
     h = hashlib.sha256(content.rstrip("\ufffd").encode())
     if reasoning:
-        h.update(b"\x1e" + reasoning.encode())
+        h.update(b"\x1e" + reasoning.rstrip("\ufffd").encode())
     return h.hexdigest()[:16]
 
 

@@ -76,3 +76,19 @@ def test_a_stream_that_arrived_in_one_burst_gives_its_token_gaps_no_verdict(engi
     assert _verdict(cmp, "ttft_p50_s") == "better"  # the first token still counts
     assert any("arrived in a burst" in n for n in cmp.notes)
     assert all(ld.verdicts[1] == "burst stream" for ld in cmp.level_deltas if ld.key == "itl_p50_s")
+
+
+def test_a_burst_is_no_evidence_when_the_probe_did_not_trust_itself(engine) -> None:
+    cards, _ = _pair(engine, "vllm")
+    for lv in cards[1].levels:
+        lv["tpot_p50_s"] = 1e-5
+    cards[1].figures["tpot_p50_s"].value = 1e-5
+    cards[1].provenance["self_check"] = {"trusted": False}  # its event loop lagged: chunks read as one
+    assert _verdict(compare(cards), "tpot_p50_s") != "burst stream"
+
+
+def test_an_output_check_that_compared_nothing_says_so(engine) -> None:
+    cards, _ = _pair(engine, "vllm")
+    cards[1].provenance["output_check"] = {"baseline_run_id": cards[0].subject["run_id"], "compared": 0,
+                                           "differing": 0, "prompts_compared": 0, "prompts_differing": 0}
+    assert compare(cards).outputs[0].startswith("Outputs not compared")
