@@ -215,6 +215,15 @@ def goodput(card: Scorecard) -> dict[str, Any]:
                             "slo": slo}
     if not card.levels:
         return {**none, "why": "no probe sweep"}
+    trusted = (card.provenance.get("self_check") or {}).get("trusted") is not False
+    if not image and trusted and "itl_p99_s" in slo and any(_burst(lv) for lv in card.levels):
+        # the stream arrived in a burst: any ITL target is met without saying anything of the
+        # generation, so goodput rests on the other targets only
+        slo.pop("itl_p99_s")
+        none["slo"] = slo
+        if not any(k in slo for k in latency):
+            return {**none, "why": "its stream arrived in a burst (the ITL target says nothing of it): "
+                                   "set a TTFT target (ttft_p99_s)"}
     if not any(k in slo for k in latency):
         return {**none, "why": f"no latency target set ({' or '.join(latency)})"}
     best, why = probe_stats.goodput([_report_level(lv) for lv in card.levels], slo, image=image)

@@ -92,3 +92,18 @@ def test_an_output_check_that_compared_nothing_says_so(engine) -> None:
     cards[1].provenance["output_check"] = {"baseline_run_id": cards[0].subject["run_id"], "compared": 0,
                                            "differing": 0, "prompts_compared": 0, "prompts_differing": 0}
     assert compare(cards).outputs[0].startswith("Outputs not compared")
+
+
+def test_a_burst_leaves_goodput_to_the_targets_it_does_not_disqualify(engine) -> None:
+    from scorecard import matched
+
+    cards, _ = _pair(engine, "vllm")
+    card = cards[1]
+    for lv in card.levels:
+        lv["tpot_p50_s"] = 1e-5
+    for key, target in (("ttft_p99_s", None), ("itl_p99_s", 0.05)):
+        card.figures[key].target = target
+    got = matched.goodput(card)
+    assert got["rps"] is None and "arrived in a burst" in got["why"] and "itl_p99_s" not in got["slo"]
+    card.figures["ttft_p99_s"].target = 10.0  # a TTFT target still judges it
+    assert matched.goodput(card)["rps"] is not None
