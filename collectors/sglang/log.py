@@ -92,14 +92,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
-from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.log_tail import Line, LogTailer, TailState, read_off_thread
+from collectors.log_follow import READ_DEADLINE_S, FollowedLog, LogFollowCollector
+from collectors.log_tail import Line, LogTailer, TailState
 from collectors.sglang import log_forms
 from collectors.sglang.log_parse import LogRecord, parse_line
 from collectors.sglang.log_stream import ParseStats, StreamParser, parse_stream
@@ -265,151 +264,32 @@ def records_to_rows(records: list[LogRecord], server: ServerTarget, now: float,
 
 
 @dataclass
-class _ServerTail:
-    path: str
-    tailer: LogTailer
-    parser: StreamParser
+class _ServerTail(FollowedLog):
+    parser: StreamParser = field(default_factory=lambda: StreamParser(ParseStats()))
     agg: _Aggregates = field(default_factory=_Aggregates)
-    last_saved: dict[str, Any] | None = None
     idle_polls: int = 0
-    reading: Future[list[Line]] | None = None  # a read not collected yet (a slow filesystem)
 
 
-#: How long one poll waits for the servers' log reads before it returns without the slow ones.
-READ_DEADLINE_S = 2.0
-
-
-class SGLangLogCollector:
-    """Collector protocol (collectors/base.py) over every ServerTarget with a `log_path`."""
+class SGLangLogCollector(LogFollowCollector):
+    """SGLang's log on the engine-neutral follower (collectors/log_follow.py: the poll loop, the
+    stuck read, the refused path, the rewind); the rows and the committed offset are here."""
 
     name = "sglang_log"
-    interval_s = 1.0
 
     def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False,
                  read_deadline_s: float = READ_DEADLINE_S) -> None:
         #: a server seen for the first time is read from its beginning (backfill with the
         #: prefix timestamps) unless start_at_end
-        self.max_bytes_per_poll = max_bytes_per_poll
-        self.start_at_end = start_at_end
-        self.read_deadline_s = read_deadline_s
-        self._servers: dict[int, _ServerTail] = {}
-        self._episode: dict[int, str] = {}  # server id -> the problem last reported (one event)
+        super().__init__(max_bytes_per_poll=max_bytes_per_poll, start_at_end=start_at_end,
+                         read_deadline_s=read_deadline_s)
         self.dependents: Callable[[Iterable[str]], list[str]] | None = None
 
     def set_dependents(self, resolve: Callable[[Iterable[str]], list[str]]) -> None:
         """What reads a Pitwall key (present/dependents.py), for the log-form drift event."""
         self.dependents = resolve
 
-    @staticmethod
-    def state_key(server_id: int) -> str:
-        return f"sglang_log:{server_id}:tail"
-
-    def poll(self, ctx: CollectorContext) -> PollResult:
-        """Every server's log is read in its own thread, all at once; the poll waits at most
-        read_deadline_s for them and carries on without a slow one (its lines come in a later
-        poll, when its read returns). A failure of one server is one event, never the poll's."""
-        result = PollResult()
-        jobs: list[tuple[ServerTarget, _ServerTail]] = []
-        started: list[Future[list[Line]]] = []  # a read still stuck from a past poll: not waited
-        for server in ctx.servers:
-            if not server.log_path:
-                continue
-            try:
-                s = self._tail_for(ctx, server)
-                if s.reading is None:
-                    s.reading = read_off_thread(s.tailer, f"log-read-{server.id}")
-                    started.append(s.reading)
-                jobs.append((server, s))
-            except Exception as exc:  # noqa: BLE001 - one server's failure must not end the poll
-                self._report(ctx, result, server, self._failure(server, exc))
-        seen = {server.id for server, _ in jobs}
-        futures_wait(started, timeout=self.read_deadline_s)
-        for server, s in jobs:
-            fut = s.reading
-            if fut is None or not fut.done():
-                self._report(ctx, result, server, (
-                    f"reading the log of server {server.name!r} at {server.log_path!r} took "
-                    f"longer than {self.read_deadline_s:g} s (a hung network or FUSE mount?); "
-                    "the other servers are read without waiting for it and its lines are read "
-                    "when the read returns: check that filesystem"))
-                continue
-            s.reading = None
-            try:
-                lines = fut.result()
-                refused = s.tailer.refused
-                res = self._rows(ctx, server, s, lines)
-            except Exception as exc:  # noqa: BLE001 - see above
-                self._report(ctx, result, server, self._failure(server, exc))
-                continue
-            result.extend(res)
-            if refused is not None:
-                self._report(ctx, result, server, (
-                    f"refusing the log of server {server.name!r} at {server.log_path!r}: it "
-                    f"{refused.why}; Pitwall reads a log only from a regular file, never through "
-                    "a symlink, a FIFO, a device or a folder: set log_path to the log file itself"))
-            else:
-                self._episode.pop(server.id, None)  # read cleanly: the next problem is news
-        for sid in list(self._servers):
-            if sid not in seen:
-                self._drop(self._servers.pop(sid))
-                self._episode.pop(sid, None)
-        return result
-
-    def close(self) -> None:
-        for s in self._servers.values():
-            self._drop(s)
-        self._servers.clear()
-
-    # -- internals ------------------------------------------------------------------------------
-
-    @staticmethod
-    def _drop(s: _ServerTail) -> None:
-        if s.reading is None or s.reading.done():
-            s.tailer.close()
-        # else: a read is stuck in that file; closing under it could block this thread too.
-        # The reader thread ends with the read and the file is closed when it is collected.
-
-    def _report(self, ctx: CollectorContext, result: PollResult, server: ServerTarget,
-                msg: str) -> None:
-        """One collector_error per server per episode: again only when the problem changes or
-        comes back after a clean read."""
-        if self._episode.get(server.id) == msg:
-            return
-        self._episode[server.id] = msg
-        result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg,
-                                      launch_id=server.launch_id))
-
-    @staticmethod
-    def _failure(server: ServerTarget, exc: Exception) -> str:
-        where = f"the log of server {server.name!r} at {server.log_path!r}"
-        if isinstance(exc, OSError):
-            return (f"cannot read {where} ({exc.strerror or exc}); check the path and its "
-                    "permissions")
-        return (f"reading {where} failed ({type(exc).__name__}: {str(exc)[:200]}); the other "
-                "servers are read as usual; report this with the log's last lines")
-
-    def _open(self, ctx: CollectorContext, server: ServerTarget,
-              saved: dict[str, Any] | None) -> _ServerTail:
-        path = server.log_path or ""
-        st = TailState.from_dict(saved) if saved and saved.get("path") == path else None
-        tailer = LogTailer(path, st, max_bytes=self.max_bytes_per_poll,
-                           start_at_end=self.start_at_end)
-        s = _ServerTail(path, tailer, StreamParser(ParseStats()))
-        s.last_saved = saved if st is not None else None
-        return s
-
-    def _tail_for(self, ctx: CollectorContext, server: ServerTarget) -> _ServerTail:
-        """This server's tail, rewound when the runner did not commit what we last handed over."""
-        saved = ctx.load_state(self.state_key(server.id))
-        s = self._servers.get(server.id)
-        if s is not None and s.reading is None and (s.path != server.log_path or (
-                saved is not None and s.last_saved is not None and saved != s.last_saved)):
-            # the log moved, or the runner did not commit what we last handed over: rewind
-            s.tailer.close()
-            s = None
-        if s is None:
-            s = self._servers[server.id] = self._open(ctx, server, saved)
-        return s
+    def _follow(self, path: str, tailer: LogTailer, saved: dict[str, Any] | None) -> _ServerTail:
+        return _ServerTail(path, tailer)
 
     def _rows(self, ctx: CollectorContext, server: ServerTarget, s: _ServerTail,
               lines: list[Line]) -> PollResult:

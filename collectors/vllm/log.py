@@ -27,28 +27,25 @@ death within 30 s are one event; a ready line starts over), decode_retract (a st
 `Preemptions: N`, 0.32+, or V0's preemption warning; `metrics.retracted_requests_per_s` counts
 every preemption whatever the release).
 
-State, loss and isolation as for the first engine's log (its module documents them): the offset
-past the last line handed over is saved in the poll and committed with the rows, a new server is
-read from the start of its log (at most `max_bytes_per_poll` a poll), and a failure or a stuck
-read of one server is one `collector_error` per episode while the others are read.
+Following the file, isolation and the rewind are collectors/log_follow.py's; here the offset past
+the last line handed over is saved in the poll and committed with the rows (no grouped event is
+held back, so nothing is read twice after a restart and nothing is lost).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from concurrent.futures import Future
-from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from collectors.base import CollectorContext, EventRow, PollResult, SampleRow, ServerTarget
-from collectors.log_tail import Line, LogTailer, TailState, read_off_thread
+from collectors.log_follow import FollowedLog, LogFollowCollector
+from collectors.log_tail import Line, LogTailer
 from collectors.vllm.log_parse import VllmRecord, parse_line
 from storage import series_keys as sk
 
-READ_DEADLINE_S = 2.0
 #: stats field -> Pitwall key
 GAUGES: dict[str, str] = {
     "running_req": sk.LOG_RUNNING_REQ,
@@ -77,12 +74,8 @@ class Memory:
 
 
 @dataclass
-class _Tail:
-    path: str
-    tailer: LogTailer
+class _Tail(FollowedLog):
     memory: Memory = field(default_factory=Memory)
-    last_saved: dict[str, Any] | None = None
-    reading: Future[list[Line]] | None = None
 
 
 def _gauges(rec: VllmRecord, ts: float, memory: Memory, add: Callable[[float, str, float], None]) -> None:
@@ -141,110 +134,26 @@ def records_to_rows(records: list[VllmRecord], server: ServerTarget, now: float,
     return res
 
 
-class VLLMLogCollector:
-    """Collector protocol (collectors/base.py) over every ServerTarget with a `log_path`."""
+class VLLMLogCollector(LogFollowCollector):
+    """vLLM's log on the engine-neutral follower (collectors/log_follow.py: the poll loop, the
+    stuck read, the refused path, the rewind); the rows and the saved offset are here."""
 
     name = "vllm_log"
-    interval_s = 1.0
 
-    def __init__(self, *, max_bytes_per_poll: int = 4 << 20, start_at_end: bool = False,
-                 read_deadline_s: float = READ_DEADLINE_S) -> None:
-        self.max_bytes_per_poll = max_bytes_per_poll
-        self.start_at_end = start_at_end
-        self.read_deadline_s = read_deadline_s
-        self._servers: dict[int, _Tail] = {}
-        self._episode: dict[int, str] = {}
-
-    def state_key(self, server_id: int) -> str:
-        return f"{self.name}:{server_id}:tail"
-
-    def poll(self, ctx: CollectorContext) -> PollResult:
-        result = PollResult()
-        jobs: list[tuple[ServerTarget, _Tail]] = []
-        started: list[Future[list[Line]]] = []
-        for server in ctx.servers:
-            if not server.log_path:
-                continue
-            try:
-                t = self._tail_for(ctx, server)
-                if t.reading is None:
-                    t.reading = read_off_thread(t.tailer, f"vllm-log-read-{server.id}")
-                    started.append(t.reading)
-                jobs.append((server, t))
-            except Exception as exc:  # noqa: BLE001 - one server's failure must not end the poll
-                self._report(ctx, result, server, self._failure(server, exc))
-        futures_wait(started, timeout=self.read_deadline_s)
-        for server, t in jobs:
-            fut = t.reading
-            if fut is None or not fut.done():
-                self._report(ctx, result, server, (
-                    f"reading the log of server {server.name!r} at {server.log_path!r} took longer "
-                    f"than {self.read_deadline_s:g} s (a hung network or FUSE mount?); its lines are "
-                    "read when the read returns: check that filesystem"))
-                continue
-            t.reading = None
-            try:
-                lines = fut.result()
-                now = ctx.now()
-                stamp = datetime.fromtimestamp(now)
-                records = [r for ln in lines if (r := parse_line(ln.data.decode("utf-8", "replace"), stamp))]
-                result.extend(records_to_rows(records, server, now, t.memory))
-            except Exception as exc:  # noqa: BLE001 - see above
-                self._report(ctx, result, server, self._failure(server, exc))
-                continue
-            state = ({**t.tailer.state.to_dict(), "path": t.path, "dp": t.memory.several}
-                     if t.tailer.state is not None else None)
-            if state is not None and state != t.last_saved:
-                ctx.save_state(self.state_key(server.id), state)
-                t.last_saved = state
-            if t.tailer.refused is not None:
-                self._report(ctx, result, server, (
-                    f"refusing the log of server {server.name!r} at {server.log_path!r}: it "
-                    f"{t.tailer.refused.why}; Pitwall reads a log only from a regular file: set "
-                    "log_path to the log file itself"))
-            else:
-                self._episode.pop(server.id, None)
-        seen = {s.id for s, _ in jobs}
-        for sid in [s for s in self._servers if s not in seen]:
-            self._drop(self._servers.pop(sid))
-        return result
-
-    def close(self) -> None:
-        for t in self._servers.values():
-            self._drop(t)
-        self._servers.clear()
-
-    @staticmethod
-    def _drop(t: _Tail) -> None:
-        if t.reading is None or t.reading.done():
-            t.tailer.close()
-
-    def _tail_for(self, ctx: CollectorContext, server: ServerTarget) -> _Tail:
-        """This server's tail, rewound when the runner did not commit what was last handed over."""
-        saved = ctx.load_state(self.state_key(server.id))
-        t = self._servers.get(server.id)
-        if t is not None and t.reading is None and (t.path != server.log_path or (
-                saved is not None and t.last_saved is not None and saved != t.last_saved)):
-            t.tailer.close()
-            t = None
-        if t is None:
-            path = server.log_path or ""
-            st = TailState.from_dict(saved) if saved and saved.get("path") == path else None
-            tailer = LogTailer(path, st, max_bytes=self.max_bytes_per_poll, start_at_end=self.start_at_end)
-            t = self._servers[server.id] = _Tail(path, tailer, last_saved=saved if st is not None else None)
-            t.memory.several = bool(st is not None and saved and saved.get("dp"))
+    def _follow(self, path: str, tailer: LogTailer, saved: dict[str, Any] | None) -> _Tail:
+        t = _Tail(path, tailer)
+        t.memory.several = bool(saved and saved.get("dp"))  # data parallel, as the last run knew
         return t
 
-    def _report(self, ctx: CollectorContext, result: PollResult, server: ServerTarget, msg: str) -> None:
-        if self._episode.get(server.id) == msg:
-            return
-        self._episode[server.id] = msg
-        result.events.append(EventRow(ctx.now(), server.id, "collector_error", msg, launch_id=server.launch_id))
-
-    @staticmethod
-    def _failure(server: ServerTarget, exc: Exception) -> str:
-        where = f"the log of server {server.name!r} at {server.log_path!r}"
-        if isinstance(exc, OSError):
-            return f"cannot read {where} ({exc.strerror or exc}); check the path and its permissions"
-        return (f"reading {where} failed ({type(exc).__name__}: {str(exc)[:200]}); the other servers "
-                "are read as usual; report this with the log's last lines")
+    def _rows(self, ctx: CollectorContext, server: ServerTarget, t: _Tail, lines: list[Line]) -> PollResult:
+        now = ctx.now()
+        stamp = datetime.fromtimestamp(now)
+        records = [r for ln in lines if (r := parse_line(ln.data.decode("utf-8", "replace"), stamp))]
+        res = records_to_rows(records, server, now, t.memory)
+        # a line is one record (no grouped event to hold back): the offset past every line read
+        if t.tailer.state is not None:
+            state = {**t.tailer.state.to_dict(), "path": t.path, "dp": t.memory.several}
+            if state != t.last_saved:
+                ctx.save_state(self.state_key(server.id), state)
+                t.last_saved = state
+        return res
